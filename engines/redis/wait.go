@@ -1,0 +1,279 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/orthrus-go/orthrus/locker"
+)
+
+// confirmTimeout bounds the wait for a subscription to be confirmed. Past
+// it the waiter goes on with its expiry timer alone: a server that does not
+// confirm will fail the next attempt anyway.
+const confirmTimeout = 5 * time.Second
+
+// hub multiplexes every waiter of an engine over one pub/sub connection (one
+// per master on Cluster, with sharded pub/sub), and wakes the waiters of a
+// name when its release is published. A channel is subscribed while it has
+// waiters and unsubscribed when the last one leaves.
+type hub struct {
+	client  goredis.UniversalClient
+	cluster *goredis.ClusterClient // nil unless Cluster
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	closed   bool
+	conns    map[string]*subConn // by node address; "" when not Cluster
+	channels map[string]*channel
+	stop     chan struct{} // closed by close
+	wg       sync.WaitGroup
+}
+
+type subConn struct {
+	ps      *goredis.PubSub
+	sharded bool
+}
+
+func (c *subConn) subscribe(ctx context.Context, ch string) error {
+	if c.sharded {
+		return c.ps.SSubscribe(ctx, ch)
+	}
+	return c.ps.Subscribe(ctx, ch)
+}
+
+func (c *subConn) unsubscribe(ctx context.Context, ch string) error {
+	if c.sharded {
+		return c.ps.SUnsubscribe(ctx, ch)
+	}
+	return c.ps.Unsubscribe(ctx, ch)
+}
+
+// channel is one subscribed release channel and its waiters.
+type channel struct {
+	name      string
+	conn      *subConn
+	waiters   map[*waiter]struct{}
+	confirmed chan struct{} // closed when the server confirmed the subscription
+}
+
+type waiter struct {
+	ch   *channel
+	wake chan struct{} // buffered: a wake-up is never lost, never blocks
+}
+
+func newHub(client goredis.UniversalClient, log *slog.Logger) *hub {
+	cluster, _ := client.(*goredis.ClusterClient)
+	return &hub{
+		client:   client,
+		cluster:  cluster,
+		log:      log,
+		conns:    make(map[string]*subConn),
+		channels: make(map[string]*channel),
+		stop:     make(chan struct{}),
+	}
+}
+
+// join registers a waiter on ch and returns once the server has confirmed
+// the subscription, so a release published after join returns is seen.
+func (h *hub) join(ctx context.Context, ch string) (*waiter, error) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, locker.ErrClosed
+	}
+	c := h.channels[ch]
+	if c == nil {
+		conn, err := h.connFor(ctx, ch)
+		if err == nil {
+			err = conn.subscribe(ctx, ch)
+		}
+		if err != nil {
+			h.mu.Unlock()
+			return nil, fmt.Errorf("subscribe %q: %w: %w", ch, locker.ErrUnavailable, err)
+		}
+		c = &channel{name: ch, conn: conn, waiters: make(map[*waiter]struct{}), confirmed: make(chan struct{})}
+		h.channels[ch] = c
+	}
+	w := &waiter{ch: c, wake: make(chan struct{}, 1)}
+	c.waiters[w] = struct{}{}
+	h.mu.Unlock()
+
+	timer := time.NewTimer(confirmTimeout)
+	defer timer.Stop()
+	select {
+	case <-c.confirmed:
+	case <-timer.C:
+		h.log.Warn("redis: subscription not confirmed, waiting on expiry alone", "channel", ch)
+	case <-ctx.Done():
+		h.leave(w)
+		return nil, ctx.Err()
+	}
+	return w, nil
+}
+
+// leave unregisters w and unsubscribes its channel when it was the last.
+func (h *hub) leave(w *waiter) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := w.ch
+	delete(c.waiters, w)
+	if len(c.waiters) > 0 || h.channels[c.name] != c {
+		return
+	}
+	delete(h.channels, c.name)
+	if h.closed {
+		return
+	}
+	// Under h.mu, so that a new subscription of the same channel goes on
+	// the wire after this unsubscription.
+	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
+	defer cancel()
+	if err := c.conn.unsubscribe(ctx, c.name); err != nil {
+		h.log.Debug("redis: unsubscribe failed", "channel", c.name, "err", err)
+	}
+}
+
+// connFor returns the pub/sub connection that serves ch, starting it if
+// needed. Called with h.mu held.
+func (h *hub) connFor(ctx context.Context, ch string) (*subConn, error) {
+	addr, node := "", goredis.UniversalClient(h.client)
+	if h.cluster != nil {
+		master, err := h.cluster.MasterForKey(ctx, ch)
+		if err != nil {
+			return nil, err
+		}
+		addr, node = master.Options().Addr, master
+	}
+	if c := h.conns[addr]; c != nil {
+		return c, nil
+	}
+	c := &subConn{sharded: h.cluster != nil}
+	if c.sharded {
+		c.ps = node.SSubscribe(context.Background())
+	} else {
+		c.ps = node.Subscribe(context.Background())
+	}
+	h.conns[addr] = c
+	h.wg.Add(1)
+	go h.receive(c)
+	return c, nil
+}
+
+// receive dispatches the messages of one connection until it is closed.
+func (h *hub) receive(c *subConn) {
+	defer h.wg.Done()
+	for {
+		msg, err := c.ps.Receive(context.Background())
+		if err != nil {
+			if h.isClosed() {
+				return
+			}
+			// go-redis reconnects and resubscribes on the next Receive;
+			// releases published meanwhile are lost, so every waiter of this
+			// connection tries again now.
+			h.wakeConn(c)
+			if !h.pause(100 * time.Millisecond) {
+				return
+			}
+			continue
+		}
+		switch m := msg.(type) {
+		case *goredis.Message:
+			h.wakeChannel(m.Channel)
+		case *goredis.Subscription:
+			if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
+				h.confirm(m.Channel)
+			}
+		}
+	}
+}
+
+// pause waits d unless the hub closes first; it reports whether to go on.
+func (h *hub) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-h.stop:
+		return false
+	}
+}
+
+func (h *hub) isClosed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closed
+}
+
+// confirm marks ch subscribed. A confirmation of a channel already
+// confirmed follows a reconnect: its waiters may have missed a release.
+func (h *hub) confirm(ch string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.channels[ch]
+	if c == nil {
+		return
+	}
+	select {
+	case <-c.confirmed:
+		wakeAll(c)
+	default:
+		close(c.confirmed)
+	}
+}
+
+func (h *hub) wakeChannel(ch string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c := h.channels[ch]; c != nil {
+		wakeAll(c)
+	}
+}
+
+func (h *hub) wakeConn(conn *subConn) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.channels {
+		if c.conn == conn {
+			wakeAll(c)
+		}
+	}
+}
+
+func wakeAll(c *channel) {
+	for w := range c.waiters {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// close ends every connection and waits for the receivers.
+func (h *hub) close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	close(h.stop)
+	conns := h.conns
+	h.conns = nil
+	h.mu.Unlock()
+	var errs []error
+	for _, c := range conns {
+		if err := c.ps.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	h.wg.Wait()
+	return errors.Join(errs...)
+}

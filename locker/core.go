@@ -1,0 +1,194 @@
+package locker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Backend is the handful of primitives an engine supplies. Core builds the
+// Lockers over them: owners, re-entry, the renewal loop and lost-hold
+// signalling live in Core, once, for every engine.
+type Backend interface {
+	// Acquire takes h.Name for h.Owner with a hold of h.TTL and sets h.Token
+	// (and, if it needs one, h.State). With wait false it makes one attempt
+	// and returns (false, nil) on contention. With wait true it blocks until
+	// granted, or until ctx is done, when it returns ctx.Err() having left
+	// nothing behind. Engine failures wrap ErrUnavailable.
+	Acquire(ctx context.Context, h *Hold, wait bool) (bool, error)
+	// Release ends h. It returns an error wrapping ErrLockLost when the
+	// engine no longer has h, and must not touch another owner's hold.
+	Release(ctx context.Context, h *Hold) error
+}
+
+// Renewer is implemented by backends whose holds expire unless renewed. Core
+// calls it from one loop per engine with every hold that falls due together.
+type Renewer interface {
+	// Renew extends each hold by its TTL, in as few round trips as it can,
+	// and returns one result per hold: nil, an error wrapping ErrLockLost
+	// when the hold is gone, or another error when it should be retried.
+	Renew(ctx context.Context, holds []*Hold) []error
+}
+
+// Hold is one granted hold as an engine sees it. Core creates it; the
+// engine fills Token and State in Acquire and calls MarkLost when it learns
+// that the hold ended under its owner.
+type Hold struct {
+	Name  string        // the lock name, already validated
+	Owner string        // the owner ID of the Locker
+	TTL   time.Duration // lifetime without renewal
+	Renew bool          // false for a fixed lease
+	Token uint64        // fencing token, set by Acquire
+	State any           // engine-private, set by Acquire
+
+	lost     chan struct{}
+	lostOnce sync.Once
+
+	// Scheduling, guarded by the scheduler's mutex.
+	due      time.Time // next renewal, or the end of a fixed lease
+	deadline time.Time // the hold is lost if not renewed by then
+	index    int       // position in the scheduler heap; -1 when not in it
+	stopped  bool      // released: the scheduler must drop it
+}
+
+// MarkLost closes Lost. It is safe to call more than once and from any
+// goroutine.
+func (h *Hold) MarkLost() { h.lostOnce.Do(func() { close(h.lost) }) }
+
+// Lost is closed when the hold has ended without Unlock.
+func (h *Hold) Lost() <-chan struct{} { return h.lost }
+
+func (h *Hold) isLost() bool {
+	select {
+	case <-h.lost:
+		return true
+	default:
+		return false
+	}
+}
+
+// Core is the machinery one engine shares between all its Lockers: the
+// renewal loop, the set of live holds and the closed state.
+type Core struct {
+	engine  string
+	backend Backend
+	log     *slog.Logger
+	sched   *scheduler
+
+	mu     sync.Mutex
+	closed bool
+	holds  map[*Hold]struct{}
+}
+
+// NewCore starts the renewal loop for an engine named engine. Call Close to
+// stop it. A nil logger means slog.Default(); engines pass one that already
+// names them.
+func NewCore(engine string, b Backend, logger *slog.Logger) *Core {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	c := &Core{engine: engine, backend: b, log: logger, holds: make(map[*Hold]struct{})}
+	renewer, _ := b.(Renewer)
+	c.sched = newScheduler(renewer, c.expire, logger)
+	return c
+}
+
+// NewLocker validates name and opts and returns a new owner's Locker.
+func (c *Core) NewLocker(name string, opts ...Option) (Locker, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	s, err := Resolve(opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
+	return newMutex(c, name, s), nil
+}
+
+// Closed reports whether Close has been called.
+func (c *Core) Closed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+func (c *Core) checkOpen() error {
+	if c.Closed() {
+		return fmt.Errorf("%s: %w", c.engine, ErrClosed)
+	}
+	return nil
+}
+
+// Close stops the renewal loop and releases every hold still held, within
+// ctx. Their Lost channels close. It is idempotent.
+func (c *Core) Close(ctx context.Context) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	holds := c.holds
+	c.holds = nil
+	c.mu.Unlock()
+
+	c.sched.close()
+	var errs []error
+	for h := range holds {
+		h.MarkLost()
+		if err := c.backend.Release(ctx, h); err != nil && !errors.Is(err, ErrLockLost) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// granted records a new hold and schedules its renewal or lease end. It
+// reports false, having released the hold, when the engine closed meanwhile.
+func (c *Core) granted(h *Hold, releaseTimeout time.Duration) bool {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		defer cancel()
+		_ = c.backend.Release(ctx, h)
+		return false
+	}
+	c.holds[h] = struct{}{}
+	c.mu.Unlock()
+	c.sched.add(h, time.Now())
+	return true
+}
+
+// release forgets h and ends it on the engine.
+func (c *Core) release(ctx context.Context, h *Hold) error {
+	c.forget(h)
+	return c.backend.Release(ctx, h)
+}
+
+func (c *Core) forget(h *Hold) {
+	c.sched.remove(h)
+	c.mu.Lock()
+	delete(c.holds, h)
+	c.mu.Unlock()
+}
+
+// expire ends a fixed lease: the hold is lost, and the engine is told to end
+// it, since not every engine expires holds on its own (ZooKeeper does not).
+func (c *Core) expire(h *Hold) {
+	h.MarkLost()
+	c.mu.Lock()
+	delete(c.holds, h)
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultReleaseTimeout)
+	defer cancel()
+	if err := c.backend.Release(ctx, h); err != nil && !errors.Is(err, ErrLockLost) {
+		c.log.Warn("locker: release after lease end failed", "name", h.Name, "err", err)
+	}
+}

@@ -1,0 +1,24 @@
+package locker
+
+import "errors"
+
+// Sentinel errors. Engines wrap them with context; match them with errors.Is.
+// Contention is never an error: TryLock and TryLockTimeout report it as false.
+var (
+	// ErrNotHeld is returned by Unlock when the Locker holds nothing.
+	ErrNotHeld = errors.New("locker: not held")
+	// ErrLockLost is returned when a hold ended without Unlock: its lease ran
+	// out, renewal failed past the TTL, the session expired or the key vanished.
+	ErrLockLost = errors.New("locker: lock lost")
+	// ErrUnavailable means the engine could not be reached or timed out. It is
+	// the failure a circuit breaker counts.
+	ErrUnavailable = errors.New("locker: engine unavailable")
+	// ErrClosed is returned by every call on a closed engine.
+	ErrClosed = errors.New("locker: engine closed")
+	// ErrInvalidName is returned for a name that is empty, not UTF-8 or longer
+	// than MaxNameLen.
+	ErrInvalidName = errors.New("locker: invalid lock name")
+	// ErrInvalidArgument is returned for a bad option or argument; the message
+	// names it.
+	ErrInvalidArgument = errors.New("locker: invalid argument")
+)

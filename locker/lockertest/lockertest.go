@@ -1,0 +1,578 @@
+// Package lockertest is the conformance suite every orthrus engine, and the
+// switcher, must pass, in the spirit of testing/fstest: one Run call, one
+// subtest per property of the locker contract, against real servers.
+package lockertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/orthrus-go/orthrus/locker"
+	"go.uber.org/goleak"
+)
+
+// Harness is what a factory gives the suite: an engine and optional hooks
+// into the server behind it.
+type Harness struct {
+	// Engine is the engine under test. The suite closes it.
+	Engine locker.Engine
+	// Expire, when set, removes the current hold of name on the server as
+	// an expiry or an operator would, to check that the holder sees Lost.
+	Expire func(ctx context.Context, name string) error
+	// Residue, when set, counts what the server keeps for name besides a
+	// hold: waiter nodes or keys, subscriptions. It must reach 0 after a
+	// cancelled wait.
+	Residue func(ctx context.Context, name string) (int, error)
+}
+
+// Factory returns a new engine over the same servers each time it is
+// called; the suite calls it once or twice per subtest.
+type Factory func(t *testing.T) Harness
+
+// caseTimeout fails a subtest that hangs instead of waiting for go test's
+// global timeout.
+const caseTimeout = 60 * time.Second
+
+// Run runs the conformance suite. Every subtest uses names unique to it, so
+// the servers need no cleaning between subtests.
+func Run(t *testing.T, factory Factory) {
+	cases := []struct {
+		name string
+		fn   func(t *testing.T, f Factory)
+	}{
+		{"Exclusion", testExclusion},
+		{"Reentry", testReentry},
+		{"TryLock", testTryLock},
+		{"TryLockTimeout", testTryLockTimeout},
+		{"LockCtxCancel", testLockCtxCancel},
+		{"LockCtxBadContext", testLockCtxBadContext},
+		{"UnlockNotHeld", testUnlockNotHeld},
+		{"FixedLease", testFixedLease},
+		{"Lost", testLost},
+		{"TokensIncrease", testTokensIncrease},
+		{"SharedLocker", testSharedLocker},
+		{"Names", testNames},
+		{"BadOptions", testBadOptions},
+		{"Closed", testClosed},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// Registered first, so it runs after every cleanup of the case.
+			before := goleak.IgnoreCurrent()
+			t.Cleanup(func() {
+				if !t.Failed() {
+					goleak.VerifyNone(t, before)
+				}
+			})
+			watchdog := time.AfterFunc(caseTimeout, func() {
+				buf := make([]byte, 1<<20)
+				n := runtime.Stack(buf, true)
+				panic(fmt.Sprintf("lockertest: %s hung for %v\n%s", t.Name(), caseTimeout, buf[:n]))
+			})
+			defer watchdog.Stop()
+			c.fn(t, factory)
+		})
+	}
+}
+
+// open calls the factory and closes the engine when the subtest ends.
+func open(t *testing.T, f Factory) Harness {
+	t.Helper()
+	h := f(t)
+	t.Cleanup(func() {
+		if err := h.Engine.Close(); err != nil {
+			t.Errorf("Engine.Close() = %v", err)
+		}
+	})
+	return h
+}
+
+// lockName is unique per subtest and run, so reruns never meet old state.
+func lockName(t *testing.T, suffix string) string {
+	return fmt.Sprintf("%s/%d/%s", t.Name(), time.Now().UnixNano(), suffix)
+}
+
+func newLocker(t *testing.T, e locker.Engine, name string, opts ...locker.Option) locker.Locker {
+	t.Helper()
+	l, err := e.NewLocker(name, opts...)
+	if err != nil {
+		t.Fatalf("NewLocker(%q) = %v", name, err)
+	}
+	return l
+}
+
+func lease(t *testing.T, l locker.Locker) locker.Lease {
+	t.Helper()
+	ls, ok := l.(locker.Lease)
+	if !ok {
+		t.Fatalf("%T does not implement locker.Lease", l)
+	}
+	return ls
+}
+
+func mustLock(t *testing.T, l locker.Locker) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := l.LockCtx(ctx); err != nil {
+		t.Fatalf("LockCtx() = %v; want nil", err)
+	}
+}
+
+func mustUnlock(t *testing.T, l locker.Locker) {
+	t.Helper()
+	if err := l.Unlock(); err != nil {
+		t.Fatalf("Unlock() = %v; want nil", err)
+	}
+}
+
+func wantTry(t *testing.T, l locker.Locker, want bool) {
+	t.Helper()
+	got, err := l.TryLock()
+	if got != want || err != nil {
+		t.Fatalf("TryLock() = %v, %v; want %v, nil", got, err, want)
+	}
+}
+
+// eventually polls cond until it holds or d passes.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true after %v", what, d)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func testExclusion(t *testing.T, f Factory) {
+	const owners, rounds = 16, 12
+	e := open(t, f).Engine
+	name := lockName(t, "x")
+	var inside, overlaps, total atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, owners)
+	for i := 0; i < owners; i++ {
+		l := newLocker(t, e, name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := 0; r < rounds; r++ {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				err := l.LockCtx(ctx)
+				cancel()
+				if err != nil {
+					errs <- fmt.Errorf("LockCtx() = %w", err)
+					return
+				}
+				if inside.Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				total.Add(1)
+				runtime.Gosched()
+				inside.Add(-1)
+				if err := l.Unlock(); err != nil {
+					errs <- fmt.Errorf("Unlock() = %w", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := overlaps.Load(); n != 0 {
+		t.Errorf("%d overlapping holds among %d owners; want 0", n, owners)
+	}
+	if got, want := total.Load(), int64(owners*rounds); got != want {
+		t.Errorf("%d critical sections ran; want %d", got, want)
+	}
+}
+
+func testReentry(t *testing.T, f Factory) {
+	e := open(t, f).Engine
+	name := lockName(t, "r")
+	a, b := newLocker(t, e, name), newLocker(t, e, name)
+	mustLock(t, a)
+	tok := lease(t, a).Token()
+	mustLock(t, a)
+	wantTry(t, a, true)
+	if got := lease(t, a).Token(); got != tok {
+		t.Errorf("Token() after re-entry = %d; want %d (same hold)", got, tok)
+	}
+	wantTry(t, b, false)
+	mustUnlock(t, a)
+	mustUnlock(t, a)
+	wantTry(t, b, false) // one count left
+	mustUnlock(t, a)
+	wantTry(t, b, true)
+	mustUnlock(t, b)
+}
+
+func testTryLock(t *testing.T, f Factory) {
+	e := open(t, f).Engine
+	name := lockName(t, "t")
+	a, b := newLocker(t, e, name), newLocker(t, e, name)
+	wantTry(t, a, true)
+	if got := lease(t, a).Engine(); got != e.Name() {
+		t.Errorf("Engine() = %q; want %q", got, e.Name())
+	}
+	wantTry(t, b, false)
+	if got := lease(t, b).Token(); got != 0 {
+		t.Errorf("Token() of a non-holder = %d; want 0", got)
+	}
+	if got := lease(t, b).Engine(); got != "" {
+		t.Errorf("Engine() of a non-holder = %q; want \"\"", got)
+	}
+	mustUnlock(t, a)
+	wantTry(t, b, true)
+	mustUnlock(t, b)
+}
+
+func testTryLockTimeout(t *testing.T, f Factory) {
+	e := open(t, f).Engine
+	name := lockName(t, "tt")
+	a, b := newLocker(t, e, name), newLocker(t, e, name)
+	mustLock(t, a)
+	const wait, slack = 300 * time.Millisecond, 500 * time.Millisecond
+	start := time.Now()
+	ok, err := b.TryLockTimeout(wait)
+	elapsed := time.Since(start)
+	if ok || err != nil {
+		t.Fatalf("TryLockTimeout(%v) while held = %v, %v; want false, nil", wait, ok, err)
+	}
+	if elapsed < wait || elapsed > wait+slack {
+		t.Errorf("TryLockTimeout(%v) returned after %v; want within [%v, %v]", wait, elapsed, wait, wait+slack)
+	}
+	for _, bad := range []time.Duration{0, -time.Second} {
+		if ok, err := b.TryLockTimeout(bad); ok || !errors.Is(err, locker.ErrInvalidArgument) {
+			t.Errorf("TryLockTimeout(%v) = %v, %v; want false, ErrInvalidArgument", bad, ok, err)
+		}
+	}
+	// A release during the wait hands the lock over.
+	done := make(chan error, 1)
+	go func() {
+		ok, err := b.TryLockTimeout(20 * time.Second)
+		if err == nil && !ok {
+			err = errors.New("timed out")
+		}
+		done <- err
+	}()
+	mustUnlock(t, a)
+	if err := <-done; err != nil {
+		t.Fatalf("TryLockTimeout(20s) after release = %v; want true, nil", err)
+	}
+	mustUnlock(t, b)
+}
+
+func testLockCtxCancel(t *testing.T, f Factory) {
+	h := open(t, f)
+	name := lockName(t, "c")
+	a, b, c := newLocker(t, h.Engine, name), newLocker(t, h.Engine, name), newLocker(t, h.Engine, name)
+	mustLock(t, a)
+	// The baseline is taken after the first wait, which may start what an
+	// engine keeps for all its waiters (a subscription connection, say).
+	baseline := -1
+	for _, cause := range []error{context.Canceled, context.DeadlineExceeded, context.Canceled} {
+		ctx, cancel := context.WithCancel(context.Background())
+		if cause == context.DeadlineExceeded {
+			ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+		}
+		done := make(chan error, 1)
+		go func() { done <- b.LockCtx(ctx) }()
+		if h.Residue != nil {
+			// The waiter is queued once the server has something of it.
+			eventually(t, 10*time.Second, "waiter visible on the server", func() bool {
+				n, err := h.Residue(context.Background(), name)
+				return err == nil && n > 0
+			})
+		}
+		if cause == context.Canceled {
+			cancel()
+		}
+		err := <-done
+		cancel()
+		if err != cause {
+			t.Fatalf("LockCtx() = %v; want %v (ctx.Err() itself)", err, cause)
+		}
+		if got := lease(t, b).Token(); got != 0 {
+			t.Errorf("Token() after a cancelled wait = %d; want 0", got)
+		}
+		if baseline < 0 {
+			baseline = runtime.NumGoroutine()
+		}
+	}
+	if h.Residue != nil {
+		eventually(t, 10*time.Second, "nothing left on the server after cancelled waits", func() bool {
+			n, err := h.Residue(context.Background(), name)
+			return err == nil && n == 0
+		})
+	}
+	eventually(t, 10*time.Second, "goroutines back to the baseline", func() bool {
+		return runtime.NumGoroutine() <= baseline
+	})
+	// Nothing of the cancelled waiter stands in the queue.
+	mustUnlock(t, a)
+	wantTry(t, c, true)
+	mustUnlock(t, c)
+
+	// An already-cancelled context fails at once, without touching the engine.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.LockCtx(ctx); err != context.Canceled {
+		t.Errorf("LockCtx(cancelled) = %v; want context.Canceled", err)
+	}
+}
+
+func testLockCtxBadContext(t *testing.T, f Factory) {
+	e := open(t, f).Engine
+	l := newLocker(t, e, lockName(t, "n"))
+	//lint:ignore SA1012 checking that a nil context is refused, not a panic
+	if err := l.LockCtx(nil); !errors.Is(err, locker.ErrInvalidArgument) { //nolint:staticcheck
+		t.Errorf("LockCtx(nil) = %v; want ErrInvalidArgument", err)
+	}
+}
+
+func testUnlockNotHeld(t *testing.T, f Factory) {
+	e := open(t, f).Engine
+	name := lockName(t, "u")
+	a, b := newLocker(t, e, name), newLocker(t, e, name)
+	if err := a.Unlock(); !errors.Is(err, locker.ErrNotHeld) {
+		t.Errorf("Unlock() without a hold = %v; want ErrNotHeld", err)
+	}
+	mustLock(t, a)
+	if err := b.Unlock(); !errors.Is(err, locker.ErrNotHeld) {
+		t.Errorf("Unlock() by another owner = %v; want ErrNotHeld", err)
+	}
+	mustUnlock(t, a)
+	if err := a.Unlock(); !errors.Is(err, locker.ErrNotHeld) {
+		t.Errorf("second Unlock() = %v; want ErrNotHeld", err)
+	}
+}
+
+func testFixedLease(t *testing.T, f Factory) {
+	e := open(t, f).Engine
+	name := lockName(t, "l")
+	const d = 600 * time.Millisecond
+	a := newLocker(t, e, name, locker.WithLease(d))
+	b := newLocker(t, e, name)
+	start := time.Now()
+	mustLock(t, a)
+	lost := lease(t, a).Lost()
+	wantTry(t, b, false)
+	mustLock(t, b) // granted once the lease has run out
+	if elapsed := time.Since(start); elapsed < d {
+		t.Errorf("second owner got the lock after %v; want at least the lease %v", elapsed, d)
+	}
+	select {
+	case <-lost:
+	case <-time.After(5 * time.Second):
+		t.Errorf("Lost() not closed 5s after the lease ran out")
+	}
+	if err := a.Unlock(); !errors.Is(err, locker.ErrLockLost) {
+		t.Errorf("Unlock() after the lease ran out = %v; want ErrLockLost", err)
+	}
+	if got := lease(t, b).Token(); got == 0 {
+		t.Errorf("Token() of the holder = 0; want > 0")
+	}
+	mustUnlock(t, b)
+}
+
+func testLost(t *testing.T, f Factory) {
+	h := open(t, f)
+	if h.Expire == nil {
+		t.Skip("the factory offers no Expire hook")
+	}
+	name := lockName(t, "lost")
+	a := newLocker(t, h.Engine, name, locker.WithTTL(900*time.Millisecond))
+	b := newLocker(t, h.Engine, name)
+	mustLock(t, a)
+	mustLock(t, a)
+	lost := lease(t, a).Lost()
+	if err := h.Expire(context.Background(), name); err != nil {
+		t.Fatalf("Expire(%q) = %v", name, err)
+	}
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Lost() not closed 10s after the hold vanished")
+	}
+	if err := a.LockCtx(context.Background()); !errors.Is(err, locker.ErrLockLost) {
+		t.Errorf("re-entry after loss = %v; want ErrLockLost", err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := a.Unlock(); !errors.Is(err, locker.ErrLockLost) {
+			t.Errorf("Unlock() #%d after loss = %v; want ErrLockLost", i+1, err)
+		}
+	}
+	if err := a.Unlock(); !errors.Is(err, locker.ErrNotHeld) {
+		t.Errorf("Unlock() past the count after loss = %v; want ErrNotHeld", err)
+	}
+	wantTry(t, b, true)
+	mustUnlock(t, b)
+}
+
+func testTokensIncrease(t *testing.T, f Factory) {
+	e := open(t, f).Engine
+	name := lockName(t, "f")
+	owners := []locker.Locker{newLocker(t, e, name), newLocker(t, e, name)}
+	var last uint64
+	for i := 0; i < 20; i++ {
+		l := owners[i%2]
+		mustLock(t, l)
+		tok := lease(t, l).Token()
+		if tok <= last {
+			t.Fatalf("grant %d: Token() = %d; want > %d", i, tok, last)
+		}
+		last = tok
+		mustUnlock(t, l)
+		if got := lease(t, l).Token(); got != 0 {
+			t.Fatalf("Token() after Unlock = %d; want 0", got)
+		}
+	}
+}
+
+func testSharedLocker(t *testing.T, f Factory) {
+	e := open(t, f).Engine
+	name := lockName(t, "s")
+	shared, other := newLocker(t, e, name), newLocker(t, e, name)
+	const goroutines = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for i := 0; i < goroutines; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := 0; r < 10; r++ {
+				if err := shared.Lock(); err != nil {
+					errs <- fmt.Errorf("Lock() = %w", err)
+					return
+				}
+				_ = lease(t, shared).Token()
+				if err := shared.Unlock(); err != nil {
+					errs <- fmt.Errorf("Unlock() = %w", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	// Every goroutine's Lock re-enters one hold; the other owner stays out
+	// until the last Unlock.
+	for i := 0; i < goroutines; i++ {
+		mustLock(t, shared)
+	}
+	wantTry(t, other, false)
+	for i := 0; i < goroutines; i++ {
+		wantTry(t, other, false)
+		mustUnlock(t, shared)
+	}
+	wantTry(t, other, true)
+	mustUnlock(t, other)
+}
+
+func testNames(t *testing.T, f Factory) {
+	e := open(t, f).Engine
+	for _, tc := range []struct {
+		name string
+		why  string
+	}{
+		{"", "empty"},
+		{strings.Repeat("n", locker.MaxNameLen+1), "over MaxNameLen"},
+		{"bad\xffutf8", "not UTF-8"},
+		{"nul\x00byte", "NUL"},
+	} {
+		if _, err := e.NewLocker(tc.name); !errors.Is(err, locker.ErrInvalidName) {
+			t.Errorf("NewLocker(%s name) = %v; want ErrInvalidName", tc.why, err)
+		}
+	}
+	// Names that need escaping are distinct locks, and escaping never makes
+	// two names collide.
+	base := lockName(t, "")
+	odd := []string{"a/b", "a%2Fb", "a_b", "a b", "ünï/cødé", "{tag}", "{", "..", ".", "/", "//", "a:b", "*?", "\t", strings.Repeat("L", locker.MaxNameLen-len(base))}
+	held := make([]locker.Locker, 0, len(odd))
+	for _, n := range odd {
+		l := newLocker(t, e, base+n)
+		ok, err := l.TryLock()
+		if !ok || err != nil {
+			t.Fatalf("TryLock() on name %q = %v, %v; want true, nil (names must not collide)", base+n, ok, err)
+		}
+		held = append(held, l)
+	}
+	for i, n := range odd {
+		other := newLocker(t, e, base+n)
+		wantTry(t, other, false)
+		mustUnlock(t, held[i])
+	}
+}
+
+func testBadOptions(t *testing.T, f Factory) {
+	e := open(t, f).Engine
+	for _, tc := range []struct {
+		desc string
+		opt  locker.Option
+		want string
+	}{
+		{"WithTTL(0)", locker.WithTTL(0), "WithTTL"},
+		{"WithTTL(-1s)", locker.WithTTL(-time.Second), "WithTTL"},
+		{"WithLease(0)", locker.WithLease(0), "WithLease"},
+		{"WithLease(-1s)", locker.WithLease(-time.Second), "WithLease"},
+		{"WithOwner(\"\")", locker.WithOwner(""), "WithOwner"},
+		{"WithReleaseTimeout(0)", locker.WithReleaseTimeout(0), "WithReleaseTimeout"},
+		{"nil", nil, "nil Option"},
+	} {
+		_, err := e.NewLocker(lockName(t, "o"), tc.opt)
+		if !errors.Is(err, locker.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("NewLocker(%s) = %v; want ErrInvalidArgument naming %s", tc.desc, err, tc.want)
+		}
+	}
+}
+
+func testClosed(t *testing.T, f Factory) {
+	h := f(t)
+	name := lockName(t, "cl")
+	held := newLocker(t, h.Engine, name)
+	idle := newLocker(t, h.Engine, lockName(t, "idle"))
+	mustLock(t, held)
+	lost := lease(t, held).Lost()
+	if err := h.Engine.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	if err := h.Engine.Close(); err != nil {
+		t.Errorf("second Close() = %v; want nil", err)
+	}
+	select {
+	case <-lost:
+	default:
+		t.Errorf("Lost() not closed by Close()")
+	}
+	if _, err := h.Engine.NewLocker(name); !errors.Is(err, locker.ErrClosed) {
+		t.Errorf("NewLocker() after Close = %v; want ErrClosed", err)
+	}
+	if err := idle.Lock(); !errors.Is(err, locker.ErrClosed) {
+		t.Errorf("Lock() after Close = %v; want ErrClosed", err)
+	}
+	if err := held.Unlock(); !errors.Is(err, locker.ErrClosed) {
+		t.Errorf("Unlock() after Close = %v; want ErrClosed", err)
+	}
+	if err := h.Engine.Ping(context.Background()); !errors.Is(err, locker.ErrClosed) {
+		t.Errorf("Ping() after Close = %v; want ErrClosed", err)
+	}
+	// Close released the hold: another engine gets it at once.
+	next := open(t, f).Engine
+	wantTry(t, newLocker(t, next, name), true)
+}

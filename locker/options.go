@@ -1,0 +1,124 @@
+package locker
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"time"
+)
+
+// DefaultTTL is how long a hold outlives its owner when nothing renews it.
+const DefaultTTL = 30 * time.Second
+
+// DefaultReleaseTimeout bounds the Unlock round trip, which never uses the
+// caller's context so that a cancelled caller still releases.
+const DefaultReleaseTimeout = 5 * time.Second
+
+// maxOwnerLen keeps owner IDs small enough for every engine's key or node name.
+const maxOwnerLen = 256
+
+// Option configures a Locker. Options validate their value and make NewLocker
+// fail with an error wrapping ErrInvalidArgument that names the option.
+type Option func(*Settings) error
+
+// Settings is the resolved configuration of one Locker, as engines see it.
+type Settings struct {
+	// Owner identifies the Locker's owner; unique per Locker by default.
+	Owner string
+	// TTL is how long a hold lives without renewal.
+	TTL time.Duration
+	// Renew is true when a watchdog renews the hold every TTL/3 while held,
+	// false for a fixed lease (WithLease).
+	Renew bool
+	// ReleaseTimeout bounds Unlock.
+	ReleaseTimeout time.Duration
+}
+
+// WithTTL sets the TTL of a renewed hold: the watchdog extends it every ttl/3
+// while the Locker holds it, so a dead owner's hold ends within ttl.
+// Default: DefaultTTL (30s). WithTTL and WithLease override each other; the
+// last one wins.
+func WithTTL(ttl time.Duration) Option {
+	return func(s *Settings) error {
+		if ttl <= 0 {
+			return fmt.Errorf("%w: WithTTL(%v): ttl must be positive", ErrInvalidArgument, ttl)
+		}
+		s.TTL, s.Renew = ttl, true
+		return nil
+	}
+}
+
+// WithLease gives every hold a fixed lease d with no renewal: the hold ends d
+// after it was granted, Lost closes then, and a later Unlock returns
+// ErrLockLost.
+func WithLease(d time.Duration) Option {
+	return func(s *Settings) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: WithLease(%v): lease must be positive", ErrInvalidArgument, d)
+		}
+		s.TTL, s.Renew = d, false
+		return nil
+	}
+}
+
+// WithOwner sets the owner ID explicitly, for instance to a job or request ID
+// that an operator recognises. Two Lockers with the same owner ID are still two
+// owners: re-entry is counted per Locker. Default: host:pid:random.
+func WithOwner(id string) Option {
+	return func(s *Settings) error {
+		switch {
+		case id == "":
+			return fmt.Errorf("%w: WithOwner: id is empty", ErrInvalidArgument)
+		case len(id) > maxOwnerLen:
+			return fmt.Errorf("%w: WithOwner: id is %d bytes, over the limit of %d", ErrInvalidArgument, len(id), maxOwnerLen)
+		}
+		s.Owner = id
+		return nil
+	}
+}
+
+// WithReleaseTimeout bounds how long Unlock waits for the engine.
+// Default: DefaultReleaseTimeout (5s).
+func WithReleaseTimeout(d time.Duration) Option {
+	return func(s *Settings) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: WithReleaseTimeout(%v): timeout must be positive", ErrInvalidArgument, d)
+		}
+		s.ReleaseTimeout = d
+		return nil
+	}
+}
+
+// Resolve applies opts over the defaults. Engines and the switcher call it
+// to validate options before they create anything.
+func Resolve(opts ...Option) (Settings, error) {
+	s := Settings{TTL: DefaultTTL, Renew: true, ReleaseTimeout: DefaultReleaseTimeout}
+	for _, opt := range opts {
+		if opt == nil {
+			return Settings{}, fmt.Errorf("%w: nil Option", ErrInvalidArgument)
+		}
+		if err := opt(&s); err != nil {
+			return Settings{}, err
+		}
+	}
+	if s.Owner == "" {
+		s.Owner = newOwnerID()
+	}
+	return s, nil
+}
+
+// ownerPrefix is host:pid, fixed for the life of the process.
+var ownerPrefix = func() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	return fmt.Sprintf("%s:%d", host, os.Getpid())
+}()
+
+func newOwnerID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux since Go 1.24.
+	return ownerPrefix + ":" + hex.EncodeToString(b[:])
+}
