@@ -1,0 +1,9 @@
+//go:build !linux
+
+package testserver
+
+import "syscall"
+
+// sysProcAttr: only Linux has a parent-death signal; elsewhere Stop (or the
+// test's cleanup) must end the children.
+func sysProcAttr() *syscall.SysProcAttr { return nil }
