@@ -1,0 +1,144 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/orthrus-go/orthrus/locker"
+)
+
+// floorDelete is the compare-and-delete of the classic SET NX PX lock.
+var floorDelete = goredis.NewScript(`if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`)
+
+// BenchmarkLockUnlock compares one uncontended Lock+Unlock cycle with the
+// raw-client floor, SET NX PX plus a compare-and-delete EVAL: two round
+// trips each.
+func BenchmarkLockUnlock(b *testing.B) {
+	ctx := context.Background()
+	c := newSingle(b)
+	b.Run("floor", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			ok, err := c.SetNX(ctx, "bench:floor", "owner", 30*time.Second).Result()
+			if !ok || err != nil {
+				b.Fatalf("SET NX = %v, %v", ok, err)
+			}
+			if err := floorDelete.Run(ctx, c, []string{"bench:floor"}, "owner").Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("orthrus", func(b *testing.B) {
+		e := newEngine(b, c)
+		defer e.Close()
+		l, _ := e.NewLocker("bench:orthrus")
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if err := l.Lock(); err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Unlock(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkHandoff has 8 owners take turns on one name and reports the
+// median time from one owner calling Unlock to the next owner's Lock
+// returning: a woken waiter, not a polling one.
+func BenchmarkHandoff(b *testing.B) {
+	c := newSingle(b)
+	e := newEngine(b, c)
+	defer e.Close()
+	const owners = 8
+	var (
+		released atomic.Int64 // UnixNano of the last Unlock call
+		mu       sync.Mutex
+		handoffs []time.Duration
+		left     atomic.Int64
+		wg       sync.WaitGroup
+	)
+	left.Store(int64(b.N))
+	b.ResetTimer()
+	for i := 0; i < owners; i++ {
+		l, _ := e.NewLocker("bench:handoff")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for left.Add(-1) >= 0 {
+				if err := l.Lock(); err != nil {
+					b.Error(err)
+					return
+				}
+				if r := released.Load(); r != 0 {
+					mu.Lock()
+					handoffs = append(handoffs, time.Duration(time.Now().UnixNano()-r))
+					mu.Unlock()
+				}
+				released.Store(time.Now().UnixNano())
+				if err := l.Unlock(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	if len(handoffs) > 0 {
+		slices.Sort(handoffs)
+		b.ReportMetric(float64(handoffs[len(handoffs)/2].Microseconds())/1000, "handoff-ms")
+	}
+}
+
+// BenchmarkScale holds 10,000 names with the watchdog on and reports, over
+// three renewal periods, the renewal round trips per period and the
+// process CPU as a share of one core. The TTL is 3s, ten times shorter than
+// the default, so the renewal load is ten times the default's.
+func BenchmarkScale(b *testing.B) {
+	const names, ttl = 10000, 3 * time.Second
+	c := newSingle(b)
+	hook := &countingHook{}
+	c.AddHook(hook)
+	e := newEngine(b, c)
+	defer e.Close()
+	lockers := make([]locker.Locker, names)
+	for i := range lockers {
+		lockers[i], _ = e.NewLocker(fmt.Sprintf("bench:scale:%d", i), locker.WithTTL(ttl))
+		if err := lockers[i].Lock(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := 0; i < b.N; i++ {
+		hook.pipelines.Store(0)
+		cpu0, wall0 := cpuTime(), time.Now()
+		time.Sleep(ttl) // observe three renewal periods
+		cpu, wall := cpuTime()-cpu0, time.Since(wall0)
+		b.ReportMetric(float64(hook.pipelines.Load())/3, "roundtrips/period")
+		b.ReportMetric(100*cpu.Seconds()/wall.Seconds(), "cpu-%")
+	}
+	b.StopTimer()
+	for _, l := range lockers {
+		if err := l.Unlock(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

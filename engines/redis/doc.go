@@ -1,0 +1,47 @@
+// Package redis is the Redis lock engine of orthrus, over go-redis v9: a
+// single node, Sentinel (a failover client) or Cluster, through
+// goredis.UniversalClient.
+//
+// # Keys
+//
+// A lock named N lives in the hash <prefix>:{N'} with fields owner and
+// token, and a TTL; N' is N with '%', '{' and '}' percent-escaped, so the
+// hash tag is the whole name and no two names collide. Its fencing counter
+// (<prefix>:{N'}:fence, kept forever, a few bytes per name) and its wake-up
+// channel (<prefix>:{N'}:wake) share the tag, hence the Cluster slot.
+//
+// # Algorithm
+//
+// Acquire, renew and release are each one Lua script run by SHA. Every
+// write checks the owner and the token, so a late renewal or release never
+// touches a newer owner's hold. A token is the counter bumped in the
+// acquire script, floored at the server clock in microseconds so that it
+// keeps increasing even when a restart without persistence loses the
+// counter. Re-entry is counted in the Locker and costs no round trip.
+//
+// A waiter that finds the lock held subscribes to its channel and tries
+// again, so a release between the two is not missed; it then sleeps until a
+// release is published or the holder's remaining TTL (returned by the failed
+// attempt) runs out, whichever comes first. All waiters of an engine share
+// one subscription connection (one per master with Cluster, which uses
+// sharded pub/sub so that a release is not broadcast to every node), and a
+// channel is unsubscribed when its last waiter leaves.
+//
+// One loop per engine renews every hold every TTL/3, sending the renewals
+// that fall due together in one pipeline.
+//
+// # Guarantees and limits
+//
+// Mutual exclusion holds on one Redis primary. Redis replication is
+// asynchronous: a Sentinel or Cluster failover can lose a hold that was
+// granted just before it, and a second owner can then get the lock. Use
+// fencing tokens where that matters. A restart without persistence loses
+// every hold; holders learn it at their next renewal (Lost closes).
+//
+// Set ContextTimeoutEnabled on the client so that a paused server fails a
+// call at its context deadline rather than at the client's read timeout.
+//
+// Errors wrap locker.ErrUnavailable when Redis cannot be reached or times
+// out. Close releases the holds still held and closes the subscriptions; it
+// never closes the client.
+package redis

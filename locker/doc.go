@@ -1,0 +1,53 @@
+// Package locker is the contract of orthrus: one Locker interface over
+// several distributed lock engines (Redis, ZooKeeper, etcd) and the
+// switcher that fails over between them.
+//
+// # Owners and re-entry
+//
+// A Locker value is one owner of one named lock, with a unique owner ID
+// (host:pid:random, or WithOwner). Calls on the same Locker re-enter and
+// count, from any goroutine: each Lock, TryLock, TryLockTimeout or LockCtx
+// that succeeds is matched by one Unlock, and the lock is freed at zero.
+// Re-entry is counted in the process and costs no round trip. Two Lockers
+// exclude each other, even in one process.
+//
+// # Leases
+//
+// A hold never outlives its owner. By default it lives DefaultTTL (30s) and
+// a watchdog renews it every TTL/3 while it is held (WithTTL changes the
+// TTL). WithLease gives a fixed lease with no renewal. One loop per engine
+// renews every hold of that engine, batching the renewals that fall due
+// together. ZooKeeper ties liveness to its session instead; see its package.
+//
+// # Lost holds
+//
+// When renewal fails past the TTL, a fixed lease runs out, the session
+// expires or the key vanishes, the hold is lost: Lease.Lost closes, renewal
+// stops, re-entry fails and every pending Unlock returns ErrLockLost. A
+// critical section that must not run without the lock selects on Lost, and
+// any resource it writes checks the fencing token.
+//
+// # Fencing
+//
+// Every hold carries a token (Lease.Token) that increases with each grant of
+// that name on that engine. Pass it to the resource you protect and have the
+// resource refuse a token lower than the highest it has seen: that stops a
+// holder paused past its lease from writing after the next holder. Tokens
+// from different engines are not comparable; the switcher documents how it
+// orders them.
+//
+// # Errors
+//
+// Errors wrap the sentinels of this package and are matched with errors.Is:
+// ErrNotHeld, ErrLockLost, ErrUnavailable (the engine failed: what a
+// circuit breaker counts), ErrClosed, ErrInvalidName, ErrInvalidArgument.
+// Contention is not an error: TryLock and TryLockTimeout return false. A
+// cancelled LockCtx returns ctx.Err() itself and leaves nothing behind.
+//
+// # Writing an engine
+//
+// An engine implements Backend (and Renewer if its holds expire unless
+// renewed) and builds its Lockers with a Core, which owns owners, re-entry,
+// the renewal loop and lost-hold signalling. Package lockertest is the
+// conformance suite an engine must pass.
+package locker
