@@ -148,7 +148,7 @@ func ttlMillis(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
 func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, error) {
 	k := e.keysFor(h.Name)
 	h.State = k
-	ok, remaining, err := e.try(ctx, h, k)
+	ok, _, err := e.try(ctx, h, k)
 	if ok || err != nil || !wait {
 		return ok, err
 	}
@@ -165,7 +165,8 @@ func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, 
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		if ok, remaining, err = e.try(ctx, h, k); ok || err != nil {
+		ok, remaining, err := e.try(ctx, h, k)
+		if ok || err != nil {
 			return ok, err
 		}
 		// The release message wakes us; the timer covers an expiry, which

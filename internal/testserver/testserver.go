@@ -119,12 +119,6 @@ func (s *Server) Dir() string { return s.dir }
 // String returns the server's name and address, e.g. "redis-server on 127.0.0.1:1234".
 func (s *Server) String() string { return s.name + " on " + s.addr }
 
-func (s *Server) port() int {
-	_, p, _ := net.SplitHostPort(s.addr)
-	n, _ := strconv.Atoi(p)
-	return n
-}
-
 // Logs returns the tail (up to 64 KiB) of the server's output, across restarts.
 func (s *Server) Logs() string {
 	s.mu.Lock()

@@ -338,7 +338,7 @@ func testLockCtxBadContext(t *testing.T, f Factory) {
 	e := open(t, f).Engine
 	l := newLocker(t, e, lockName(t, "n"))
 	//lint:ignore SA1012 checking that a nil context is refused, not a panic
-	if err := l.LockCtx(nil); !errors.Is(err, locker.ErrInvalidArgument) { //nolint:staticcheck
+	if err := l.LockCtx(nil); !errors.Is(err, locker.ErrInvalidArgument) {
 		t.Errorf("LockCtx(nil) = %v; want ErrInvalidArgument", err)
 	}
 }
