@@ -15,7 +15,7 @@
 // Acquire, renew and release are each one Lua script run by SHA. Every
 // write checks the owner and the token, so a late renewal or release never
 // touches a newer owner's hold. A token is the counter bumped in the
-// acquire script, floored at the server clock in microseconds so that it
+// acquire script, floored at the server clock in milliseconds so that it
 // keeps increasing even when a restart without persistence loses the
 // counter. Re-entry is counted in the Locker and costs no round trip.
 //

@@ -127,6 +127,10 @@ func (e *Engine) Close() error {
 	return errors.Join(e.core.Close(ctx), e.hub.close())
 }
 
+// LockKey returns the Redis key that holds the named lock: a hash with
+// fields owner and token, and a TTL. For inspection and operator tools.
+func (e *Engine) LockKey(name string) string { return e.keysFor(name).lock }
+
 // keys are the Redis keys of one lock name, computed once per hold.
 type keys struct {
 	lock, fence, channel string

@@ -80,12 +80,10 @@ func harness(t *testing.T, c goredis.UniversalClient) lockertest.Harness {
 	return lockertest.Harness{
 		Engine: e,
 		Expire: func(ctx context.Context, name string) error {
-			lock, _, _ := e.Keys(name)
-			return c.Del(ctx, lock).Err()
+			return c.Del(ctx, e.LockKey(name)).Err()
 		},
 		Residue: func(ctx context.Context, name string) (int, error) {
-			_, _, ch := e.Keys(name)
-			return numSub(ctx, c, ch)
+			return numSub(ctx, c, e.Channel(name))
 		},
 	}
 }
@@ -130,7 +128,7 @@ func TestStaleOwnerCannotTouchNewHold(t *testing.T) {
 	e := newEngine(t, c)
 	defer e.Close()
 	name := t.Name()
-	lock, _, _ := e.Keys(name)
+	lock := e.LockKey(name)
 
 	old, _ := e.NewLocker(name, locker.WithTTL(600*time.Millisecond))
 	next, _ := e.NewLocker(name, locker.WithLease(10*time.Second))
@@ -202,7 +200,7 @@ func TestWatchdogSurvivesReconnect(t *testing.T) {
 	}
 	admin := goredis.NewClient(&goredis.Options{Addr: redisAddr})
 	defer admin.Close()
-	lock, _, _ := e.Keys(t.Name())
+	lock := e.LockKey(t.Name())
 	// Drop every client connection several times over several TTLs; the
 	// key's expiry must keep being pushed back.
 	for i := 0; i < 6; i++ {

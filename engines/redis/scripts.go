@@ -10,16 +10,19 @@ import goredis "github.com/redis/go-redis/v9"
 // acquireScript: KEYS lock, fence; ARGV owner, ttl ms.
 // Returns {1, token} or {0, remaining ttl ms}.
 //
-// The token is at least the server's clock in microseconds, so tokens keep
-// increasing even when a restart without persistence lost the counter.
-// Strings, not Lua numbers, carry it: Lua would print 1.7e15 in exponent form.
+// The token is at least the server's clock in milliseconds, so tokens keep
+// increasing even when a restart without persistence lost the counter
+// (unless one name was granted more than 1000 times a second for long).
+// Milliseconds keep tokens below 2^41, leaving the high bits to the
+// switcher's epoch. Strings, not Lua numbers, carry it: Lua would print
+// large numbers in exponent form.
 var acquireScript = goredis.NewScript(`
 if redis.call('exists', KEYS[1]) == 1 then
   return {0, redis.call('pttl', KEYS[1])}
 end
 local t = redis.call('incr', KEYS[2])
 local now = redis.call('time')
-local floor = now[1] .. string.format('%06d', tonumber(now[2]))
+local floor = now[1] .. string.format('%03d', math.floor(tonumber(now[2]) / 1000))
 if t < tonumber(floor) then
   redis.call('set', KEYS[2], floor)
 end

@@ -1,0 +1,50 @@
+package switcher
+
+import (
+	"context"
+	"time"
+)
+
+// Reason says why the switcher changed engines.
+type Reason string
+
+// The reasons of a switch.
+const (
+	ReasonBreaker  Reason = "breaker"  // the current engine's breaker opened
+	ReasonManual   Reason = "manual"   // SwitchEngine or SwitchEngineTo
+	ReasonSource   Reason = "source"   // a watched configuration key named another engine
+	ReasonFailback Reason = "failback" // the primary was healthy for the failback period
+)
+
+// Event is one switch of the current engine.
+type Event struct {
+	From, To string
+	Reason   Reason
+	At       time.Time
+	// Epoch is the switch epoch after the switch; it is the high part of
+	// every fencing token granted until the next switch.
+	Epoch uint64
+}
+
+// Desired is what a Source asks for: the engine new acquisitions go to.
+type Desired struct {
+	Engine string
+	// Epoch orders the values of a shared source (an etcd key's or
+	// ZooKeeper node's version), so that every process applying the same
+	// value reaches the same switch epoch. 0 when the source has none.
+	Epoch uint64
+}
+
+// Source yields the desired engine: a watched configuration key.
+type Source interface {
+	// Watch calls apply with the current value, then with every change,
+	// until ctx is done. It returns nil when ctx is done, or an error when
+	// it cannot watch at all. A value it cannot read is logged and skipped.
+	Watch(ctx context.Context, apply func(Desired)) error
+}
+
+// Setter is implemented by sources that can be written, so that one call
+// flips every switcher watching the same key.
+type Setter interface {
+	Set(ctx context.Context, engine string) error
+}

@@ -1,0 +1,303 @@
+package switcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/orthrus-go/orthrus/locker"
+)
+
+// epochShift places the switch epoch above the engine's token. Engine
+// tokens stay below 2^44: Redis tokens are milliseconds since 1970 (2^41),
+// etcd revisions and ZooKeeper zxids of realistic clusters are far below.
+const epochShift = 44
+
+const engineTokenMask = 1<<epochShift - 1
+
+// retryPause spaces retries on an engine whose breaker has not opened yet.
+const retryPause = 20 * time.Millisecond
+
+// NewLocker returns a new owner's Locker for name. Each outermost
+// acquisition goes to the engine current at that moment, and the hold stays
+// pinned there: re-entry, renewal and Unlock go to the granting engine
+// whatever switches happen meanwhile.
+func (s *Switcher) NewLocker(name string, opts ...locker.Option) (locker.Locker, error) {
+	if err := locker.ValidateName(name); err != nil {
+		return nil, err
+	}
+	st, err := locker.Resolve(opts...)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("switcher: %w", locker.ErrClosed)
+	}
+	// One owner on every engine: the same owner ID everywhere.
+	opts = append(append([]locker.Option(nil), opts...), locker.WithOwner(st.Owner))
+	return &switchLocker{s: s, name: name, opts: opts, inner: make([]locker.Locker, len(s.members)), turn: make(chan struct{}, 1)}, nil
+}
+
+// switchLocker is one owner's Locker across the engines of a switcher.
+type switchLocker struct {
+	s    *Switcher
+	name string
+	opts []locker.Option
+	turn chan struct{} // serialises outermost acquisitions
+
+	mu     sync.Mutex
+	inner  []locker.Locker // per engine, made on first use
+	pinned int             // engine of the current hold; meaningful when count > 0
+	count  int
+	epoch  uint64 // switch epoch when the hold was granted
+}
+
+var (
+	_ locker.Locker = (*switchLocker)(nil)
+	_ locker.Lease  = (*switchLocker)(nil)
+)
+
+func (l *switchLocker) Lock() error { return l.LockCtx(context.Background()) }
+
+func (l *switchLocker) LockCtx(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: LockCtx(%q): nil context", locker.ErrInvalidArgument, l.name)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_, err := l.acquire(ctx, true)
+	return err
+}
+
+func (l *switchLocker) TryLock() (bool, error) { return l.acquire(context.Background(), false) }
+
+func (l *switchLocker) TryLockTimeout(wait time.Duration) (bool, error) {
+	if wait <= 0 {
+		return false, fmt.Errorf("%w: TryLockTimeout(%q): wait must be positive, got %v (use TryLock for one attempt)", locker.ErrInvalidArgument, l.name, wait)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	ok, err := l.acquire(ctx, true)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		return false, nil
+	}
+	return ok, err
+}
+
+// innerFor returns this owner's Locker on engine i.
+func (l *switchLocker) innerFor(i int) (locker.Locker, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inner[i] == nil {
+		in, err := l.s.members[i].engine.NewLocker(l.name, l.opts...)
+		if err != nil {
+			return nil, err
+		}
+		l.inner[i] = in
+	}
+	return l.inner[i], nil
+}
+
+// reenter counts one more hold on the pinned engine.
+func (l *switchLocker) reenter() (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.count == 0 {
+		return false, nil
+	}
+	// Local to the inner Locker: no round trip, no waiting.
+	if ok, err := l.inner[l.pinned].TryLock(); !ok || err != nil {
+		if err == nil {
+			err = fmt.Errorf("switcher: re-enter %q: inner hold refused re-entry", l.name)
+		}
+		return false, err
+	}
+	l.count++
+	return true, nil
+}
+
+func (l *switchLocker) acquire(ctx context.Context, wait bool) (bool, error) {
+	if ok, err := l.reenter(); ok || err != nil {
+		return ok, err
+	}
+	if wait {
+		select {
+		case l.turn <- struct{}{}:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	} else {
+		select {
+		case l.turn <- struct{}{}:
+		default:
+			return false, nil // this owner is already acquiring
+		}
+	}
+	defer func() { <-l.turn }()
+	if ok, err := l.reenter(); ok || err != nil {
+		return ok, err
+	}
+
+	s := l.s
+	for attempt := 0; ; attempt++ {
+		s.mu.Lock()
+		closed, i, epoch := s.closed, s.current, s.epoch
+		prev, since := s.previous, s.switchedAt
+		s.mu.Unlock()
+		if closed {
+			return false, fmt.Errorf("switcher: acquire %q: %w", l.name, locker.ErrClosed)
+		}
+		m := s.members[i]
+		done, err := m.breaker.Allow()
+		if err != nil { // open, or half-open and busy
+			if !s.failover(i) || s.Current() == m.engine.Name() {
+				return false, fmt.Errorf("switcher: acquire %q: %w: no engine with a closed breaker (%s: %w)", l.name, locker.ErrUnavailable, m.engine.Name(), err)
+			}
+			continue
+		}
+		if s.opts.safeSwitch > 0 && prev != i && time.Since(since) < s.opts.safeSwitch {
+			if ok, err := l.drainPrevious(ctx, prev, since.Add(s.opts.safeSwitch), wait); !ok || err != nil {
+				done(nil)
+				return false, err
+			}
+		}
+		in, err := l.innerFor(i)
+		if err != nil {
+			done(nil)
+			return false, err
+		}
+		var ok bool
+		if wait {
+			err = in.LockCtx(ctx)
+			ok = err == nil
+		} else {
+			ok, err = in.TryLock()
+		}
+		done(err)
+		switch {
+		case err == nil && ok:
+			l.mu.Lock()
+			l.pinned, l.count, l.epoch = i, 1, epoch
+			l.mu.Unlock()
+			return true, nil
+		case err == nil:
+			return false, nil
+		case !errors.Is(err, locker.ErrUnavailable):
+			return false, err
+		case ctx.Err() != nil:
+			return false, ctx.Err()
+		}
+		// The engine failed. Go again on the engine that is current now:
+		// the next one if the breaker opened, the same one otherwise.
+		if !s.failover(i) {
+			return false, err
+		}
+		if !wait && attempt > 0 {
+			return false, err
+		}
+		if s.Current() == m.engine.Name() {
+			t := time.NewTimer(retryPause)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return false, ctx.Err()
+			}
+		}
+	}
+}
+
+// drainPrevious makes sure no hold of the name remains on engine prev
+// before the new engine grants it: it takes and releases the name there,
+// or, if prev does not answer, waits until the window closes.
+func (l *switchLocker) drainPrevious(ctx context.Context, prev int, windowEnd time.Time, wait bool) (bool, error) {
+	in, err := l.innerFor(prev)
+	if err != nil {
+		return false, err
+	}
+	var ok bool
+	if wait {
+		wctx, cancel := context.WithDeadline(ctx, windowEnd)
+		err = in.LockCtx(wctx)
+		cancel()
+		ok = err == nil
+	} else {
+		ok, err = in.TryLock()
+	}
+	if ok {
+		return true, in.Unlock()
+	}
+	if err == nil { // held there, and the caller does not wait
+		return false, nil
+	}
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	if !wait {
+		return false, nil
+	}
+	// The previous engine is unreachable, or still held there: sit out the
+	// rest of the window.
+	t := time.NewTimer(time.Until(windowEnd))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+func (l *switchLocker) Unlock() error {
+	l.mu.Lock()
+	if l.count == 0 {
+		l.mu.Unlock()
+		return fmt.Errorf("switcher: unlock %q: %w", l.name, locker.ErrNotHeld)
+	}
+	in := l.inner[l.pinned]
+	l.count--
+	if l.count > 0 {
+		defer l.mu.Unlock()
+		return in.Unlock() // local: only a count goes down
+	}
+	l.mu.Unlock()
+	return in.Unlock()
+}
+
+func (l *switchLocker) Name() string { return l.name }
+
+// Token is the engine's token with the switch epoch of the grant above it,
+// so that a token granted after a switch is higher than any granted before.
+func (l *switchLocker) Token() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.count == 0 {
+		return 0
+	}
+	t := l.inner[l.pinned].(locker.Lease).Token()
+	return l.epoch<<epochShift | t&engineTokenMask
+}
+
+func (l *switchLocker) Engine() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.count == 0 {
+		return ""
+	}
+	return l.s.members[l.pinned].engine.Name()
+}
+
+func (l *switchLocker) Lost() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.count == 0 {
+		return nil
+	}
+	return l.inner[l.pinned].(locker.Lease).Lost()
+}

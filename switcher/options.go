@@ -1,0 +1,175 @@
+package switcher
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/orthrus-go/orthrus/locker"
+)
+
+type settings struct {
+	name          string
+	logger        *slog.Logger
+	breaker       gobreaker.Settings
+	healthEvery   time.Duration
+	healthTimeout time.Duration
+	failbackAfter time.Duration
+	safeSwitch    time.Duration
+	onSwitch      func(Event)
+	sources       []Source
+}
+
+// Defaults of the options.
+const (
+	DefaultFailures      = 3
+	DefaultOpenTimeout   = 5 * time.Second
+	DefaultHealthEvery   = 250 * time.Millisecond
+	DefaultHealthTimeout = time.Second
+)
+
+func defaults() settings {
+	return settings{
+		name:   "switcher",
+		logger: slog.Default(),
+		breaker: gobreaker.Settings{
+			Timeout:     DefaultOpenTimeout,
+			ReadyToTrip: consecutiveFailures(DefaultFailures),
+		},
+		healthEvery:   DefaultHealthEvery,
+		healthTimeout: DefaultHealthTimeout,
+	}
+}
+
+func consecutiveFailures(n uint32) func(gobreaker.Counts) bool {
+	return func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= n }
+}
+
+// Option configures a Switcher.
+type Option func(*settings) error
+
+func invalid(option string, format string, args ...any) error {
+	return fmt.Errorf("switcher: %s: %w: %s", option, locker.ErrInvalidArgument, fmt.Sprintf(format, args...))
+}
+
+// WithName names the switcher in logs and as a locker.Engine.
+// Default: "switcher".
+func WithName(name string) Option {
+	return func(s *settings) error {
+		if name == "" {
+			return invalid("WithName", "name is empty")
+		}
+		s.name = name
+		return nil
+	}
+}
+
+// WithLogger sets the logger of switch events. Default: slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(s *settings) error {
+		if l == nil {
+			return invalid("WithLogger", "logger is nil")
+		}
+		s.logger = l
+		return nil
+	}
+}
+
+// WithBreaker sets when an engine's breaker opens (after failures
+// consecutive engine failures) and how long it stays open before a health
+// check may close it again. Only errors wrapping locker.ErrUnavailable
+// count; contention and cancellation do not.
+// Default: DefaultFailures (3) and DefaultOpenTimeout (5s).
+func WithBreaker(failures uint32, openFor time.Duration) Option {
+	return func(s *settings) error {
+		if failures == 0 {
+			return invalid("WithBreaker", "failures must be at least 1")
+		}
+		if openFor <= 0 {
+			return invalid("WithBreaker", "openFor must be positive, got %v", openFor)
+		}
+		s.breaker.ReadyToTrip = consecutiveFailures(failures)
+		s.breaker.Timeout = openFor
+		return nil
+	}
+}
+
+// WithBreakerSettings gives full control of the gobreaker settings of every
+// engine. Name, IsSuccessful and IsExcluded are the switcher's; an
+// OnStateChange is called after the switcher's own.
+func WithBreakerSettings(st gobreaker.Settings) Option {
+	return func(s *settings) error {
+		s.breaker = st
+		return nil
+	}
+}
+
+// WithHealthCheck sets how often every engine is pinged through its breaker
+// and how long a ping may take. Pings trip the breaker of a dead engine
+// that has no traffic, and close it again once the engine is back.
+// Default: DefaultHealthEvery (250ms), DefaultHealthTimeout (1s).
+func WithHealthCheck(every, timeout time.Duration) Option {
+	return func(s *settings) error {
+		if every <= 0 || timeout <= 0 {
+			return invalid("WithHealthCheck", "every and timeout must be positive, got %v and %v", every, timeout)
+		}
+		s.healthEvery, s.healthTimeout = every, timeout
+		return nil
+	}
+}
+
+// WithFailback switches back to the primary (the first engine) once it has
+// answered every health check for healthyFor. Default: off, failback is
+// manual.
+func WithFailback(healthyFor time.Duration) Option {
+	return func(s *settings) error {
+		if healthyFor <= 0 {
+			return invalid("WithFailback", "healthyFor must be positive, got %v", healthyFor)
+		}
+		s.failbackAfter = healthyFor
+		return nil
+	}
+}
+
+// WithSafeSwitch trades availability for safety: for maxTTL after a switch,
+// the new engine grants a name only once no hold on it can remain on the
+// previous engine — checked there by taking and releasing the name while it
+// answers, otherwise by waiting until maxTTL has passed since the switch.
+// maxTTL must cover the longest TTL or lease used on the previous engine.
+// Default: off.
+func WithSafeSwitch(maxTTL time.Duration) Option {
+	return func(s *settings) error {
+		if maxTTL <= 0 {
+			return invalid("WithSafeSwitch", "maxTTL must be positive, got %v", maxTTL)
+		}
+		s.safeSwitch = maxTTL
+		return nil
+	}
+}
+
+// OnSwitch calls fn with every switch, in order, from a goroutine of the
+// switcher. fn must not block for long: events queue behind it.
+func OnSwitch(fn func(Event)) Option {
+	return func(s *settings) error {
+		if fn == nil {
+			return invalid("OnSwitch", "fn is nil")
+		}
+		s.onSwitch = fn
+		return nil
+	}
+}
+
+// WithSource makes the switcher follow src, a watched configuration key
+// naming the engine to use. A value naming an unknown engine is logged and
+// ignored.
+func WithSource(src Source) Option {
+	return func(s *settings) error {
+		if src == nil {
+			return invalid("WithSource", "source is nil")
+		}
+		s.sources = append(s.sources, src)
+		return nil
+	}
+}
