@@ -145,6 +145,7 @@ func (l *switchLocker) acquire(ctx context.Context, wait bool) (bool, error) {
 	}
 
 	s := l.s
+	var outage time.Time // since when no engine has been usable
 	for attempt := 0; ; attempt++ {
 		s.mu.Lock()
 		closed, i, epoch := s.closed, s.current, s.epoch
@@ -156,11 +157,24 @@ func (l *switchLocker) acquire(ctx context.Context, wait bool) (bool, error) {
 		m := s.members[i]
 		done, err := m.breaker.Allow()
 		if err != nil { // open, or half-open and busy
-			if !s.failover(i) || s.Current() == m.engine.Name() {
-				return false, fmt.Errorf("switcher: acquire %q: %w: no engine with a closed breaker (%s: %w)", l.name, locker.ErrUnavailable, m.engine.Name(), err)
+			if s.failover(i) && s.Current() != m.engine.Name() {
+				continue
+			}
+			// Every breaker is open: a waiting caller gives the engines a
+			// while to come back before it fails.
+			err = fmt.Errorf("switcher: acquire %q: %w: no engine with a closed breaker (%s: %w)", l.name, locker.ErrUnavailable, m.engine.Name(), err)
+			if outage.IsZero() {
+				outage = time.Now()
+			}
+			if !wait || time.Since(outage) > s.opts.outageWait {
+				return false, err
+			}
+			if err := sleep(ctx, retryPause); err != nil {
+				return false, err
 			}
 			continue
 		}
+		outage = time.Time{}
 		if s.opts.safeSwitch > 0 && prev != i && time.Since(since) < s.opts.safeSwitch {
 			if ok, err := l.drainPrevious(ctx, prev, since.Add(s.opts.safeSwitch), wait); !ok || err != nil {
 				done(nil)
@@ -174,8 +188,14 @@ func (l *switchLocker) acquire(ctx context.Context, wait bool) (bool, error) {
 		}
 		var ok bool
 		if wait {
-			err = in.LockCtx(ctx)
+			wctx, stop := s.startWait(ctx, i)
+			err = in.LockCtx(wctx)
+			stop()
 			ok = err == nil
+			if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+				done(err) // excluded: says nothing of the engine
+				continue  // switched away while waiting: go to the new engine
+			}
 		} else {
 			ok, err = in.TryLock()
 		}
@@ -201,15 +221,24 @@ func (l *switchLocker) acquire(ctx context.Context, wait bool) (bool, error) {
 		if !wait && attempt > 0 {
 			return false, err
 		}
+		s.retried.Add(1)
 		if s.Current() == m.engine.Name() {
-			t := time.NewTimer(retryPause)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return false, ctx.Err()
+			if err := sleep(ctx, retryPause); err != nil {
+				return false, err
 			}
 		}
+	}
+}
+
+// sleep waits d, or returns ctx.Err() if ctx ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -244,14 +273,10 @@ func (l *switchLocker) drainPrevious(ctx context.Context, prev int, windowEnd ti
 	}
 	// The previous engine is unreachable, or still held there: sit out the
 	// rest of the window.
-	t := time.NewTimer(time.Until(windowEnd))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true, nil
-	case <-ctx.Done():
-		return false, ctx.Err()
+	if err := sleep(ctx, time.Until(windowEnd)); err != nil {
+		return false, err
 	}
+	return true, nil
 }
 
 func (l *switchLocker) Unlock() error {

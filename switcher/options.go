@@ -18,6 +18,7 @@ type settings struct {
 	healthTimeout time.Duration
 	failbackAfter time.Duration
 	safeSwitch    time.Duration
+	outageWait    time.Duration
 	onSwitch      func(Event)
 	sources       []Source
 }
@@ -40,6 +41,7 @@ func defaults() settings {
 		},
 		healthEvery:   DefaultHealthEvery,
 		healthTimeout: DefaultHealthTimeout,
+		outageWait:    DefaultOpenTimeout,
 	}
 }
 
@@ -145,6 +147,20 @@ func WithSafeSwitch(maxTTL time.Duration) Option {
 			return invalid("WithSafeSwitch", "maxTTL must be positive, got %v", maxTTL)
 		}
 		s.safeSwitch = maxTTL
+		return nil
+	}
+}
+
+// WithOutageWait sets how long a waiting acquisition (Lock, LockCtx,
+// TryLockTimeout) keeps retrying, within its own budget, while every
+// engine's breaker is open, before it fails with ErrUnavailable. TryLock
+// never waits. Default: DefaultOpenTimeout (5s), one breaker open period.
+func WithOutageWait(d time.Duration) Option {
+	return func(s *settings) error {
+		if d < 0 {
+			return invalid("WithOutageWait", "wait must not be negative, got %v", d)
+		}
+		s.outageWait = d
 		return nil
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -28,6 +29,9 @@ type Switcher struct {
 	previous   int       // the engine before the last switch
 	switchedAt time.Time // when the last switch happened
 	closed     bool
+	waits      map[*wait]struct{} // acquisitions waiting on an engine
+
+	retried atomic.Int64 // acquisitions that failed on an engine and went again
 
 	tripped chan struct{} // a breaker changed state
 	ctx     context.Context // done when Close starts
@@ -68,6 +72,7 @@ func New(engines []locker.Engine, opts ...Option) (*Switcher, error) {
 		log:     s.logger.With("switcher", s.name),
 		tripped: make(chan struct{}, 1),
 		events:  make(chan Event, 64),
+		waits:   make(map[*wait]struct{}),
 	}
 	seen := make(map[string]int, len(engines))
 	for i, e := range engines {
@@ -133,6 +138,10 @@ func (s *Switcher) Epoch() uint64 {
 	defer s.mu.Unlock()
 	return s.epoch
 }
+
+// Retried counts the acquisitions that failed on an unavailable engine and
+// were tried again, on the new current engine or on the same one.
+func (s *Switcher) Retried() int64 { return s.retried.Load() }
 
 // EngineState is the state of one engine as the switcher sees it.
 type EngineState struct {
@@ -213,7 +222,18 @@ func (s *Switcher) switchTo(i int, reason Reason, epoch uint64) (string, error) 
 	s.epoch = max(epoch, s.epoch+1)
 	ev.Epoch = s.epoch
 	s.previous, s.current, s.switchedAt = s.current, i, ev.At
+	var moved []*wait
+	for w := range s.waits {
+		if w.engine != i {
+			moved = append(moved, w)
+		}
+	}
 	s.mu.Unlock()
+	// Waiters on the old engine go to the new one: a dead engine would
+	// never wake them, and a flip should move everyone.
+	for _, w := range moved {
+		w.cancel()
+	}
 
 	s.log.Info("switcher: engine switched", "from", ev.From, "to", ev.To, "reason", ev.Reason, "epoch", ev.Epoch)
 	select {
@@ -222,6 +242,33 @@ func (s *Switcher) switchTo(i int, reason Reason, epoch uint64) (string, error) 
 		s.log.Warn("switcher: OnSwitch hook is behind; event dropped", "from", ev.From, "to", ev.To)
 	}
 	return to, nil
+}
+
+// wait is an acquisition waiting on an engine; a switch away from that
+// engine cancels it so that it goes again on the new current engine.
+type wait struct {
+	engine int
+	cancel context.CancelFunc
+}
+
+// startWait registers a wait on engine i and returns its context; the
+// returned func unregisters it.
+func (s *Switcher) startWait(ctx context.Context, i int) (context.Context, func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	w := &wait{engine: i, cancel: cancel}
+	s.mu.Lock()
+	s.waits[w] = struct{}{}
+	moved := s.current != i
+	s.mu.Unlock()
+	if moved { // switched between reading current and registering
+		cancel()
+	}
+	return wctx, func() {
+		s.mu.Lock()
+		delete(s.waits, w)
+		s.mu.Unlock()
+		cancel()
+	}
 }
 
 // failover switches away from engine i if its breaker is open and it is
@@ -278,34 +325,55 @@ func (s *Switcher) deliver() {
 	}
 }
 
-// checkHealth pings one engine through its breaker, so that a dead engine
-// trips it without traffic and a revived one closes it again, and fails
-// back to the primary once it has been healthy long enough.
+// maxPings bounds the health checks of one engine in flight at once: a
+// hung engine keeps failing them at the check rate, not at the timeout's.
+const maxPings = 4
+
+// checkHealth pings one engine through its breaker every healthEvery, so
+// that a dead engine trips without traffic and a revived one closes again.
 func (s *Switcher) checkHealth(m *member) {
 	defer s.wg.Done()
 	t := time.NewTicker(s.opts.healthEvery)
 	defer t.Stop()
+	var pings sync.WaitGroup
+	defer pings.Wait()
+	inflight := make(chan struct{}, maxPings)
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
 		}
-		ok := s.ping(m)
-		s.mu.Lock()
-		switch {
-		case !ok:
-			m.healthySince = time.Time{}
-		case m.healthySince.IsZero():
-			m.healthySince = time.Now()
+		select {
+		case inflight <- struct{}{}:
+		default:
+			continue
 		}
-		failback := s.opts.failbackAfter > 0 && m == s.members[0] && s.current != 0 &&
-			ok && time.Since(m.healthySince) >= s.opts.failbackAfter &&
-			m.breaker.State() == gobreaker.StateClosed
-		s.mu.Unlock()
-		if failback {
-			_, _ = s.switchTo(0, ReasonFailback, 0)
-		}
+		pings.Add(1)
+		go func() {
+			defer pings.Done()
+			s.recordHealth(m, s.ping(m))
+			<-inflight
+		}()
+	}
+}
+
+// recordHealth notes a health check and fails back to the primary once it
+// has been healthy long enough.
+func (s *Switcher) recordHealth(m *member, ok bool) {
+	s.mu.Lock()
+	switch {
+	case !ok:
+		m.healthySince = time.Time{}
+	case m.healthySince.IsZero():
+		m.healthySince = time.Now()
+	}
+	failback := s.opts.failbackAfter > 0 && m == s.members[0] && s.current != 0 &&
+		ok && time.Since(m.healthySince) >= s.opts.failbackAfter &&
+		m.breaker.State() == gobreaker.StateClosed
+	s.mu.Unlock()
+	if failback {
+		_, _ = s.switchTo(0, ReasonFailback, 0)
 	}
 }
 
@@ -314,7 +382,7 @@ func (s *Switcher) ping(m *member) bool {
 	if err != nil {
 		return false // open: wait for half-open
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.healthTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, s.opts.healthTimeout)
 	err = m.engine.Ping(ctx)
 	cancel()
 	if err != nil && !errors.Is(err, locker.ErrUnavailable) {

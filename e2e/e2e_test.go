@@ -1,0 +1,220 @@
+// Package e2e runs failover drills against real servers, started as child
+// processes: a load of many owners on many names through a switcher while
+// a server is killed, paused, flipped away from or restarted. Every drill
+// checks that no two owners held a name at once on one engine, that tokens
+// increased, and that every hold was released through the engine that
+// granted it, and logs its figures.
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/orthrus-go/orthrus/engines/etcd"
+	"github.com/orthrus-go/orthrus/engines/redis"
+	"github.com/orthrus-go/orthrus/engines/zk"
+	"github.com/orthrus-go/orthrus/internal/drill"
+	"github.com/orthrus-go/orthrus/internal/testmain"
+	"github.com/orthrus-go/orthrus/internal/testserver"
+	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/switcher"
+)
+
+func TestMain(m *testing.M) {
+	// Every drill starts the servers it breaks.
+	testmain.Run(m, func() (func(), error) { return func() {}, nil })
+}
+
+// Client settings that fail fast, as a service that wants quick failover
+// would set them.
+const (
+	dialTimeout = 300 * time.Millisecond
+	callTimeout = 500 * time.Millisecond
+)
+
+func redisEngine(t *testing.T, name string, s *testserver.Server) locker.Engine {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{
+		Addr: s.Addr(), DialTimeout: dialTimeout, ReadTimeout: callTimeout, WriteTimeout: callTimeout,
+		MaxRetries: -1, ContextTimeoutEnabled: true,
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	e, err := redis.New(c, redis.WithName(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func zkEngine(t *testing.T, name string, s *testserver.Server) locker.Engine {
+	t.Helper()
+	e, err := zk.New([]string{s.Addr()}, zk.WithName(name), zk.WithSessionTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func etcdEngine(t *testing.T, name string, s *testserver.Server) locker.Engine {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Addr()}, DialTimeout: dialTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	e, err := etcd.New(c, etcd.WithName(name), etcd.WithRequestTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// run builds a switcher over engines with the drill's hook and runs it.
+func run(t *testing.T, engines []locker.Engine, cfg drill.Config, opts ...switcher.Option) (*drill.Report, *switcher.Switcher) {
+	t.Helper()
+	d := drill.New(cfg)
+	sw, err := switcher.New(engines, append(opts, switcher.OnSwitch(d.OnSwitch))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sw.Close() })
+	r, err := d.Run(context.Background(), sw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var marks []string
+	for _, m := range r.Marks {
+		marks = append(marks, m.At.Round(time.Millisecond).String()+" "+m.Kind+" "+m.Label+" "+m.Detail)
+	}
+	t.Logf("drill %v: acquired %v, failed %d, retried %d, lost %d, unlock errors %d, switch latency %v; marks: %s",
+		r.Duration.Round(time.Millisecond), r.Acquired, r.Failed, r.Retried, r.Lost, r.UnlockErrors,
+		r.SwitchLatency, strings.Join(marks, "; "))
+	for _, v := range r.Violations {
+		t.Errorf("violation: %s", v)
+	}
+	for _, e := range r.Errors {
+		t.Logf("failed acquisition: %s", e)
+	}
+	return r, sw
+}
+
+func load(faults ...drill.Fault) drill.Config {
+	return drill.Config{Workers: 16, Names: 32, Duration: 4 * time.Second, Hold: time.Millisecond, TTL: 3 * time.Second, Faults: faults}
+}
+
+// checkFailover asserts what every fault drill promises: a breaker switch
+// from→to within maxLatency, no failed acquisition, load on the new engine.
+func checkFailover(t *testing.T, r *drill.Report, from, to string, maxLatency time.Duration) {
+	t.Helper()
+	var sw *drill.Mark
+	for i, m := range r.Marks {
+		if m.Kind == "switch" {
+			sw = &r.Marks[i]
+			break
+		}
+	}
+	if sw == nil || sw.Label != from+" → "+to || sw.Detail != string(switcher.ReasonBreaker) {
+		t.Fatalf("first switch = %+v; want %s → %s by breaker", sw, from, to)
+	}
+	if r.SwitchLatency < 0 || r.SwitchLatency > maxLatency {
+		t.Errorf("switch latency %v; want under %v", r.SwitchLatency, maxLatency)
+	}
+	if r.Failed != 0 {
+		t.Errorf("%d acquisitions failed; want 0 (callers get a lock, not an error)", r.Failed)
+	}
+	if r.Acquired[to] == 0 || r.Acquired[from] == 0 {
+		t.Errorf("acquired %v; want load on both engines", r.Acquired)
+	}
+}
+
+// Drill 1 and 6: SIGKILL a Redis primary; ZooKeeper takes over.
+func TestKillRedisPrimaryZooKeeperTakesOver(t *testing.T) {
+	rs, zs := testserver.Redis(t), testserver.ZooKeeper(t)
+	r, _ := run(t, []locker.Engine{redisEngine(t, "redis", rs), zkEngine(t, "zk", zs)},
+		load(drill.Fault{At: 1500 * time.Millisecond, Name: "kill redis", Do: rs.Kill}))
+	checkFailover(t, r, "redis", "zk", time.Second)
+}
+
+// Drill 2 and 6: SIGSTOP an etcd primary (a hang, not a refusal); Redis
+// takes over within the client timeouts.
+func TestPauseEtcdPrimaryRedisTakesOver(t *testing.T) {
+	es, rs := testserver.Etcd(t), testserver.Redis(t)
+	t.Cleanup(func() { _ = es.Resume() })
+	r, _ := run(t, []locker.Engine{etcdEngine(t, "etcd", es), redisEngine(t, "redis", rs)},
+		load(drill.Fault{At: 1500 * time.Millisecond, Name: "pause etcd", Do: es.Pause}))
+	// Bounded by the engine's request timeout (1s) plus the health check.
+	checkFailover(t, r, "etcd", "redis", 2*time.Second)
+}
+
+// Drill 3: flip to another engine under load: every worker moves, holds
+// taken before finish on the old engine, nothing fails.
+func TestFlipUnderLoad(t *testing.T) {
+	rs, zs := testserver.Redis(t), testserver.ZooKeeper(t)
+	var sw *switcher.Switcher
+	flip := drill.Fault{At: 1500 * time.Millisecond, Name: "flip to zk", Do: func() error {
+		_, err := sw.SwitchEngineTo("zk")
+		return err
+	}}
+	d := drill.New(load(flip))
+	var err error
+	sw, err = switcher.New([]locker.Engine{redisEngine(t, "redis", rs), zkEngine(t, "zk", zs)}, switcher.OnSwitch(d.OnSwitch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sw.Close()
+	r, err := d.Run(context.Background(), sw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("flip: acquired %v, failed %d, lost %d, unlock errors %d, marks %+v", r.Acquired, r.Failed, r.Lost, r.UnlockErrors, r.Marks)
+	for _, v := range r.Violations {
+		t.Errorf("violation: %s", v)
+	}
+	if r.Failed != 0 || r.Lost != 0 || r.UnlockErrors != 0 {
+		t.Errorf("failed %d, lost %d, unlock errors %d; want all 0 for a planned flip", r.Failed, r.Lost, r.UnlockErrors)
+	}
+	// After the flip (plus the longest hold), nothing lands on the old engine.
+	after := 0
+	for _, b := range r.Timeline {
+		if b.At > 2*time.Second {
+			after += int(b.Acquired["redis"])
+		}
+	}
+	if after != 0 || r.Acquired["zk"] == 0 {
+		t.Errorf("%d acquisitions on redis after the flip, %d on zk; want 0 and some", after, r.Acquired["zk"])
+	}
+}
+
+// Drill 4: the primary comes back and, with failback on, traffic returns
+// to it after the healthy period.
+func TestRestartPrimaryFailsBack(t *testing.T) {
+	rs, zs := testserver.Redis(t), testserver.ZooKeeper(t)
+	cfg := load(
+		drill.Fault{At: 1 * time.Second, Name: "kill redis", Do: rs.Kill},
+		drill.Fault{At: 2 * time.Second, Name: "restart redis", Do: rs.Restart},
+	)
+	cfg.Duration = 6 * time.Second
+	r, _ := run(t, []locker.Engine{redisEngine(t, "redis", rs), zkEngine(t, "zk", zs)}, cfg,
+		switcher.WithFailback(time.Second), switcher.WithBreaker(3, 500*time.Millisecond))
+	var switches []string
+	for _, m := range r.Marks {
+		if m.Kind == "switch" {
+			switches = append(switches, m.Label+" ("+m.Detail+")")
+		}
+	}
+	if len(switches) != 2 || switches[1] != "zk → redis (failback)" {
+		t.Fatalf("switches = %q; want a breaker switch to zk, then failback to redis", switches)
+	}
+	if r.Failed != 0 {
+		t.Errorf("%d acquisitions failed; want 0", r.Failed)
+	}
+	last := r.Timeline[len(r.Timeline)-2] // the last full bucket
+	if last.Acquired["redis"] == 0 || last.Acquired["zk"] != 0 {
+		t.Errorf("last bucket %v; want all traffic back on redis", last.Acquired)
+	}
+}

@@ -1,0 +1,344 @@
+// Package drill runs a failover drill: many workers take and release locks
+// on many names through a switcher while faults are injected, and every
+// hold is checked — no two holders of a name on one engine, tokens
+// increasing per name and engine, every hold released on the engine that
+// granted it. The e2e tests and lockctl drill share it.
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/switcher"
+)
+
+// Config is one drill. Zero fields take the defaults of lockctl drill.
+type Config struct {
+	Workers  int           // concurrent owners; default 16
+	Names    int           // distinct lock names; default 64
+	Duration time.Duration // how long the load runs; default 20s
+	Hold     time.Duration // time inside each critical section; default 2ms
+	TTL      time.Duration // TTL of each hold (renewed); default 5s
+	Wait     time.Duration // LockCtx budget of one acquisition; default 10s
+	Prefix   string        // lock name prefix; default "drill/"
+	Faults   []Fault       // injected during the run
+	// Progress, if set, is called every Tick with the state so far.
+	Progress func(Snapshot)
+	Tick     time.Duration // default 250ms; also the timeline's bucket width
+}
+
+// Fault is something done to the engines at a point of the drill.
+type Fault struct {
+	At   time.Duration
+	Name string // e.g. "kill primary"
+	Do   func() error
+}
+
+// Mark is a fault or a switch on the drill's timeline.
+type Mark struct {
+	At     time.Duration `json:"at"`
+	Label  string        `json:"label"`
+	Kind   string        `json:"kind"` // "fault" or "switch"
+	Detail string        `json:"detail,omitempty"`
+}
+
+// Bucket counts the acquisitions granted during one tick, per engine.
+type Bucket struct {
+	At       time.Duration    `json:"at"`
+	Acquired map[string]int64 `json:"acquired"`
+}
+
+// Report is the outcome of a drill.
+type Report struct {
+	Started       time.Time        `json:"started"`
+	Duration      time.Duration    `json:"duration"`
+	Engines       []string         `json:"engines"`
+	Workers       int              `json:"workers"`
+	Names         int              `json:"names"`
+	Acquired      map[string]int64 `json:"acquired"`
+	Failed        int64            `json:"failed"`
+	Retried       int64            `json:"retried"`
+	Lost          int64            `json:"lost"`
+	UnlockErrors  int64            `json:"unlock_errors"`
+	SwitchLatency time.Duration    `json:"switch_latency"` // first fault to first switch after it; -1 if none
+	Marks         []Mark           `json:"marks"`
+	Timeline      []Bucket         `json:"timeline"`
+	Tick          time.Duration    `json:"tick"`
+	Violations    []string         `json:"violations"`
+	Errors        []string         `json:"errors"` // a sample of failed acquisitions
+}
+
+// OK reports whether every check passed.
+func (r *Report) OK() bool { return len(r.Violations) == 0 }
+
+// Snapshot is the live state of a running drill.
+type Snapshot struct {
+	Elapsed  time.Duration
+	Current  string
+	Rate     map[string]float64 // acquisitions per second in the last tick
+	Acquired map[string]int64
+	Failed   int64
+	Lost     int64
+	Engines  []switcher.EngineState
+}
+
+const maxListed = 50 // violations and errors kept in a report
+
+// Drill collects the checks of one run. Wire OnSwitch into the switcher
+// (switcher.OnSwitch(d.OnSwitch)) before calling Run.
+type Drill struct {
+	cfg Config
+
+	mu       sync.Mutex
+	started  time.Time
+	holder   map[string]int    // engine+name -> worker holding it
+	last     map[string]uint64 // engine+name -> last token
+	report   Report
+	bucket   map[string]int64
+	firstHit time.Duration // first fault
+}
+
+// New returns a drill with cfg's defaults filled in.
+func New(cfg Config) *Drill {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defD := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&cfg.Workers, 16)
+	def(&cfg.Names, 64)
+	defD(&cfg.Duration, 20*time.Second)
+	defD(&cfg.Hold, 2*time.Millisecond)
+	defD(&cfg.TTL, 5*time.Second)
+	defD(&cfg.Wait, 10*time.Second)
+	defD(&cfg.Tick, 250*time.Millisecond)
+	if cfg.Prefix == "" {
+		cfg.Prefix = "drill/"
+	}
+	return &Drill{
+		cfg:      cfg,
+		holder:   make(map[string]int),
+		last:     make(map[string]uint64),
+		bucket:   make(map[string]int64),
+		firstHit: -1,
+		report: Report{
+			Workers: cfg.Workers, Names: cfg.Names, Tick: cfg.Tick,
+			Acquired: make(map[string]int64), SwitchLatency: -1,
+		},
+	}
+}
+
+// OnSwitch records a switch; pass it to switcher.OnSwitch.
+func (d *Drill) OnSwitch(ev switcher.Event) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.started.IsZero() {
+		return
+	}
+	at := ev.At.Sub(d.started)
+	d.report.Marks = append(d.report.Marks, Mark{At: at, Kind: "switch", Label: ev.From + " → " + ev.To, Detail: string(ev.Reason)})
+	if d.firstHit >= 0 && d.report.SwitchLatency < 0 && at >= d.firstHit {
+		d.report.SwitchLatency = at - d.firstHit
+	}
+}
+
+// Run runs the drill against sw until cfg.Duration has passed or ctx is done.
+func (d *Drill) Run(ctx context.Context, sw *switcher.Switcher) (*Report, error) {
+	if d.cfg.Names < 1 || d.cfg.Workers < 1 {
+		return nil, fmt.Errorf("drill: %w: workers and names must be positive", locker.ErrInvalidArgument)
+	}
+	for _, st := range sw.States() {
+		d.report.Engines = append(d.report.Engines, st.Name)
+	}
+	retried0 := sw.Retried()
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.Duration)
+	defer cancel()
+	d.mu.Lock()
+	d.started = time.Now()
+	d.report.Started = d.started
+	d.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for w := 1; w <= d.cfg.Workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.work(ctx, sw, w)
+		}()
+	}
+	for _, f := range d.cfg.Faults {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.inject(ctx, f)
+		}()
+	}
+	d.tick(ctx, sw)
+	wg.Wait()
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closeBucket()
+	d.report.Duration = time.Since(d.started)
+	d.report.Retried = sw.Retried() - retried0
+	sort.Slice(d.report.Marks, func(i, j int) bool { return d.report.Marks[i].At < d.report.Marks[j].At })
+	r := d.report
+	return &r, nil
+}
+
+func (d *Drill) inject(ctx context.Context, f Fault) {
+	t := time.NewTimer(f.At)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-t.C:
+	}
+	d.mu.Lock()
+	at := time.Since(d.started)
+	if d.firstHit < 0 {
+		d.firstHit = at
+	}
+	d.mu.Unlock()
+	err := f.Do()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := Mark{At: at, Kind: "fault", Label: f.Name}
+	if err != nil {
+		m.Detail = err.Error()
+	}
+	d.report.Marks = append(d.report.Marks, m)
+}
+
+// tick closes a timeline bucket and reports progress every Tick.
+func (d *Drill) tick(ctx context.Context, sw *switcher.Switcher) {
+	t := time.NewTicker(d.cfg.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		d.mu.Lock()
+		rates := make(map[string]float64, len(d.bucket))
+		for e, n := range d.bucket {
+			rates[e] = float64(n) / d.cfg.Tick.Seconds()
+		}
+		d.closeBucket()
+		snap := Snapshot{
+			Elapsed: time.Since(d.started), Rate: rates,
+			Acquired: copyMap(d.report.Acquired), Failed: d.report.Failed, Lost: d.report.Lost,
+		}
+		d.mu.Unlock()
+		if d.cfg.Progress != nil {
+			snap.Current, snap.Engines = sw.Current(), sw.States()
+			d.cfg.Progress(snap)
+		}
+	}
+}
+
+// closeBucket appends the current bucket to the timeline. Called with d.mu.
+func (d *Drill) closeBucket() {
+	at := time.Duration(len(d.report.Timeline)) * d.cfg.Tick
+	d.report.Timeline = append(d.report.Timeline, Bucket{At: at, Acquired: d.bucket})
+	d.bucket = make(map[string]int64)
+}
+
+func copyMap(m map[string]int64) map[string]int64 {
+	c := make(map[string]int64, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+func (d *Drill) violation(format string, args ...any) {
+	if len(d.report.Violations) < maxListed {
+		d.report.Violations = append(d.report.Violations, fmt.Sprintf(format, args...))
+	}
+}
+
+func (d *Drill) work(ctx context.Context, sw *switcher.Switcher, worker int) {
+	for ctx.Err() == nil {
+		name := fmt.Sprintf("%s%d", d.cfg.Prefix, rand.IntN(d.cfg.Names))
+		l, err := sw.NewLocker(name, locker.WithTTL(d.cfg.TTL))
+		if err != nil {
+			d.failed(err)
+			return
+		}
+		wctx, cancel := context.WithTimeout(ctx, d.cfg.Wait)
+		err = l.LockCtx(wctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil { // the drill ending is not a failure
+				d.failed(fmt.Errorf("%s: %w", name, err))
+			}
+			continue
+		}
+		d.hold(ctx, l.(locker.Lease), worker)
+		if err := l.Unlock(); err != nil {
+			d.mu.Lock()
+			if errors.Is(err, locker.ErrLockLost) {
+				d.report.Lost++
+			} else {
+				d.report.UnlockErrors++
+			}
+			d.mu.Unlock()
+		}
+	}
+}
+
+func (d *Drill) failed(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.report.Failed++
+	if len(d.report.Errors) < maxListed {
+		d.report.Errors = append(d.report.Errors, err.Error())
+	}
+}
+
+// hold runs one critical section and checks it.
+func (d *Drill) hold(ctx context.Context, l locker.Lease, worker int) {
+	engine, token := l.Engine(), l.Token()
+	key := engine + "\x00" + l.Name()
+	d.mu.Lock()
+	if other, held := d.holder[key]; held {
+		d.violation("%q held by workers %d and %d at once on %s", l.Name(), other, worker, engine)
+	}
+	if token <= d.last[key] {
+		d.violation("%q on %s: token %d after %d (not increasing)", l.Name(), engine, token, d.last[key])
+	}
+	d.holder[key], d.last[key] = worker, token
+	d.report.Acquired[engine]++
+	d.bucket[engine]++
+	d.mu.Unlock()
+
+	t := time.NewTimer(d.cfg.Hold)
+	select {
+	case <-t.C:
+	case <-l.Lost():
+	case <-ctx.Done():
+	}
+	t.Stop()
+
+	d.mu.Lock()
+	if d.holder[key] == worker {
+		delete(d.holder, key)
+	}
+	if now := l.Engine(); now != engine {
+		d.violation("%q granted on %s but released through %s", l.Name(), engine, now)
+	}
+	d.mu.Unlock()
+}

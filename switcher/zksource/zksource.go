@@ -1,0 +1,290 @@
+package zksource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	gozk "github.com/go-zookeeper/zk"
+
+	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/switcher"
+)
+
+// Bounds of the retry loop.
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 5 * time.Second
+)
+
+// Source is a switcher.Source and switcher.Setter over one ZooKeeper node.
+type Source struct {
+	conn *gozk.Conn
+	path string
+	acl  []gozk.ACL
+	log  *slog.Logger
+}
+
+var (
+	_ switcher.Source = (*Source)(nil)
+	_ switcher.Setter = (*Source)(nil)
+)
+
+type settings struct {
+	logger *slog.Logger
+	acl    []gozk.ACL
+}
+
+// Option configures a Source.
+type Option func(*settings) error
+
+// WithLogger sets the logger for skipped values and watch failures.
+// Default: slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(s *settings) error {
+		if l == nil {
+			return fmt.Errorf("zksource: WithLogger: %w: logger is nil", locker.ErrInvalidArgument)
+		}
+		s.logger = l
+		return nil
+	}
+}
+
+// WithACL sets the ACL of the nodes Set creates, for instance
+// gozk.AuthACL(gozk.PermAll) on a connection with credentials.
+// Default: gozk.WorldACL(gozk.PermAll), open to all.
+func WithACL(acl []gozk.ACL) Option {
+	return func(s *settings) error {
+		if len(acl) == 0 {
+			return fmt.Errorf("zksource: WithACL: %w: acl is empty", locker.ErrInvalidArgument)
+		}
+		s.acl = acl
+		return nil
+	}
+}
+
+// New returns a source over the node at path, an absolute ZooKeeper path
+// such as "/myapp/orthrus/active". It makes no request: Watch and Set do.
+// The source never closes conn.
+func New(conn *gozk.Conn, path string, opts ...Option) (*Source, error) {
+	if conn == nil {
+		return nil, fmt.Errorf("zksource: New: %w: conn is nil", locker.ErrInvalidArgument)
+	}
+	if err := checkPath(path); err != nil {
+		return nil, fmt.Errorf("zksource: New(%q): %w: %v", path, locker.ErrInvalidArgument, err)
+	}
+	s := settings{logger: slog.Default(), acl: gozk.WorldACL(gozk.PermAll)}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("zksource: New: %w: nil Option", locker.ErrInvalidArgument)
+		}
+		if err := opt(&s); err != nil {
+			return nil, err
+		}
+	}
+	return &Source{conn: conn, path: path, acl: s.acl, log: s.logger.With("source", "zk", "path", path)}, nil
+}
+
+// checkPath accepts absolute paths of non-empty segments other than "." and
+// "..", without NUL, and not the root.
+func checkPath(p string) error {
+	if !strings.HasPrefix(p, "/") {
+		return errors.New("want an absolute path starting with '/'")
+	}
+	if p == "/" {
+		return errors.New("the root cannot hold a value")
+	}
+	if strings.ContainsRune(p, 0) {
+		return errors.New("path contains NUL")
+	}
+	for _, seg := range strings.Split(p[1:], "/") {
+		switch seg {
+		case "":
+			return errors.New("empty path segment (a trailing '/' or '//')")
+		case ".", "..":
+			return fmt.Errorf("relative segment %q", seg)
+		}
+	}
+	return nil
+}
+
+// Path returns the watched node's path.
+func (s *Source) Path() string { return s.path }
+
+// Set writes engine to the node, creating it and its missing parents, so
+// that every switcher watching it switches to engine. It does not check the
+// name: a switcher that has no such engine logs it and keeps its current
+// one.
+func (s *Source) Set(ctx context.Context, engine string) error {
+	if strings.TrimSpace(engine) == "" {
+		return fmt.Errorf("zksource: set %q: %w: engine name is empty", s.path, locker.ErrInvalidArgument)
+	}
+	_, err := call(ctx, func() (struct{}, error) { return struct{}{}, s.set([]byte(engine)) })
+	if err != nil {
+		if permanent(err) {
+			return fmt.Errorf("zksource: set %q: %w", s.path, err)
+		}
+		return fmt.Errorf("zksource: set %q: %w: %w", s.path, locker.ErrUnavailable, err)
+	}
+	return nil
+}
+
+func (s *Source) set(data []byte) error {
+	_, err := s.conn.Set(s.path, data, -1)
+	if !errors.Is(err, gozk.ErrNoNode) {
+		return err
+	}
+	for i := 1; i < len(s.path); i++ {
+		if s.path[i] != '/' {
+			continue
+		}
+		if _, err := s.conn.Create(s.path[:i], nil, 0, s.acl); err != nil && !errors.Is(err, gozk.ErrNodeExists) {
+			return err
+		}
+	}
+	_, err = s.conn.Create(s.path, data, 0, s.acl)
+	if errors.Is(err, gozk.ErrNodeExists) { // created meanwhile: ours is the later write
+		_, err = s.conn.Set(s.path, data, -1)
+	}
+	return err
+}
+
+// permanent tells errors that retrying or another server will not cure.
+func permanent(err error) bool {
+	for _, p := range []error{gozk.ErrNoAuth, gozk.ErrInvalidACL, gozk.ErrBadArguments, gozk.ErrInvalidPath, gozk.ErrNoChildrenForEphemerals} {
+		if errors.Is(err, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Watch calls apply with the node's data, then with every change, until
+// ctx is done; then it returns nil. A missing node is waited for; a failed
+// read is logged and retried with backoff.
+func (s *Source) Watch(ctx context.Context, apply func(switcher.Desired)) error {
+	if apply == nil {
+		return fmt.Errorf("zksource: watch %q: %w: apply is nil", s.path, locker.ErrInvalidArgument)
+	}
+	backoff := minBackoff
+	missing := false // logged that the node is missing
+	for {
+		ch, exists, err := s.read(ctx, apply)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			s.log.Warn("zksource: cannot read the node; retrying", "err", err, "retry_in", backoff)
+			if !pause(ctx, backoff) {
+				return nil
+			}
+			backoff = min(2*backoff, maxBackoff)
+			continue
+		}
+		backoff = minBackoff
+		if !exists && !missing {
+			s.log.Info("zksource: the node does not exist yet; waiting for it")
+		}
+		missing = !exists
+		if ch == nil {
+			continue // created between the two reads
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev := <-ch:
+			switch ev.Type {
+			case gozk.EventNodeDeleted:
+				s.log.Warn("zksource: the node was deleted; keeping the current engine")
+			case gozk.EventNotWatching:
+				s.log.Info("zksource: watch ended; reading the node again", "err", ev.Err)
+			}
+		}
+	}
+}
+
+type getResult struct {
+	data []byte
+	stat *gozk.Stat
+	ch   <-chan gozk.Event
+}
+
+type existsResult struct {
+	ok bool
+	ch <-chan gozk.Event
+}
+
+// read applies the node's data and returns a watch on the node. When the
+// node does not exist, the watch fires on its creation; when it was created
+// between the two reads, the channel is nil.
+func (s *Source) read(ctx context.Context, apply func(switcher.Desired)) (<-chan gozk.Event, bool, error) {
+	got, err := call(ctx, func() (getResult, error) {
+		data, stat, ch, err := s.conn.GetW(s.path)
+		return getResult{data, stat, ch}, err
+	})
+	if err == nil {
+		s.apply(got.data, got.stat.Version, apply)
+		return got.ch, true, nil
+	}
+	if !errors.Is(err, gozk.ErrNoNode) {
+		return nil, false, err
+	}
+	ex, err := call(ctx, func() (existsResult, error) {
+		ok, _, ch, err := s.conn.ExistsW(s.path)
+		return existsResult{ok, ch}, err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if ex.ok {
+		return nil, true, nil
+	}
+	return ex.ch, false, nil
+}
+
+func (s *Source) apply(data []byte, version int32, apply func(switcher.Desired)) {
+	name := strings.TrimSpace(string(data))
+	if name == "" {
+		s.log.Warn("zksource: the node is empty; ignoring it", "version", version)
+		return
+	}
+	apply(switcher.Desired{Engine: name, Epoch: uint64(version) + 1})
+}
+
+// call runs f, a go-zookeeper request, and waits for it or ctx. go-zookeeper
+// requests take no context; one abandoned here ends in the background when
+// ZooKeeper answers or the connection gives it up.
+func call[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := f()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+// pause waits d, or less when ctx is done first; it reports whether ctx is
+// still alive.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
