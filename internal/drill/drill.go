@@ -139,6 +139,10 @@ func New(cfg Config) *Drill {
 	}
 }
 
+// SetFaults sets the faults to inject; call it before Run. It lets a caller
+// build its faults around the switcher, which needs OnSwitch first.
+func (d *Drill) SetFaults(faults []Fault) { d.cfg.Faults = faults }
+
 // OnSwitch records a switch; pass it to switcher.OnSwitch.
 func (d *Drill) OnSwitch(ev switcher.Event) {
 	d.mu.Lock()

@@ -1,0 +1,90 @@
+// Command lockctl runs failover drills and lock operations for orthrus.
+//
+//	lockctl drill [flags]                  run a lock workload, break an engine, check and report
+//	lockctl status  --config FILE          engines in order, the current one, breakers and health
+//	lockctl holders --config FILE NAME     who holds NAME on each engine, and who waits
+//	lockctl unlock  --config FILE --force NAME   remove a stuck hold
+//	lockctl switch  --config FILE ENGINE   write the watched key so the fleet moves
+//
+// Run "lockctl COMMAND -h" for a command's flags and examples.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+// errChecksFailed makes the exit code non-zero after a report was printed.
+var errChecksFailed = errors.New("checks failed")
+
+type command struct {
+	name, summary string
+	run           func(args []string, stdout, stderr io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"drill", "run a lock workload through the switcher, inject a fault, check and report", runDrill},
+		{"status", "show the engines in order, the current one, breaker and health states", runStatus},
+		{"holders", "show who holds a lock on each engine, and who waits", runHolders},
+		{"unlock", "remove a stuck hold (asks for confirmation unless --yes)", runUnlock},
+		{"switch", "write the watched key so that every switcher moves to ENGINE", runSwitch},
+	}
+}
+
+func main() {
+	os.Exit(lockctl(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func lockctl(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(args[1:], stdout, stderr)
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.Is(err, errChecksFailed):
+			return 1
+		default:
+			fmt.Fprintf(stderr, "lockctl %s: %v\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(stderr, "lockctl: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "lockctl: failover drills and lock operations for orthrus.\n\nUsage: lockctl COMMAND [flags]\n\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun \"lockctl COMMAND -h\" for a command's flags and examples.")
+}
+
+// newFlags returns a flag set whose -h prints the usage and examples.
+func newFlags(name, synopsis, examples string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("lockctl "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: lockctl %s %s\n\nFlags:\n", name, synopsis)
+		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "\nExamples:\n%s", examples)
+	}
+	return fs
+}
