@@ -33,7 +33,7 @@ type Switcher struct {
 
 	retried atomic.Int64 // acquisitions that failed on an engine and went again
 
-	tripped chan struct{} // a breaker changed state
+	tripped chan struct{}   // a breaker changed state
 	ctx     context.Context // done when Close starts
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
