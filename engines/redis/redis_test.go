@@ -61,20 +61,6 @@ func newEngine(t testing.TB, c goredis.UniversalClient, opts ...redis.Option) *r
 	return e
 }
 
-// numSub counts the subscribers of a wake-up channel on the node that owns it.
-func numSub(ctx context.Context, c goredis.UniversalClient, ch string) (int, error) {
-	if cc, ok := c.(*goredis.ClusterClient); ok {
-		node, err := cc.MasterForKey(ctx, ch)
-		if err != nil {
-			return 0, err
-		}
-		m, err := node.PubSubShardNumSub(ctx, ch).Result()
-		return int(m[ch]), err
-	}
-	m, err := c.PubSubNumSub(ctx, ch).Result()
-	return int(m[ch]), err
-}
-
 func harness(t *testing.T, c goredis.UniversalClient) lockertest.Harness {
 	e := newEngine(t, c, redis.WithPrefix("conformance"))
 	return lockertest.Harness{
@@ -83,7 +69,8 @@ func harness(t *testing.T, c goredis.UniversalClient) lockertest.Harness {
 			return c.Del(ctx, e.LockKey(name)).Err()
 		},
 		Residue: func(ctx context.Context, name string) (int, error) {
-			return numSub(ctx, c, e.Channel(name))
+			in, err := e.Inspect(ctx, name)
+			return in.Subscribers, err
 		},
 	}
 }
@@ -344,5 +331,50 @@ func TestRenewalsBatched(t *testing.T) {
 		if err := l.Unlock(); err != nil {
 			t.Fatalf("Unlock() #%d = %v (hold not kept alive)", i, err)
 		}
+	}
+}
+
+func TestInspectAndForceUnlock(t *testing.T) {
+	ctx := context.Background()
+	e := newEngine(t, newSingle(t))
+	defer e.Close()
+	name := t.Name()
+	if in, err := e.Inspect(ctx, name); err != nil || in.Holder != nil || in.Subscribers != 0 {
+		t.Fatalf("Inspect(free) = %+v, %v; want no holder, no subscribers", in, err)
+	}
+	if _, err := e.ForceUnlock(ctx, name); !errors.Is(err, locker.ErrNotHeld) {
+		t.Errorf("ForceUnlock(free) = %v; want ErrNotHeld", err)
+	}
+	a, _ := e.NewLocker(name, locker.WithOwner("stuck-job"), locker.WithTTL(900*time.Millisecond))
+	b, _ := e.NewLocker(name)
+	if err := a.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() { got <- b.Lock() }()
+	var in locker.Inspection
+	deadline := time.Now().Add(5 * time.Second)
+	for in.Subscribers == 0 && time.Now().Before(deadline) {
+		in, _ = e.Inspect(ctx, name)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if in.Holder == nil || in.Holder.Owner != "stuck-job" || in.Holder.Token != lease(a).Token() || in.Holder.TTL <= 0 || in.Subscribers != 1 {
+		t.Fatalf("Inspect(held) = %+v (holder %+v); want stuck-job with token %d, a TTL and 1 subscriber", in, in.Holder, lease(a).Token())
+	}
+	removed, err := e.ForceUnlock(ctx, name)
+	if err != nil || removed.Owner != "stuck-job" {
+		t.Fatalf("ForceUnlock() = %+v, %v; want the stuck-job hold", removed, err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter Lock() after ForceUnlock = %v", err)
+	}
+	select {
+	case <-lease(a).Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the forced-out owner's Lost() did not close")
+	}
+	_ = b.Unlock()
+	if err := a.Unlock(); !errors.Is(err, locker.ErrLockLost) {
+		t.Errorf("forced-out owner's Unlock() = %v; want ErrLockLost", err)
 	}
 }

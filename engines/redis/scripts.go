@@ -54,3 +54,16 @@ if v[1] == ARGV[1] and v[2] == ARGV[2] then
 end
 return 0
 `)
+
+// forceReleaseScript: KEYS lock, channel; ARGV publish command. Removes the
+// hold whoever owns it and wakes the waiters. Returns {owner, token} of the
+// removed hold, or an empty array when the name was free.
+var forceReleaseScript = goredis.NewScript(`
+local v = redis.call('hmget', KEYS[1], 'owner', 'token')
+if not v[1] then
+  return {}
+end
+redis.call('del', KEYS[1])
+redis.call(ARGV[1], KEYS[2], '1')
+return v
+`)

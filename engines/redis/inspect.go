@@ -1,0 +1,77 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/orthrus-go/orthrus/locker"
+)
+
+// Inspect reports who holds name and how many processes wait for it. Redis
+// does not queue waiters: they are counted as subscribers of the name's
+// wake-up channel.
+func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, error) {
+	if err := locker.ValidateName(name); err != nil {
+		return locker.Inspection{}, err
+	}
+	k := e.keysFor(name)
+	var fields *goredis.SliceCmd
+	var pttl *goredis.DurationCmd
+	if _, err := e.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		fields = p.HMGet(ctx, k.lock, "owner", "token")
+		pttl = p.PTTL(ctx, k.lock)
+		return nil
+	}); err != nil {
+		return locker.Inspection{}, e.fail("inspect", name, err)
+	}
+	subs, err := e.subscribers(ctx, k.channel)
+	if err != nil {
+		return locker.Inspection{}, e.fail("inspect", name, err)
+	}
+	in := locker.Inspection{Subscribers: subs}
+	if v := fields.Val(); len(v) == 2 && v[0] != nil {
+		owner, _ := v[0].(string)
+		tok, _ := v[1].(string)
+		token, _ := strconv.ParseUint(tok, 10, 64)
+		in.Holder = &locker.Holder{Owner: owner, Token: token, TTL: max(pttl.Val(), 0)}
+	}
+	return in, nil
+}
+
+func (e *Engine) subscribers(ctx context.Context, channel string) (int, error) {
+	if cc, ok := e.client.(*goredis.ClusterClient); ok {
+		node, err := cc.MasterForKey(ctx, channel)
+		if err != nil {
+			return 0, err
+		}
+		m, err := node.PubSubShardNumSub(ctx, channel).Result()
+		return int(m[channel]), err
+	}
+	m, err := e.client.PubSubNumSub(ctx, channel).Result()
+	return int(m[channel]), err
+}
+
+// ForceUnlock removes the current hold of name whoever owns it, wakes the
+// waiters and returns the hold it removed; ErrNotHeld when the name was
+// free. The owner learns of it at its next renewal (Lost closes). For
+// operators clearing a stuck hold.
+func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, error) {
+	if err := locker.ValidateName(name); err != nil {
+		return locker.Holder{}, err
+	}
+	k := e.keysFor(name)
+	v, err := forceReleaseScript.Run(ctx, e.client, []string{k.lock, k.channel}, e.publish).Slice()
+	if err != nil {
+		return locker.Holder{}, e.fail("force unlock", name, err)
+	}
+	if len(v) != 2 {
+		return locker.Holder{}, fmt.Errorf("redis: force unlock %q: %w", name, locker.ErrNotHeld)
+	}
+	owner, _ := v[0].(string)
+	tok, _ := v[1].(string)
+	token, _ := strconv.ParseUint(tok, 10, 64)
+	return locker.Holder{Owner: owner, Token: token}, nil
+}
