@@ -139,6 +139,16 @@ func (s *Switcher) Epoch() uint64 {
 	return s.epoch
 }
 
+// Engines returns the engines in order, for operator tools that inspect
+// them. The switcher still owns them.
+func (s *Switcher) Engines() []locker.Engine {
+	out := make([]locker.Engine, len(s.members))
+	for i, m := range s.members {
+		out[i] = m.engine
+	}
+	return out
+}
+
 // Retried counts the acquisitions that failed on an unavailable engine and
 // were tried again, on the new current engine or on the same one.
 func (s *Switcher) Retried() int64 { return s.retried.Load() }

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/orthrus-go/orthrus/internal/drill"
+	"github.com/orthrus-go/orthrus/internal/testmain"
+)
+
+// The tests run the real command: this test binary re-executed with
+// LOCKCTL_MAIN=1 is lockctl.
+func TestMain(m *testing.M) {
+	if os.Getenv("LOCKCTL_MAIN") == "1" {
+		main()
+		return
+	}
+	testmain.Run(m, func() (func(), error) { return func() {}, nil })
+}
+
+// lockctlRun runs lockctl with args and returns its exit code and output.
+func lockctlRun(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "LOCKCTL_MAIN=1")
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, stdout.String(), stderr.String()
+}
+
+func TestDrillEmbedded(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := lockctlRun(t, "", "drill", "--duration", "6s", "--kill-at", "2s", "--workers", "8", "--names", "16", "--report", dir)
+	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
+	if code != 0 {
+		t.Fatalf("lockctl drill exited %d; want 0", code)
+	}
+	for _, want := range []string{"stop etcd-primary", "switch etcd-primary → etcd-secondary (breaker)", "violations:      0", "PASS"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("drill output lacks %q", want)
+		}
+	}
+
+	raw, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r drill.Report
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	if r.Failed != 0 || len(r.Violations) != 0 || r.Acquired["etcd-secondary"] == 0 || r.SwitchLatency <= 0 {
+		t.Errorf("report.json: failed %d, violations %v, acquired %v, switch latency %v", r.Failed, r.Violations, r.Acquired, r.SwitchLatency)
+	}
+	checkReportPage(t, filepath.Join(dir, "report.html"), r.Engines)
+}
+
+// checkReportPage parses the HTML report as XML (it is written well-formed)
+// and finds one series per engine and the fault and switch marks.
+func checkReportPage(t *testing.T, path string, engines []string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := xml.NewDecoder(f)
+	dec.Strict = true
+	dec.Entity = xml.HTMLEntity
+	series, kinds := map[string]int{}, map[string]int{}
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("report.html is not well-formed: %v", err)
+		}
+		el, ok := tok.(xml.StartElement)
+		if !ok {
+			continue
+		}
+		for _, a := range el.Attr {
+			switch {
+			case el.Name.Local == "polyline" && a.Name.Local == "data-engine":
+				series[a.Value]++
+			case el.Name.Local == "g" && a.Name.Local == "data-kind":
+				kinds[a.Value]++
+			case a.Name.Local == "src" || a.Name.Local == "href":
+				t.Errorf("report.html loads %q: want a self-contained page", a.Value)
+			}
+		}
+	}
+	for _, e := range engines {
+		if series[e] != 1 {
+			t.Errorf("report.html has %d series for %s; want 1", series[e], e)
+		}
+	}
+	if kinds["fault"] == 0 || kinds["switch"] == 0 {
+		t.Errorf("report.html marks %v; want a fault and a switch", kinds)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"drill", "--workers", "0"}, "--workers"},
+		{[]string{"drill", "--duration", "-1s"}, "--duration"},
+		{[]string{"drill", "--ttl", "0"}, "--ttl"},
+		{[]string{"drill", "--duration", "soon"}, "-duration"},
+		{[]string{"drill", "--config", "x.yaml", "--kill-at", "3s"}, "--kill-at"},
+		{[]string{"drill", "extra"}, "no arguments"},
+		{[]string{"nope"}, "unknown command"},
+	} {
+		code, _, errOut := lockctlRun(t, "", tc.args...)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("lockctl %s: exit %d, stderr %q; want non-zero naming %s", strings.Join(tc.args, " "), code, errOut, tc.want)
+		}
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, c := range commands() {
+		code, _, errOut := lockctlRun(t, "", c.name, "-h")
+		if code != 0 || !strings.Contains(errOut, "Examples:") {
+			t.Errorf("lockctl %s -h: exit %d; want 0 and examples, got %q", c.name, code, errOut)
+		}
+	}
+}
