@@ -1,0 +1,134 @@
+package etcd_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/orthrus-go/orthrus/locker"
+)
+
+// Benchmarks against etcd's own concurrency.Mutex over the same client and
+// server: go test -run '^$' -bench . -count 10 | benchstat
+
+func benchName(b *testing.B) string { return fmt.Sprintf("%s/%d", b.Name(), time.Now().UnixNano()) }
+
+// owner is one contender: a Lock and an Unlock.
+type owner struct{ lock, unlock func() error }
+
+func orthrusOwners(b *testing.B, n int) []owner {
+	e := newEngine(b, newClient(b, endpoint))
+	name := benchName(b)
+	owners := make([]owner, n)
+	for i := range owners {
+		l := newLocker(b, e, name)
+		owners[i] = owner{lock: l.Lock, unlock: l.Unlock}
+	}
+	return owners
+}
+
+// concurrencyOwners gives each owner a session of its own: two Mutexes on
+// one session share a key and would both hold.
+func concurrencyOwners(b *testing.B, n int) []owner {
+	c := newClient(b, endpoint)
+	pfx := benchName(b)
+	ctx := context.Background()
+	owners := make([]owner, n)
+	for i := range owners {
+		s, err := concurrency.NewSession(c, concurrency.WithTTL(int(locker.DefaultTTL/time.Second)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = s.Close() })
+		m := concurrency.NewMutex(s, pfx)
+		owners[i] = owner{lock: func() error { return m.Lock(ctx) }, unlock: func() error { return m.Unlock(ctx) }}
+	}
+	return owners
+}
+
+// BenchmarkLockUnlock is one owner locking and unlocking, uncontended.
+func BenchmarkLockUnlock(b *testing.B) {
+	for _, impl := range []struct {
+		name   string
+		owners func(*testing.B, int) []owner
+	}{{"orthrus", orthrusOwners}, {"concurrency", concurrencyOwners}} {
+		b.Run(impl.name, func(b *testing.B) {
+			o := impl.owners(b, 1)[0]
+			lockUnlock := func() {
+				if err := o.lock(); err != nil {
+					b.Fatal(err)
+				}
+				if err := o.unlock(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			lockUnlock() // lease granted, connection warm
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				lockUnlock()
+			}
+		})
+	}
+}
+
+// BenchmarkHandoff is 8 owners taking turns on one name. handoff-ms is the
+// median time from a holder's Unlock to the next holder's Lock returning.
+func BenchmarkHandoff(b *testing.B) {
+	const owners = 8
+	for _, impl := range []struct {
+		name   string
+		owners func(*testing.B, int) []owner
+	}{{"orthrus", orthrusOwners}, {"concurrency", concurrencyOwners}} {
+		b.Run(impl.name, func(b *testing.B) {
+			os := impl.owners(b, owners)
+			var (
+				mu       sync.Mutex
+				released time.Time // when the last holder began to unlock
+				samples  []time.Duration
+				left     atomic.Int64
+				wg       sync.WaitGroup
+			)
+			errs := make(chan error, owners)
+			left.Store(int64(b.N))
+			b.ResetTimer()
+			for _, o := range os {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for left.Add(-1) >= 0 {
+						if err := o.lock(); err != nil {
+							errs <- err
+							return
+						}
+						mu.Lock()
+						if !released.IsZero() {
+							samples = append(samples, time.Since(released))
+						}
+						released = time.Now()
+						mu.Unlock()
+						if err := o.unlock(); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			close(errs)
+			for err := range errs {
+				b.Fatal(err)
+			}
+			if len(samples) > 0 {
+				slices.Sort(samples)
+				b.ReportMetric(float64(samples[len(samples)/2])/float64(time.Millisecond), "handoff-ms")
+			}
+		})
+	}
+}

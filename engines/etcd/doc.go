@@ -1,0 +1,114 @@
+// Package etcd is the orthrus lock engine for etcd v3: lease-bound keys
+// ordered by create revision, each waiter watching only its predecessor.
+//
+// # Use
+//
+//	client, err := clientv3.New(clientv3.Config{Endpoints: endpoints})
+//	...
+//	defer client.Close()
+//	engine, err := etcd.New(client, etcd.WithPrefix("myapp/locks"))
+//	...
+//	defer engine.Close()
+//	l, err := engine.NewLocker("orders/42")
+//
+// The caller owns the client, with its endpoints, credentials and TLS: the
+// engine never closes it. Close the engine first: Engine.Close releases the
+// holds still held (their Lost channels close), makes waiting acquisitions
+// return ErrClosed, revokes the engine's leases and stops its watches. The
+// engine starts no goroutine of its own besides the renewal loop shared by
+// all engines (locker.Core) and those of its etcd watcher, and Close stops
+// them all. Close is bounded by locker.DefaultReleaseTimeout when etcd does not
+// answer.
+//
+// # Keys
+//
+// A lock name is escaped ('%' as "%25", '/' as "%2F") into one key segment,
+// so that different names never share keys, and the lock's keys live in the
+// range "<prefix>/<escaped name>/" (WithPrefix, default "orthrus"). The
+// trailing '/' keeps the range of "a" apart from those of "a/b" and "ab".
+// Every acquisition creates a key of its own in that range,
+// "<lease ID in hex>-<slot>", whose value is the owner ID. A slot is the
+// acquisition's until its key is known to be deleted, so two Lockers with the
+// same owner ID on the same lease still have two keys; slots are reused
+// afterwards (mostly slot 0), because etcd's key index keeps every key name
+// ever created until a compaction and each range read walks them all.
+//
+// # Guarantees
+//
+//   - Mutual exclusion with etcd's strong consistency: the key with the
+//     lowest create revision in the lock's range holds the lock. Acquiring
+//     is one transaction (create the key, read the key created just before
+//     it); releasing deletes the key, which no other hold can have meanwhile
+//     (its slot is the hold's), and reports ErrLockLost unless the deleted
+//     key had the hold's create revision.
+//   - FIFO: waiters get the lock in the order their keys were created. A
+//     waiter watches only the key just before its own (no herd) and checks
+//     its place again when that key goes; it also checks it whenever it
+//     renews its lease, a fallback should a watch fail silently. TryLock
+//     creates its key only if the range is empty: contention costs one round
+//     trip and leaves nothing behind, and TryLock never jumps the queue.
+//   - Fencing: the token is the key's create revision. It increases with
+//     every grant of a name (and with every write to the cluster), survives
+//     leader changes and restarts, and is comparable only between holds
+//     granted by the same etcd cluster.
+//   - Cancellation: a cancelled or timed-out wait deletes its key on a bounded
+//     context of its own and stops its watch. Should etcd not answer, the key
+//     is deleted before its lease is renewed again, or expires with it.
+//
+// # Leases and TTLs
+//
+// Liveness comes from etcd leases, which count whole seconds and have a
+// server minimum (by default 1.5 times the election timeout, rounded up: 2s
+// with etcd's default settings). A hold's TTL (locker.WithTTL) is rounded up
+// to whole seconds, and all holds and waiters of the engine with the same
+// rounded TTL share one lease: the number of leases follows the number of
+// distinct TTLs in use, not the number of holds. The engine renews a lease
+// with KeepAliveOnce from the Core's renewal loop (every TTL/3 while a hold is
+// on it), from waiters while they wait, and before an acquisition once a sixth
+// of its life has gone; an idle lease is left to expire and replaced by a new
+// one. So a dead owner's hold ends at most its TTL, rounded up to whole
+// seconds (or the server minimum), after its last renewal.
+//
+// A renewal reports a hold alive only when its lease was renewed and its key
+// checked (one transaction for the whole batch, 128 keys at most per
+// transaction, etcd's default --max-txn-ops) after the renewal began: Lost
+// then closes before the lease can end on the server. A hold is lost, Lost
+// closes and Unlock returns ErrLockLost, when its lease ends (revoked,
+// expired, or not renewed within its life while etcd was unreachable — all
+// holds on that lease are lost together, and the engine grants a new lease
+// for new acquisitions), when its key is deleted by hand, or when renewals
+// fail for its TTL. A hold given up on while its lease lives on has its key
+// deleted before the lease is renewed again, so it never keeps the lock.
+// Until its first renewal, a new hold may end on the server up to a sixth of
+// its lease (plus the acquisition's round trip) before Lost closes, should
+// etcd become unreachable right after the grant: acquisitions refresh a
+// shared lease only once a sixth of its life has gone, not every time.
+//
+// A fixed lease (locker.WithLease(d)) queues on the shared lease of its TTL,
+// then, once granted, moves its key onto a lease of its own, granted then
+// (its create revision, the token, is kept), of d rounded up to whole
+// seconds plus one second, so that it cannot end on the server before the Core
+// ends the hold after d; it is not renewed and is revoked on release. A key
+// deleted by hand under a fixed lease is noticed at the end of the lease or on
+// Unlock.
+//
+// # Client settings
+//
+// The engine inherits the client's connection behaviour. gRPC's reconnect
+// backoff grows to two minutes by default, which can keep a client away from
+// a restarted member for longer than a hold's TTL: set
+// grpc.WithConnectParams in clientv3.Config.DialOptions (the tests use a 50ms
+// base delay and a 500ms cap). Give the client every member's endpoint so
+// that it fails over when one dies.
+//
+// # Errors
+//
+// Every round trip to etcd is bounded by WithRequestTimeout (default 5s):
+// the etcd client retries an unreachable cluster until its context ends.
+// Failures wrap locker.ErrUnavailable and the client's error; a lost hold
+// wraps locker.ErrLockLost; calls on a closed engine wrap locker.ErrClosed;
+// bad names and options wrap locker.ErrInvalidName and
+// locker.ErrInvalidArgument. Contention is never an error. A wait rides out
+// etcd trouble (a leader election, a restart) for as long as its lease lives,
+// then fails with ErrUnavailable.
+package etcd

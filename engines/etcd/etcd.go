@@ -1,0 +1,276 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/orthrus-go/orthrus/locker"
+)
+
+// DefaultRequestTimeout bounds every round trip to etcd unless
+// WithRequestTimeout says otherwise.
+const DefaultRequestTimeout = 5 * time.Second
+
+// maxTxnOps is etcd's default --max-txn-ops: batches of deletes and renewal
+// checks are cut into transactions of at most this many operations.
+const maxTxnOps = 128
+
+// Engine is the etcd lock engine. It implements locker.Engine.
+type Engine struct {
+	name    string
+	prefix  string // the namespace, without its trailing '/'
+	client  *clientv3.Client
+	watcher clientv3.Watcher // owned: closed by Close
+	timeout time.Duration
+	log     *slog.Logger
+	core    *locker.Core
+
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
+
+	mu     sync.Mutex
+	closed bool
+	leases map[int64]*lease // shared leases by TTL in whole seconds
+}
+
+var (
+	_ locker.Engine  = (*Engine)(nil)
+	_ locker.Backend = (*Engine)(nil)
+	_ locker.Renewer = (*Engine)(nil)
+)
+
+type settings struct {
+	name    string
+	prefix  string
+	timeout time.Duration
+	logger  *slog.Logger
+}
+
+// Option configures an Engine.
+type Option func(*settings) error
+
+// WithName names the engine in Lease.Engine, logs and the switcher.
+// Default: "etcd".
+func WithName(name string) Option {
+	return func(s *settings) error {
+		if name == "" {
+			return fmt.Errorf("etcd: WithName: %w: name is empty", locker.ErrInvalidArgument)
+		}
+		s.name = name
+		return nil
+	}
+}
+
+// WithPrefix sets the namespace of every key, so that applications sharing
+// an etcd cluster do not collide: the keys of lock name live under
+// "<prefix>/<escaped name>/". The engine adds the '/' after the prefix, so
+// the prefix must not end with one. Default: "orthrus".
+func WithPrefix(prefix string) Option {
+	return func(s *settings) error {
+		if prefix == "" || strings.HasSuffix(prefix, "/") {
+			return fmt.Errorf("etcd: WithPrefix(%q): %w: want a non-empty prefix without a trailing '/' (keys are <prefix>/<name>/<id>)", prefix, locker.ErrInvalidArgument)
+		}
+		s.prefix = prefix
+		return nil
+	}
+}
+
+// WithRequestTimeout bounds every round trip to etcd, whatever the caller's
+// context: the etcd client retries an unreachable cluster until its context
+// ends, so without a bound a call on a background context would hang.
+// Default: DefaultRequestTimeout (5s).
+func WithRequestTimeout(d time.Duration) Option {
+	return func(s *settings) error {
+		if d <= 0 {
+			return fmt.Errorf("etcd: WithRequestTimeout(%v): %w: timeout must be positive", d, locker.ErrInvalidArgument)
+		}
+		s.timeout = d
+		return nil
+	}
+}
+
+// WithLogger sets the logger for lost holds and leases and connection
+// trouble. Default: slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(s *settings) error {
+		if l == nil {
+			return fmt.Errorf("etcd: WithLogger: %w: logger is nil", locker.ErrInvalidArgument)
+		}
+		s.logger = l
+		return nil
+	}
+}
+
+// New returns an engine over client. Endpoints, credentials and TLS are the
+// client's; the engine never closes it. New makes no request: Ping checks
+// that the cluster answers.
+func New(client *clientv3.Client, opts ...Option) (*Engine, error) {
+	if client == nil {
+		return nil, fmt.Errorf("etcd: New: %w: client is nil", locker.ErrInvalidArgument)
+	}
+	s := settings{name: "etcd", prefix: "orthrus", timeout: DefaultRequestTimeout, logger: slog.Default()}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("etcd: New: %w: nil Option", locker.ErrInvalidArgument)
+		}
+		if err := opt(&s); err != nil {
+			return nil, err
+		}
+	}
+	logger := s.logger.With("engine", s.name)
+	e := &Engine{
+		name:    s.name,
+		prefix:  s.prefix,
+		client:  client,
+		watcher: clientv3.NewWatcher(client),
+		timeout: s.timeout,
+		log:     logger,
+		done:    make(chan struct{}),
+		leases:  make(map[int64]*lease),
+	}
+	e.core = locker.NewCore(s.name, e, logger)
+	return e, nil
+}
+
+// Name returns the engine's name.
+func (e *Engine) Name() string { return e.name }
+
+// NewLocker returns a new owner's Locker for name.
+func (e *Engine) NewLocker(name string, opts ...locker.Option) (locker.Locker, error) {
+	return e.core.NewLocker(name, opts...)
+}
+
+// Ping checks that the cluster answers a linearizable read, within ctx and
+// the request timeout.
+func (e *Engine) Ping(ctx context.Context) error {
+	if e.isClosed() {
+		return fmt.Errorf("etcd: ping: %w", locker.ErrClosed)
+	}
+	rctx, cancel := e.bound(ctx)
+	defer cancel()
+	if _, err := e.client.Get(rctx, e.prefix, clientv3.WithCountOnly()); err != nil {
+		return fmt.Errorf("etcd: ping: %w: %w", locker.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Close releases the holds still held (their Lost channels close), makes
+// waiting acquisitions return ErrClosed, revokes the engine's leases and stops
+// its watches. It does not close the client. It is idempotent, and bounded by
+// locker.DefaultReleaseTimeout when etcd does not answer.
+func (e *Engine) Close() error {
+	var err error
+	e.closeOnce.Do(func() {
+		e.mu.Lock()
+		e.closed = true
+		close(e.done)
+		leases := e.leases
+		e.leases = make(map[int64]*lease)
+		e.mu.Unlock()
+
+		ctx, cancel := context.WithTimeout(context.Background(), locker.DefaultReleaseTimeout)
+		defer cancel()
+		err = e.core.Close(ctx)
+		// Revoking removes what cancelled waiters could not delete.
+		for _, l := range leases {
+			select {
+			case <-l.ready:
+			default:
+				continue // the grant sees closed and revokes it itself
+			}
+			if l.err != nil {
+				continue
+			}
+			if _, rerr := e.client.Revoke(ctx, l.id); rerr != nil && !isLeaseNotFound(rerr) {
+				e.log.Debug("etcd: revoke on close failed", "lease", l.hexID(), "err", rerr)
+			}
+			e.kill(l, nil)
+		}
+		err = errors.Join(err, e.watcher.Close())
+	})
+	return err
+}
+
+func (e *Engine) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
+}
+
+// bound limits one round trip to the request timeout.
+func (e *Engine) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, e.timeout)
+}
+
+// cleanupContext is for deleting what an acquisition leaves behind: never
+// the caller's cancelled context, but bounded.
+func (e *Engine) cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), e.timeout)
+}
+
+// nameEscaper maps any lock name injectively to a key segment without '/':
+// "a/b" becomes "a%2Fb" and "a%2Fb" becomes "a%252Fb".
+var nameEscaper = strings.NewReplacer("%", "%25", "/", "%2F")
+
+// lockPrefix is the key range of one lock name. It ends with '/', so that the
+// range of "a" holds neither the keys of "a/b" nor those of "ab".
+func (e *Engine) lockPrefix(name string) string {
+	return e.prefix + "/" + nameEscaper.Replace(name) + "/"
+}
+
+// wholeSeconds rounds a TTL up to whole seconds, the unit of etcd leases.
+func wholeSeconds(d time.Duration) int64 {
+	return max(int64((d+time.Second-1)/time.Second), 1)
+}
+
+// Internal causes, mapped to the locker sentinels by fail.
+var (
+	errLeaseGone = errors.New("lease expired or revoked")
+	errKeyGone   = errors.New("key deleted")
+)
+
+// fail wraps an error once, at the edge of the engine: ErrClosed and lost
+// leases or keys keep their class, everything else is the engine failing.
+func (e *Engine) fail(op, name string, err error) error {
+	switch {
+	case errors.Is(err, locker.ErrClosed):
+		return fmt.Errorf("etcd: %s %q: %w", op, name, locker.ErrClosed)
+	case errors.Is(err, errLeaseGone), errors.Is(err, errKeyGone):
+		return fmt.Errorf("etcd: %s %q: %w: %w", op, name, locker.ErrLockLost, err)
+	default:
+		return fmt.Errorf("etcd: %s %q: %w: %w", op, name, locker.ErrUnavailable, err)
+	}
+}
+
+func isLeaseNotFound(err error) bool {
+	return err != nil && errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound)
+}
+
+// deleteKeys deletes keys unconditionally, in as few transactions as the
+// server allows. Only for keys of this engine whose slots are still taken:
+// no other hold can have them.
+func (e *Engine) deleteKeys(ctx context.Context, keys []string) error {
+	for len(keys) > 0 {
+		n := min(len(keys), maxTxnOps)
+		ops := make([]clientv3.Op, n)
+		for i, k := range keys[:n] {
+			ops[i] = clientv3.OpDelete(k)
+		}
+		rctx, cancel := e.bound(ctx)
+		_, err := e.client.Txn(rctx).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			return err
+		}
+		keys = keys[n:]
+	}
+	return nil
+}

@@ -1,0 +1,264 @@
+package etcd_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/orthrus-go/orthrus/engines/etcd"
+	"github.com/orthrus-go/orthrus/internal/testserver"
+	"github.com/orthrus-go/orthrus/locker"
+)
+
+// A server frozen past a hold's TTL: the holder learns of the loss through
+// Lost while the server is still frozen, and the next holder, granted once
+// the lease has ended on the server, has a higher token.
+func TestServerPausedPastTTL(t *testing.T) {
+	s := testserver.Etcd(t)
+	ca := newClient(t, s.Addr())
+	ea := newEngine(t, ca, etcd.WithRequestTimeout(time.Second))
+	eb := newEngine(t, newClient(t, s.Addr()), etcd.WithRequestTimeout(time.Second))
+	name := t.Name()
+	const ttl = 2 * time.Second // the server's minimum lease
+	a := newLocker(t, ea, name, locker.WithTTL(ttl))
+	b := newLocker(t, eb, name)
+	if err := a.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	tokA := lease(a).Token()
+	done := lockAsync(b, 30*time.Second)
+	waitKeys(t, ca, ea, name, 2)
+
+	if err := s.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lease(a).Lost():
+	case <-time.After(3 * ttl):
+		_ = s.Resume()
+		t.Fatalf("Lost() not closed %v into a pause of the server", 3*ttl)
+	}
+	select {
+	case err := <-done:
+		_ = s.Resume()
+		t.Fatalf("waiter's LockCtx() returned %v while the server was paused", err)
+	default:
+	}
+	if err := s.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("waiter's LockCtx() after the pause = %v; want nil", err)
+	}
+	if tokB := lease(b).Token(); tokB <= tokA {
+		t.Errorf("next holder's token %d; want > %d, the lost holder's", tokB, tokA)
+	}
+	if err := a.Unlock(); !errors.Is(err, locker.ErrLockLost) {
+		t.Errorf("Unlock() by the lost holder = %v; want ErrLockLost", err)
+	}
+	if err := b.Unlock(); err != nil {
+		t.Errorf("Unlock() by the next holder = %v", err)
+	}
+}
+
+// A hold that the Core gives up on while its lease lives on (the server
+// paused longer than the hold's TTL, shorter than the lease's) must not keep
+// the lock through its key: the engine deletes the key before it renews the
+// shared lease again.
+func TestLostHoldLeavesNoKeyOnSharedLease(t *testing.T) {
+	s := testserver.Etcd(t)
+	c := newClient(t, s.Addr())
+	e := newEngine(t, c, etcd.WithRequestTimeout(300*time.Millisecond))
+	ew := newEngine(t, newClient(t, s.Addr()))
+	name := t.Name()
+	const ttl = 400 * time.Millisecond // its lease gets the server's minimum, 2s
+	a := newLocker(t, e, name, locker.WithTTL(ttl))
+	if err := a.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	w := newLocker(t, ew, name)
+	done := lockAsync(w, 30*time.Second)
+	waitKeys(t, c, e, name, 2)
+
+	if err := s.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lease(a).Lost():
+	case <-time.After(5 * time.Second):
+		_ = s.Resume()
+		t.Fatal("Lost() not closed 5s into a pause of the server")
+	}
+	if err := s.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	// Another hold on the same lease keeps the lease alive from now on.
+	keep := newLocker(t, e, name+"/keep", locker.WithTTL(ttl))
+	if err := keep.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("waiter's LockCtx() = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("waiter still blocked 5s after the hold was lost; keys: %v", keys(t, c, e, name))
+	}
+	if err := w.Unlock(); err != nil {
+		t.Error(err)
+	}
+	if err := keep.Unlock(); err != nil {
+		t.Error(err)
+	}
+}
+
+// A server killed while a hold and waiters exist, then restarted: etcd keeps
+// keys and leases, the hold survives within its TTL and the queue moves on
+// in order.
+func TestServerKilledAndRestarted(t *testing.T) {
+	s := testserver.Etcd(t)
+	c := newClient(t, s.Addr())
+	e := newEngine(t, c, etcd.WithRequestTimeout(time.Second))
+	e2 := newEngine(t, newClient(t, s.Addr()), etcd.WithRequestTimeout(time.Second))
+	name := t.Name()
+	holder := newLocker(t, e, name, locker.WithTTL(10*time.Second))
+	if err := holder.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	w1, w2 := newLocker(t, e2, name), newLocker(t, e, name)
+	d1 := lockAsync(w1, 60*time.Second)
+	waitKeys(t, c, e, name, 2)
+	d2 := lockAsync(w2, 60*time.Second)
+	waitKeys(t, c, e, name, 3)
+
+	if err := s.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitKeys(t, c, e, name, 3)
+	probe := newLocker(t, e2, name)
+	if ok, err := probe.TryLock(); ok || err != nil {
+		t.Fatalf("TryLock() by another owner after the restart = %v, %v; want false, nil", ok, err)
+	}
+	select {
+	case <-lease(holder).Lost():
+		t.Fatal("hold lost across a restart shorter than its TTL")
+	case err := <-d1:
+		t.Fatalf("waiter got the lock (%v) while it was held", err)
+	default:
+	}
+	tok := lease(holder).Token()
+	if err := holder.Unlock(); err != nil {
+		t.Fatalf("Unlock() after the restart = %v", err)
+	}
+	for i, w := range []struct {
+		l    locker.Locker
+		done <-chan error
+	}{{w1, d1}, {w2, d2}} {
+		if err := <-w.done; err != nil {
+			t.Fatalf("waiter %d: LockCtx() = %v", i+1, err)
+		}
+		if got := lease(w.l).Token(); got <= tok {
+			t.Errorf("waiter %d: token %d; want > %d", i+1, got, tok)
+		}
+		tok = lease(w.l).Token()
+		if err := w.l.Unlock(); err != nil {
+			t.Errorf("waiter %d: Unlock() = %v", i+1, err)
+		}
+	}
+}
+
+// Killing the leader of a 3-member cluster while locks are held and waiters
+// queue: the holds survive (or are reported lost, never silently
+// duplicated), and the queue moves on in order.
+func TestClusterLeaderKilled(t *testing.T) {
+	cl := testserver.EtcdCluster(t, 3)
+	c := newClient(t, cl.Addrs()...)
+	e := newEngine(t, c, etcd.WithRequestTimeout(2*time.Second))
+	e2 := newEngine(t, newClient(t, cl.Addrs()...), etcd.WithRequestTimeout(2*time.Second))
+	name := t.Name()
+	const ttl = 6 * time.Second
+	holder := newLocker(t, e, name, locker.WithTTL(ttl))
+	other := newLocker(t, e2, name+"/other", locker.WithTTL(ttl))
+	for _, l := range []locker.Locker{holder, other} {
+		if err := l.Lock(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w1, w2 := newLocker(t, e2, name), newLocker(t, e, name)
+	d1 := lockAsync(w1, 60*time.Second)
+	waitKeys(t, c, e, name, 2)
+	d2 := lockAsync(w2, 60*time.Second)
+	waitKeys(t, c, e, name, 3)
+
+	leader, err := cl.WaitLeader(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.WaitLeader(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Past one TTL after the election, a hold that could not be renewed
+	// would have been given up. A waiter may get the lock only if the
+	// holder was told.
+	lost := false
+	select {
+	case err := <-d1:
+		if err != nil {
+			t.Fatalf("waiter 1: LockCtx() = %v", err)
+		}
+		select {
+		case <-lease(holder).Lost():
+			lost = true
+			t.Logf("hold reported lost during the election; the queue moved on")
+		default:
+			t.Fatal("waiter got the lock while the holder's Lost() was open: two holders")
+		}
+		d1 = nil
+	case <-time.After(ttl + time.Second):
+	}
+	if !lost {
+		select {
+		case <-lease(holder).Lost():
+			t.Fatalf("hold lost across the election, and the waiter did not get the lock")
+		default:
+		}
+		if err := holder.Unlock(); err != nil {
+			t.Fatalf("Unlock() after the election = %v", err)
+		}
+		if err := <-d1; err != nil {
+			t.Fatalf("waiter 1: LockCtx() = %v", err)
+		}
+	}
+	select {
+	case err := <-d2:
+		t.Fatalf("waiter 2 got the lock (%v) while waiter 1 held it", err)
+	default:
+	}
+	if err := w1.Unlock(); err != nil {
+		t.Errorf("waiter 1: Unlock() = %v", err)
+	}
+	if err := <-d2; err != nil {
+		t.Fatalf("waiter 2: LockCtx() = %v", err)
+	}
+	if lease(w2).Token() <= lease(w1).Token() {
+		t.Errorf("tokens %d then %d; want increasing", lease(w1).Token(), lease(w2).Token())
+	}
+	if err := w2.Unlock(); err != nil {
+		t.Errorf("waiter 2: Unlock() = %v", err)
+	}
+	select {
+	case <-lease(other).Lost():
+		t.Logf("the other hold was reported lost")
+	default:
+		if err := other.Unlock(); err != nil {
+			t.Errorf("Unlock() of the other hold = %v", err)
+		}
+	}
+}
