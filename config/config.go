@@ -1,0 +1,340 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/viper"
+
+	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/switcher"
+)
+
+// Engine types.
+const (
+	TypeRedis = "redis"
+	TypeZK    = "zk"
+	TypeEtcd  = "etcd"
+)
+
+// Source types.
+const (
+	SourceNone = "none"
+	SourceFile = "file"
+	SourceEtcd = "etcd"
+	SourceZK   = "zk"
+)
+
+// Defaults of the settings left out or zero.
+const (
+	DefaultStartTimeout = 5 * time.Second
+	DefaultTTL          = locker.DefaultTTL
+	DefaultFailures     = switcher.DefaultFailures
+	DefaultOpenTimeout  = switcher.DefaultOpenTimeout
+	DefaultHealthEvery  = switcher.DefaultHealthEvery
+	// DefaultHealthTimeout is the default of health.timeout.
+	DefaultHealthTimeout = switcher.DefaultHealthTimeout
+)
+
+// Config is the schema of a configuration file. Every field is optional
+// unless it says otherwise; a zero value (a setting left out) means the
+// default. Durations are Go duration strings ("30s", "1m30s"). The
+// mapstructure tags are the keys in the file.
+type Config struct {
+	// Name names the switcher in logs. Default: "switcher".
+	Name string `mapstructure:"name"`
+
+	// Active is the engine that new acquisitions go to when Open returns.
+	// With source.type "file", changing it in the file switches the running
+	// switchers. Default: the first engine.
+	Active string `mapstructure:"active"`
+
+	// Engines are the lock engines in order: primary, secondary, ... The
+	// breaker fails over to the next one in this order, and failback
+	// returns to the first. Required: at least one.
+	Engines []Engine `mapstructure:"engines"`
+
+	// StartTimeout bounds how long Open waits for each engine, and for the
+	// source, to answer; engines are started in parallel. A ZooKeeper
+	// engine also waits at most its dial_timeout for a session.
+	// Default: 5s.
+	StartTimeout time.Duration `mapstructure:"start_timeout"`
+
+	Lock       Lock       `mapstructure:"lock"`
+	Breaker    Breaker    `mapstructure:"breaker"`
+	Health     Health     `mapstructure:"health"`
+	Failback   Failback   `mapstructure:"failback"`
+	SafeSwitch SafeSwitch `mapstructure:"safe_switch"`
+	Source     Source     `mapstructure:"source"`
+
+	// file is the absolute path of the file Load read, "" for a Config
+	// built in code. The file source watches it.
+	file string
+}
+
+// Engine is one lock engine. Name, Type and the addresses of its type are
+// required; the other settings are optional, and a setting of another type
+// (servers on a redis engine, say) is an error.
+type Engine struct {
+	// Name identifies the engine in Lease.Engine, logs, active, and the
+	// environment overrides. Required, unique.
+	Name string `mapstructure:"name"`
+	// Type is redis, zk or etcd. Required.
+	Type string `mapstructure:"type"`
+	// Prefix is the namespace of the engine's keys or nodes, so that
+	// applications sharing a server do not collide. Default: the engine's
+	// ("orthrus" for redis and etcd, "/orthrus" for zk).
+	Prefix string `mapstructure:"prefix"`
+
+	// Addrs are redis "host:port" addresses: one for a single node, several
+	// for a Cluster, or the Sentinels when MasterName is set. Required for
+	// redis.
+	Addrs []string `mapstructure:"addrs"`
+	// DB is the redis database; it must be 0 with a Cluster. Default: 0.
+	DB int `mapstructure:"db"`
+	// MasterName is the Sentinel master name: with it, Addrs are Sentinels
+	// and the client follows their failovers. Redis only.
+	MasterName string `mapstructure:"master_name"`
+	// SentinelUsername and SentinelPassword authenticate to the Sentinels,
+	// with MasterName. Redis only.
+	SentinelUsername string `mapstructure:"sentinel_username"`
+	SentinelPassword string `mapstructure:"sentinel_password"`
+
+	// Servers are ZooKeeper "host:port" addresses. Required for zk.
+	Servers []string `mapstructure:"servers"`
+	// SessionTimeout is the ZooKeeper session timeout: how long a dead
+	// process keeps its holds (locker TTLs do not apply to zk). zk only.
+	// Default: 10s.
+	SessionTimeout time.Duration `mapstructure:"session_timeout"`
+	// Auth authenticates the ZooKeeper session; nodes then get the
+	// creator-only ACL. zk only.
+	Auth Auth `mapstructure:"auth"`
+
+	// Endpoints are etcd client URLs or "host:port". Required for etcd.
+	Endpoints []string `mapstructure:"endpoints"`
+
+	// Username and Password authenticate to redis (ACL user; the password
+	// alone for requirepass) or etcd. Prefer the environment for the
+	// password: ORTHRUS_ENGINES_<NAME>_PASSWORD. redis and etcd.
+	Username string `mapstructure:"username"`
+	Password string `mapstructure:"password"`
+	// TLS secures the connections. redis and etcd.
+	TLS TLS `mapstructure:"tls"`
+
+	// DialTimeout bounds one connection attempt (redis, etcd) or, for zk,
+	// the wait for a session and every request across reconnections (the
+	// engine's connect timeout). Default: the client's (redis 5s, etcd
+	// start_timeout, zk 5s).
+	DialTimeout time.Duration `mapstructure:"dial_timeout"`
+}
+
+// Auth is a ZooKeeper credential, for instance scheme "digest" with
+// credentials "user:password".
+type Auth struct {
+	Scheme      string `mapstructure:"scheme"`
+	Credentials string `mapstructure:"credentials"`
+}
+
+// TLS configures TLS to a server.
+type TLS struct {
+	// Enabled turns TLS on; the other fields require it.
+	Enabled bool `mapstructure:"enabled"`
+	// CAFile is a PEM bundle of the CAs to trust. Default: the system's.
+	CAFile string `mapstructure:"ca_file"`
+	// CertFile and KeyFile are a PEM client certificate and its key, for
+	// mutual TLS; both or neither.
+	CertFile string `mapstructure:"cert_file"`
+	KeyFile  string `mapstructure:"key_file"`
+	// InsecureSkipVerify accepts any server certificate. Tests only.
+	InsecureSkipVerify bool `mapstructure:"insecure_skip_verify"`
+	// ServerName is the name to verify the server certificate against.
+	// Default: the host of the address dialled.
+	ServerName string `mapstructure:"server_name"`
+}
+
+// Lock holds the defaults of every Locker of the switcher Open returns.
+type Lock struct {
+	// TTL is how long a hold outlives its owner; the watchdog renews it
+	// every TTL/3 (locker.WithTTL). ZooKeeper holds live as long as the
+	// session instead (session_timeout). Default: 30s.
+	TTL time.Duration `mapstructure:"ttl"`
+}
+
+// Breaker configures each engine's circuit breaker (switcher.WithBreaker).
+type Breaker struct {
+	// Failures is how many consecutive engine failures open the breaker.
+	// Default: 3.
+	Failures int `mapstructure:"failures"`
+	// OpenTimeout is how long an open breaker stays open before a health
+	// check may close it again. Default: 5s.
+	OpenTimeout time.Duration `mapstructure:"open_timeout"`
+	// OutageWait is how long a waiting acquisition keeps retrying while
+	// every engine's breaker is open before it fails with
+	// locker.ErrUnavailable (switcher.WithOutageWait). Default: the
+	// switcher's (5s).
+	OutageWait time.Duration `mapstructure:"outage_wait"`
+}
+
+// Health configures the pings of every engine (switcher.WithHealthCheck).
+type Health struct {
+	// Every is the interval between two pings of an engine. Default: 250ms.
+	Every time.Duration `mapstructure:"every"`
+	// Timeout bounds one ping. Default: 1s.
+	Timeout time.Duration `mapstructure:"timeout"`
+}
+
+// Failback configures the return to the first engine (switcher.WithFailback).
+type Failback struct {
+	// After is how long the first engine must have been healthy before the
+	// switcher returns to it. Default: 0, failback is manual.
+	After time.Duration `mapstructure:"after"`
+}
+
+// SafeSwitch configures switcher.WithSafeSwitch.
+type SafeSwitch struct {
+	// MaxTTL is the window after a switch during which the new engine
+	// grants a name only once the previous engine cannot hold it; it must
+	// cover the longest TTL in use (at least lock.ttl). Default: 0, off.
+	MaxTTL time.Duration `mapstructure:"max_ttl"`
+}
+
+// Source is the watched key that names the active engine.
+type Source struct {
+	// Type is none, file (the active key of this very file), etcd (a key
+	// shared by a fleet) or zk (a node shared by a fleet). Default: none.
+	Type string `mapstructure:"type"`
+
+	// Endpoints, Key, Username, Password and TLS locate the etcd key.
+	// Endpoints and Key are required for etcd.
+	Endpoints []string `mapstructure:"endpoints"`
+	Key       string   `mapstructure:"key"`
+	Username  string   `mapstructure:"username"`
+	Password  string   `mapstructure:"password"`
+	TLS       TLS      `mapstructure:"tls"`
+
+	// Servers, Path, SessionTimeout and Auth locate the ZooKeeper node.
+	// Servers and Path (absolute) are required for zk.
+	Servers        []string      `mapstructure:"servers"`
+	Path           string        `mapstructure:"path"`
+	SessionTimeout time.Duration `mapstructure:"session_timeout"`
+	Auth           Auth          `mapstructure:"auth"`
+
+	// DialTimeout bounds one connection attempt to etcd.
+	// Default: start_timeout.
+	DialTimeout time.Duration `mapstructure:"dial_timeout"`
+}
+
+// File returns the absolute path of the file the Config was loaded from,
+// or "" for a Config built in code.
+func (c *Config) File() string { return c.file }
+
+// Load reads the configuration file at path (YAML, TOML or JSON, by its
+// extension: .yaml, .yml, .toml, .json), applies the environment overrides
+// (see the package documentation), validates the result and fills in the
+// defaults. A file that cannot be parsed or does not validate gives an
+// error wrapping locker.ErrInvalidArgument, a *ValidationError naming each
+// bad field; a file that cannot be read gives the fs error.
+func Load(path string) (*Config, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %s: %w", path, err)
+	}
+	c, err := load(abs)
+	if err != nil {
+		return nil, err
+	}
+	c.file = abs
+	return c, nil
+}
+
+func load(path string) (*Config, error) {
+	ext := strings.ToLower(filepath.Ext(path))
+	switch ext {
+	case ".yaml", ".yml", ".toml", ".json":
+	default:
+		return nil, fmt.Errorf("config: %s: %w: unsupported format %q (want .yaml, .yml, .toml or .json)", path, locker.ErrInvalidArgument, ext)
+	}
+	v := viper.New()
+	v.SetConfigFile(path)
+	v.SetConfigType(ext[1:])
+	if err := v.ReadInConfig(); err != nil {
+		var pe viper.ConfigParseError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("config: %s: %w: %w", path, locker.ErrInvalidArgument, err)
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		return nil, fmt.Errorf("config: %s: %w", path, err)
+	}
+	c := new(Config)
+	var problems []*FieldError
+	problems = append(problems, decode(v.AllSettings(), c)...)
+	if len(problems) == 0 {
+		problems = append(problems, c.applyEnv(environ())...)
+		problems = append(problems, c.validate()...)
+	}
+	if len(problems) > 0 {
+		return nil, &ValidationError{File: path, Fields: problems}
+	}
+	c.setDefaults()
+	return c, nil
+}
+
+// setDefaults fills in the defaults of the settings left zero.
+func (c *Config) setDefaults() {
+	if c.Active == "" && len(c.Engines) > 0 {
+		c.Active = c.Engines[0].Name
+	}
+	if c.StartTimeout == 0 {
+		c.StartTimeout = DefaultStartTimeout
+	}
+	if c.Lock.TTL == 0 {
+		c.Lock.TTL = DefaultTTL
+	}
+	if c.Breaker.Failures == 0 {
+		c.Breaker.Failures = DefaultFailures
+	}
+	if c.Breaker.OpenTimeout == 0 {
+		c.Breaker.OpenTimeout = DefaultOpenTimeout
+	}
+	if c.Health.Every == 0 {
+		c.Health.Every = DefaultHealthEvery
+	}
+	if c.Health.Timeout == 0 {
+		c.Health.Timeout = DefaultHealthTimeout
+	}
+	if c.Source.Type == "" {
+		c.Source.Type = SourceNone
+	}
+}
+
+// clone returns a deep copy: Open keeps its own.
+func (c *Config) clone() *Config {
+	d := *c
+	d.Engines = make([]Engine, len(c.Engines))
+	for i, e := range c.Engines {
+		e.Addrs = append([]string(nil), e.Addrs...)
+		e.Servers = append([]string(nil), e.Servers...)
+		e.Endpoints = append([]string(nil), e.Endpoints...)
+		d.Engines[i] = e
+	}
+	d.Source.Endpoints = append([]string(nil), c.Source.Endpoints...)
+	d.Source.Servers = append([]string(nil), c.Source.Servers...)
+	return &d
+}
+
+// LockOptions returns the locker options the configuration sets for every
+// Locker: locker.WithTTL(lock.ttl). Switcher.NewLocker applies them before
+// the caller's own options, which take precedence.
+func (c *Config) LockOptions() []locker.Option {
+	ttl := c.Lock.TTL
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	return []locker.Option{locker.WithTTL(ttl)}
+}

@@ -1,0 +1,45 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/orthrus-go/orthrus/internal/testmain"
+	"github.com/orthrus-go/orthrus/internal/testserver"
+)
+
+// The servers shared by the tests and examples.
+var redisAddr, zkAddr, etcdAddr string
+
+func TestMain(m *testing.M) {
+	testmain.Run(m, func() (func(), error) {
+		r, err := testserver.NewRedis()
+		if err != nil {
+			return nil, err
+		}
+		z, err := testserver.NewZooKeeper()
+		if err != nil {
+			_ = r.Stop()
+			return nil, err
+		}
+		e, err := testserver.NewEtcd()
+		if err != nil {
+			_ = r.Stop()
+			_ = z.Stop()
+			return nil, err
+		}
+		redisAddr, zkAddr, etcdAddr = r.Addr(), z.Addr(), e.Addr()
+		return func() { _ = r.Stop(); _ = z.Stop(); _ = e.Stop() }, nil
+	})
+}
+
+// writeFile writes content to name in dir and returns its path.
+func writeFile(t testing.TB, dir, name, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

@@ -1,0 +1,114 @@
+// Package config turns a configuration file into a running orthrus
+// switcher: engines in order, breakers, health checks, failback, the lock
+// defaults, and the watched key that names the active engine.
+//
+//	cfg, err := config.Load("/etc/myapp/orthrus.yaml") // parse, environment overrides, validate
+//	...
+//	sw, err := config.Open(ctx, cfg) // dial the engines, build the switcher, start the watch
+//	...
+//	defer sw.Close() // stops everything Open started
+//	l, err := sw.NewLocker("orders/42")
+//
+// # The file
+//
+// Load reads YAML, TOML or JSON (by the file's extension) with viper. The
+// schema is Config; its mapstructure tags are the keys. A minimal file:
+//
+//	active: redis-main            # default: the first engine
+//	engines:                      # order = primary, secondary, ...
+//	  - name: redis-main
+//	    type: redis               # redis | zk | etcd
+//	    addrs: ["10.0.0.5:6379"]  # 1 = single node, several = Cluster, + master_name = Sentinel
+//	    prefix: myapp/locks
+//	  - name: zk-backup
+//	    type: zk
+//	    servers: ["10.0.0.7:2181"]
+//	lock: {ttl: 30s}
+//	breaker: {failures: 3, open_timeout: 5s, outage_wait: 5s}
+//	health: {every: 250ms, timeout: 1s}
+//	failback: {after: 5m}         # 0 or left out: manual failback
+//	safe_switch: {max_ttl: 30s}   # 0 or left out: off
+//	source: {type: file}          # none | file | etcd | zk
+//
+// examples/configs holds two commented files. Durations are Go duration
+// strings ("30s", "1m30s"); a bare number is refused (it would be
+// nanoseconds), except 0. A setting left out, or zero, takes its default;
+// Load fills the defaults in.
+//
+// # Validation
+//
+// Load is strict: an unknown key ("engins", with a suggestion), a value of
+// the wrong type, a setting that does not belong to the engine's type
+// (servers on a redis engine) and every failed check are reported
+// together, each naming its field and what was expected:
+//
+//	config: /etc/myapp/orthrus.yaml: engines[1].type: unknown engine "rediss" (want redis, zk, etcd); lock.ttl: must be positive, got -1s
+//
+// The error is a *ValidationError of FieldErrors and wraps
+// locker.ErrInvalidArgument. Type errors never show the value, which may be
+// a secret. TLS files are read by Load, so a missing one is reported there.
+//
+// # Environment
+//
+// Every setting can be overridden by an environment variable: ORTHRUS_
+// then its key path upper-cased, with every character that is not a letter
+// or a digit as '_' (ORTHRUS_ACTIVE, ORTHRUS_LOCK_TTL,
+// ORTHRUS_SAFE_SWITCH_MAX_TTL, ORTHRUS_SOURCE_PASSWORD). A setting of an
+// engine is ORTHRUS_ENGINES_<NAME>_<KEY>, where NAME is the engine's name
+// written the same way: ORTHRUS_ENGINES_REDIS_MAIN_PASSWORD for the
+// password of engine "redis-main", ORTHRUS_ENGINES_ZK_BACKUP_AUTH_CREDENTIALS
+// for its ZooKeeper credentials. EnvName computes them. Lists are
+// comma-separated; empty variables are ignored; an engine's name and type
+// cannot be overridden. Two engines whose variables would clash
+// ("redis-main" and "redis_main") are a validation error. Keep secrets out
+// of the file this way.
+//
+// # Open
+//
+// Open starts the engines in parallel and pings each within start_timeout
+// (default 5s; a ZooKeeper engine waits for its session up to its
+// dial_timeout, 5s by default): an unreachable engine fails Open within
+// that bound, with an error naming the engine and wrapping
+// locker.ErrUnavailable, and Open closes what it had started. It then
+// builds the switcher (switcher.New) with one breaker per engine, the
+// health checks, failback and safe switch as configured, makes the initial
+// engine current, and starts the watch.
+//
+// The initial engine is active, or, with an etcd or zk source, the shared
+// key's value when it names a known engine: the fleet's choice wins over
+// the file. When it is not the first engine, Open switches to it before
+// returning, which OnSwitch sees as a ReasonManual event.
+//
+// The *Switcher Open returns embeds *switcher.Switcher. Its NewLocker
+// applies the lock settings (Config.LockOptions, locker.WithTTL(lock.ttl))
+// before the caller's options, which win. Its Close closes the switcher
+// (health checks, watch, engines, which release the holds still held) and
+// then the Redis and etcd clients and the ZooKeeper connection Open
+// dialled; nothing Open started outlives it. WithSwitcherOptions passes
+// what a file cannot say, such as switcher.OnSwitch; WithLogger sets the
+// logger of everything Open starts.
+//
+// # Sources
+//
+// source.type says what names the active engine while running:
+//
+//   - none (the default): only SwitchEngine, SwitchEngineTo, the breakers
+//     and failback switch.
+//   - file: the active key of the file Load read. The file's directory is
+//     watched with fsnotify (so that editors that save by rename, and
+//     Kubernetes ConfigMap symlink swaps, are seen); after 100ms without
+//     events the file is read again, with its environment overrides, and
+//     validated. A valid active that changed is applied; a file that does
+//     not parse or validate is logged and the last good configuration is
+//     kept. Other changes are logged and take effect on the next Open.
+//     ORTHRUS_ACTIVE, when set, pins active. Only a Config from Load can
+//     use it.
+//   - etcd: the key source.key on source.endpoints, through
+//     switcher/etcdsource; one write flips the fleet.
+//   - zk: the node source.path on source.servers, through
+//     switcher/zksource.
+//
+// Switcher.Source returns the running source; the etcd and zk ones
+// implement switcher.Setter. An unreachable etcd or zk source fails Open,
+// like an unreachable engine.
+package config

@@ -1,0 +1,131 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/orthrus-go/orthrus/switcher"
+)
+
+// debounce is how long the file must be quiet before it is read again: an
+// editor's save is several events, a copy several writes.
+const debounce = 100 * time.Millisecond
+
+// fileSource is the switcher.Source of source.type "file": the active key
+// of the configuration file. It watches the file's directory with fsnotify
+// (editors replace files by rename, Kubernetes swaps a symlink), reads the
+// file again with a fresh viper after the events settle, and applies a
+// valid active that changed. A file that does not parse or validate is
+// logged and the last good configuration is kept.
+type fileSource struct {
+	path string // absolute
+	log  *slog.Logger
+	w    *fsnotify.Watcher
+
+	last *Config // the last good configuration; owned by Watch
+	real string  // path with symlinks resolved, when last read
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ switcher.Source = (*fileSource)(nil)
+
+func newFileSource(c *Config, log *slog.Logger) (*fileSource, error) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("config: watch %s: %w", c.file, err)
+	}
+	if err := w.Add(filepath.Dir(c.file)); err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("config: watch %s: %w", c.file, err)
+	}
+	real, _ := filepath.EvalSymlinks(c.file)
+	return &fileSource{path: c.file, log: log.With("source", "file", "file", c.file), w: w, last: c, real: real}, nil
+}
+
+// close stops the fsnotify watcher; Watch calls it on return, Switcher.Close
+// in case Watch never ran.
+func (f *fileSource) close() error {
+	f.closeOnce.Do(func() { f.closeErr = f.w.Close() })
+	return f.closeErr
+}
+
+// Watch applies the active engine of the configuration Open was given, then
+// of every valid version of the file, until ctx is done.
+func (f *fileSource) Watch(ctx context.Context, apply func(switcher.Desired)) error {
+	defer f.close()
+	apply(switcher.Desired{Engine: f.last.Active})
+	f.reload(apply) // changed between Load and now?
+
+	timer := time.NewTimer(debounce)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-f.w.Events:
+			if !ok {
+				return errors.New("config: file watch ended")
+			}
+			if f.relevant(ev) {
+				timer.Reset(debounce)
+			}
+		case err, ok := <-f.w.Errors:
+			if !ok {
+				return errors.New("config: file watch ended")
+			}
+			// Overflow: events were lost; read the file to be sure.
+			f.log.Warn("config: file watch error; reading the file again", "err", err)
+			timer.Reset(debounce)
+		case <-timer.C:
+			f.reload(apply)
+		}
+	}
+}
+
+// relevant tells whether ev may have changed the file: a write or creation
+// of the file itself, or any change in the directory that makes the path
+// resolve to another file (a symlink swap).
+func (f *fileSource) relevant(ev fsnotify.Event) bool {
+	if filepath.Clean(ev.Name) == f.path {
+		return ev.Has(fsnotify.Write) || ev.Has(fsnotify.Create)
+	}
+	real, err := filepath.EvalSymlinks(f.path)
+	return err == nil && real != f.real
+}
+
+// reload reads the file and applies its active engine when it changed.
+func (f *fileSource) reload(apply func(switcher.Desired)) {
+	f.real, _ = filepath.EvalSymlinks(f.path)
+	c, err := load(f.path)
+	if err != nil {
+		f.log.Error("config: the changed file is not valid; keeping the last good configuration", "err", err)
+		return
+	}
+	c.file = f.path
+	prev := f.last
+	f.last = c
+	if !sameButActive(prev, c) {
+		f.log.Warn("config: the file changed settings other than active; they take effect on the next Open")
+	}
+	if c.Active != prev.Active {
+		f.log.Info("config: active changed", "from", prev.Active, "to", c.Active)
+		apply(switcher.Desired{Engine: c.Active})
+	}
+}
+
+func sameButActive(a, b *Config) bool {
+	x, y := *a, *b
+	x.Active, y.Active = "", ""
+	return reflect.DeepEqual(x, y)
+}

@@ -1,0 +1,592 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	gozk "github.com/go-zookeeper/zk"
+	goredis "github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+
+	"github.com/orthrus-go/orthrus/engines/etcd"
+	"github.com/orthrus-go/orthrus/engines/redis"
+	"github.com/orthrus-go/orthrus/engines/zk"
+	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/switcher"
+	"github.com/orthrus-go/orthrus/switcher/etcdsource"
+	"github.com/orthrus-go/orthrus/switcher/zksource"
+)
+
+// Switcher is the running switcher Open returns: a *switcher.Switcher
+// with the configured lock defaults, that also owns the clients and the
+// watch Open started. It implements locker.Engine.
+type Switcher struct {
+	*switcher.Switcher
+
+	source   switcher.Source
+	lockOpts []locker.Option
+	closers  []func() error // after the switcher, in order
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ locker.Engine = (*Switcher)(nil)
+
+// NewLocker returns a Locker for name with the configuration's lock
+// defaults (Config.LockOptions); opts come after them and take precedence.
+func (s *Switcher) NewLocker(name string, opts ...locker.Option) (locker.Locker, error) {
+	all := make([]locker.Option, 0, len(s.lockOpts)+len(opts))
+	all = append(append(all, s.lockOpts...), opts...)
+	return s.Switcher.NewLocker(name, all...)
+}
+
+// Source returns the watched source, nil with source.type none. The etcd
+// and zk sources implement switcher.Setter: Set flips every switcher of the
+// fleet.
+func (s *Switcher) Source() switcher.Source { return s.source }
+
+// Close stops everything Open started: the switcher with its health
+// checks and watch, the engines (releasing the holds still held), then the
+// clients and connections Open dialled. It is idempotent and returns the
+// first call's result.
+func (s *Switcher) Close() error {
+	s.closeOnce.Do(func() {
+		errs := []error{s.Switcher.Close()}
+		for _, c := range s.closers {
+			errs = append(errs, c())
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+type openSettings struct {
+	logger       *slog.Logger
+	switcherOpts []switcher.Option
+}
+
+// Option configures Open.
+type Option func(*openSettings) error
+
+// WithLogger sets the logger of the engines, the switcher and the source.
+// Default: slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(s *openSettings) error {
+		if l == nil {
+			return fmt.Errorf("config: WithLogger: %w: logger is nil", locker.ErrInvalidArgument)
+		}
+		s.logger = l
+		return nil
+	}
+}
+
+// WithSwitcherOptions adds switcher options after those the configuration
+// sets, for what a file cannot say (switcher.OnSwitch) or to override it.
+func WithSwitcherOptions(opts ...switcher.Option) Option {
+	return func(s *openSettings) error {
+		s.switcherOpts = append(s.switcherOpts, opts...)
+		return nil
+	}
+}
+
+// Open dials the engines of cfg in parallel and pings each, builds the
+// switcher with its breakers and health checks, starts the configured
+// watch and makes the active engine current, so that the first Locker
+// goes where the configuration says. With an etcd or zk source, the
+// shared key's value, when it names a known engine, wins over active.
+//
+// Every engine and the source must answer within start_timeout: an
+// unreachable one fails Open with an error wrapping locker.ErrUnavailable
+// and naming it (a zk engine waits up to its dial_timeout for a session,
+// 5s by default). An invalid cfg fails with a *ValidationError. On error
+// Open closes whatever it had started. cfg is copied: later changes to it
+// have no effect.
+func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("config: Open: %w: ctx is nil", locker.ErrInvalidArgument)
+	}
+	if cfg == nil {
+		return nil, fmt.Errorf("config: Open: %w: cfg is nil", locker.ErrInvalidArgument)
+	}
+	o := openSettings{logger: slog.Default()}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("config: Open: %w: nil Option", locker.ErrInvalidArgument)
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	c := cfg.clone()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	c.setDefaults()
+	if c.Source.Type == SourceFile && c.file == "" {
+		return nil, &ValidationError{Fields: []*FieldError{{Field: "source.type",
+			Msg: `"file" watches the file the configuration was loaded from: use a Config from Load`}}}
+	}
+	log := o.logger
+
+	var cleanup []func() error // on failure, run in reverse
+	defer func() {
+		if err != nil {
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				_ = cleanup[i]()
+			}
+		}
+	}()
+
+	started, err := startEngines(ctx, c, log)
+	engines := make([]locker.Engine, 0, len(started))
+	var clients []func() error
+	for _, s := range started {
+		if s.engine != nil {
+			cleanup = append(cleanup, s.closeClient, s.engine.Close)
+			engines = append(engines, s.engine)
+			clients = append(clients, s.closeClient)
+		}
+	}
+	if err != nil {
+		return nil, callerOr(ctx, err)
+	}
+
+	src, initial, closeSource, err := startSource(ctx, c, engines, log)
+	if err != nil {
+		return nil, callerOr(ctx, err)
+	}
+	cleanup = append(cleanup, closeSource)
+
+	gate := make(chan struct{})
+	sopts := []switcher.Option{
+		switcher.WithLogger(log),
+		switcher.WithBreaker(uint32(min(int64(c.Breaker.Failures), math.MaxUint32)), c.Breaker.OpenTimeout),
+		switcher.WithHealthCheck(c.Health.Every, c.Health.Timeout),
+	}
+	if c.Name != "" {
+		sopts = append(sopts, switcher.WithName(c.Name))
+	}
+	if c.Breaker.OutageWait > 0 {
+		sopts = append(sopts, switcher.WithOutageWait(c.Breaker.OutageWait))
+	}
+	if c.Failback.After > 0 {
+		sopts = append(sopts, switcher.WithFailback(c.Failback.After))
+	}
+	if c.SafeSwitch.MaxTTL > 0 {
+		sopts = append(sopts, switcher.WithSafeSwitch(c.SafeSwitch.MaxTTL))
+	}
+	if src != nil {
+		sopts = append(sopts, switcher.WithSource(&gatedSource{src: src, open: gate}))
+	}
+	sw, err := switcher.New(engines, append(sopts, o.switcherOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	// The switcher owns the engines now.
+	closers := slices.Concat(clients, []func() error{closeSource})
+	cleanup = slices.Concat(closers, []func() error{sw.Close})
+	if initial != sw.Current() {
+		if _, err := sw.SwitchEngineTo(initial); err != nil {
+			return nil, fmt.Errorf("config: active: %w", err)
+		}
+	}
+	close(gate) // the source starts from the engine Open made current
+	return &Switcher{
+		Switcher: sw,
+		source:   src,
+		lockOpts: c.LockOptions(),
+		closers:  closers,
+	}, nil
+}
+
+// callerOr returns the caller's giving up, when that is why Open failed,
+// rather than engines that look unavailable.
+func callerOr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("config: Open: %w (%w)", ctx.Err(), err)
+	}
+	return err
+}
+
+// gatedSource holds a source's Watch back until Open has made the initial
+// engine current, so that a value read by the source is not undone.
+type gatedSource struct {
+	src  switcher.Source
+	open <-chan struct{}
+}
+
+func (g *gatedSource) Watch(ctx context.Context, apply func(switcher.Desired)) error {
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return nil
+	}
+	return g.src.Watch(ctx, apply)
+}
+
+// started is one engine Open started, with the close of the client it
+// dialled for it.
+type started struct {
+	engine      locker.Engine
+	closeClient func() error
+}
+
+func noop() error { return nil }
+
+// startEngines starts every engine in parallel. On error, the engines that
+// did start are returned too, for the caller to close.
+func startEngines(ctx context.Context, c *Config, log *slog.Logger) ([]started, error) {
+	out := make([]started, len(c.Engines))
+	errs := make([]error, len(c.Engines))
+	var wg sync.WaitGroup
+	for i := range c.Engines {
+		wg.Go(func() {
+			e := &c.Engines[i]
+			sctx, cancel := context.WithTimeout(ctx, c.StartTimeout)
+			defer cancel()
+			out[i], errs[i] = startEngine(sctx, c, i, log)
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("config: engines[%d] %q (%s): %w", i, e.Name, e.Type, unavailable(errs[i]))
+			}
+		})
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
+
+// unavailable makes sure a failure to reach a server wraps ErrUnavailable.
+func unavailable(err error) error {
+	if errors.Is(err, locker.ErrUnavailable) || errors.Is(err, locker.ErrInvalidArgument) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", locker.ErrUnavailable, err)
+}
+
+func startEngine(ctx context.Context, c *Config, i int, log *slog.Logger) (started, error) {
+	e := &c.Engines[i]
+	field := fmt.Sprintf("engines[%d]", i)
+	switch e.Type {
+	case TypeRedis:
+		tlsConf, err := e.TLS.config(field + ".tls")
+		if err != nil {
+			return started{}, err
+		}
+		client := goredis.NewUniversalClient(&goredis.UniversalOptions{
+			Addrs:                 e.Addrs,
+			DB:                    e.DB,
+			Username:              e.Username,
+			Password:              e.Password,
+			MasterName:            e.MasterName,
+			SentinelUsername:      e.SentinelUsername,
+			SentinelPassword:      e.SentinelPassword,
+			TLSConfig:             tlsConf,
+			DialTimeout:           e.DialTimeout,
+			ContextTimeoutEnabled: true,
+		})
+		opts := []redis.Option{redis.WithName(e.Name), redis.WithLogger(log)}
+		if e.Prefix != "" {
+			opts = append(opts, redis.WithPrefix(e.Prefix))
+		}
+		eng, err := redis.New(client, opts...)
+		if err != nil {
+			_ = client.Close()
+			return started{}, err
+		}
+		if err := eng.Ping(ctx); err != nil {
+			return started{}, errors.Join(err, closeQuietly(eng.Close, client.Close))
+		}
+		return started{eng, client.Close}, nil
+
+	case TypeZK:
+		opts := []zk.Option{zk.WithName(e.Name), zk.WithLogger(log)}
+		if e.Prefix != "" {
+			opts = append(opts, zk.WithPrefix(e.Prefix))
+		}
+		if e.SessionTimeout > 0 {
+			opts = append(opts, zk.WithSessionTimeout(e.SessionTimeout))
+		}
+		if e.DialTimeout > 0 {
+			opts = append(opts, zk.WithConnectTimeout(e.DialTimeout))
+		}
+		if e.Auth.Scheme != "" {
+			opts = append(opts, zk.WithAuth(e.Auth.Scheme, e.Auth.Credentials))
+		}
+		eng, err := zk.New(e.Servers, opts...)
+		if err != nil {
+			return started{}, err
+		}
+		if err := eng.Ping(ctx); err != nil {
+			return started{}, errors.Join(err, closeQuietly(eng.Close))
+		}
+		return started{eng, noop}, nil
+
+	case TypeEtcd:
+		client, err := etcdClient(e.Endpoints, e.Username, e.Password, &e.TLS, field, orDefault(e.DialTimeout, c.StartTimeout))
+		if err != nil {
+			return started{}, err
+		}
+		opts := []etcd.Option{etcd.WithName(e.Name), etcd.WithLogger(log)}
+		if e.Prefix != "" {
+			opts = append(opts, etcd.WithPrefix(e.Prefix))
+		}
+		eng, err := etcd.New(client, opts...)
+		if err != nil {
+			_ = closeEtcd(client)
+			return started{}, err
+		}
+		if err := eng.Ping(ctx); err != nil {
+			return started{}, errors.Join(err, closeQuietly(eng.Close, func() error { return closeEtcd(client) }))
+		}
+		return started{eng, func() error { return closeEtcd(client) }}, nil
+	}
+	return started{}, fmt.Errorf("%w: unknown engine type %q", locker.ErrInvalidArgument, e.Type)
+}
+
+// closeQuietly runs the closes of a failed start; their errors add nothing
+// to the start's.
+func closeQuietly(closes ...func() error) error {
+	for _, c := range closes {
+		_ = c()
+	}
+	return nil
+}
+
+// etcdClient returns a client that reconnects within a second or two after
+// an outage (gRPC's default backoff grows to two minutes).
+func etcdClient(endpoints []string, user, password string, t *TLS, field string, dial time.Duration) (*clientv3.Client, error) {
+	tlsConf, err := t.config(field + ".tls")
+	if err != nil {
+		return nil, err
+	}
+	client, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		Username:    user,
+		Password:    password,
+		TLS:         tlsConf,
+		DialTimeout: dial,
+		Logger:      zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: min(dial, 5*time.Second),
+		})},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd client for %q: %w", endpoints, err)
+	}
+	return client, nil
+}
+
+// closeEtcd closes an etcd client; the cancellation of its own context is
+// how it closes, not an error.
+func closeEtcd(c *clientv3.Client) error {
+	if err := c.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// startSource dials the configured source and reads the engine to start
+// with: the shared key's value when it names a known engine, else active.
+func startSource(ctx context.Context, c *Config, engines []locker.Engine, log *slog.Logger) (switcher.Source, string, func() error, error) {
+	known := func(name string) bool {
+		for _, e := range engines {
+			if e.Name() == name {
+				return true
+			}
+		}
+		return false
+	}
+	initial := c.Active
+	pick := func(value, where string) {
+		switch v := strings.TrimSpace(value); {
+		case v == "":
+		case known(v):
+			initial = v
+		default:
+			log.Warn("config: the source names an unknown engine; starting on active", "source", where, "value", v, "active", c.Active)
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, c.StartTimeout)
+	defer cancel()
+	s := &c.Source
+	switch s.Type {
+	case SourceFile:
+		src, err := newFileSource(c, log)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return src, initial, src.close, nil
+
+	case SourceEtcd:
+		client, err := etcdClient(s.Endpoints, s.Username, s.Password, &s.TLS, "source", orDefault(s.DialTimeout, c.StartTimeout))
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("config: source: %w", unavailable(err))
+		}
+		closeClient := func() error { return closeEtcd(client) }
+		resp, err := client.Get(sctx, s.Key)
+		if err != nil {
+			_ = closeClient()
+			return nil, "", nil, fmt.Errorf("config: source: etcd key %q: %w", s.Key, unavailable(err))
+		}
+		if len(resp.Kvs) > 0 {
+			pick(string(resp.Kvs[0].Value), "etcd:"+s.Key)
+		}
+		src, err := etcdsource.New(client, s.Key, etcdsource.WithLogger(log))
+		if err != nil {
+			_ = closeClient()
+			return nil, "", nil, fmt.Errorf("config: source: %w", err)
+		}
+		return src, initial, closeClient, nil
+
+	case SourceZK:
+		conn, closeConn, err := zkConn(sctx, s, c.StartTimeout, log)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("config: source: zk %q: %w", s.Servers, unavailable(err))
+		}
+		data, err := zkGet(sctx, conn, s.Path)
+		if err != nil && !errors.Is(err, gozk.ErrNoNode) {
+			_ = closeConn()
+			return nil, "", nil, fmt.Errorf("config: source: zk node %q: %w", s.Path, unavailable(err))
+		}
+		pick(string(data), "zk:"+s.Path)
+		opts := []zksource.Option{zksource.WithLogger(log)}
+		if s.Auth.Scheme != "" {
+			opts = append(opts, zksource.WithACL(gozk.AuthACL(gozk.PermAll)))
+		}
+		src, err := zksource.New(conn, s.Path, opts...)
+		if err != nil {
+			_ = closeConn()
+			return nil, "", nil, fmt.Errorf("config: source: %w", err)
+		}
+		return src, initial, closeConn, nil
+	}
+	return nil, initial, noop, nil
+}
+
+// zkLogger sends go-zookeeper's messages to slog at Debug level.
+type zkLogger struct{ log *slog.Logger }
+
+func (l zkLogger) Printf(format string, args ...any) {
+	l.log.Debug("zk: " + fmt.Sprintf(format, args...))
+}
+
+// zkConn connects to the source's ensemble and waits for a session within
+// ctx. The close it returns waits for go-zookeeper's goroutines.
+func zkConn(ctx context.Context, s *Source, startTimeout time.Duration, log *slog.Logger) (*gozk.Conn, func() error, error) {
+	session := make(chan struct{})
+	var once sync.Once
+	dialer := &zkDialer{}
+	conn, events, err := gozk.Connect(s.Servers, orDefault(s.SessionTimeout, zk.DefaultSessionTimeout),
+		gozk.WithDialer(dialer.dial),
+		gozk.WithLogger(zkLogger{log}),
+		gozk.WithLogInfo(false),
+		gozk.WithEventCallback(func(ev gozk.Event) {
+			if ev.State == gozk.StateHasSession {
+				once.Do(func() { close(session) })
+			}
+		}),
+	)
+	if err != nil {
+		return nil, nil, err
+	}
+	// go-zookeeper drops the events nobody reads; it closes the channel
+	// when its goroutines are done.
+	closeConn := func() error {
+		conn.Close()
+		// go-zookeeper reads the handshake without a deadline of ours: a
+		// server that accepts and never answers would hold it for a minute.
+		dialer.close()
+		timer := time.NewTimer(zkCloseTimeout)
+		defer timer.Stop()
+		for {
+			select {
+			case _, ok := <-events:
+				if !ok {
+					return nil
+				}
+			case <-timer.C:
+				return fmt.Errorf("config: source: zk connection still closing after %v", zkCloseTimeout)
+			}
+		}
+	}
+	select {
+	case <-session:
+	case <-ctx.Done():
+		_ = closeConn()
+		return nil, nil, fmt.Errorf("no session within %v: %w", startTimeout, ctx.Err())
+	}
+	if s.Auth.Scheme != "" {
+		if err := conn.AddAuth(s.Auth.Scheme, []byte(s.Auth.Credentials)); err != nil {
+			_ = closeConn()
+			return nil, nil, fmt.Errorf("auth %q: %w", s.Auth.Scheme, err)
+		}
+	}
+	return conn, closeConn, nil
+}
+
+// zkDialer dials go-zookeeper's connection (one at a time) and can close
+// it, for a Close that does not wait on a silent server.
+type zkDialer struct {
+	mu     sync.Mutex
+	conn   net.Conn
+	closed bool
+}
+
+func (d *zkDialer) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout(network, addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		_ = c.Close()
+		return nil, net.ErrClosed
+	}
+	d.conn = c
+	return c, nil
+}
+
+func (d *zkDialer) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	if d.conn != nil {
+		_ = d.conn.Close()
+	}
+}
+
+// zkCloseTimeout bounds the wait for go-zookeeper's goroutines on close.
+const zkCloseTimeout = 10 * time.Second
+
+// zkGet reads a node within ctx. go-zookeeper takes no context: a read
+// abandoned here ends when the connection is closed.
+func zkGet(ctx context.Context, conn *gozk.Conn, path string) ([]byte, error) {
+	type result struct {
+		data []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		data, _, err := conn.Get(path)
+		done <- result{data, err}
+	}()
+	select {
+	case r := <-done:
+		return r.data, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}

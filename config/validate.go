@@ -1,0 +1,340 @@
+package config
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+)
+
+var engineTypes = []string{TypeRedis, TypeZK, TypeEtcd}
+
+// Validate checks c as Load does, without the environment: it returns nil
+// or a *ValidationError naming every bad field. It reads the TLS files it
+// names. A zero setting means its default and is valid.
+func (c *Config) Validate() error {
+	if problems := c.validate(); len(problems) > 0 {
+		return &ValidationError{File: c.file, Fields: problems}
+	}
+	return nil
+}
+
+// problems collects FieldErrors.
+type problems []*FieldError
+
+func (p *problems) add(field, format string, args ...any) {
+	*p = append(*p, &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (p *problems) positive(field string, d time.Duration) {
+	if d < 0 {
+		p.add(field, "must be positive, got %v", d)
+	}
+}
+
+func (c *Config) validate() []*FieldError {
+	var p problems
+	if len(c.Engines) == 0 {
+		p.add("engines", "empty (want at least one engine)")
+	}
+	seen := make(map[string]int)
+	var names []string
+	for i := range c.Engines {
+		e := &c.Engines[i]
+		field := fmt.Sprintf("engines[%d]", i)
+		switch {
+		case e.Name == "":
+			p.add(field+".name", "empty")
+		default:
+			if j, dup := seen[e.Name]; dup {
+				p.add(field+".name", "duplicate %q (also engines[%d])", e.Name, j)
+			} else {
+				seen[e.Name] = i
+				names = append(names, e.Name)
+			}
+		}
+		e.validate(field, &p)
+	}
+	if c.Active != "" && len(names) > 0 {
+		if _, ok := seen[c.Active]; !ok {
+			p.add("active", "unknown engine %q (want one of %s)", c.Active, quoteAll(names))
+		}
+	}
+	p.positive("start_timeout", c.StartTimeout)
+	p.positive("lock.ttl", c.Lock.TTL)
+	if c.Breaker.Failures < 0 {
+		p.add("breaker.failures", "must be positive, got %d", c.Breaker.Failures)
+	}
+	p.positive("breaker.open_timeout", c.Breaker.OpenTimeout)
+	p.positive("breaker.outage_wait", c.Breaker.OutageWait)
+	p.positive("health.every", c.Health.Every)
+	p.positive("health.timeout", c.Health.Timeout)
+	p.positive("failback.after", c.Failback.After)
+	p.positive("safe_switch.max_ttl", c.SafeSwitch.MaxTTL)
+	if ttl := orDefault(c.Lock.TTL, DefaultTTL); c.SafeSwitch.MaxTTL > 0 && c.Lock.TTL >= 0 && c.SafeSwitch.MaxTTL < ttl {
+		p.add("safe_switch.max_ttl", "%v is shorter than lock.ttl %v: it must cover the longest TTL in use", c.SafeSwitch.MaxTTL, ttl)
+	}
+	c.Source.validate(&p)
+	sort.SliceStable(p, func(i, j int) bool { return p[i].Field < p[j].Field })
+	return p
+}
+
+// orDefault returns d, or def when d is zero.
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+func quoteAll(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, ", ")
+}
+
+// settingsOf tells which engine settings belong to which types; the others
+// are shared by all.
+var settingsOf = map[string][]string{
+	"addrs":             {TypeRedis},
+	"db":                {TypeRedis},
+	"master_name":       {TypeRedis},
+	"sentinel_username": {TypeRedis},
+	"sentinel_password": {TypeRedis},
+	"servers":           {TypeZK},
+	"session_timeout":   {TypeZK},
+	"auth":              {TypeZK},
+	"endpoints":         {TypeEtcd},
+	"username":          {TypeRedis, TypeEtcd},
+	"password":          {TypeRedis, TypeEtcd},
+	"tls":               {TypeRedis, TypeEtcd},
+}
+
+// foreign reports the settings of v (a struct) that are set but do not
+// belong to typ according to owners.
+func foreign(v reflect.Value, typ, field string, owners map[string][]string, p *problems) {
+	t := v.Type()
+	for i := range t.NumField() {
+		key := t.Field(i).Tag.Get("mapstructure")
+		types, ok := owners[key]
+		if !ok || v.Field(i).IsZero() || contains(types, typ) {
+			continue
+		}
+		p.add(field+"."+key, "not a %s setting (only %s)", typ, strings.Join(types, ", "))
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *Engine) validate(field string, p *problems) {
+	switch e.Type {
+	case TypeRedis, TypeZK, TypeEtcd:
+	case "":
+		p.add(field+".type", "empty (want %s)", strings.Join(engineTypes, ", "))
+		return
+	default:
+		p.add(field+".type", "unknown engine %q (want %s)", e.Type, strings.Join(engineTypes, ", "))
+		return
+	}
+	foreign(reflect.ValueOf(e).Elem(), e.Type, field, settingsOf, p)
+	p.positive(field+".dial_timeout", e.DialTimeout)
+	switch e.Type {
+	case TypeRedis:
+		addresses(field+".addrs", e.Addrs, p)
+		if e.DB < 0 {
+			p.add(field+".db", "must be 0 or more, got %d", e.DB)
+		}
+		if e.DB != 0 && len(e.Addrs) > 1 && e.MasterName == "" {
+			p.add(field+".db", "must be 0 with a Cluster (several addrs), got %d", e.DB)
+		}
+		if strings.ContainsAny(e.Prefix, "{}") {
+			p.add(field+".prefix", "%q contains '{' or '}', which would break the Cluster hash tag", e.Prefix)
+		}
+		if e.MasterName == "" && (e.SentinelUsername != "" || e.SentinelPassword != "") {
+			p.add(field+".master_name", "empty while sentinel credentials are set")
+		}
+		e.TLS.validate(field+".tls", p)
+	case TypeZK:
+		addresses(field+".servers", e.Servers, p)
+		p.positive(field+".session_timeout", e.SessionTimeout)
+		e.Auth.validate(field+".auth", p)
+		if e.Prefix != "" {
+			if err := zkPath(ensureSlash(e.Prefix)); err != nil {
+				p.add(field+".prefix", "%q: %v", e.Prefix, err)
+			}
+		}
+	case TypeEtcd:
+		addresses(field+".endpoints", e.Endpoints, p)
+		if strings.HasSuffix(e.Prefix, "/") {
+			p.add(field+".prefix", "%q ends with '/' (keys are <prefix>/<name>/...)", e.Prefix)
+		}
+		if e.Password != "" && e.Username == "" {
+			p.add(field+".username", "empty while password is set")
+		}
+		e.TLS.validate(field+".tls", p)
+	}
+}
+
+func ensureSlash(p string) string {
+	if !strings.HasPrefix(p, "/") {
+		return "/" + p
+	}
+	return p
+}
+
+// zkPath checks an absolute ZooKeeper path other than the root.
+func zkPath(path string) error {
+	switch {
+	case !strings.HasPrefix(path, "/"):
+		return errors.New("want an absolute path starting with '/'")
+	case path == "/":
+		return errors.New("want a path below the root")
+	case path == "/zookeeper" || strings.HasPrefix(path, "/zookeeper/"):
+		return errors.New("/zookeeper is reserved")
+	}
+	for _, seg := range strings.Split(path[1:], "/") {
+		switch seg {
+		case "":
+			return errors.New("empty path segment (a trailing '/' or '//')")
+		case ".", "..":
+			return fmt.Errorf("relative segment %q", seg)
+		}
+	}
+	return nil
+}
+
+func addresses(field string, addrs []string, p *problems) {
+	if len(addrs) == 0 {
+		p.add(field, "empty")
+		return
+	}
+	for i, a := range addrs {
+		if strings.TrimSpace(a) == "" {
+			p.add(fmt.Sprintf("%s[%d]", field, i), "empty address")
+		}
+	}
+}
+
+func (a *Auth) validate(field string, p *problems) {
+	switch {
+	case a.Scheme == "" && a.Credentials == "":
+	case a.Scheme == "":
+		p.add(field+".scheme", "empty while auth.credentials is set")
+	case a.Credentials == "":
+		p.add(field+".credentials", "empty while auth.scheme is set")
+	case a.Scheme == "digest" && !strings.Contains(a.Credentials, ":"):
+		p.add(field+".credentials", "want \"user:password\" for the digest scheme")
+	}
+}
+
+func (t *TLS) validate(field string, p *problems) {
+	if !t.Enabled {
+		if *t != (TLS{}) {
+			p.add(field+".enabled", "false while other tls settings are set")
+		}
+		return
+	}
+	if _, err := t.config(field); err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			*p = append(*p, fe)
+		}
+	}
+}
+
+// config builds the tls.Config; nil when TLS is off. Errors are
+// FieldErrors.
+func (t *TLS) config(field string) (*tls.Config, error) {
+	if !t.Enabled {
+		return nil, nil
+	}
+	c := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         t.ServerName,
+		InsecureSkipVerify: t.InsecureSkipVerify,
+	}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, &FieldError{Field: field + ".ca_file", Msg: err.Error()}
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, &FieldError{Field: field + ".ca_file", Msg: fmt.Sprintf("no PEM certificate in %s", t.CAFile)}
+		}
+	}
+	switch {
+	case t.CertFile != "" && t.KeyFile != "":
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, &FieldError{Field: field + ".cert_file", Msg: err.Error()}
+		}
+		c.Certificates = []tls.Certificate{cert}
+	case t.CertFile != "":
+		return nil, &FieldError{Field: field + ".key_file", Msg: "empty while cert_file is set"}
+	case t.KeyFile != "":
+		return nil, &FieldError{Field: field + ".cert_file", Msg: "empty while key_file is set"}
+	}
+	return c, nil
+}
+
+// sourceSettingsOf tells which source settings belong to which types.
+var sourceSettingsOf = map[string][]string{
+	"endpoints":       {SourceEtcd},
+	"key":             {SourceEtcd},
+	"username":        {SourceEtcd},
+	"password":        {SourceEtcd},
+	"tls":             {SourceEtcd},
+	"servers":         {SourceZK},
+	"path":            {SourceZK},
+	"session_timeout": {SourceZK},
+	"auth":            {SourceZK},
+	"dial_timeout":    {SourceEtcd},
+}
+
+func (s *Source) validate(p *problems) {
+	typ := s.Type
+	switch typ {
+	case "", SourceNone, SourceFile, SourceEtcd, SourceZK:
+	default:
+		p.add("source.type", "unknown source %q (want %s, %s, %s or %s)", typ, SourceFile, SourceEtcd, SourceZK, SourceNone)
+		return
+	}
+	if typ == "" {
+		typ = SourceNone
+	}
+	foreign(reflect.ValueOf(s).Elem(), typ, "source", sourceSettingsOf, p)
+	p.positive("source.dial_timeout", s.DialTimeout)
+	switch typ {
+	case SourceEtcd:
+		addresses("source.endpoints", s.Endpoints, p)
+		if s.Key == "" {
+			p.add("source.key", "empty")
+		}
+		if s.Password != "" && s.Username == "" {
+			p.add("source.username", "empty while password is set")
+		}
+		s.TLS.validate("source.tls", p)
+	case SourceZK:
+		addresses("source.servers", s.Servers, p)
+		if err := zkPath(s.Path); err != nil {
+			p.add("source.path", "%q: %v", s.Path, err)
+		}
+		p.positive("source.session_timeout", s.SessionTimeout)
+		s.Auth.validate("source.auth", p)
+	}
+}
