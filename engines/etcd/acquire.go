@@ -264,10 +264,12 @@ type watch struct {
 func (e *Engine) watch(ctx context.Context, key string, rev int64) *watch {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
 	// clientv3's Watch blocks until the stream takes the request, which a
-	// hung server never does: the caller's end must end it too.
+	// hung server never does: the caller's end must end that call too. Once
+	// it returns, only stop ends the watch.
 	detach := context.AfterFunc(ctx, cancel)
 	events := e.watcher.Watch(wctx, key, clientv3.WithRev(rev), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
-	return &watch{key: key, events: events, cancel: func() { detach(); cancel() }}
+	detach()
+	return &watch{key: key, events: events, cancel: cancel}
 }
 
 // stop cancels the watch once etcd has confirmed it, waiting at most
