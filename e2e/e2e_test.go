@@ -8,6 +8,9 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +18,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/orthrus-go/orthrus/config"
 	"github.com/orthrus-go/orthrus/engines/etcd"
 	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/engines/zk"
@@ -26,6 +30,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv("ORTHRUS_FLEET_MEMBER") == "1" {
+		os.Exit(fleetMember())
+	}
 	// Every drill starts the servers it breaks.
 	testmain.Run(m, func() (func(), error) { return func() {}, nil })
 }
@@ -151,23 +158,42 @@ func TestPauseEtcdPrimaryRedisTakesOver(t *testing.T) {
 	checkFailover(t, r, "etcd", "redis", 2*time.Second)
 }
 
-// Drill 3: flip to another engine under load: every worker moves, holds
-// taken before finish on the old engine, nothing fails.
-func TestFlipUnderLoad(t *testing.T) {
+// Drill 3: flip the config file's active key under load: every worker
+// moves, holds taken before finish on the old engine, nothing fails.
+func TestFlipConfigKeyUnderLoad(t *testing.T) {
 	rs, zs := testserver.Redis(t), testserver.ZooKeeper(t)
-	var sw *switcher.Switcher
-	flip := drill.Fault{At: 1500 * time.Millisecond, Name: "flip to zk", Do: func() error {
-		_, err := sw.SwitchEngineTo("zk")
-		return err
+	path := filepath.Join(t.TempDir(), "locks.yaml")
+	file := func(active string) string {
+		return fmt.Sprintf(`active: %s
+engines:
+  - {name: redis, type: redis, addrs: [%q]}
+  - {name: zk, type: zk, servers: [%q], session_timeout: 2s}
+source:
+  type: file
+`, active, rs.Addr(), zs.Addr())
+	}
+	if err := os.WriteFile(path, []byte(file("redis")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flip := drill.Fault{At: 1500 * time.Millisecond, Name: "active: zk", Do: func() error {
+		// As an operator's editor saves: a new file renamed over the old.
+		tmp := path + ".new"
+		if err := os.WriteFile(tmp, []byte(file("zk")), 0o600); err != nil {
+			return err
+		}
+		return os.Rename(tmp, path)
 	}}
 	d := drill.New(load(flip))
-	var err error
-	sw, err = switcher.New([]locker.Engine{redisEngine(t, "redis", rs), zkEngine(t, "zk", zs)}, switcher.OnSwitch(d.OnSwitch))
+	sw, err := config.Open(context.Background(), cfg, config.WithSwitcherOptions(switcher.OnSwitch(d.OnSwitch)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sw.Close()
-	r, err := d.Run(context.Background(), sw)
+	r, err := d.Run(context.Background(), sw.Switcher)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,10 +204,19 @@ func TestFlipUnderLoad(t *testing.T) {
 	if r.Failed != 0 || r.Lost != 0 || r.UnlockErrors != 0 {
 		t.Errorf("failed %d, lost %d, unlock errors %d; want all 0 for a planned flip", r.Failed, r.Lost, r.UnlockErrors)
 	}
-	// After the flip (plus the longest hold), nothing lands on the old engine.
+	var flippedAt time.Duration = -1
+	for _, m := range r.Marks {
+		if m.Kind == "switch" && m.Label == "redis → zk" && m.Detail == string(switcher.ReasonSource) {
+			flippedAt = m.At
+		}
+	}
+	if flippedAt < 0 {
+		t.Fatalf("marks %+v; want a switch redis → zk by the source", r.Marks)
+	}
+	// From the bucket after the flip on, nothing lands on the old engine.
 	after := 0
 	for _, b := range r.Timeline {
-		if b.At > 2*time.Second {
+		if b.At > flippedAt+r.Tick {
 			after += int(b.Acquired["redis"])
 		}
 	}
