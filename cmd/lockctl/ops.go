@@ -26,16 +26,24 @@ type inspector interface {
 // opTimeout bounds every operation command.
 const opTimeout = 15 * time.Second
 
-// openConfig loads and opens the --config file.
-func openConfig(ctx context.Context, path string) (*config.Switcher, error) {
+// withConfig loads and opens the --config file, runs fn within opTimeout
+// and closes everything again.
+func withConfig(path string, fn func(ctx context.Context, sw *config.Switcher) error) error {
 	if path == "" {
-		return nil, errors.New("--config: required, the path of a YAML, TOML or JSON config file")
+		return errors.New("--config: required, the path of a YAML, TOML or JSON config file")
 	}
 	cfg, err := config.Load(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return config.Open(ctx, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	sw, err := config.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer sw.Close()
+	return fn(ctx, sw)
 }
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
@@ -47,30 +55,25 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return errors.New("status takes no arguments, only --config")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
-	sw, err := openConfig(ctx, *path)
-	if err != nil {
-		return err
-	}
-	defer sw.Close()
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ENGINE\tCURRENT\tBREAKER\tHEALTH")
-	engines := sw.Engines()
-	for i, st := range sw.States() {
-		health := "ok"
-		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
-		if err := engines[i].Ping(pctx); err != nil {
-			health = "failing: " + err.Error()
+	return withConfig(*path, func(ctx context.Context, sw *config.Switcher) error {
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ENGINE\tCURRENT\tBREAKER\tHEALTH")
+		engines := sw.Engines()
+		for i, st := range sw.States() {
+			health := "ok"
+			pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+			if err := engines[i].Ping(pctx); err != nil {
+				health = "failing: " + err.Error()
+			}
+			pcancel()
+			current := ""
+			if st.Current {
+				current = "*"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", st.Name, current, st.Breaker, health)
 		}
-		pcancel()
-		current := ""
-		if st.Current {
-			current = "*"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", st.Name, current, st.Breaker, health)
-	}
-	return tw.Flush()
+		return tw.Flush()
+	})
 }
 
 func runHolders(args []string, stdout, stderr io.Writer) error {
@@ -83,39 +86,34 @@ func runHolders(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
-	sw, err := openConfig(ctx, *path)
-	if err != nil {
-		return err
-	}
-	defer sw.Close()
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ENGINE\tROLE\tOWNER\tTOKEN\tTIME LEFT")
-	for _, e := range sw.Engines() {
-		in, ok := e.(inspector)
-		if !ok {
-			fmt.Fprintf(tw, "%s\t-\tcannot inspect this engine\t\t\n", e.Name())
-			continue
+	return withConfig(*path, func(ctx context.Context, sw *config.Switcher) error {
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ENGINE\tROLE\tOWNER\tTOKEN\tTIME LEFT")
+		for _, e := range sw.Engines() {
+			in, ok := e.(inspector)
+			if !ok {
+				fmt.Fprintf(tw, "%s\t-\tcannot inspect this engine\t\t\n", e.Name())
+				continue
+			}
+			info, err := in.Inspect(ctx, name)
+			if err != nil {
+				fmt.Fprintf(tw, "%s\terror\t%v\t\t\n", e.Name(), err)
+				continue
+			}
+			if info.Holder == nil {
+				fmt.Fprintf(tw, "%s\tfree\t\t\t\n", e.Name())
+			} else {
+				fmt.Fprintf(tw, "%s\tholder\t%s\t%d\t%s\n", e.Name(), info.Holder.Owner, info.Holder.Token, timeLeft(info.Holder.TTL))
+			}
+			for i, w := range info.Waiters {
+				fmt.Fprintf(tw, "%s\twaiter %d\t%s\t%d\t%s\n", e.Name(), i+1, w.Owner, w.Token, timeLeft(w.TTL))
+			}
+			if info.Subscribers > 0 {
+				fmt.Fprintf(tw, "%s\twaiting\t%d process(es) subscribed\t\t\n", e.Name(), info.Subscribers)
+			}
 		}
-		info, err := in.Inspect(ctx, name)
-		if err != nil {
-			fmt.Fprintf(tw, "%s\terror\t%v\t\t\n", e.Name(), err)
-			continue
-		}
-		if info.Holder == nil {
-			fmt.Fprintf(tw, "%s\tfree\t\t\t\n", e.Name())
-		} else {
-			fmt.Fprintf(tw, "%s\tholder\t%s\t%d\t%s\n", e.Name(), info.Holder.Owner, info.Holder.Token, timeLeft(info.Holder.TTL))
-		}
-		for i, w := range info.Waiters {
-			fmt.Fprintf(tw, "%s\twaiter %d\t%s\t%d\t%s\n", e.Name(), i+1, w.Owner, w.Token, timeLeft(w.TTL))
-		}
-		if info.Subscribers > 0 {
-			fmt.Fprintf(tw, "%s\twaiting\t%d process(es) subscribed\t\t\n", e.Name(), info.Subscribers)
-		}
-	}
-	return tw.Flush()
+		return tw.Flush()
+	})
 }
 
 func timeLeft(d time.Duration) string {
@@ -149,30 +147,28 @@ func runUnlock(args []string, stdout, stderr io.Writer) error {
 	if !*force {
 		return errors.New("--force: required; the owner of the hold keeps running and will lose its lock")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
-	sw, err := openConfig(ctx, *path)
-	if err != nil {
-		return err
-	}
-	defer sw.Close()
-	target, holder, err := pickHeld(ctx, sw.Engines(), name, *engine)
-	if err != nil {
-		return err
-	}
-	if !*yes {
-		fmt.Fprintf(stdout, "Remove the hold of %q on %s (owner %s, token %d)? [y/N] ", name, target.Name(), holder.Owner, holder.Token)
-		answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
-		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
-			return errors.New("not confirmed; nothing removed")
+	return withConfig(*path, func(ctx context.Context, sw *config.Switcher) error {
+		target, holder, err := pickHeld(ctx, sw.Engines(), name, *engine)
+		if err != nil {
+			return err
 		}
-	}
-	removed, err := target.(inspector).ForceUnlock(ctx, name)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "removed the hold of %q on %s (owner %s, token %d)\n", name, target.Name(), removed.Owner, removed.Token)
-	return nil
+		if !*yes {
+			fmt.Fprintf(stdout, "Remove the hold of %q on %s (owner %s, token %d)? [y/N] ", name, target.Name(), holder.Owner, holder.Token)
+			answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+			if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+				return errors.New("not confirmed; nothing removed")
+			}
+		}
+		// A fresh bound: the operator may have taken a while to answer.
+		fctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		defer cancel()
+		removed, err := target.(inspector).ForceUnlock(fctx, name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "removed the hold of %q on %s (owner %s, token %d)\n", name, target.Name(), removed.Owner, removed.Token)
+		return nil
+	})
 }
 
 // pickHeld finds the engine to clear: the named one, or the only one
@@ -219,27 +215,22 @@ func runSwitch(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("want exactly one ENGINE name, got %d arguments", fs.NArg())
 	}
 	target := fs.Arg(0)
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
-	sw, err := openConfig(ctx, *path)
-	if err != nil {
-		return err
-	}
-	defer sw.Close()
-	var names []string
-	for _, e := range sw.Engines() {
-		names = append(names, e.Name())
-	}
-	if !slices.Contains(names, target) {
-		return fmt.Errorf("unknown engine %q (want one of %s)", target, strings.Join(names, ", "))
-	}
-	setter, ok := sw.Source().(switcher.Setter)
-	if !ok {
-		return errors.New("--config: the configuration has no source that can be written (source.type etcd, zk or file)")
-	}
-	if err := setter.Set(ctx, target); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "switched: every switcher watching the source moves to %s\n", target)
-	return nil
+	return withConfig(*path, func(ctx context.Context, sw *config.Switcher) error {
+		var names []string
+		for _, e := range sw.Engines() {
+			names = append(names, e.Name())
+		}
+		if !slices.Contains(names, target) {
+			return fmt.Errorf("unknown engine %q (want one of %s)", target, strings.Join(names, ", "))
+		}
+		setter, ok := sw.Source().(switcher.Setter)
+		if !ok {
+			return errors.New("--config: the configuration has no source that can be written (source.type etcd, zk or file)")
+		}
+		if err := setter.Set(ctx, target); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "switched: every switcher watching the source moves to %s\n", target)
+		return nil
+	})
 }
