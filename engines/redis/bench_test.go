@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -14,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
 // floorDelete is the compare-and-delete of the classic SET NX PX lock.
@@ -54,51 +52,15 @@ func BenchmarkLockUnlock(b *testing.B) {
 }
 
 // BenchmarkHandoff has 8 owners take turns on one name and reports the
-// median time from one owner calling Unlock to the next owner's Lock
-// returning: a woken waiter, not a polling one.
+// median hand-off: a woken waiter, not a polling one.
 func BenchmarkHandoff(b *testing.B) {
-	c := newSingle(b)
-	e := newEngine(b, c)
+	e := newEngine(b, newSingle(b))
 	defer e.Close()
-	const owners = 8
-	var (
-		released atomic.Int64 // UnixNano of the last Unlock call
-		mu       sync.Mutex
-		handoffs []time.Duration
-		left     atomic.Int64
-		wg       sync.WaitGroup
-	)
-	left.Store(int64(b.N))
-	b.ResetTimer()
-	for i := 0; i < owners; i++ {
-		l, _ := e.NewLocker("bench:handoff")
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for left.Add(-1) >= 0 {
-				if err := l.Lock(); err != nil {
-					b.Error(err)
-					return
-				}
-				if r := released.Load(); r != 0 {
-					mu.Lock()
-					handoffs = append(handoffs, time.Duration(time.Now().UnixNano()-r))
-					mu.Unlock()
-				}
-				released.Store(time.Now().UnixNano())
-				if err := l.Unlock(); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
+	owners := make([]lockertest.Mutex, 8)
+	for i := range owners {
+		owners[i], _ = e.NewLocker("bench:handoff")
 	}
-	wg.Wait()
-	b.StopTimer()
-	if len(handoffs) > 0 {
-		slices.Sort(handoffs)
-		b.ReportMetric(float64(handoffs[len(handoffs)/2].Microseconds())/1000, "handoff-ms")
-	}
+	lockertest.Handoff(b, owners)
 }
 
 // BenchmarkScale holds 10,000 names with the watchdog on and reports, over
