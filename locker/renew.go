@@ -20,6 +20,7 @@ type scheduler struct {
 
 	mu    sync.Mutex
 	queue holdHeap
+	next  time.Time // when the loop wakes up next
 	wake  chan struct{}
 	stop  chan struct{}
 	done  chan struct{}
@@ -59,9 +60,11 @@ func (s *scheduler) add(h *Hold, now time.Time) {
 	}
 	s.mu.Lock()
 	heap.Push(&s.queue, h)
-	first := h.index == 0
+	// Only a hold due before the loop's next wake-up needs to wake it: on
+	// the Lock/Unlock hot path that is almost never.
+	early := h.due.Before(s.next)
 	s.mu.Unlock()
-	if first {
+	if early {
 		s.poke()
 	}
 }
@@ -94,12 +97,12 @@ func (s *scheduler) run() {
 	defer timer.Stop()
 	for {
 		s.mu.Lock()
-		wait := time.Hour
+		s.next = time.Now().Add(time.Hour)
 		if len(s.queue) > 0 {
-			wait = time.Until(s.queue[0].due)
+			s.next = s.queue[0].due
 		}
+		timer.Reset(time.Until(s.next))
 		s.mu.Unlock()
-		timer.Reset(wait)
 		select {
 		case <-s.stop:
 			return

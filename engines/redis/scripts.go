@@ -14,19 +14,21 @@ import goredis "github.com/redis/go-redis/v9"
 // increasing even when a restart without persistence lost the counter
 // (unless one name was granted more than 1000 times a second for long).
 // Milliseconds keep tokens below 2^41, leaving the high bits to the
-// switcher's epoch. Strings, not Lua numbers, carry it: Lua would print
-// large numbers in exponent form.
+// switcher's epoch. Strings carry it: Lua prints large numbers in exponent
+// form unless told otherwise.
 var acquireScript = goredis.NewScript(`
 if redis.call('exists', KEYS[1]) == 1 then
   return {0, redis.call('pttl', KEYS[1])}
 end
-local t = redis.call('incr', KEYS[2])
+local token = redis.call('incr', KEYS[2])
 local now = redis.call('time')
 local floor = now[1] .. string.format('%03d', math.floor(tonumber(now[2]) / 1000))
-if t < tonumber(floor) then
+if token < tonumber(floor) then
   redis.call('set', KEYS[2], floor)
+  token = floor
+else
+  token = string.format('%d', token)
 end
-local token = redis.call('get', KEYS[2])
 redis.call('hset', KEYS[1], 'owner', ARGV[1], 'token', token)
 redis.call('pexpire', KEYS[1], ARGV[2])
 return {1, token}
