@@ -108,7 +108,9 @@
 //   - zk: the node source.path on source.servers, through
 //     switcher/zksource.
 //
-// Switcher.Source returns the running source; the etcd and zk ones
-// implement switcher.Setter. An unreachable etcd or zk source fails Open,
-// like an unreachable engine.
+// Switcher.Source returns the running source; all three implement
+// switcher.Setter. The file source's Set is SetActive: it rewrites the
+// file's top-level active key in place, keeping comments and layout, and
+// replaces the file atomically, so that every process watching it follows.
+// An unreachable etcd or zk source fails Open, like an unreachable engine.
 package config

@@ -24,20 +24,30 @@ const debounce = 100 * time.Millisecond
 // (editors replace files by rename, Kubernetes swaps a symlink), reads the
 // file again with a fresh viper after the events settle, and applies a
 // valid active that changed. A file that does not parse or validate is
-// logged and the last good configuration is kept.
+// logged and the last good configuration is kept. When path is a symbolic
+// link to a file in another directory, that directory is watched too, so
+// that an edit of the target in place (as Set makes) is seen.
+//
+// Set writes the file's active key (SetActive): every process watching the
+// file follows.
 type fileSource struct {
 	path string // absolute
 	log  *slog.Logger
 	w    *fsnotify.Watcher
 
-	last *Config // the last good configuration; owned by Watch
-	real string  // path with symlinks resolved, when last read
+	// Owned by Watch once it runs.
+	last    *Config // the last good configuration
+	real    string  // path with symlinks resolved, when last read
+	realDir string  // the directory of real, watched too; "" when it is path's
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
-var _ switcher.Source = (*fileSource)(nil)
+var (
+	_ switcher.Source = (*fileSource)(nil)
+	_ switcher.Setter = (*fileSource)(nil)
+)
 
 func newFileSource(c *Config, log *slog.Logger) (*fileSource, error) {
 	w, err := fsnotify.NewWatcher()
@@ -48,8 +58,44 @@ func newFileSource(c *Config, log *slog.Logger) (*fileSource, error) {
 		_ = w.Close()
 		return nil, fmt.Errorf("config: watch %s: %w", c.file, err)
 	}
-	real, _ := filepath.EvalSymlinks(c.file)
-	return &fileSource{path: c.file, log: log.With("source", "file", "file", c.file), w: w, last: c, real: real}, nil
+	f := &fileSource{path: c.file, log: log.With("source", "file", "file", c.file), w: w, last: c}
+	f.follow()
+	return f, nil
+}
+
+// Set makes engine the active engine of the file, in place and atomically
+// (see SetActive); this source, and that of every other process watching
+// the file, then switches to it. ctx is only checked first: a local file
+// write does not wait on anything that a context could end.
+func (f *fileSource) Set(ctx context.Context, engine string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("config: set active in %s: %w", f.path, err)
+	}
+	return SetActive(f.path, engine)
+}
+
+// follow resolves the path's symbolic links again and watches the target's
+// directory when it is not the path's own.
+func (f *fileSource) follow() {
+	f.real, _ = filepath.EvalSymlinks(f.path)
+	dir := ""
+	if f.real != "" && filepath.Dir(f.real) != filepath.Dir(f.path) {
+		dir = filepath.Dir(f.real)
+	}
+	if dir == f.realDir {
+		return
+	}
+	if f.realDir != "" {
+		_ = f.w.Remove(f.realDir) // gone already when a symlink swap removed it
+	}
+	f.realDir = ""
+	if dir != "" {
+		if err := f.w.Add(dir); err != nil {
+			f.log.Warn("config: cannot watch the directory of the file's link target; edits of the target in place go unseen", "dir", dir, "err", err)
+			return
+		}
+		f.realDir = dir
+	}
 }
 
 // close stops the fsnotify watcher; Watch calls it on return, Switcher.Close
@@ -94,10 +140,10 @@ func (f *fileSource) Watch(ctx context.Context, apply func(switcher.Desired)) er
 }
 
 // relevant tells whether ev may have changed the file: a write or creation
-// of the file itself, or any change in the directory that makes the path
-// resolve to another file (a symlink swap).
+// of the file itself or of its link target, or any change in the directory
+// that makes the path resolve to another file (a symlink swap).
 func (f *fileSource) relevant(ev fsnotify.Event) bool {
-	if filepath.Clean(ev.Name) == f.path {
+	if name := filepath.Clean(ev.Name); name == f.path || name == f.real {
 		return ev.Has(fsnotify.Write) || ev.Has(fsnotify.Create)
 	}
 	real, err := filepath.EvalSymlinks(f.path)
@@ -106,7 +152,7 @@ func (f *fileSource) relevant(ev fsnotify.Event) bool {
 
 // reload reads the file and applies its active engine when it changed.
 func (f *fileSource) reload(apply func(switcher.Desired)) {
-	f.real, _ = filepath.EvalSymlinks(f.path)
+	f.follow()
 	c, err := load(f.path)
 	if err != nil {
 		f.log.Error("config: the changed file is not valid; keeping the last good configuration", "err", err)

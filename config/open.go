@@ -52,9 +52,9 @@ func (s *Switcher) NewLocker(name string, opts ...locker.Option) (locker.Locker,
 	return s.Switcher.NewLocker(name, all...)
 }
 
-// Source returns the watched source, nil with source.type none. The etcd
-// and zk sources implement switcher.Setter: Set flips every switcher of the
-// fleet.
+// Source returns the watched source, nil with source.type none. The file,
+// etcd and zk sources implement switcher.Setter: Set flips every switcher
+// watching the same file, key or node.
 func (s *Switcher) Source() switcher.Source { return s.source }
 
 // Close stops everything Open started: the switcher with its health

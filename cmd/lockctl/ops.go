@@ -176,6 +176,7 @@ func runUnlock(args []string, stdout, stderr io.Writer) error {
 func pickHeld(ctx context.Context, engines []locker.Engine, name, want string) (locker.Engine, locker.Holder, error) {
 	var found []locker.Engine
 	var holders []locker.Holder
+	var blind []string // engines that cannot be inspected
 	known := false
 	for _, e := range engines {
 		if want != "" && e.Name() != want {
@@ -184,6 +185,7 @@ func pickHeld(ctx context.Context, engines []locker.Engine, name, want string) (
 		known = true
 		in, ok := e.(inspector)
 		if !ok {
+			blind = append(blind, e.Name())
 			continue
 		}
 		info, err := in.Inspect(ctx, name)
@@ -197,6 +199,8 @@ func pickHeld(ctx context.Context, engines []locker.Engine, name, want string) (
 	switch {
 	case want != "" && !known:
 		return nil, locker.Holder{}, fmt.Errorf("--engine: unknown engine %q", want)
+	case len(found) == 0 && len(blind) > 0:
+		return nil, locker.Holder{}, fmt.Errorf("%q is not held on the engines that can be inspected (%s cannot be): %w", name, strings.Join(blind, ", "), locker.ErrNotHeld)
 	case len(found) == 0:
 		return nil, locker.Holder{}, fmt.Errorf("%q is not held: %w", name, locker.ErrNotHeld)
 	case len(found) > 1:

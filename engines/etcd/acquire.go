@@ -199,7 +199,7 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 		}
 		if !check && (w == nil || w.key != pred) {
 			stopWatch()
-			w = e.watch(ctx, pred, rev+1)
+			w = e.watch(pred, rev+1)
 		}
 		var events clientv3.WatchChan
 		if w != nil {
@@ -261,14 +261,15 @@ type watch struct {
 // stream; a watch ends with stop, not with the caller's context, and
 // requires a leader: a member cut off from its cluster cancels it instead of
 // going silent.
-func (e *Engine) watch(ctx context.Context, key string, rev int64) *watch {
+func (e *Engine) watch(key string, rev int64) *watch {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
 	// clientv3's Watch blocks until the stream takes the request, which a
-	// hung server never does: the caller's end must end that call too. Once
-	// it returns, only stop ends the watch.
-	detach := context.AfterFunc(ctx, cancel)
+	// hung server never does: the request timeout bounds that call too. It
+	// must not end sooner: a watch cancelled before etcd confirms it leaves
+	// the stream's goroutines running.
+	bound := time.AfterFunc(e.timeout, cancel)
 	events := e.watcher.Watch(wctx, key, clientv3.WithRev(rev), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
-	detach()
+	bound.Stop()
 	return &watch{key: key, events: events, cancel: cancel}
 }
 

@@ -101,6 +101,16 @@
 // base delay and a 500ms cap). Give the client every member's endpoint so
 // that it fails over when one dies.
 //
+// # Operations
+//
+// Inspect reports a name's holder and its queued waiters, first in line
+// first (owner ID, create revision as token, the time their lease has left),
+// with one range read and one TimeToLive per distinct lease. ForceUnlock
+// deletes the holder's key if it still has the create revision read (one
+// transaction), so the next waiter takes the lock; the forced-out owner
+// learns of it at its next renewal (Lost closes, Unlock returns
+// ErrLockLost). lockctl holders and lockctl unlock --force use them.
+//
 // # Errors
 //
 // Every round trip to etcd is bounded by WithRequestTimeout (default 5s):
