@@ -1,0 +1,119 @@
+// Package zk is the ZooKeeper lock engine of orthrus, over
+// github.com/go-zookeeper/zk (imported as gozk).
+//
+//	e, err := zk.New([]string{"zk1:2181", "zk2:2181", "zk3:2181"},
+//		zk.WithPrefix("/myapp/locks"), zk.WithSessionTimeout(10*time.Second))
+//	if err != nil { ... }            // errors.Is(err, locker.ErrUnavailable): no session in time
+//	defer e.Close()
+//	l, err := e.NewLocker("order/42")
+//
+// # The algorithm
+//
+// The engine owns one connection and one session; New waits for the session
+// (at most WithConnectTimeout, default 5s) and fails with an error wrapping
+// locker.ErrUnavailable when it does not come. Every lock name has a parent
+// node, <prefix>/<escaped name>, created as a container node that the server
+// deletes once it is empty (ZooKeeper 3.5.3 or later). An acquisition
+// creates an ephemeral sequential node "_c_<guid>-lock-<sequence>" under it,
+// with the owner ID as data. The lowest sequence holds the lock. Every other
+// node watches only the node just before its own, so a release wakes one
+// waiter (no herd effect) and waiters are served in the order they queued
+// (FIFO). TryLock creates its node, and deletes it again when it is not the
+// lowest. Re-entry is counted in the process and costs no round trip.
+//
+// Uncontended, a Lock and Unlock make the three requests of go-zookeeper's
+// own lock recipe (create, list, delete), and the listing is sent right
+// behind the create instead of after its reply.
+//
+// A create whose reply is lost with the connection may still have made the
+// node; the guid in the name lets the engine find its node after the
+// reconnection instead of leaving an orphan in the queue (Curator's
+// protected mode). A wait that is cancelled or times out deletes its node
+// before it returns, on a context of its own; nodes that cannot be deleted
+// within a quarter of a second (the ensemble is away) are deleted in the
+// background once it answers, or disappear with the session.
+//
+// # Liveness: the session
+//
+// ZooKeeper keeps no per-hold TTL: a hold lives as long as the engine's
+// session. The session timeout (WithSessionTimeout, default 10s, clamped by
+// the server into its [minSessionTimeout, maxSessionTimeout]) is how long a
+// dead or cut-off process keeps its holds. locker.WithTTL does not change
+// it, and no renewal traffic is sent: the client's pings keep the session,
+// and with it every hold, alive. locker.WithLease(d) is honoured: the node
+// is deleted, and Lost closes, when the lease ends.
+//
+// Lost closes when the session expires, and when the engine, disconnected,
+// has not heard from the ensemble for the session timeout: from then on the
+// server may have expired the session and granted the lock to another
+// owner, so the engine reports the loss without waiting for a reconnection
+// to confirm it (and deletes the node should the session have survived). A
+// disconnection shorter than that, to any server of the ensemble, keeps
+// every hold. After an expiry the client opens a new session for new
+// acquisitions on its own.
+//
+// Lost also closes when someone else deletes the hold's node (an operator,
+// say). The engine sets a watch on the node a third of the hold's TTL after
+// the grant (at once for a fixed lease): a deletion is reported then, and at
+// once afterwards. This, and nothing else, is what locker.WithTTL means
+// here; short holds so cost no watch.
+//
+// # Fencing tokens
+//
+// A hold's token is its node's czxid, the zxid of the transaction that
+// created it. zxids increase over the whole history of an ensemble, across
+// leader elections and across the deletion and re-creation of a lock's
+// parent, and the lowest node is always the oldest, so tokens increase with
+// every grant of a name. The create writes the parent's (empty) data in the
+// same transaction, so the parent's mzxid in the reply is the czxid, at no
+// extra round trip; the parent's data version counts the acquisitions.
+// Tokens are comparable only with tokens of the same ensemble, not with
+// tokens of another engine or of an ensemble rebuilt from scratch.
+//
+// # Names
+//
+// Any name locker.ValidateName accepts, up to locker.MaxNameLen bytes, is
+// one node name: '/', '%', the characters ZooKeeper rejects in paths
+// (control characters, U+007F-U+009F, U+D800-U+F8FF and so every character
+// beyond U+FFFF, U+FFF0-U+FFFF) are percent-encoded byte by byte, and so
+// are the dots of "." and "..". The mapping is injective: two names never
+// share a lock.
+//
+// # Access control
+//
+// WithAuth("digest", "user:password") authenticates the session; every node
+// the engine then creates, namespace included, gets the ACL "auth" with all
+// permissions (CREATOR_ALL_ACL), so that clients without those credentials
+// can neither read nor delete lock nodes. Without credentials nodes are
+// open to all.
+//
+// # Errors
+//
+// Calls fail with errors that wrap locker.ErrUnavailable when the ensemble
+// does not answer within the connect timeout (requests wait for a
+// reconnection meanwhile) or answers with an error (an ACL that denies
+// access, say); with locker.ErrClosed after Close; Unlock with
+// locker.ErrLockLost after a loss and locker.ErrNotHeld without a hold;
+// NewLocker with locker.ErrInvalidName or locker.ErrInvalidArgument.
+// Contention is never an error. LockCtx returns ctx.Err() when ctx ends
+// first. Ping reads the root node, within its context and the connect
+// timeout.
+//
+// # What is not guaranteed
+//
+// A process that stalls (a long GC pause, a frozen VM) past the session
+// timeout may act as a holder until it notices that Lost closed, while
+// another owner holds the lock: protect the resource with the tokens. A
+// one-shot watch that a cancelled waiter set on its predecessor stays on
+// the server until that node is deleted or the session ends.
+//
+// # Close
+//
+// Close releases the holds still held (their Lost channels close), stops
+// every goroutine the engine started and ends the session, which makes the
+// server delete whatever nodes remained. It is idempotent and bounded:
+// with an ensemble that does not answer it returns within about ten
+// seconds (five to try the releases, a few to end the session). An engine is not built over a caller's *gozk.Conn: it
+// needs the connection's event callback and dialer, which are set when the
+// connection is made.
+package zk

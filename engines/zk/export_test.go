@@ -1,0 +1,27 @@
+package zk
+
+import "context"
+
+// LockPath exposes the parent node of a lock to the tests.
+func (e *Engine) LockPath(name string) string { return e.lockPath(name) }
+
+// EscapeName exposes the name escaping to the tests.
+func EscapeName(name string) string { return escapeName(name) }
+
+// LegalRune exposes ZooKeeper's path character rule to the tests.
+func LegalRune(r rune) bool { return legalRune(r) }
+
+// FindOwn exposes the lookup of a protected node by its guid.
+func (e *Engine) FindOwn(ctx context.Context, parent, guid string) (string, error) {
+	return e.findOwn(ctx, parent, guid)
+}
+
+// SetAfterCreate installs a fault after every successful create; call it
+// before the engine is used.
+func (e *Engine) SetAfterCreate(f func(path string) error) { e.afterCreate = f }
+
+// SessionID is the engine's current session.
+func (e *Engine) SessionID() int64 { return e.conn.SessionID() }
+
+// ProtectedPrefix is the start of every lock node name.
+const ProtectedPrefix = protectedPrefix
