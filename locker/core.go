@@ -41,8 +41,11 @@ type Hold struct {
 	Owner string        // the owner ID of the Locker
 	TTL   time.Duration // lifetime without renewal
 	Renew bool          // false for a fixed lease
-	Token uint64        // fencing token, set by Acquire
-	State any           // engine-private, set by Acquire
+	// ReleaseTimeout bounds a release that no caller waits for (the end of
+	// a fixed lease).
+	ReleaseTimeout time.Duration
+	Token          uint64 // fencing token, set by Acquire
+	State          any    // engine-private, set by Acquire
 
 	lost     chan struct{}
 	lostOnce sync.Once
@@ -186,7 +189,7 @@ func (c *Core) expire(h *Hold) {
 	c.mu.Lock()
 	delete(c.holds, h)
 	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultReleaseTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), h.ReleaseTimeout)
 	defer cancel()
 	if err := c.backend.Release(ctx, h); err != nil && !errors.Is(err, ErrLockLost) {
 		c.log.Warn("locker: release after lease end failed", "name", h.Name, "err", err)

@@ -91,7 +91,7 @@ func (r *recorder) batchSizes() []int {
 }
 
 func newHold(name string, ttl time.Duration, renew bool) *Hold {
-	return &Hold{Name: name, TTL: ttl, Renew: renew, lost: make(chan struct{}), index: -1}
+	return &Hold{Name: name, TTL: ttl, Renew: renew, ReleaseTimeout: time.Second, lost: make(chan struct{}), index: -1}
 }
 
 func waitLost(t *testing.T, h *Hold, within time.Duration) {

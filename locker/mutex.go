@@ -96,8 +96,10 @@ func (m *mutex) acquire(ctx context.Context, wait bool) (bool, error) {
 		Owner: m.settings.Owner,
 		TTL:   m.settings.TTL,
 		Renew: m.settings.Renew,
-		lost:  make(chan struct{}),
-		index: -1,
+
+		ReleaseTimeout: m.settings.ReleaseTimeout,
+		lost:           make(chan struct{}),
+		index:          -1,
 	}
 	ok, err := m.core.backend.Acquire(ctx, h, wait)
 	if err != nil {
