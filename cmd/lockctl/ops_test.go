@@ -202,19 +202,7 @@ func testHolders(t *testing.T, path string, e locker.Engine) {
 	row := rowOf(out, e.Name())
 	in, inspectable := e.(inspector)
 	if !inspectable {
-		// TODO(zk Inspect): the zk engine does not implement Inspect and
-		// ForceUnlock yet; once it does, this branch goes and zk is checked
-		// as the others are (owner and token shown, unlock --force removes
-		// the hold).
-		if !strings.Contains(row, "cannot inspect") {
-			t.Errorf("lockctl holders row of %s = %q; want \"cannot inspect\"\n%s", e.Name(), row, out)
-		}
-		code, _, _ := lockctlRun(t, "", "unlock", "--force", "--yes", "--config", path, name)
-		if code == 0 {
-			t.Errorf("lockctl unlock of a hold on %s, which cannot be inspected: exit 0; want non-zero", e.Name())
-		}
-		checkHeld(t, l)
-		return
+		t.Fatalf("engine %s implements neither Inspect nor ForceUnlock; want both", e.Name())
 	}
 	f := strings.Fields(row)
 	if len(f) < 4 || f[1] != "holder" || f[2] != owner || f[3] != token {

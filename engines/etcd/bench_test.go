@@ -3,15 +3,13 @@ package etcd_test
 import (
 	"context"
 	"fmt"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
 // Benchmarks against etcd's own concurrency.Mutex over the same client and
@@ -19,8 +17,13 @@ import (
 
 func benchName(b *testing.B) string { return fmt.Sprintf("%s/%d", b.Name(), time.Now().UnixNano()) }
 
-// owner is one contender: a Lock and an Unlock.
+// owner is one contender: a Lock and an Unlock. It is the adapter that
+// makes a concurrency.Mutex, whose calls take a context, a
+// lockertest.Mutex.
 type owner struct{ lock, unlock func() error }
+
+func (o owner) Lock() error   { return o.lock() }
+func (o owner) Unlock() error { return o.unlock() }
 
 func orthrusOwners(b *testing.B, n int) []owner {
 	e := newEngine(b, newClient(b, endpoint))
@@ -86,49 +89,11 @@ func BenchmarkHandoff(b *testing.B) {
 		owners func(*testing.B, int) []owner
 	}{{"orthrus", orthrusOwners}, {"concurrency", concurrencyOwners}} {
 		b.Run(impl.name, func(b *testing.B) {
-			os := impl.owners(b, owners)
-			var (
-				mu       sync.Mutex
-				released time.Time // when the last holder began to unlock
-				samples  []time.Duration
-				left     atomic.Int64
-				wg       sync.WaitGroup
-			)
-			errs := make(chan error, owners)
-			left.Store(int64(b.N))
-			b.ResetTimer()
-			for _, o := range os {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for left.Add(-1) >= 0 {
-						if err := o.lock(); err != nil {
-							errs <- err
-							return
-						}
-						mu.Lock()
-						if !released.IsZero() {
-							samples = append(samples, time.Since(released))
-						}
-						released = time.Now()
-						mu.Unlock()
-						if err := o.unlock(); err != nil {
-							errs <- err
-							return
-						}
-					}
-				}()
+			ms := make([]lockertest.Mutex, owners)
+			for i, o := range impl.owners(b, owners) {
+				ms[i] = o
 			}
-			wg.Wait()
-			b.StopTimer()
-			close(errs)
-			for err := range errs {
-				b.Fatal(err)
-			}
-			if len(samples) > 0 {
-				slices.Sort(samples)
-				b.ReportMetric(float64(samples[len(samples)/2])/float64(time.Millisecond), "handoff-ms")
-			}
+			lockertest.Handoff(b, ms)
 		})
 	}
 }

@@ -87,6 +87,18 @@
 // can neither read nor delete lock nodes. Without credentials nodes are
 // open to all.
 //
+// # Operations
+//
+// Inspect reports a name's holder and its queued waiters, first in line
+// first (owner ID, czxid as token, TTL 0: the session keeps a hold), with
+// one listing of the lock's nodes and one read per node, in parallel.
+// ForceUnlock deletes the lowest node if it still has the version read, so
+// the next waiter takes the lock; the forced-out owner's engine learns of
+// it from its watch on the node, or, for a renewed hold younger than a
+// third of its TTL, as it sets that watch (Lost closes, Unlock returns
+// ErrLockLost). Both are bounded by their context and the connect timeout.
+// lockctl holders and lockctl unlock --force use them.
+//
 // # Errors
 //
 // Calls fail with errors that wrap locker.ErrUnavailable when the ensemble
