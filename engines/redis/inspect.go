@@ -14,7 +14,7 @@ import (
 // does not queue waiters: they are counted as subscribers of the name's
 // wake-up channel.
 func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, error) {
-	if err := locker.ValidateName(name); err != nil {
+	if err := e.checkOperation(name); err != nil {
 		return locker.Inspection{}, err
 	}
 	k := e.keysFor(name)
@@ -59,7 +59,7 @@ func (e *Engine) subscribers(ctx context.Context, channel string) (int, error) {
 // free. The owner learns of it at its next renewal (Lost closes). For
 // operators clearing a stuck hold.
 func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, error) {
-	if err := locker.ValidateName(name); err != nil {
+	if err := e.checkOperation(name); err != nil {
 		return locker.Holder{}, err
 	}
 	k := e.keysFor(name)
@@ -74,4 +74,16 @@ func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, e
 	tok, _ := v[1].(string)
 	token, _ := strconv.ParseUint(tok, 10, 64)
 	return locker.Holder{Owner: owner, Token: token}, nil
+}
+
+// checkOperation refuses an operator call with a bad name or on a closed
+// engine.
+func (e *Engine) checkOperation(name string) error {
+	if err := locker.ValidateName(name); err != nil {
+		return err
+	}
+	if e.core.Closed() {
+		return fmt.Errorf("redis: %w", locker.ErrClosed)
+	}
+	return nil
 }

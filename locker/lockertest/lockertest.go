@@ -61,6 +61,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Names", testNames},
 		{"BadOptions", testBadOptions},
 		{"Closed", testClosed},
+		{"Inspect", testInspect},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
