@@ -149,7 +149,8 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 		}
 	}()
 
-	started, err := startEngines(ctx, c, log)
+	started, errs := startEngines(ctx, c, log)
+	err = errors.Join(errs...)
 	engines := make([]locker.Engine, 0, len(started))
 	var clients []func() error
 	for _, s := range started {
@@ -245,9 +246,9 @@ type started struct {
 
 func noop() error { return nil }
 
-// startEngines starts every engine in parallel. On error, the engines that
-// did start are returned too, for the caller to close.
-func startEngines(ctx context.Context, c *Config, log *slog.Logger) ([]started, error) {
+// startEngines starts every engine in parallel and returns, per engine,
+// the started engine or its error; the caller closes what started.
+func startEngines(ctx context.Context, c *Config, log *slog.Logger) ([]started, []error) {
 	out := make([]started, len(c.Engines))
 	errs := make([]error, len(c.Engines))
 	var wg sync.WaitGroup
@@ -263,7 +264,29 @@ func startEngines(ctx context.Context, c *Config, log *slog.Logger) ([]started, 
 		})
 	}
 	wg.Wait()
-	return out, errors.Join(errs...)
+	return out, errs
+}
+
+// Probe starts every engine of cfg on its own, pings it and closes it
+// again, and returns one result per engine, in order: nil when it
+// answered. It is for operator tools that must report while an engine is
+// down, when Open fails.
+func Probe(ctx context.Context, cfg *Config) ([]error, error) {
+	if cfg == nil {
+		return nil, fmt.Errorf("config: Probe: %w: cfg is nil", locker.ErrInvalidArgument)
+	}
+	c := cfg.clone()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	c.setDefaults()
+	started, errs := startEngines(ctx, c, slog.New(slog.DiscardHandler))
+	for _, s := range started {
+		if s.engine != nil {
+			_ = closeQuietly(s.engine.Close, s.closeClient)
+		}
+	}
+	return errs, nil
 }
 
 // unavailable makes sure a failure to reach a server wraps ErrUnavailable.

@@ -26,13 +26,17 @@ type inspector interface {
 // opTimeout bounds every operation command.
 const opTimeout = 15 * time.Second
 
+func loadConfig(path string) (*config.Config, error) {
+	if path == "" {
+		return nil, errors.New("--config: required, the path of a YAML, TOML or JSON config file")
+	}
+	return config.Load(path)
+}
+
 // withConfig loads and opens the --config file, runs fn within opTimeout
 // and closes everything again.
 func withConfig(path string, fn func(ctx context.Context, sw *config.Switcher) error) error {
-	if path == "" {
-		return errors.New("--config: required, the path of a YAML, TOML or JSON config file")
-	}
-	cfg, err := config.Load(path)
+	cfg, err := loadConfig(path)
 	if err != nil {
 		return err
 	}
@@ -55,25 +59,59 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return errors.New("status takes no arguments, only --config")
 	}
-	return withConfig(*path, func(ctx context.Context, sw *config.Switcher) error {
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ENGINE\tCURRENT\tBREAKER\tHEALTH")
-		engines := sw.Engines()
-		for i, st := range sw.States() {
-			health := "ok"
-			pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
-			if err := engines[i].Ping(pctx); err != nil {
-				health = "failing: " + err.Error()
-			}
-			pcancel()
-			current := ""
-			if st.Current {
-				current = "*"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", st.Name, current, st.Breaker, health)
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	sw, err := config.Open(ctx, cfg)
+	if errors.Is(err, locker.ErrUnavailable) {
+		return degradedStatus(ctx, cfg, err, stdout)
+	}
+	if err != nil {
+		return err
+	}
+	defer sw.Close()
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ENGINE\tCURRENT\tBREAKER\tHEALTH")
+	engines := sw.Engines()
+	for i, st := range sw.States() {
+		health := "ok"
+		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+		if err := engines[i].Ping(pctx); err != nil {
+			health = "failing: " + err.Error()
 		}
-		return tw.Flush()
-	})
+		pcancel()
+		current := ""
+		if st.Current {
+			current = "*"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", st.Name, current, st.Breaker, health)
+	}
+	return tw.Flush()
+}
+
+// degradedStatus reports each engine's health when an unreachable one
+// kept the switcher from starting: the moment an operator most needs it.
+func degradedStatus(ctx context.Context, cfg *config.Config, openErr error, stdout io.Writer) error {
+	errs, err := config.Probe(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ENGINE\tCURRENT\tBREAKER\tHEALTH")
+	for i, e := range cfg.Engines {
+		health := "ok"
+		if errs[i] != nil {
+			health = "failing: " + errs[i].Error()
+		}
+		fmt.Fprintf(tw, "%s\t?\t-\t%s\n", e.Name, health)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return fmt.Errorf("no switcher could start, so current and breakers are unknown: %w", openErr)
 }
 
 func runHolders(args []string, stdout, stderr io.Writer) error {

@@ -263,3 +263,33 @@ func checkHeld(t *testing.T, l locker.Locker) {
 	default:
 	}
 }
+
+// With an engine down no switcher can start, and status still reports
+// each engine's health, exiting non-zero.
+func TestStatusWithAnEngineDown(t *testing.T) {
+	up := testserver.Redis(t)
+	down := testserver.Redis(t)
+	if err := down.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	path := writeOpsConfig(t, "up", []string{
+		fmt.Sprintf(`{name: up, type: redis, addrs: [%q]}`, up.Addr()),
+		fmt.Sprintf(`{name: down, type: redis, addrs: [%q], dial_timeout: 300ms}`, down.Addr()),
+	})
+	code, out, errOut := lockctlRun(t, "", "status", "--config", path)
+	if code == 0 {
+		t.Errorf("lockctl status with an engine down exited 0; want non-zero")
+	}
+	lines := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			lines[f[0]] = l
+		}
+	}
+	if !strings.Contains(lines["up"], " ok") || !strings.Contains(lines["down"], "failing") {
+		t.Errorf("status rows:\n%s\nwant up ok and down failing", out)
+	}
+	if !strings.Contains(errOut, "no switcher could start") {
+		t.Errorf("stderr %q; want it to say why current and breakers are unknown", errOut)
+	}
+}
