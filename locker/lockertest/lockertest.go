@@ -1,6 +1,23 @@
 // Package lockertest is the conformance suite every orthrus engine, and the
 // switcher, must pass, in the spirit of testing/fstest: one Run call, one
 // subtest per property of the locker contract, against real servers.
+//
+// Each subtest has a watchdog (a hang fails with every goroutine's stack)
+// and checks that no goroutine outlives it. Engines that implement
+// Inspector also get their operator calls checked. Handoff is the
+// contended benchmark, run on an engine and on its native peer alike.
+//
+//	func TestConformance(t *testing.T) {
+//		client := goredis.NewClient(&goredis.Options{Addr: addr})
+//		defer client.Close()
+//		lockertest.Run(t, func(t *testing.T) lockertest.Harness {
+//			e, err := redis.New(client)
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			return lockertest.Harness{Engine: e}
+//		})
+//	}
 package lockertest
 
 import (
