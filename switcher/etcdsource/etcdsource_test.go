@@ -15,8 +15,8 @@ import (
 	"github.com/orthrus-go/orthrus/internal/testmain"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
-	"github.com/orthrus-go/orthrus/switcher"
 	"github.com/orthrus-go/orthrus/switcher/etcdsource"
+	"github.com/orthrus-go/orthrus/switcher/sourcetest"
 )
 
 // endpoint is the etcd shared by the tests and examples; tests that break
@@ -62,72 +62,6 @@ func newSource(t testing.TB, c *clientv3.Client, key string) *etcdsource.Source 
 	return src
 }
 
-// recorder runs Watch in a goroutine and records what it applies.
-type recorder struct {
-	mu     sync.Mutex
-	got    []switcher.Desired
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
-}
-
-func watch(t *testing.T, src switcher.Source) *recorder {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &recorder{cancel: cancel, done: make(chan error, 1)}
-	go func() {
-		r.done <- src.Watch(ctx, func(d switcher.Desired) {
-			r.mu.Lock()
-			r.got = append(r.got, d)
-			r.mu.Unlock()
-		})
-	}()
-	t.Cleanup(func() { r.stop(t) })
-	return r
-}
-
-// stop cancels the watch and checks that it returns nil promptly. Only the
-// first call does anything.
-func (r *recorder) stop(t *testing.T) {
-	t.Helper()
-	r.once.Do(func() {
-		r.cancel()
-		select {
-		case err := <-r.done:
-			if err != nil {
-				t.Errorf("Watch() = %v; want nil after cancel", err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Errorf("Watch did not return within 5s of cancel")
-		}
-	})
-}
-
-func (r *recorder) last() (switcher.Desired, int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.got) == 0 {
-		return switcher.Desired{}, 0
-	}
-	return r.got[len(r.got)-1], len(r.got)
-}
-
-// waitFor polls until the last applied value is engine, within d.
-func (r *recorder) waitFor(t *testing.T, engine string, d time.Duration) switcher.Desired {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		got, n := r.last()
-		if n > 0 && got.Engine == engine {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("last applied = %+v (%d calls); want engine %q within %v", got, n, engine, d)
-		}
-		time.Sleep(5 * time.Millisecond) // polling with a deadline
-	}
-}
-
 func put(t *testing.T, c *clientv3.Client, key, value string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -160,13 +94,13 @@ func TestAppliesOnStartAndChange(t *testing.T) {
 	c := newClient(t, endpoint)
 	key := "/test/" + t.Name()
 	put(t, c, key, "redis")
-	r := watch(t, newSource(t, c, key))
-	got := r.waitFor(t, "redis", 5*time.Second)
+	r := sourcetest.Watch(t, newSource(t, c, key))
+	got := r.WaitFor(t, "redis", 5*time.Second)
 	if got.Epoch != 1 {
 		t.Errorf("first value: Epoch = %d; want 1 (the key's version)", got.Epoch)
 	}
 	put(t, c, key, " zk\n")
-	got = r.waitFor(t, "zk", time.Second)
+	got = r.WaitFor(t, "zk", time.Second)
 	if got.Epoch != 2 {
 		t.Errorf("second value: Epoch = %d; want 2", got.Epoch)
 	}
@@ -176,13 +110,13 @@ func TestWaitsForMissingKey(t *testing.T) {
 	c := newClient(t, endpoint)
 	key := "/test/" + t.Name()
 	src := newSource(t, c, key)
-	r := watch(t, src)
+	r := sourcetest.Watch(t, src)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := src.Set(ctx, "etcd"); err != nil {
 		t.Fatalf("Set() = %v", err)
 	}
-	if got := r.waitFor(t, "etcd", time.Second); got.Epoch != 1 {
+	if got := r.WaitFor(t, "etcd", time.Second); got.Epoch != 1 {
 		t.Errorf("Epoch = %d; want 1", got.Epoch)
 	}
 }
@@ -191,8 +125,8 @@ func TestDeleteAndEmptyAreIgnored(t *testing.T) {
 	c := newClient(t, endpoint)
 	key := "/test/" + t.Name()
 	put(t, c, key, "redis")
-	r := watch(t, newSource(t, c, key))
-	r.waitFor(t, "redis", 5*time.Second)
+	r := sourcetest.Watch(t, newSource(t, c, key))
+	r.WaitFor(t, "redis", 5*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := c.Delete(ctx, key); err != nil {
@@ -200,22 +134,20 @@ func TestDeleteAndEmptyAreIgnored(t *testing.T) {
 	}
 	put(t, c, key, "  ")
 	put(t, c, key, "zk")
-	r.waitFor(t, "zk", time.Second)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.got) != 2 {
-		t.Errorf("applied %+v; want exactly redis then zk", r.got)
+	r.WaitFor(t, "zk", time.Second)
+	if got := r.Applied(); len(got) != 2 {
+		t.Errorf("applied %+v; want exactly redis then zk", got)
 	}
 }
 
 func TestThreeSourcesFollowOneSet(t *testing.T) {
 	key := "/test/" + t.Name()
-	var recs []*recorder
+	var recs []*sourcetest.Recorder
 	var srcs []*etcdsource.Source
 	for range 3 {
 		src := newSource(t, newClient(t, endpoint), key)
 		srcs = append(srcs, src)
-		recs = append(recs, watch(t, src))
+		recs = append(recs, sourcetest.Watch(t, src))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -224,7 +156,7 @@ func TestThreeSourcesFollowOneSet(t *testing.T) {
 	}
 	var epochs []uint64
 	for _, r := range recs {
-		epochs = append(epochs, r.waitFor(t, "secondary", time.Second).Epoch)
+		epochs = append(epochs, r.WaitFor(t, "secondary", time.Second).Epoch)
 	}
 	// Set does not validate: an unknown name reaches every watcher, and the
 	// switcher is the one that ignores it.
@@ -232,7 +164,7 @@ func TestThreeSourcesFollowOneSet(t *testing.T) {
 		t.Fatalf("Set(unknown) = %v; want nil", err)
 	}
 	for i, r := range recs {
-		r.waitFor(t, "no-such-engine", time.Second)
+		r.WaitFor(t, "no-such-engine", time.Second)
 		if epochs[i] != epochs[0] {
 			t.Errorf("source %d reached epoch %d; source 0 reached %d", i, epochs[i], epochs[0])
 		}
@@ -266,8 +198,8 @@ func TestSurvivesRestart(t *testing.T) {
 	c := newClient(t, srv.Addr())
 	key := "/test/restart"
 	put(t, c, key, "a")
-	r := watch(t, newSource(t, c, key))
-	r.waitFor(t, "a", 5*time.Second)
+	r := sourcetest.Watch(t, newSource(t, c, key))
+	r.WaitFor(t, "a", 5*time.Second)
 	if err := srv.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +207,7 @@ func TestSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	put(t, c, key, "b")
-	r.waitFor(t, "b", 10*time.Second)
+	r.WaitFor(t, "b", 10*time.Second)
 }
 
 // TestRecoversFromCompaction: a watch that starts from a compacted revision
@@ -306,6 +238,6 @@ func TestRecoversFromCompaction(t *testing.T) {
 			}
 		})
 	})
-	r := watch(t, src)
-	r.waitFor(t, "b", 5*time.Second)
+	r := sourcetest.Watch(t, src)
+	r.WaitFor(t, "b", 5*time.Second)
 }

@@ -3,7 +3,6 @@ package zksource_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,7 +11,7 @@ import (
 	"github.com/orthrus-go/orthrus/internal/testmain"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
-	"github.com/orthrus-go/orthrus/switcher"
+	"github.com/orthrus-go/orthrus/switcher/sourcetest"
 	"github.com/orthrus-go/orthrus/switcher/zksource"
 )
 
@@ -72,71 +71,6 @@ func newSource(t testing.TB, conn *gozk.Conn, path string) *zksource.Source {
 	return src
 }
 
-// recorder runs Watch in a goroutine and records what it applies.
-type recorder struct {
-	mu     sync.Mutex
-	got    []switcher.Desired
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
-}
-
-func watch(t *testing.T, src switcher.Source) *recorder {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &recorder{cancel: cancel, done: make(chan error, 1)}
-	go func() {
-		r.done <- src.Watch(ctx, func(d switcher.Desired) {
-			r.mu.Lock()
-			r.got = append(r.got, d)
-			r.mu.Unlock()
-		})
-	}()
-	// Registered after connect's cleanup, so it runs before the
-	// connection is closed.
-	t.Cleanup(func() { r.stop(t) })
-	return r
-}
-
-// stop cancels the watch and checks that it returns nil promptly. Only the
-// first call does anything.
-func (r *recorder) stop(t *testing.T) {
-	t.Helper()
-	r.once.Do(func() {
-		r.cancel()
-		select {
-		case err := <-r.done:
-			if err != nil {
-				t.Errorf("Watch() = %v; want nil after cancel", err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Errorf("Watch did not return within 5s of cancel")
-		}
-	})
-}
-
-func (r *recorder) snapshot() []switcher.Desired {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]switcher.Desired(nil), r.got...)
-}
-
-// waitFor polls until the last applied value is engine, within d.
-func (r *recorder) waitFor(t *testing.T, engine string, d time.Duration) switcher.Desired {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		got := r.snapshot()
-		if n := len(got); n > 0 && got[n-1].Engine == engine {
-			return got[n-1]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("applied %+v; want the last to be engine %q within %v", got, engine, d)
-		}
-		time.Sleep(5 * time.Millisecond) // polling with a deadline
-	}
-}
-
 func set(t *testing.T, src *zksource.Source, engine string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -176,14 +110,14 @@ func TestAppliesOnStartAndChange(t *testing.T) {
 	path := "/test/" + t.Name() + "/active"
 	src := newSource(t, conn, path)
 	set(t, src, "redis") // creates /test and /test/<name>
-	r := watch(t, src)
-	if got := r.waitFor(t, "redis", 5*time.Second); got.Epoch != 1 {
+	r := sourcetest.Watch(t, src)
+	if got := r.WaitFor(t, "redis", 5*time.Second); got.Epoch != 1 {
 		t.Errorf("first value: Epoch = %d; want 1 (version 0 + 1)", got.Epoch)
 	}
 	if _, err := conn.Set(path, []byte(" zk\n"), -1); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.waitFor(t, "zk", time.Second); got.Epoch != 2 {
+	if got := r.WaitFor(t, "zk", time.Second); got.Epoch != 2 {
 		t.Errorf("second value: Epoch = %d; want 2", got.Epoch)
 	}
 }
@@ -191,9 +125,9 @@ func TestAppliesOnStartAndChange(t *testing.T) {
 func TestWaitsForMissingNode(t *testing.T) {
 	conn := connect(t, zkAddr)
 	src := newSource(t, conn, "/test/"+t.Name())
-	r := watch(t, src)
+	r := sourcetest.Watch(t, src)
 	set(t, src, "etcd")
-	if got := r.waitFor(t, "etcd", time.Second); got.Epoch != 1 {
+	if got := r.WaitFor(t, "etcd", time.Second); got.Epoch != 1 {
 		t.Errorf("Epoch = %d; want 1", got.Epoch)
 	}
 }
@@ -203,8 +137,8 @@ func TestDeleteAndEmptyAreIgnored(t *testing.T) {
 	path := "/test/" + t.Name()
 	src := newSource(t, conn, path)
 	set(t, src, "redis")
-	r := watch(t, src)
-	r.waitFor(t, "redis", 5*time.Second)
+	r := sourcetest.Watch(t, src)
+	r.WaitFor(t, "redis", 5*time.Second)
 	if err := conn.Delete(path, -1); err != nil {
 		t.Fatal(err)
 	}
@@ -214,31 +148,31 @@ func TestDeleteAndEmptyAreIgnored(t *testing.T) {
 	if _, err := conn.Set(path, []byte("zk"), -1); err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(t, "zk", time.Second)
-	if got := r.snapshot(); len(got) != 2 {
+	r.WaitFor(t, "zk", time.Second)
+	if got := r.Applied(); len(got) != 2 {
 		t.Errorf("applied %+v; want exactly redis then zk", got)
 	}
 }
 
 func TestThreeSourcesFollowOneSet(t *testing.T) {
 	path := "/test/" + t.Name()
-	var recs []*recorder
+	var recs []*sourcetest.Recorder
 	var srcs []*zksource.Source
 	for range 3 {
 		src := newSource(t, connect(t, zkAddr), path)
 		srcs = append(srcs, src)
-		recs = append(recs, watch(t, src))
+		recs = append(recs, sourcetest.Watch(t, src))
 	}
 	set(t, srcs[0], "secondary")
 	var epochs []uint64
 	for _, r := range recs {
-		epochs = append(epochs, r.waitFor(t, "secondary", time.Second).Epoch)
+		epochs = append(epochs, r.WaitFor(t, "secondary", time.Second).Epoch)
 	}
 	// Set does not validate: an unknown name reaches every watcher, and the
 	// switcher is the one that ignores it.
 	set(t, srcs[1], "no-such-engine")
 	for i, r := range recs {
-		r.waitFor(t, "no-such-engine", time.Second)
+		r.WaitFor(t, "no-such-engine", time.Second)
 		if epochs[i] != epochs[0] {
 			t.Errorf("source %d reached epoch %d; source 0 reached %d", i, epochs[i], epochs[0])
 		}
@@ -277,8 +211,8 @@ func TestSurvivesRestart(t *testing.T) {
 	conn := connect(t, srv.Addr())
 	src := newSource(t, conn, "/restart")
 	set(t, src, "a")
-	r := watch(t, src)
-	r.waitFor(t, "a", 5*time.Second)
+	r := sourcetest.Watch(t, src)
+	r.WaitFor(t, "a", 5*time.Second)
 	if err := srv.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -287,9 +221,9 @@ func TestSurvivesRestart(t *testing.T) {
 	}
 	other := newSource(t, connect(t, srv.Addr()), "/restart")
 	set(t, other, "b")
-	r.waitFor(t, "b", 10*time.Second)
+	r.WaitFor(t, "b", 10*time.Second)
 	if err := srv.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	r.stop(t) // on a dead server: must still return promptly
+	r.Stop(t) // on a dead server: must still return promptly
 }
