@@ -154,11 +154,11 @@ func (c *Core) Close(ctx context.Context) error {
 
 // granted records a new hold and schedules its renewal or lease end. It
 // reports false, having released the hold, when the engine closed meanwhile.
-func (c *Core) granted(h *Hold, releaseTimeout time.Duration) bool {
+func (c *Core) granted(h *Hold) bool {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), h.ReleaseTimeout)
 		defer cancel()
 		_ = c.backend.Release(ctx, h)
 		return false

@@ -2,22 +2,17 @@ package locker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
-	"time"
 )
 
 // mutex is the Locker every engine returns: one owner, counted re-entry,
 // one hold at a time.
 type mutex struct {
+	*Front
 	core     *Core
 	name     string
 	settings Settings
-
-	// turn serialises the outermost acquisitions of this owner, so that two
-	// goroutines sharing the Locker never queue twice on the engine.
-	turn chan struct{}
 
 	mu    sync.Mutex
 	count int
@@ -30,63 +25,13 @@ var (
 )
 
 func newMutex(c *Core, name string, s Settings) *mutex {
-	return &mutex{core: c, name: name, settings: s, turn: make(chan struct{}, 1)}
+	m := &mutex{core: c, name: name, settings: s}
+	m.Front = NewFront(name, m.reenter, m.take)
+	return m
 }
 
-func (m *mutex) Lock() error { return m.LockCtx(context.Background()) }
-
-func (m *mutex) LockCtx(ctx context.Context) error {
-	if ctx == nil {
-		return fmt.Errorf("%w: LockCtx(%q): nil context", ErrInvalidArgument, m.name)
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	_, err := m.acquire(ctx, true)
-	return err
-}
-
-func (m *mutex) TryLock() (bool, error) {
-	return m.acquire(context.Background(), false)
-}
-
-func (m *mutex) TryLockTimeout(wait time.Duration) (bool, error) {
-	if wait <= 0 {
-		return false, fmt.Errorf("%w: TryLockTimeout(%q): wait must be positive, got %v (use TryLock for one attempt)", ErrInvalidArgument, m.name, wait)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	ok, err := m.acquire(ctx, true)
-	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-		return false, nil
-	}
-	return ok, err
-}
-
-// acquire re-enters a live hold or takes a new one. With wait false it
-// neither waits for the engine nor for another goroutine of this owner.
-func (m *mutex) acquire(ctx context.Context, wait bool) (bool, error) {
-	if ok, err := m.reenter(); ok || err != nil {
-		return ok, err
-	}
-	if wait {
-		select {
-		case m.turn <- struct{}{}:
-		case <-ctx.Done():
-			return false, ctx.Err()
-		}
-	} else {
-		select {
-		case m.turn <- struct{}{}:
-		default:
-			return false, nil // this owner is already acquiring
-		}
-	}
-	defer func() { <-m.turn }()
-	// Another goroutine of this owner may have taken it while we queued.
-	if ok, err := m.reenter(); ok || err != nil {
-		return ok, err
-	}
+// take makes the outermost acquisition: a new hold on the engine.
+func (m *mutex) take(ctx context.Context, wait bool) (bool, error) {
 	if err := m.core.checkOpen(); err != nil {
 		return false, err
 	}
@@ -111,7 +56,7 @@ func (m *mutex) acquire(ctx context.Context, wait bool) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	if !m.core.granted(h, m.settings.ReleaseTimeout) {
+	if !m.core.granted(h) {
 		return false, m.core.checkOpen()
 	}
 	m.mu.Lock()

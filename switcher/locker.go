@@ -40,15 +40,17 @@ func (s *Switcher) NewLocker(name string, opts ...locker.Option) (locker.Locker,
 	}
 	// One owner on every engine: the same owner ID everywhere.
 	opts = append(append([]locker.Option(nil), opts...), locker.WithOwner(st.Owner))
-	return &switchLocker{s: s, name: name, opts: opts, inner: make([]locker.Locker, len(s.members)), turn: make(chan struct{}, 1)}, nil
+	l := &switchLocker{s: s, name: name, opts: opts, inner: make([]locker.Locker, len(s.members))}
+	l.Front = locker.NewFront(name, l.reenter, l.take)
+	return l, nil
 }
 
 // switchLocker is one owner's Locker across the engines of a switcher.
 type switchLocker struct {
+	*locker.Front
 	s    *Switcher
 	name string
 	opts []locker.Option
-	turn chan struct{} // serialises outermost acquisitions
 
 	mu     sync.Mutex
 	inner  []locker.Locker // per engine, made on first use
@@ -61,34 +63,6 @@ var (
 	_ locker.Locker = (*switchLocker)(nil)
 	_ locker.Lease  = (*switchLocker)(nil)
 )
-
-func (l *switchLocker) Lock() error { return l.LockCtx(context.Background()) }
-
-func (l *switchLocker) LockCtx(ctx context.Context) error {
-	if ctx == nil {
-		return fmt.Errorf("%w: LockCtx(%q): nil context", locker.ErrInvalidArgument, l.name)
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	_, err := l.acquire(ctx, true)
-	return err
-}
-
-func (l *switchLocker) TryLock() (bool, error) { return l.acquire(context.Background(), false) }
-
-func (l *switchLocker) TryLockTimeout(wait time.Duration) (bool, error) {
-	if wait <= 0 {
-		return false, fmt.Errorf("%w: TryLockTimeout(%q): wait must be positive, got %v (use TryLock for one attempt)", locker.ErrInvalidArgument, l.name, wait)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	ok, err := l.acquire(ctx, true)
-	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-		return false, nil
-	}
-	return ok, err
-}
 
 // innerFor returns this owner's Locker on engine i.
 func (l *switchLocker) innerFor(i int) (locker.Locker, error) {
@@ -122,28 +96,9 @@ func (l *switchLocker) reenter() (bool, error) {
 	return true, nil
 }
 
-func (l *switchLocker) acquire(ctx context.Context, wait bool) (bool, error) {
-	if ok, err := l.reenter(); ok || err != nil {
-		return ok, err
-	}
-	if wait {
-		select {
-		case l.turn <- struct{}{}:
-		case <-ctx.Done():
-			return false, ctx.Err()
-		}
-	} else {
-		select {
-		case l.turn <- struct{}{}:
-		default:
-			return false, nil // this owner is already acquiring
-		}
-	}
-	defer func() { <-l.turn }()
-	if ok, err := l.reenter(); ok || err != nil {
-		return ok, err
-	}
-
+// take makes the outermost acquisition on the engine current now, and
+// goes again on the next current engine when that one fails.
+func (l *switchLocker) take(ctx context.Context, wait bool) (bool, error) {
 	s := l.s
 	var outage time.Time // since when no engine has been usable
 	for attempt := 0; ; attempt++ {

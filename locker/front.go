@@ -1,0 +1,88 @@
+package locker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Front implements Lock, LockCtx, TryLock and TryLockTimeout for one owner
+// over two steps the owner supplies, so that every Locker (the engines'
+// and the switcher's) keeps the context contract in one place:
+//
+//   - reenter counts one more hold when the owner already holds the lock;
+//   - take makes an outermost acquisition, waiting until ctx is done or not.
+//
+// Outermost acquisitions of one owner are serialised, so that two
+// goroutines sharing a Locker never queue twice; TryLock does not wait for
+// another goroutine's acquisition and reports false instead.
+type Front struct {
+	name    string
+	reenter func() (bool, error)
+	take    func(ctx context.Context, wait bool) (bool, error)
+	turn    chan struct{}
+}
+
+// NewFront returns the acquisition methods of the owner of lock name.
+func NewFront(name string, reenter func() (bool, error), take func(ctx context.Context, wait bool) (bool, error)) *Front {
+	return &Front{name: name, reenter: reenter, take: take, turn: make(chan struct{}, 1)}
+}
+
+// Lock blocks until the lock is held.
+func (f *Front) Lock() error { return f.LockCtx(context.Background()) }
+
+// LockCtx blocks until the lock is held or ctx is done, when it returns
+// ctx.Err().
+func (f *Front) LockCtx(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: LockCtx(%q): nil context", ErrInvalidArgument, f.name)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_, err := f.acquire(ctx, true)
+	return err
+}
+
+// TryLock makes one attempt: (false, nil) when another owner holds the lock.
+func (f *Front) TryLock() (bool, error) { return f.acquire(context.Background(), false) }
+
+// TryLockTimeout waits at most wait: (false, nil) when it ran out.
+func (f *Front) TryLockTimeout(wait time.Duration) (bool, error) {
+	if wait <= 0 {
+		return false, fmt.Errorf("%w: TryLockTimeout(%q): wait must be positive, got %v (use TryLock for one attempt)", ErrInvalidArgument, f.name, wait)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	ok, err := f.acquire(ctx, true)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		return false, nil
+	}
+	return ok, err
+}
+
+func (f *Front) acquire(ctx context.Context, wait bool) (bool, error) {
+	if ok, err := f.reenter(); ok || err != nil {
+		return ok, err
+	}
+	if wait {
+		select {
+		case f.turn <- struct{}{}:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	} else {
+		select {
+		case f.turn <- struct{}{}:
+		default:
+			return false, nil // this owner is already acquiring
+		}
+	}
+	defer func() { <-f.turn }()
+	// Another goroutine of this owner may have taken it while we queued.
+	if ok, err := f.reenter(); ok || err != nil {
+		return ok, err
+	}
+	return f.take(ctx, wait)
+}
