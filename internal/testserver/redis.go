@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -48,30 +47,9 @@ func NewRedis(opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	var s *Server
-	err = retry(func() error {
-		root, owned, err := o.mkRoot("redis")
-		if err != nil {
-			return err
-		}
-		ports, err := freePorts(1)
-		if err == nil {
-			s, err = newRedisServer(root, owned, bin, ports[0], o)
-		}
-		if err == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
-			err = launch(ctx, []*Server{s})
-			cancel()
-		}
-		if err != nil {
-			os.RemoveAll(root)
-		}
-		return err
+	return startSingle(o, "redis", func(root string, owned bool, port int) (*Server, error) {
+		return newRedisServer(root, owned, bin, port, o)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
 }
 
 // NewRedisCluster starts masters cluster-enabled redis-server nodes with 0

@@ -338,6 +338,36 @@ func (s *Server) Restart() error {
 
 // launch starts servers and waits until each one's probe succeeds; on
 // failure it kills all of them.
+// startSingle starts one server in a fresh directory on a free port, made
+// by newServer, and tries again on a new port when the start fails (another
+// process may have taken the port in between).
+func startSingle(o *options, pattern string, newServer func(root string, owned bool, port int) (*Server, error)) (*Server, error) {
+	var s *Server
+	err := retry(func() error {
+		root, owned, err := o.mkRoot(pattern)
+		if err != nil {
+			return err
+		}
+		ports, err := freePorts(1)
+		if err == nil {
+			s, err = newServer(root, owned, ports[0])
+		}
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+			err = launch(ctx, []*Server{s})
+			cancel()
+		}
+		if err != nil {
+			os.RemoveAll(root)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 func launch(ctx context.Context, servers []*Server) error {
 	for _, s := range servers {
 		s.mu.Lock()

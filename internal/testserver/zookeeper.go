@@ -98,30 +98,9 @@ func NewZooKeeper(opts ...Option) (*Server, error) {
 	if _, _, err := zkJava(""); err != nil {
 		return nil, err
 	}
-	var s *Server
-	err := retry(func() error {
-		root, owned, err := o.mkRoot("zookeeper")
-		if err != nil {
-			return err
-		}
-		ports, err := freePorts(1)
-		if err == nil {
-			s, err = newZKServer(root, owned, ports[0], nil, 0, o)
-		}
-		if err == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
-			err = launch(ctx, []*Server{s})
-			cancel()
-		}
-		if err != nil {
-			os.RemoveAll(root)
-		}
-		return err
+	return startSingle(o, "zookeeper", func(root string, owned bool, port int) (*Server, error) {
+		return newZKServer(root, owned, port, nil, 0, o)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
 }
 
 // NewZooKeeperEnsemble starts an n-server ZooKeeper quorum and waits until
