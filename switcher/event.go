@@ -48,3 +48,26 @@ type Source interface {
 type Setter interface {
 	Set(ctx context.Context, engine string) error
 }
+
+// Member is what one switcher reports of itself through a shared source, so
+// that operators see what every process of a fleet does.
+type Member struct {
+	ID      string    `json:"id"`      // host:pid:switcher-name, unique per switcher
+	Engine  string    `json:"engine"`  // the engine its new acquisitions go to
+	Epoch   uint64    `json:"epoch"`   // its switch epoch
+	Desired string    `json:"desired"` // the engine the source names, as it last read it ("" before the first read)
+	Since   time.Time `json:"since"`   // when it last changed engine, or started
+}
+
+// Announcer is implemented by shared sources: a switcher publishes its
+// Member there after every change, on a lease or ephemeral node that ends
+// with the process.
+type Announcer interface {
+	Announce(ctx context.Context, m Member) error
+}
+
+// Roster is implemented by shared sources: it lists the Members that the
+// switchers of a fleet announced and that are still alive.
+type Roster interface {
+	Members(ctx context.Context) ([]Member, error)
+}
