@@ -13,6 +13,11 @@ var (
 	// ErrUnavailable means the engine could not be reached or timed out. It is
 	// the failure a circuit breaker counts.
 	ErrUnavailable = errors.New("locker: engine unavailable")
+	// ErrRefused is wrapped, beside ErrUnavailable, when the engine is
+	// certainly down rather than slow: the connection was refused or reset,
+	// or the client knows it has no connection. A breaker may trip on it at
+	// once instead of waiting for several failures.
+	ErrRefused = errors.New("locker: engine refused the connection")
 	// ErrClosed is returned by every call on a closed engine.
 	ErrClosed = errors.New("locker: engine closed")
 	// ErrInvalidName is returned for a name that is empty, not UTF-8 or longer

@@ -62,6 +62,13 @@ func (f *Front) TryLockTimeout(wait time.Duration) (bool, error) {
 	return ok, err
 }
 
+// Acquire is the one path under Lock, LockCtx, TryLock and TryLockTimeout,
+// for wrappers such as the switcher that need the engine's own outcome: when
+// ctx ends, the error wraps ctx.Err(), and also ErrUnavailable when the
+// engine had not answered its latest request (it was unreachable, not
+// contended). Callers of LockCtx see ctx.Err() alone.
+func (f *Front) Acquire(ctx context.Context, wait bool) (bool, error) { return f.acquire(ctx, wait) }
+
 func (f *Front) acquire(ctx context.Context, wait bool) (bool, error) {
 	if ok, err := f.reenter(); ok || err != nil {
 		return ok, err
