@@ -170,7 +170,7 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 	}
 	cleanup = append(cleanup, closeSource)
 
-	gate := make(chan struct{})
+	opened := make(chan struct{})
 	sopts := []switcher.Option{
 		switcher.WithLogger(log),
 		switcher.WithBreaker(uint32(min(int64(c.Breaker.Failures), math.MaxUint32)), c.Breaker.OpenTimeout),
@@ -189,7 +189,7 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 		sopts = append(sopts, switcher.WithSafeSwitch(c.SafeSwitch.MaxTTL))
 	}
 	if src != nil {
-		sopts = append(sopts, switcher.WithSource(&gatedSource{src: src, open: gate}))
+		sopts = append(sopts, switcher.WithSource(gate(src, opened)))
 	}
 	sw, err := switcher.New(engines, append(sopts, o.switcherOpts...)...)
 	if err != nil {
@@ -203,7 +203,7 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 			return nil, fmt.Errorf("config: active: %w", err)
 		}
 	}
-	close(gate) // the source starts from the engine Open made current
+	close(opened) // the source starts from the engine Open made current
 	return &Switcher{
 		Switcher: sw,
 		source:   src,
@@ -226,6 +226,21 @@ func callerOr(ctx context.Context, err error) error {
 type gatedSource struct {
 	src  switcher.Source
 	open <-chan struct{}
+}
+
+// gatedProposer is a gated shared source: the switcher proposes its
+// breaker switches through it.
+type gatedProposer struct {
+	gatedSource
+	switcher.Proposer
+}
+
+func gate(src switcher.Source, open <-chan struct{}) switcher.Source {
+	g := gatedSource{src: src, open: open}
+	if p, ok := src.(switcher.Proposer); ok {
+		return &gatedProposer{g, p}
+	}
+	return &g
 }
 
 func (g *gatedSource) Watch(ctx context.Context, apply func(switcher.Desired)) error {

@@ -14,9 +14,14 @@ const (
 	ReasonManual   Reason = "manual"   // SwitchEngine or SwitchEngineTo
 	ReasonSource   Reason = "source"   // a watched configuration key named another engine
 	ReasonFailback Reason = "failback" // the primary was healthy for the failback period
+	// ReasonDeferred is not a switch: the source names an engine (To) that
+	// this process cannot use yet (its breaker is open or its health check
+	// fails), so it stays on From and follows once To is healthy.
+	ReasonDeferred Reason = "deferred"
 )
 
-// Event is one switch of the current engine.
+// Event is one switch of the current engine, or a deferred one
+// (ReasonDeferred).
 type Event struct {
 	From, To string
 	Reason   Reason
@@ -41,6 +46,19 @@ type Source interface {
 	// until ctx is done. It returns nil when ctx is done, or an error when
 	// it cannot watch at all. A value it cannot read is logged and skipped.
 	Watch(ctx context.Context, apply func(Desired)) error
+}
+
+// Proposer is implemented by sources shared by a fleet (an etcd key, a
+// ZooKeeper node). A switcher whose breaker opens proposes the switch
+// through it, so that every process follows one decision and shares its
+// epoch, instead of each switching on its own breaker.
+type Proposer interface {
+	// Propose sets the source to engine if it still holds the value of
+	// epoch from (compare-and-swap), and returns the value in force
+	// afterwards: the proposal with its new epoch if it won, the value
+	// another writer put there if it lost. An error means the source did
+	// not answer.
+	Propose(ctx context.Context, from uint64, engine string) (Desired, error)
 }
 
 // Setter is implemented by sources that can be written, so that one call

@@ -96,14 +96,33 @@ func (l *switchLocker) reenter() (bool, error) {
 	return true, nil
 }
 
-// take makes the outermost acquisition on the engine current now, and
-// goes again on the next current engine when that one fails.
+// acquirer is the raw acquisition path of the engines' Lockers
+// (locker.Front): on failure its error says whether the engine answered.
+type acquirer interface {
+	Acquire(ctx context.Context, wait bool) (bool, error)
+}
+
+func acquire(in locker.Locker, ctx context.Context, wait bool) (bool, error) {
+	if a, ok := in.(acquirer); ok {
+		return a.Acquire(ctx, wait)
+	}
+	if wait {
+		err := in.LockCtx(ctx)
+		return err == nil, err
+	}
+	return in.TryLock()
+}
+
+// take makes the outermost acquisition on the engine current now, and goes
+// again on the engine current next when that one fails or a switch moves
+// the wait, as long as the caller's budget lasts. Errors are raw (see
+// locker.Front.Acquire): the Front maps them for the caller.
 func (l *switchLocker) take(ctx context.Context, wait bool) (bool, error) {
 	s := l.s
-	var outage time.Time // since when no engine has been usable
-	for attempt := 0; ; attempt++ {
+	var outage time.Time // since when the current engine's breaker has been open
+	for moved := false; ; {
 		s.mu.Lock()
-		closed, i, epoch := s.closed, s.current, s.epoch
+		closed, i, epoch, switched := s.closed, s.current, s.epoch, s.switched
 		prev, since := s.previous, s.switchedAt
 		s.mu.Unlock()
 		if closed {
@@ -111,21 +130,24 @@ func (l *switchLocker) take(ctx context.Context, wait bool) (bool, error) {
 		}
 		m := s.members[i]
 		done, err := m.breaker.Allow()
-		if err != nil { // open, or half-open and busy
-			if s.failover(i) && s.Current() != m.engine.Name() {
-				continue
-			}
-			// Every breaker is open: a waiting caller gives the engines a
-			// while to come back before it fails.
-			err = fmt.Errorf("switcher: acquire %q: %w: no engine with a closed breaker (%s: %w)", l.name, locker.ErrUnavailable, m.engine.Name(), err)
+		if err != nil { // open, or half-open and busy: the decider moves on
+			s.poke()
+			err = fmt.Errorf("switcher: acquire %q: %w: %s: %w", l.name, locker.ErrUnavailable, m.engine.Name(), err)
 			if outage.IsZero() {
 				outage = time.Now()
 			}
-			if !wait || time.Since(outage) > s.opts.outageWait {
+			// A caller that does not wait still gives the decider the time
+			// of one health check to move; a waiting caller gives every
+			// engine the outage wait to come back.
+			limit := s.opts.outageWait
+			if !wait {
+				limit = s.opts.healthTimeout
+			}
+			if time.Since(outage) > limit {
 				return false, err
 			}
-			if err := sleep(ctx, retryPause); err != nil {
-				return false, err
+			if werr := awaitSwitch(ctx, switched, retryPause); werr != nil {
+				return false, fmt.Errorf("%w: %w", werr, err)
 			}
 			continue
 		}
@@ -144,17 +166,18 @@ func (l *switchLocker) take(ctx context.Context, wait bool) (bool, error) {
 		var ok bool
 		if wait {
 			wctx, stop := s.startWait(ctx, i)
-			err = in.LockCtx(wctx)
+			ok, err = acquire(in, wctx, true)
+			switchedAway := err != nil && ctx.Err() == nil && wctx.Err() != nil
 			stop()
-			ok = err == nil
-			if err != nil && ctx.Err() == nil && wctx.Err() != nil {
-				done(err) // excluded: says nothing of the engine
-				continue  // switched away while waiting: go to the new engine
+			if switchedAway {
+				m.record(done, err) // counts only if the engine had not answered
+				moved = true
+				continue
 			}
 		} else {
-			ok, err = in.TryLock()
+			ok, err = acquire(in, ctx, false)
 		}
-		done(err)
+		m.record(done, err)
 		switch {
 		case err == nil && ok:
 			l.mu.Lock()
@@ -163,33 +186,30 @@ func (l *switchLocker) take(ctx context.Context, wait bool) (bool, error) {
 			return true, nil
 		case err == nil:
 			return false, nil
-		case !errors.Is(err, locker.ErrUnavailable):
+		case ctx.Err() != nil, !errors.Is(err, locker.ErrUnavailable):
 			return false, err
-		case ctx.Err() != nil:
-			return false, ctx.Err()
+		case !wait && moved:
+			return false, err // TryLock: one attempt on the engine it moved to
 		}
-		// The engine failed. Go again on the engine that is current now:
-		// the next one if the breaker opened, the same one otherwise.
-		if !s.failover(i) {
-			return false, err
-		}
-		if !wait && attempt > 0 {
-			return false, err
-		}
+		// The engine failed and the caller's budget is not spent: go again
+		// on the engine current by then, once the decider has had its say.
 		s.retried.Add(1)
-		if s.Current() == m.engine.Name() {
-			if err := sleep(ctx, retryPause); err != nil {
-				return false, err
-			}
+		s.poke()
+		moved = true
+		if werr := awaitSwitch(ctx, switched, retryPause); werr != nil {
+			return false, fmt.Errorf("%w: %w", werr, err)
 		}
 	}
 }
 
-// sleep waits d, or returns ctx.Err() if ctx ends first.
-func sleep(ctx context.Context, d time.Duration) error {
+// awaitSwitch waits for a switch (switched closes), at most d, or until
+// ctx is done, when it returns ctx.Err().
+func awaitSwitch(ctx context.Context, switched <-chan struct{}, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
+	case <-switched:
+		return nil
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
@@ -228,7 +248,7 @@ func (l *switchLocker) drainPrevious(ctx context.Context, prev int, windowEnd ti
 	}
 	// The previous engine is unreachable, or still held there: sit out the
 	// rest of the window.
-	if err := sleep(ctx, time.Until(windowEnd)); err != nil {
+	if err := awaitSwitch(ctx, nil, time.Until(windowEnd)); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -23,12 +23,17 @@ type settings struct {
 	sources       []Source
 }
 
-// Defaults of the options.
+// Defaults of the options. A killed engine refuses connections and trips
+// its breaker on the first failed call or health check (within
+// DefaultHealthEvery when idle). A hung engine fails DefaultFailures
+// health checks in a row, each after DefaultHealthTimeout: its breaker
+// opens well within a second, while a loopback or LAN ping (well under
+// 10ms) has ample room not to trip it on a busy host.
 const (
 	DefaultFailures      = 3
 	DefaultOpenTimeout   = 5 * time.Second
-	DefaultHealthEvery   = 250 * time.Millisecond
-	DefaultHealthTimeout = time.Second
+	DefaultHealthEvery   = 100 * time.Millisecond
+	DefaultHealthTimeout = 300 * time.Millisecond
 )
 
 func defaults() settings {
@@ -82,7 +87,8 @@ func WithLogger(l *slog.Logger) Option {
 // WithBreaker sets when an engine's breaker opens (after failures
 // consecutive engine failures) and how long it stays open before a health
 // check may close it again. Only errors wrapping locker.ErrUnavailable
-// count; contention and cancellation do not.
+// count; contention and cancellation do not. An error that also wraps
+// locker.ErrRefused (the engine is certainly down) opens it at once.
 // Default: DefaultFailures (3) and DefaultOpenTimeout (5s).
 func WithBreaker(failures uint32, openFor time.Duration) Option {
 	return func(s *settings) error {
@@ -111,7 +117,7 @@ func WithBreakerSettings(st gobreaker.Settings) Option {
 // WithHealthCheck sets how often every engine is pinged through its breaker
 // and how long a ping may take. Pings trip the breaker of a dead engine
 // that has no traffic, and close it again once the engine is back.
-// Default: DefaultHealthEvery (250ms), DefaultHealthTimeout (1s).
+// Default: DefaultHealthEvery (100ms), DefaultHealthTimeout (300ms).
 func WithHealthCheck(every, timeout time.Duration) Option {
 	return func(s *settings) error {
 		if every <= 0 || timeout <= 0 {

@@ -18,36 +18,45 @@ import (
 // current engine, and the current engine changes by breaker, by a watched
 // source, by hand, or by failback. It implements locker.Engine.
 type Switcher struct {
-	name    string
-	members []*member
-	opts    settings
-	log     *slog.Logger
+	name     string
+	members  []*member
+	opts     settings
+	log      *slog.Logger
+	proposer Proposer // the first shared source, nil without one
 
 	mu         sync.Mutex
 	current    int
 	epoch      uint64
 	previous   int       // the engine before the last switch
 	switchedAt time.Time // when the last switch happened
+	switched   chan struct{}
 	closed     bool
 	waits      map[*wait]struct{} // acquisitions waiting on an engine
+	desired    int                // the engine the sources name; -1 before any value
+	desiredEp  uint64             // the epoch of that value (0 from a source without epochs)
+	alone      bool               // switched by breaker without the shared source's agreement
+	deferred   int                // the desired engine this process said it cannot use yet; -1 when none
 
 	retried atomic.Int64 // acquisitions that failed on an engine and went again
 
-	tripped chan struct{}   // a breaker changed state
-	ctx     context.Context // done when Close starts
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	events  chan Event
+	kick   chan struct{} // something changed: the decider looks again
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	events chan Event
 }
 
 var _ locker.Engine = (*Switcher)(nil)
 
-// member is one engine and its breaker.
+// member is one engine, its breaker and its health.
 type member struct {
 	engine  locker.Engine
 	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
+	refused atomic.Bool // the last failure said the engine is down: trip at once
 
-	healthySince time.Time // guarded by Switcher.mu; zero when the last ping failed
+	// Guarded by Switcher.mu.
+	healthySince time.Time // zero when the last ping failed or none succeeded yet
+	pingFailed   bool      // the last ping failed
 }
 
 // New returns a switcher over engines, in order: primary, secondary, ...
@@ -67,12 +76,15 @@ func New(engines []locker.Engine, opts ...Option) (*Switcher, error) {
 		return nil, fmt.Errorf("switcher: New: %w: engines is empty", locker.ErrInvalidArgument)
 	}
 	sw := &Switcher{
-		name:    s.name,
-		opts:    s,
-		log:     s.logger.With("switcher", s.name),
-		tripped: make(chan struct{}, 1),
-		events:  make(chan Event, 64),
-		waits:   make(map[*wait]struct{}),
+		name:     s.name,
+		opts:     s,
+		log:      s.logger.With("switcher", s.name),
+		switched: make(chan struct{}),
+		kick:     make(chan struct{}, 1),
+		events:   make(chan Event, 64),
+		waits:    make(map[*wait]struct{}),
+		desired:  -1,
+		deferred: -1,
 	}
 	seen := make(map[string]int, len(engines))
 	for i, e := range engines {
@@ -83,11 +95,19 @@ func New(engines []locker.Engine, opts ...Option) (*Switcher, error) {
 			return nil, fmt.Errorf("switcher: New: %w: engines[%d] and engines[%d] are both named %q", locker.ErrInvalidArgument, j, i, e.Name())
 		}
 		seen[e.Name()] = i
-		sw.members = append(sw.members, &member{engine: e, breaker: sw.newBreaker(e.Name())})
+		m := &member{engine: e}
+		m.breaker = sw.newBreaker(m)
+		sw.members = append(sw.members, m)
+	}
+	for _, src := range s.sources {
+		if p, ok := src.(Proposer); ok {
+			sw.proposer = p
+			break
+		}
 	}
 	sw.ctx, sw.cancel = context.WithCancel(context.Background())
 	sw.wg.Add(2 + len(sw.members))
-	go sw.watchBreakers()
+	go sw.decide()
 	go sw.deliver()
 	for _, m := range sw.members {
 		go sw.checkHealth(m)
@@ -99,26 +119,43 @@ func New(engines []locker.Engine, opts ...Option) (*Switcher, error) {
 	return sw, nil
 }
 
-func (s *Switcher) newBreaker(name string) *gobreaker.TwoStepCircuitBreaker[struct{}] {
+func (s *Switcher) newBreaker(m *member) *gobreaker.TwoStepCircuitBreaker[struct{}] {
 	st := s.opts.breaker
-	st.Name = name
+	st.Name = m.engine.Name()
 	st.IsSuccessful = func(err error) bool { return !errors.Is(err, locker.ErrUnavailable) }
 	// A caller giving up says nothing about the engine.
 	st.IsExcluded = func(err error) bool {
 		return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, locker.ErrUnavailable)
 	}
+	trip := st.ReadyToTrip
+	if trip == nil {
+		trip = consecutiveFailures(DefaultFailures)
+	}
+	// A refused connection is certain: no need to wait for more failures.
+	st.ReadyToTrip = func(c gobreaker.Counts) bool { return m.refused.Load() || trip(c) }
 	user := st.OnStateChange
 	st.OnStateChange = func(name string, from, to gobreaker.State) {
 		// Runs under the breaker's mutex: only signal from here.
-		select {
-		case s.tripped <- struct{}{}:
-		default:
-		}
+		s.poke()
 		if user != nil {
 			user(name, from, to)
 		}
 	}
 	return gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
+}
+
+// record reports the outcome of one call on m to its breaker.
+func (m *member) record(done func(error), err error) {
+	m.refused.Store(errors.Is(err, locker.ErrRefused))
+	done(err)
+}
+
+// poke makes the decider look at the state again.
+func (s *Switcher) poke() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Name returns the switcher's name.
@@ -131,8 +168,10 @@ func (s *Switcher) Current() string {
 	return s.members[s.current].engine.Name()
 }
 
-// Epoch returns the current switch epoch: the number of switches so far, or
-// the shared source's epoch when it is ahead.
+// Epoch returns the current switch epoch. With a shared source it is the
+// version of the source's value that the current engine follows, the same
+// in every process of the fleet; otherwise it counts this process's
+// switches.
 func (s *Switcher) Epoch() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -157,6 +196,7 @@ func (s *Switcher) Retried() int64 { return s.retried.Load() }
 type EngineState struct {
 	Name    string
 	Current bool
+	Desired bool // a source names it; it differs from Current while this process cannot use it
 	Breaker gobreaker.State
 	Healthy bool // the last health check succeeded
 }
@@ -170,6 +210,7 @@ func (s *Switcher) States() []EngineState {
 		out[i] = EngineState{
 			Name:    m.engine.Name(),
 			Current: i == s.current,
+			Desired: i == s.desired,
 			Breaker: m.breaker.State(),
 			Healthy: !m.healthySince.IsZero(),
 		}
@@ -178,7 +219,8 @@ func (s *Switcher) States() []EngineState {
 }
 
 // SwitchEngine makes the next engine in order current (after the last
-// comes the first) and returns its name.
+// comes the first) and returns its name. The switch is this process's
+// alone, even with a shared source: use the source's Set to move a fleet.
 func (s *Switcher) SwitchEngine() (string, error) {
 	s.mu.Lock()
 	if s.closed {
@@ -190,7 +232,7 @@ func (s *Switcher) SwitchEngine() (string, error) {
 	return s.switchTo(next, ReasonManual, 0)
 }
 
-// SwitchEngineTo makes the named engine current.
+// SwitchEngineTo makes the named engine current, in this process only.
 func (s *Switcher) SwitchEngineTo(name string) (string, error) {
 	i, err := s.index(name)
 	if err != nil {
@@ -212,8 +254,9 @@ func (s *Switcher) index(name string) (int, error) {
 	return -1, fmt.Errorf("switcher: %w: unknown engine %q (want one of %q)", locker.ErrInvalidArgument, name, names)
 }
 
-// switchTo makes engine i current. A source epoch ahead of ours is adopted;
-// otherwise the epoch goes up by one.
+// switchTo makes engine i current. A shared source's epoch (> 0) is
+// adopted as it is, so that every process following the source has the
+// same; without one the epoch goes up by one.
 func (s *Switcher) switchTo(i int, reason Reason, epoch uint64) (string, error) {
 	s.mu.Lock()
 	if s.closed {
@@ -222,16 +265,23 @@ func (s *Switcher) switchTo(i int, reason Reason, epoch uint64) (string, error) 
 	}
 	to := s.members[i].engine.Name()
 	if i == s.current {
-		if epoch > s.epoch {
-			s.epoch = epoch
-		}
+		s.epoch = max(epoch, s.epoch)
 		s.mu.Unlock()
 		return to, nil
 	}
 	ev := Event{From: s.members[s.current].engine.Name(), To: to, Reason: reason, At: time.Now()}
-	s.epoch = max(epoch, s.epoch+1)
+	if epoch > 0 {
+		s.epoch = max(epoch, s.epoch)
+	} else {
+		s.epoch++
+	}
 	ev.Epoch = s.epoch
 	s.previous, s.current, s.switchedAt = s.current, i, ev.At
+	if s.deferred == i {
+		s.deferred = -1
+	}
+	close(s.switched)
+	s.switched = make(chan struct{})
 	var moved []*wait
 	for w := range s.waits {
 		if w.engine != i {
@@ -244,14 +294,17 @@ func (s *Switcher) switchTo(i int, reason Reason, epoch uint64) (string, error) 
 	for _, w := range moved {
 		w.cancel()
 	}
-
 	s.log.Info("switcher: engine switched", "from", ev.From, "to", ev.To, "reason", ev.Reason, "epoch", ev.Epoch)
+	s.emit(ev)
+	return to, nil
+}
+
+func (s *Switcher) emit(ev Event) {
 	select {
 	case s.events <- ev:
 	default:
-		s.log.Warn("switcher: OnSwitch hook is behind; event dropped", "from", ev.From, "to", ev.To)
+		s.log.Warn("switcher: OnSwitch hook is behind; event dropped", "from", ev.From, "to", ev.To, "reason", ev.Reason)
 	}
-	return to, nil
 }
 
 // wait is an acquisition waiting on an engine; a switch away from that
@@ -281,45 +334,6 @@ func (s *Switcher) startWait(ctx context.Context, i int) (context.Context, func(
 	}
 }
 
-// failover switches away from engine i if its breaker is open and it is
-// still current. It reports whether a usable engine is current afterwards.
-func (s *Switcher) failover(i int) bool {
-	s.mu.Lock()
-	cur := s.current
-	s.mu.Unlock()
-	if cur != i {
-		return true // someone already switched
-	}
-	if s.members[i].breaker.State() != gobreaker.StateOpen {
-		return true // not tripped yet: the same engine may be retried
-	}
-	for k := 1; k < len(s.members); k++ {
-		j := (i + k) % len(s.members)
-		if s.members[j].breaker.State() != gobreaker.StateOpen {
-			_, err := s.switchTo(j, ReasonBreaker, 0)
-			return err == nil
-		}
-	}
-	return false
-}
-
-// watchBreakers fails over when a breaker opens outside an acquisition
-// (a failed health check).
-func (s *Switcher) watchBreakers() {
-	defer s.wg.Done()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-s.tripped:
-			s.mu.Lock()
-			cur := s.current
-			s.mu.Unlock()
-			s.failover(cur)
-		}
-	}
-}
-
 // deliver calls the OnSwitch hook in order, off the switching goroutine.
 func (s *Switcher) deliver() {
 	defer s.wg.Done()
@@ -332,91 +346,6 @@ func (s *Switcher) deliver() {
 				s.opts.onSwitch(ev)
 			}
 		}
-	}
-}
-
-// maxPings bounds the health checks of one engine in flight at once: a
-// hung engine keeps failing them at the check rate, not at the timeout's.
-const maxPings = 4
-
-// checkHealth pings one engine through its breaker every healthEvery, so
-// that a dead engine trips without traffic and a revived one closes again.
-func (s *Switcher) checkHealth(m *member) {
-	defer s.wg.Done()
-	t := time.NewTicker(s.opts.healthEvery)
-	defer t.Stop()
-	var pings sync.WaitGroup
-	defer pings.Wait()
-	inflight := make(chan struct{}, maxPings)
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-t.C:
-		}
-		select {
-		case inflight <- struct{}{}:
-		default:
-			continue
-		}
-		pings.Add(1)
-		go func() {
-			defer pings.Done()
-			s.recordHealth(m, s.ping(m))
-			<-inflight
-		}()
-	}
-}
-
-// recordHealth notes a health check and fails back to the primary once it
-// has been healthy long enough.
-func (s *Switcher) recordHealth(m *member, ok bool) {
-	s.mu.Lock()
-	switch {
-	case !ok:
-		m.healthySince = time.Time{}
-	case m.healthySince.IsZero():
-		m.healthySince = time.Now()
-	}
-	failback := s.opts.failbackAfter > 0 && m == s.members[0] && s.current != 0 &&
-		ok && time.Since(m.healthySince) >= s.opts.failbackAfter &&
-		m.breaker.State() == gobreaker.StateClosed
-	s.mu.Unlock()
-	if failback {
-		_, _ = s.switchTo(0, ReasonFailback, 0)
-	}
-}
-
-func (s *Switcher) ping(m *member) bool {
-	done, err := m.breaker.Allow()
-	if err != nil {
-		return false // open: wait for half-open
-	}
-	ctx, cancel := context.WithTimeout(s.ctx, s.opts.healthTimeout)
-	err = m.engine.Ping(ctx)
-	cancel()
-	if err != nil && !errors.Is(err, locker.ErrUnavailable) {
-		err = fmt.Errorf("%w: %w", locker.ErrUnavailable, err) // a ping timing out is the engine's failure
-	}
-	done(err)
-	return err == nil
-}
-
-// follow applies a source's values until Close.
-func (s *Switcher) follow(src Source) {
-	defer s.wg.Done()
-	err := src.Watch(s.ctx, func(d Desired) {
-		i, err := s.index(d.Engine)
-		if err != nil {
-			s.log.Error("switcher: source names an unknown engine; keeping the current one", "err", err)
-			return
-		}
-		if _, err := s.switchTo(i, ReasonSource, d.Epoch); err != nil {
-			s.log.Warn("switcher: source switch failed", "err", err)
-		}
-	})
-	if err != nil && s.ctx.Err() == nil {
-		s.log.Error("switcher: source stopped", "err", err)
 	}
 }
 

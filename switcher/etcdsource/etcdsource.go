@@ -36,8 +36,9 @@ type Source struct {
 }
 
 var (
-	_ switcher.Source = (*Source)(nil)
-	_ switcher.Setter = (*Source)(nil)
+	_ switcher.Source   = (*Source)(nil)
+	_ switcher.Setter   = (*Source)(nil)
+	_ switcher.Proposer = (*Source)(nil)
 )
 
 type settings struct {
@@ -94,6 +95,32 @@ func (s *Source) Set(ctx context.Context, engine string) error {
 		return fmt.Errorf("etcdsource: set %q: %w: %w", s.key, locker.ErrUnavailable, err)
 	}
 	return nil
+}
+
+// Propose implements switcher.Proposer: it puts engine if the key's version
+// is still from (0: the key does not exist), in one transaction that reads
+// the key back when another writer was first. The key's version is the
+// epoch.
+func (s *Source) Propose(ctx context.Context, from uint64, engine string) (switcher.Desired, error) {
+	if strings.TrimSpace(engine) == "" {
+		return switcher.Desired{}, fmt.Errorf("etcdsource: propose %q: %w: engine name is empty", s.key, locker.ErrInvalidArgument)
+	}
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.Version(s.key), "=", int64(from))).
+		Then(clientv3.OpPut(s.key, engine)).
+		Else(clientv3.OpGet(s.key)).
+		Commit()
+	if err != nil {
+		return switcher.Desired{}, fmt.Errorf("etcdsource: propose %q: %w: %w", s.key, locker.ErrUnavailable, err)
+	}
+	if resp.Succeeded {
+		return switcher.Desired{Engine: engine, Epoch: from + 1}, nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 { // deleted meanwhile: nothing to follow but the proposal
+		return s.Propose(ctx, 0, engine)
+	}
+	return switcher.Desired{Engine: strings.TrimSpace(string(kvs[0].Value)), Epoch: uint64(kvs[0].Version)}, nil
 }
 
 // Watch calls apply with the key's value, then with every value PUT, until

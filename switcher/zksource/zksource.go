@@ -29,8 +29,9 @@ type Source struct {
 }
 
 var (
-	_ switcher.Source = (*Source)(nil)
-	_ switcher.Setter = (*Source)(nil)
+	_ switcher.Source   = (*Source)(nil)
+	_ switcher.Setter   = (*Source)(nil)
+	_ switcher.Proposer = (*Source)(nil)
 )
 
 type settings struct {
@@ -137,6 +138,15 @@ func (s *Source) set(data []byte) error {
 	if !errors.Is(err, gozk.ErrNoNode) {
 		return err
 	}
+	err = s.create(data)
+	if errors.Is(err, gozk.ErrNodeExists) { // created meanwhile: ours is the later write
+		_, err = s.conn.Set(s.path, data, -1)
+	}
+	return err
+}
+
+// create creates the node with data, and its missing parents.
+func (s *Source) create(data []byte) error {
 	for i := 1; i < len(s.path); i++ {
 		if s.path[i] != '/' {
 			continue
@@ -145,11 +155,49 @@ func (s *Source) set(data []byte) error {
 			return err
 		}
 	}
-	_, err = s.conn.Create(s.path, data, 0, s.acl)
-	if errors.Is(err, gozk.ErrNodeExists) { // created meanwhile: ours is the later write
-		_, err = s.conn.Set(s.path, data, -1)
-	}
+	_, err := s.conn.Create(s.path, data, 0, s.acl)
 	return err
+}
+
+// Propose implements switcher.Proposer: it sets engine if the node's version
+// still matches the epoch from (the node's version plus one; 0: the node
+// does not exist), and reads the node back when another writer was first.
+func (s *Source) Propose(ctx context.Context, from uint64, engine string) (switcher.Desired, error) {
+	if strings.TrimSpace(engine) == "" {
+		return switcher.Desired{}, fmt.Errorf("zksource: propose %q: %w: engine name is empty", s.path, locker.ErrInvalidArgument)
+	}
+	d, err := call(ctx, func() (switcher.Desired, error) { return s.propose(from, engine) })
+	if err != nil {
+		return switcher.Desired{}, fmt.Errorf("zksource: propose %q: %w: %w", s.path, locker.ErrUnavailable, err)
+	}
+	return d, nil
+}
+
+func (s *Source) propose(from uint64, engine string) (switcher.Desired, error) {
+	var err error
+	if from == 0 {
+		err = s.create([]byte(engine))
+		if err == nil {
+			return switcher.Desired{Engine: engine, Epoch: 1}, nil
+		}
+	} else {
+		var st *gozk.Stat
+		st, err = s.conn.Set(s.path, []byte(engine), int32(from-1))
+		if err == nil {
+			return switcher.Desired{Engine: engine, Epoch: uint64(st.Version) + 1}, nil
+		}
+	}
+	if !errors.Is(err, gozk.ErrBadVersion) && !errors.Is(err, gozk.ErrNodeExists) && !errors.Is(err, gozk.ErrNoNode) {
+		return switcher.Desired{}, err
+	}
+	data, st, err := s.conn.Get(s.path)
+	if errors.Is(err, gozk.ErrNoNode) { // deleted meanwhile: nothing to follow but the proposal
+		return s.propose(0, engine)
+	}
+	if err != nil {
+		return switcher.Desired{}, err
+	}
+	return switcher.Desired{Engine: strings.TrimSpace(string(data)), Epoch: uint64(st.Version) + 1}, nil
 }
 
 // permanent tells errors that retrying or another server will not cure.

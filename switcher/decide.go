@@ -1,0 +1,272 @@
+package switcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/orthrus-go/orthrus/locker"
+)
+
+// decide is the one goroutine that changes engines on its own: when a
+// breaker opens or closes, a source names another engine, a health check
+// changes its verdict, or a proposal to the shared source must be retried.
+// Making every such decision here keeps them in order and lets concurrent
+// triggers collapse into one.
+func (s *Switcher) decide() {
+	defer s.wg.Done()
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
+	for {
+		again := s.reconcile()
+		if again {
+			retry.Reset(s.opts.healthEvery)
+		}
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.kick:
+		case <-retry.C:
+		}
+	}
+}
+
+// reconcile makes one decision and reports whether it must be retried
+// later (a switch the shared source has not agreed to yet).
+func (s *Switcher) reconcile() bool {
+	s.mu.Lock()
+	cur, want, wantEp, alone := s.current, s.desired, s.desiredEp, s.alone
+	s.mu.Unlock()
+
+	if want >= 0 && want != cur && !alone {
+		if s.ready(want) {
+			_, _ = s.switchTo(want, ReasonSource, wantEp)
+			return false
+		}
+		s.deferTo(want)
+	}
+	if s.open(cur) {
+		next := s.nextUsable(cur)
+		if next < 0 {
+			return false // every breaker is open: waiting callers ride out the outage
+		}
+		if s.proposer == nil || want < 0 {
+			_, _ = s.switchTo(next, ReasonBreaker, 0)
+			return false
+		}
+		return s.propose(next, wantEp, ReasonBreaker)
+	}
+	switch {
+	case alone:
+		// Switched without the source: ask it again, so that the fleet
+		// and the epoch converge on one decision.
+		return s.propose(cur, wantEp, ReasonBreaker)
+	case s.failbackDue(cur):
+		if s.proposer == nil || want < 0 {
+			_, _ = s.switchTo(0, ReasonFailback, 0)
+			return false
+		}
+		return s.propose(0, wantEp, ReasonFailback)
+	}
+	return false
+}
+
+// ready reports whether engine i can take acquisitions: its breaker is
+// closed and its last health check, if any, passed.
+func (s *Switcher) ready(i int) bool {
+	m := s.members[i]
+	s.mu.Lock()
+	failed := m.pingFailed
+	s.mu.Unlock()
+	return !failed && m.breaker.State() == gobreaker.StateClosed
+}
+
+func (s *Switcher) open(i int) bool { return s.members[i].breaker.State() == gobreaker.StateOpen }
+
+// nextUsable returns the engine to fail over to from cur: the one the
+// source names if it is ready, else the next in order with a closed
+// breaker; -1 when there is none.
+func (s *Switcher) nextUsable(cur int) int {
+	s.mu.Lock()
+	want := s.desired
+	s.mu.Unlock()
+	if want >= 0 && want != cur && s.ready(want) {
+		return want
+	}
+	for k := 1; k < len(s.members); k++ {
+		j := (cur + k) % len(s.members)
+		if s.members[j].breaker.State() == gobreaker.StateClosed {
+			return j
+		}
+	}
+	return -1
+}
+
+// deferTo says, once per value, that the source names an engine this
+// process cannot use yet; the decider follows when a health check passes.
+func (s *Switcher) deferTo(want int) {
+	s.mu.Lock()
+	if s.deferred == want {
+		s.mu.Unlock()
+		return
+	}
+	s.deferred = want
+	ev := Event{From: s.members[s.current].engine.Name(), To: s.members[want].engine.Name(), Reason: ReasonDeferred, At: time.Now(), Epoch: s.epoch}
+	s.mu.Unlock()
+	s.log.Warn("switcher: the source names an engine that is down here; staying until it is healthy",
+		"current", ev.From, "desired", ev.To, "breaker", s.members[want].breaker.State().String())
+	s.emit(ev)
+}
+
+// propose asks the shared source to move the fleet to engine i, from the
+// value of epoch from. Whoever wins, this process applies what the source
+// holds now. When the source does not answer, the process switches alone,
+// at the epoch the proposal would have had, and reconcile retries.
+func (s *Switcher) propose(i int, from uint64, reason Reason) bool {
+	to := s.members[i].engine.Name()
+	ctx, cancel := context.WithTimeout(s.ctx, s.opts.healthTimeout)
+	d, err := s.proposer.Propose(ctx, from, to)
+	cancel()
+	if s.ctx.Err() != nil {
+		return false
+	}
+	if err != nil {
+		s.mu.Lock()
+		wasAlone := s.alone
+		s.alone = true
+		s.mu.Unlock()
+		if !wasAlone {
+			s.log.Warn("switcher: the shared source did not answer; switching alone until it does", "to", to, "err", err)
+		}
+		_, _ = s.switchTo(i, reason, from+1)
+		return true
+	}
+	s.setDesired(d)
+	if j, err := s.index(d.Engine); err == nil && j == i {
+		_, _ = s.switchTo(i, reason, d.Epoch)
+	} else {
+		s.poke() // another decision won: follow it
+	}
+	return false
+}
+
+// setDesired records a source's value; it reports false for an unknown
+// engine.
+func (s *Switcher) setDesired(d Desired) bool {
+	i, err := s.index(d.Engine)
+	if err != nil {
+		s.log.Error("switcher: source names an unknown engine; keeping the current one", "err", err)
+		return false
+	}
+	s.mu.Lock()
+	if i != s.desired || d.Epoch != s.desiredEp {
+		s.alone = false // a newer value decides
+		if i != s.desired {
+			s.deferred = -1
+		}
+	}
+	s.desired, s.desiredEp = i, d.Epoch
+	s.mu.Unlock()
+	return true
+}
+
+// failbackDue reports whether the primary has been healthy for the
+// failback period while another engine is current.
+func (s *Switcher) failbackDue(cur int) bool {
+	if s.opts.failbackAfter <= 0 || cur == 0 {
+		return false
+	}
+	m := s.members[0]
+	s.mu.Lock()
+	since := m.healthySince
+	s.mu.Unlock()
+	return !since.IsZero() && time.Since(since) >= s.opts.failbackAfter && m.breaker.State() == gobreaker.StateClosed
+}
+
+// follow applies a source's values until Close.
+func (s *Switcher) follow(src Source) {
+	defer s.wg.Done()
+	err := src.Watch(s.ctx, func(d Desired) {
+		if s.setDesired(d) {
+			s.poke()
+		}
+	})
+	if err != nil && s.ctx.Err() == nil {
+		s.log.Error("switcher: source stopped", "err", err)
+	}
+}
+
+// maxPings bounds the health checks of one engine in flight at once: a
+// hung engine keeps failing them at the check rate, not at the timeout's.
+const maxPings = 4
+
+// checkHealth pings one engine through its breaker every healthEvery, so
+// that a dead engine trips without traffic and a revived one closes again.
+func (s *Switcher) checkHealth(m *member) {
+	defer s.wg.Done()
+	t := time.NewTicker(s.opts.healthEvery)
+	defer t.Stop()
+	var pings sync.WaitGroup
+	defer pings.Wait()
+	inflight := make(chan struct{}, maxPings)
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		select {
+		case inflight <- struct{}{}:
+		default:
+			continue
+		}
+		pings.Add(1)
+		go func() {
+			defer pings.Done()
+			s.recordHealth(m, s.ping(m))
+			<-inflight
+		}()
+	}
+}
+
+// recordHealth notes a health check and wakes the decider when the
+// verdict changes or a failback may be due.
+func (s *Switcher) recordHealth(m *member, ok bool) {
+	s.mu.Lock()
+	changed := m.pingFailed == ok
+	m.pingFailed = !ok
+	switch {
+	case !ok:
+		m.healthySince = time.Time{}
+	case m.healthySince.IsZero():
+		m.healthySince = time.Now()
+	}
+	failback := s.opts.failbackAfter > 0 && m == s.members[0] && s.current != 0
+	s.mu.Unlock()
+	if changed || failback {
+		s.poke()
+	}
+}
+
+func (s *Switcher) ping(m *member) bool {
+	done, err := m.breaker.Allow()
+	if err != nil {
+		return false // open: wait for half-open
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.opts.healthTimeout)
+	err = m.engine.Ping(ctx)
+	cancel()
+	if s.ctx.Err() != nil {
+		done(s.ctx.Err()) // closing: excluded, says nothing of the engine
+		return false
+	}
+	if err != nil && !errors.Is(err, locker.ErrUnavailable) {
+		err = fmt.Errorf("%w: %w", locker.ErrUnavailable, err) // a ping timing out is the engine's failure
+	}
+	m.record(done, err)
+	return err == nil
+}
