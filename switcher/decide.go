@@ -129,7 +129,7 @@ func (s *Switcher) deferTo(want int) {
 func (s *Switcher) propose(i int, from uint64, reason Reason) bool {
 	to := s.members[i].engine.Name()
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.healthTimeout)
-	d, err := s.proposer.Propose(ctx, from, to)
+	d, won, err := s.proposer.Propose(ctx, from, to)
 	cancel()
 	if s.ctx.Err() != nil {
 		return false
@@ -146,7 +146,7 @@ func (s *Switcher) propose(i int, from uint64, reason Reason) bool {
 		return true
 	}
 	s.setDesired(d)
-	if j, err := s.index(d.Engine); err == nil && j == i {
+	if won {
 		_, _ = s.switchTo(i, reason, d.Epoch)
 	} else {
 		s.poke() // another decision won: follow it

@@ -55,10 +55,10 @@ type Source interface {
 type Proposer interface {
 	// Propose sets the source to engine if it still holds the value of
 	// epoch from (compare-and-swap), and returns the value in force
-	// afterwards: the proposal with its new epoch if it won, the value
-	// another writer put there if it lost. An error means the source did
-	// not answer.
-	Propose(ctx context.Context, from uint64, engine string) (Desired, error)
+	// afterwards and whether it is this proposal's: the proposal with its
+	// new epoch if it won, the value another writer put there if it lost.
+	// An error means the source did not answer.
+	Propose(ctx context.Context, from uint64, engine string) (d Desired, won bool, err error)
 }
 
 // Setter is implemented by sources that can be written, so that one call

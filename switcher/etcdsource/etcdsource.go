@@ -101,9 +101,9 @@ func (s *Source) Set(ctx context.Context, engine string) error {
 // is still from (0: the key does not exist), in one transaction that reads
 // the key back when another writer was first. The key's version is the
 // epoch.
-func (s *Source) Propose(ctx context.Context, from uint64, engine string) (switcher.Desired, error) {
+func (s *Source) Propose(ctx context.Context, from uint64, engine string) (switcher.Desired, bool, error) {
 	if strings.TrimSpace(engine) == "" {
-		return switcher.Desired{}, fmt.Errorf("etcdsource: propose %q: %w: engine name is empty", s.key, locker.ErrInvalidArgument)
+		return switcher.Desired{}, false, fmt.Errorf("etcdsource: propose %q: %w: engine name is empty", s.key, locker.ErrInvalidArgument)
 	}
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.Version(s.key), "=", int64(from))).
@@ -111,16 +111,16 @@ func (s *Source) Propose(ctx context.Context, from uint64, engine string) (switc
 		Else(clientv3.OpGet(s.key)).
 		Commit()
 	if err != nil {
-		return switcher.Desired{}, fmt.Errorf("etcdsource: propose %q: %w: %w", s.key, locker.ErrUnavailable, err)
+		return switcher.Desired{}, false, fmt.Errorf("etcdsource: propose %q: %w: %w", s.key, locker.ErrUnavailable, err)
 	}
 	if resp.Succeeded {
-		return switcher.Desired{Engine: engine, Epoch: from + 1}, nil
+		return switcher.Desired{Engine: engine, Epoch: from + 1}, true, nil
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
 	if len(kvs) == 0 { // deleted meanwhile: nothing to follow but the proposal
 		return s.Propose(ctx, 0, engine)
 	}
-	return switcher.Desired{Engine: strings.TrimSpace(string(kvs[0].Value)), Epoch: uint64(kvs[0].Version)}, nil
+	return switcher.Desired{Engine: strings.TrimSpace(string(kvs[0].Value)), Epoch: uint64(kvs[0].Version)}, false, nil
 }
 
 // Watch calls apply with the key's value, then with every value PUT, until

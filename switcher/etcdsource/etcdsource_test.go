@@ -241,3 +241,8 @@ func TestRecoversFromCompaction(t *testing.T) {
 	r := sourcetest.Watch(t, src)
 	r.WaitFor(t, "b", 5*time.Second)
 }
+
+func TestPropose(t *testing.T) {
+	key := "/test/propose"
+	sourcetest.Propose(t, newSource(t, newClient(t, endpoint), key), newSource(t, newClient(t, endpoint), key))
+}

@@ -162,42 +162,45 @@ func (s *Source) create(data []byte) error {
 // Propose implements switcher.Proposer: it sets engine if the node's version
 // still matches the epoch from (the node's version plus one; 0: the node
 // does not exist), and reads the node back when another writer was first.
-func (s *Source) Propose(ctx context.Context, from uint64, engine string) (switcher.Desired, error) {
+func (s *Source) Propose(ctx context.Context, from uint64, engine string) (switcher.Desired, bool, error) {
 	if strings.TrimSpace(engine) == "" {
-		return switcher.Desired{}, fmt.Errorf("zksource: propose %q: %w: engine name is empty", s.path, locker.ErrInvalidArgument)
+		return switcher.Desired{}, false, fmt.Errorf("zksource: propose %q: %w: engine name is empty", s.path, locker.ErrInvalidArgument)
 	}
-	d, err := call(ctx, func() (switcher.Desired, error) { return s.propose(from, engine) })
+	p, err := call(ctx, func() (proposal, error) { return s.propose(from, engine) })
 	if err != nil {
-		return switcher.Desired{}, fmt.Errorf("zksource: propose %q: %w: %w", s.path, locker.ErrUnavailable, err)
+		return switcher.Desired{}, false, fmt.Errorf("zksource: propose %q: %w: %w", s.path, locker.ErrUnavailable, err)
 	}
-	return d, nil
+	return p.d, p.won, nil
 }
 
-func (s *Source) propose(from uint64, engine string) (switcher.Desired, error) {
+type proposal struct {
+	d   switcher.Desired
+	won bool
+}
+
+func (s *Source) propose(from uint64, engine string) (proposal, error) {
 	var err error
 	if from == 0 {
-		err = s.create([]byte(engine))
-		if err == nil {
-			return switcher.Desired{Engine: engine, Epoch: 1}, nil
+		if err = s.create([]byte(engine)); err == nil {
+			return proposal{switcher.Desired{Engine: engine, Epoch: 1}, true}, nil
 		}
 	} else {
 		var st *gozk.Stat
-		st, err = s.conn.Set(s.path, []byte(engine), int32(from-1))
-		if err == nil {
-			return switcher.Desired{Engine: engine, Epoch: uint64(st.Version) + 1}, nil
+		if st, err = s.conn.Set(s.path, []byte(engine), int32(from-1)); err == nil {
+			return proposal{switcher.Desired{Engine: engine, Epoch: uint64(st.Version) + 1}, true}, nil
 		}
 	}
 	if !errors.Is(err, gozk.ErrBadVersion) && !errors.Is(err, gozk.ErrNodeExists) && !errors.Is(err, gozk.ErrNoNode) {
-		return switcher.Desired{}, err
+		return proposal{}, err
 	}
 	data, st, err := s.conn.Get(s.path)
 	if errors.Is(err, gozk.ErrNoNode) { // deleted meanwhile: nothing to follow but the proposal
 		return s.propose(0, engine)
 	}
 	if err != nil {
-		return switcher.Desired{}, err
+		return proposal{}, err
 	}
-	return switcher.Desired{Engine: strings.TrimSpace(string(data)), Epoch: uint64(st.Version) + 1}, nil
+	return proposal{d: switcher.Desired{Engine: strings.TrimSpace(string(data)), Epoch: uint64(st.Version) + 1}}, nil
 }
 
 // permanent tells errors that retrying or another server will not cure.

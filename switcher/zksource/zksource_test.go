@@ -227,3 +227,8 @@ func TestSurvivesRestart(t *testing.T) {
 	}
 	r.Stop(t) // on a dead server: must still return promptly
 }
+
+func TestPropose(t *testing.T) {
+	path := "/test/propose/active"
+	sourcetest.Propose(t, newSource(t, connect(t, zkAddr), path), newSource(t, connect(t, zkAddr), path))
+}

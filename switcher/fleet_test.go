@@ -1,0 +1,214 @@
+package switcher_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/orthrus-go/orthrus/internal/testserver"
+	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/switcher"
+	"github.com/orthrus-go/orthrus/switcher/etcdsource"
+)
+
+func etcdClient(t *testing.T, addr string) *clientv3.Client {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// A breaker switch in one process of a fleet sharing an etcd key moves
+// every process, at once and to one epoch.
+func TestFleetFollowsOneBreakerDecision(t *testing.T) {
+	es, primary := testserver.Etcd(t), testserver.Redis(t)
+	const key = "/switcher-test/fleet/active"
+	cli := etcdClient(t, es.Addr())
+	if _, err := cli.Put(context.Background(), key, "primary"); err != nil {
+		t.Fatal(err)
+	}
+	const fleet = 3
+	events := make(chan switcher.Event, 16)
+	sws := make([]*switcher.Switcher, fleet)
+	for i := range sws {
+		src, err := etcdsource.New(etcdClient(t, es.Addr()), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sws[i], _ = newSwitcher(t, [2]string{primary.Addr(), secondaryAddr}, switcher.WithSource(src),
+			switcher.OnSwitch(func(ev switcher.Event) { events <- ev }))
+	}
+	// Every process follows the key before the fault.
+	for _, sw := range sws {
+		waitFor(t, "the source's first value", func() bool { return sw.States()[0].Desired })
+	}
+	killed := time.Now()
+	if err := primary.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	var first, last time.Time
+	breaker := 0
+	for range fleet {
+		select {
+		case ev := <-events:
+			if ev.To != "secondary" {
+				t.Fatalf("event %+v; want a switch to secondary", ev)
+			}
+			if ev.Reason == switcher.ReasonBreaker {
+				breaker++
+			}
+			if first.IsZero() {
+				first = ev.At
+			}
+			last = ev.At
+		case <-time.After(5 * time.Second):
+			t.Fatal("not every process switched 5s after the primary was killed")
+		}
+	}
+	resp, err := cli.Get(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(resp.Kvs[0].Value); got != "secondary" {
+		t.Errorf("the key holds %q after the failover; want secondary", got)
+	}
+	want := uint64(resp.Kvs[0].Version)
+	for i, sw := range sws {
+		if got := sw.Epoch(); got != want {
+			t.Errorf("process %d: Epoch() = %d; want the key's version %d", i, got, want)
+		}
+	}
+	t.Logf("first switch %v after the kill, spread %v, %d by breaker", first.Sub(killed), last.Sub(first), breaker)
+	if breaker != 1 {
+		t.Errorf("%d processes switched by their own breaker; want 1 proposal, the rest following it", breaker)
+	}
+	if spread := last.Sub(first); spread > 300*time.Millisecond {
+		t.Errorf("spread between first and last switch %v; want <= 300ms", spread)
+	}
+}
+
+// A source that names an engine this process cannot use is deferred, said
+// so, and followed once the engine is healthy again.
+func TestSourceNamingDownEngineIsDeferred(t *testing.T) {
+	secondary := testserver.Redis(t)
+	src := make(chanSource)
+	events := make(chan switcher.Event, 8)
+	sw, _ := newSwitcher(t, [2]string{primaryAddr, secondary.Addr()}, switcher.WithSource(src),
+		switcher.WithBreaker(3, 300*time.Millisecond), switcher.OnSwitch(func(ev switcher.Event) { events <- ev }))
+	if err := secondary.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the paused secondary's breaker to open", func() bool { return !sw.States()[1].Healthy && sw.States()[1].Breaker.String() != "closed" })
+	src <- switcher.Desired{Engine: "secondary", Epoch: 2}
+	if ev := <-events; ev.Reason != switcher.ReasonDeferred || ev.From != "primary" || ev.To != "secondary" {
+		t.Fatalf("event = %+v; want primary deferring secondary", ev)
+	}
+	if got, st := sw.Current(), sw.States(); got != "primary" || !st[1].Desired {
+		t.Fatalf("Current() = %q, States() = %+v; want primary current and secondary desired", got, st)
+	}
+	resumed := time.Now()
+	if err := secondary.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-events:
+		if ev.To != "secondary" || ev.Reason != switcher.ReasonSource || ev.Epoch != 2 {
+			t.Fatalf("event = %+v; want the source's switch to secondary at epoch 2", ev)
+		}
+		t.Logf("followed the source %v after the engine came back", ev.At.Sub(resumed))
+	case <-time.After(5 * time.Second):
+		t.Fatal("did not follow the source 5s after its engine came back")
+	}
+}
+
+// A caller waiting on an engine that hangs gets its lock on the engine
+// switched to, not an error.
+func TestWaitMovedBySwitchGetsTheLock(t *testing.T) {
+	primary := testserver.Redis(t)
+	sw, _ := newSwitcher(t, [2]string{primary.Addr(), secondaryAddr})
+	holder, _ := sw.NewLocker("moved")
+	if err := holder.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	waiter, _ := sw.NewLocker("moved")
+	got := make(chan error, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	go func() { got <- waiter.LockCtx(ctx) }()
+	waitForWaiters(t, sw)
+	if err := primary.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = primary.Resume() })
+	switched := time.Now()
+	if _, err := sw.SwitchEngineTo("secondary"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("LockCtx() = %v; want the lock on the secondary", err)
+	}
+	t.Logf("granted on the secondary %v after the switch", time.Since(switched))
+	if d := time.Since(switched); d > time.Second {
+		t.Errorf("granted %v after the switch; want well under a second", d)
+	}
+	if eng := waiter.(locker.Lease).Engine(); eng != "secondary" {
+		t.Errorf("Engine() = %q; want secondary", eng)
+	}
+	_ = waiter.Unlock()
+}
+
+// LockCtx returns exactly ctx.Err() when the caller's deadline passes on a
+// hung engine, and soon after it.
+func TestDeadlineOnHungEngineIsCtxErr(t *testing.T) {
+	primary := testserver.Redis(t)
+	sw, _ := newSwitcher(t, [2]string{primary.Addr(), secondaryAddr}, switcher.WithHealthCheck(time.Hour, time.Second))
+	holder, _ := sw.NewLocker("deadline")
+	if err := holder.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := primary.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = primary.Resume() })
+	waiter, _ := sw.NewLocker("deadline")
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	err := waiter.LockCtx(ctx)
+	late := time.Since(deadlineOf(ctx))
+	if err != context.DeadlineExceeded || !errors.Is(err, ctx.Err()) {
+		t.Errorf("LockCtx() = %v; want exactly context.DeadlineExceeded", err)
+	}
+	if late > 100*time.Millisecond {
+		t.Errorf("LockCtx returned %v after its deadline; want within 100ms", late)
+	}
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}
+
+// waitForWaiters waits until an acquisition of sw is parked on an engine.
+func waitForWaiters(t *testing.T, sw *switcher.Switcher) {
+	t.Helper()
+	waitFor(t, "a parked waiter", func() bool { return switcher.Waiting(sw) > 0 })
+}
+
+// waitFor polls cond until it holds, failing after 10s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
