@@ -181,9 +181,9 @@ type Breaker struct {
 
 // Health configures the pings of every engine (switcher.WithHealthCheck).
 type Health struct {
-	// Every is the interval between two pings of an engine. Default: 250ms.
+	// Every is the interval between two pings of an engine. Default: 100ms.
 	Every time.Duration `mapstructure:"every"`
-	// Timeout bounds one ping. Default: 1s.
+	// Timeout bounds one ping. Default: 300ms.
 	Timeout time.Duration `mapstructure:"timeout"`
 }
 

@@ -200,7 +200,7 @@ engines:
 		StartTimeout: config.DefaultStartTimeout,
 		Lock:         config.Lock{TTL: 30 * time.Second},
 		Breaker:      config.Breaker{Failures: 3, OpenTimeout: 5 * time.Second},
-		Health:       config.Health{Every: 250 * time.Millisecond, Timeout: time.Second},
+		Health:       config.Health{Every: config.DefaultHealthEvery, Timeout: config.DefaultHealthTimeout},
 		Source:       config.Source{Type: "none"},
 	}
 	if !reflect.DeepEqual(got, want) {
