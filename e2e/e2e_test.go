@@ -30,8 +30,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("ORTHRUS_FLEET_MEMBER") == "1" {
+	switch os.Getenv("ORTHRUS_FLEET_MEMBER") {
+	case "1":
 		os.Exit(fleetMember())
+	case "worker":
+		os.Exit(fleetWorker())
 	}
 	// Every drill starts the servers it breaks.
 	testmain.Run(m, func() (func(), error) { return func() {}, nil })
