@@ -170,9 +170,9 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 	}
 	cleanup = append(cleanup, closeSource)
 
-	opened := make(chan struct{})
 	sopts := []switcher.Option{
 		switcher.WithLogger(log),
+		switcher.WithStart(initial),
 		switcher.WithBreaker(uint32(min(int64(c.Breaker.Failures), math.MaxUint32)), c.Breaker.OpenTimeout),
 		switcher.WithHealthCheck(c.Health.Every, c.Health.Timeout),
 	}
@@ -189,7 +189,7 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 		sopts = append(sopts, switcher.WithSafeSwitch(c.SafeSwitch.MaxTTL))
 	}
 	if src != nil {
-		sopts = append(sopts, switcher.WithSource(gate(src, opened)))
+		sopts = append(sopts, switcher.WithSource(src))
 	}
 	sw, err := switcher.New(engines, append(sopts, o.switcherOpts...)...)
 	if err != nil {
@@ -198,12 +198,6 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 	// The switcher owns the engines now.
 	closers := slices.Concat(clients, []func() error{closeSource})
 	cleanup = slices.Concat(closers, []func() error{sw.Close})
-	if initial != sw.Current() {
-		if _, err := sw.SwitchEngineTo(initial); err != nil {
-			return nil, fmt.Errorf("config: active: %w", err)
-		}
-	}
-	close(opened) // the source starts from the engine Open made current
 	return &Switcher{
 		Switcher: sw,
 		source:   src,
@@ -219,37 +213,6 @@ func callerOr(ctx context.Context, err error) error {
 		return fmt.Errorf("config: Open: %w (%w)", ctx.Err(), err)
 	}
 	return err
-}
-
-// gatedSource holds a source's Watch back until Open has made the initial
-// engine current, so that a value read by the source is not undone.
-type gatedSource struct {
-	src  switcher.Source
-	open <-chan struct{}
-}
-
-// gatedProposer is a gated shared source: the switcher proposes its
-// breaker switches through it.
-type gatedProposer struct {
-	gatedSource
-	switcher.Proposer
-}
-
-func gate(src switcher.Source, open <-chan struct{}) switcher.Source {
-	g := gatedSource{src: src, open: open}
-	if p, ok := src.(switcher.Proposer); ok {
-		return &gatedProposer{g, p}
-	}
-	return &g
-}
-
-func (g *gatedSource) Watch(ctx context.Context, apply func(switcher.Desired)) error {
-	select {
-	case <-g.open:
-	case <-ctx.Done():
-		return nil
-	}
-	return g.src.Watch(ctx, apply)
 }
 
 // started is one engine Open started, with the close of the client it

@@ -337,10 +337,14 @@ func TestOpenConfigInCode(t *testing.T) {
 	if sw.Current() != "b" {
 		t.Errorf("Current() = %q; want b", sw.Current())
 	}
-	eventually(t, time.Second, "OnSwitch sees the switch to active", func() bool {
+	// Starting on active is not a switch: the first event is the next switch.
+	if _, err := sw.SwitchEngineTo("a"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Second, "OnSwitch sees the switch b -> a, and nothing before it", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(got) == 1 && got[0].To == "b"
+		return len(got) == 1 && got[0].From == "b" && got[0].To == "a"
 	})
 }
 

@@ -171,6 +171,7 @@ func (s *Switcher) setDesired(d Desired) bool {
 	}
 	s.desired, s.desiredEp = i, d.Epoch
 	s.mu.Unlock()
+	s.changed()
 	return true
 }
 

@@ -78,10 +78,11 @@ type Member struct {
 }
 
 // Announcer is implemented by shared sources: a switcher publishes its
-// Member there after every change, on a lease or ephemeral node that ends
-// with the process.
+// Member there after every change and every few seconds, on a lease or an
+// ephemeral node that ends with the process, and retracts it on Close.
 type Announcer interface {
 	Announce(ctx context.Context, m Member) error
+	Retract(ctx context.Context, id string) error
 }
 
 // Roster is implemented by shared sources: it lists the Members that the

@@ -37,8 +37,10 @@ func TestFleetFollowsOneBreakerDecision(t *testing.T) {
 	const fleet = 3
 	events := make(chan switcher.Event, 16)
 	sws := make([]*switcher.Switcher, fleet)
+	var roster switcher.Roster
 	for i := range sws {
 		src, err := etcdsource.New(etcdClient(t, es.Addr()), key)
+		roster = src
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,6 +87,15 @@ func TestFleetFollowsOneBreakerDecision(t *testing.T) {
 			t.Errorf("process %d: Epoch() = %d; want the key's version %d", i, got, want)
 		}
 	}
+	// Each process announces what it does: operators see one fleet.
+	waitFor(t, "every process to announce the secondary at the key's epoch", func() bool {
+		ms, err := roster.Members(context.Background())
+		ok := err == nil && len(ms) == fleet
+		for _, m := range ms {
+			ok = ok && m.Engine == "secondary" && m.Desired == "secondary" && m.Epoch == want
+		}
+		return ok
+	})
 	t.Logf("first switch %v after the kill, spread %v, %d by breaker", first.Sub(killed), last.Sub(first), breaker)
 	if breaker != 1 {
 		t.Errorf("%d processes switched by their own breaker; want 1 proposal, the rest following it", breaker)

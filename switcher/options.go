@@ -21,6 +21,7 @@ type settings struct {
 	outageWait    time.Duration
 	onSwitch      func(Event)
 	sources       []Source
+	start         string
 }
 
 // Defaults of the options. A killed engine refuses connections and trips
@@ -179,6 +180,18 @@ func OnSwitch(fn func(Event)) Option {
 			return invalid("OnSwitch", "fn is nil")
 		}
 		s.onSwitch = fn
+		return nil
+	}
+}
+
+// WithStart names the engine current at start, for instance the one a
+// configuration or a shared source names. Default: the first engine.
+func WithStart(engine string) Option {
+	return func(s *settings) error {
+		if engine == "" {
+			return invalid("WithStart", "engine is empty")
+		}
+		s.start = engine
 		return nil
 	}
 }

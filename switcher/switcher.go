@@ -23,6 +23,9 @@ type Switcher struct {
 	opts     settings
 	log      *slog.Logger
 	proposer Proposer // the first shared source, nil without one
+	id       string   // this switcher's Member ID
+
+	announced []chan struct{} // one per Announcer source
 
 	mu         sync.Mutex
 	current    int
@@ -85,6 +88,7 @@ func New(engines []locker.Engine, opts ...Option) (*Switcher, error) {
 		waits:    make(map[*wait]struct{}),
 		desired:  -1,
 		deferred: -1,
+		id:       memberID(s.name),
 	}
 	seen := make(map[string]int, len(engines))
 	for i, e := range engines {
@@ -105,6 +109,14 @@ func New(engines []locker.Engine, opts ...Option) (*Switcher, error) {
 			break
 		}
 	}
+	if s.start != "" {
+		i, err := sw.index(s.start)
+		if err != nil {
+			return nil, fmt.Errorf("switcher: WithStart: %w", err)
+		}
+		sw.current = i
+	}
+	sw.switchedAt = time.Now()
 	sw.ctx, sw.cancel = context.WithCancel(context.Background())
 	sw.wg.Add(2 + len(sw.members))
 	go sw.decide()
@@ -115,6 +127,12 @@ func New(engines []locker.Engine, opts ...Option) (*Switcher, error) {
 	for _, src := range s.sources {
 		sw.wg.Add(1)
 		go sw.follow(src)
+		if a, ok := src.(Announcer); ok {
+			kick := make(chan struct{}, 1)
+			sw.announced = append(sw.announced, kick)
+			sw.wg.Add(1)
+			go sw.announce(a, kick)
+		}
 	}
 	return sw, nil
 }
@@ -296,6 +314,7 @@ func (s *Switcher) switchTo(i int, reason Reason, epoch uint64) (string, error) 
 	}
 	s.log.Info("switcher: engine switched", "from", ev.From, "to", ev.To, "reason", ev.Reason, "epoch", ev.Epoch)
 	s.emit(ev)
+	s.changed()
 	return to, nil
 }
 

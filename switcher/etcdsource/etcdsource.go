@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -29,6 +30,9 @@ type Source struct {
 	client *clientv3.Client
 	key    string
 	log    *slog.Logger
+
+	amu   sync.Mutex       // guards lease
+	lease clientv3.LeaseID // of the announced Members; NoLease before the first
 
 	// beforeWatch, set only by tests, runs between the read of the key and
 	// the start of the watch.

@@ -246,3 +246,7 @@ func TestPropose(t *testing.T) {
 	key := "/test/propose"
 	sourcetest.Propose(t, newSource(t, newClient(t, endpoint), key), newSource(t, newClient(t, endpoint), key))
 }
+
+func TestRoster(t *testing.T) {
+	sourcetest.Roster(t, newSource(t, newClient(t, endpoint), "/test/roster"))
+}

@@ -232,3 +232,9 @@ func TestPropose(t *testing.T) {
 	path := "/test/propose/active"
 	sourcetest.Propose(t, newSource(t, connect(t, zkAddr), path), newSource(t, connect(t, zkAddr), path))
 }
+
+func TestRoster(t *testing.T) {
+	src := newSource(t, connect(t, zkAddr), "/test/roster/active")
+	set(t, src, "redis")
+	sourcetest.Roster(t, src)
+}

@@ -1,0 +1,104 @@
+package zksource
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	gozk "github.com/go-zookeeper/zk"
+
+	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/switcher"
+)
+
+var (
+	_ switcher.Announcer = (*Source)(nil)
+	_ switcher.Roster    = (*Source)(nil)
+)
+
+// membersPath holds one ephemeral node per announced Member under the
+// watched node (whose data watch never sees children).
+func (s *Source) membersPath() string { return s.path + "/members" }
+
+// memberPath is the node of one Member; a '/' in an ID cannot name a node.
+func (s *Source) memberPath(id string) string {
+	return s.membersPath() + "/" + strings.ReplaceAll(id, "/", "%2F")
+}
+
+// Announce implements switcher.Announcer: m goes to an ephemeral node,
+// which ends with the session. The watched node must exist.
+func (s *Source) Announce(ctx context.Context, m switcher.Member) error {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("zksource: announce %q: %w", m.ID, err)
+	}
+	_, err = call(ctx, func() (struct{}, error) { return struct{}{}, s.announce(s.memberPath(m.ID), data) })
+	if err != nil {
+		return fmt.Errorf("zksource: announce %q: %w: %w", m.ID, locker.ErrUnavailable, err)
+	}
+	return nil
+}
+
+func (s *Source) announce(path string, data []byte) error {
+	_, err := s.conn.Set(path, data, -1)
+	if !errors.Is(err, gozk.ErrNoNode) {
+		return err
+	}
+	if _, err := s.conn.Create(s.membersPath(), nil, 0, s.acl); err != nil && !errors.Is(err, gozk.ErrNodeExists) {
+		return err
+	}
+	_, err = s.conn.Create(path, data, gozk.FlagEphemeral, s.acl)
+	return err
+}
+
+// Retract implements switcher.Announcer.
+func (s *Source) Retract(ctx context.Context, id string) error {
+	_, err := call(ctx, func() (struct{}, error) {
+		err := s.conn.Delete(s.memberPath(id), -1)
+		if errors.Is(err, gozk.ErrNoNode) {
+			err = nil
+		}
+		return struct{}{}, err
+	})
+	if err != nil {
+		return fmt.Errorf("zksource: retract %q: %w: %w", id, locker.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Members implements switcher.Roster: the Members announced by live
+// sessions. A record it cannot decode is skipped.
+func (s *Source) Members(ctx context.Context) ([]switcher.Member, error) {
+	ms, err := call(ctx, func() ([]switcher.Member, error) {
+		names, _, err := s.conn.Children(s.membersPath())
+		if errors.Is(err, gozk.ErrNoNode) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		out := make([]switcher.Member, 0, len(names))
+		for _, n := range names {
+			data, _, err := s.conn.Get(s.membersPath() + "/" + n)
+			if errors.Is(err, gozk.ErrNoNode) {
+				continue // its session ended meanwhile
+			}
+			if err != nil {
+				return nil, err
+			}
+			var m switcher.Member
+			if err := json.Unmarshal(data, &m); err != nil {
+				s.log.Warn("zksource: skipping a member record that does not decode", "node", n, "err", err)
+				continue
+			}
+			out = append(out, m)
+		}
+		return out, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("zksource: members of %q: %w: %w", s.path, locker.ErrUnavailable, err)
+	}
+	return ms, nil
+}
