@@ -223,3 +223,55 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// When the shared source does not answer, each process switches alone, at
+// the epoch the proposal would have had; once the source is back, one
+// proposal records the switch and the fleet agrees on it.
+func TestSourceDownSwitchAloneThenConverge(t *testing.T) {
+	es, primary := testserver.Etcd(t), testserver.Redis(t)
+	const key = "/switcher-test/alone/active"
+	cli := etcdClient(t, es.Addr())
+	if _, err := cli.Put(context.Background(), key, "primary"); err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan switcher.Event, 16)
+	sws := make([]*switcher.Switcher, 2)
+	for i := range sws {
+		src, err := etcdsource.New(etcdClient(t, es.Addr()), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sws[i], _ = newSwitcher(t, [2]string{primary.Addr(), secondaryAddr}, switcher.WithSource(src),
+			switcher.OnSwitch(func(ev switcher.Event) { events <- ev }))
+		waitFor(t, "the source's first value", func() bool { return sws[i].States()[0].Desired })
+	}
+	if err := es.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	if err := primary.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for range sws {
+		select {
+		case ev := <-events:
+			if ev.To != "secondary" || ev.Reason != switcher.ReasonBreaker || ev.Epoch != 2 {
+				t.Errorf("event = %+v; want a breaker switch to secondary at epoch 2, alone", ev)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("not every process switched alone within 5s")
+		}
+	}
+	if err := es.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the key to record the switch", func() bool {
+		resp, err := cli.Get(context.Background(), key)
+		return err == nil && len(resp.Kvs) == 1 && string(resp.Kvs[0].Value) == "secondary" && resp.Kvs[0].Version == 2
+	})
+	for i, sw := range sws {
+		waitFor(t, "the process to follow the recorded switch", func() bool { return sw.States()[1].Desired })
+		if got, cur := sw.Epoch(), sw.Current(); got != 2 || cur != "secondary" {
+			t.Errorf("process %d: Epoch(), Current() = %d, %q; want 2, secondary", i, got, cur)
+		}
+	}
+}
