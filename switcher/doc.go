@@ -9,9 +9,46 @@
 //   - an operator calls SwitchEngine or SwitchEngineTo;
 //   - with WithFailback, the primary has been healthy for the set period.
 //
-// Every engine is pinged through its breaker (WithHealthCheck), so a dead
-// engine trips without traffic and a revived one closes again. Every switch
-// is logged with slog and delivered to the OnSwitch hook as an Event.
+// Every engine is pinged through its breaker (WithHealthCheck, every 100ms
+// with a 300ms timeout by default), so a dead engine trips without traffic
+// and a revived one closes again. A failure that wraps locker.ErrRefused (a
+// refused or reset connection: the engine is certainly down) opens the
+// breaker at once; other failures open it after WithBreaker's count (3).
+// Every switch is logged with slog and delivered to the OnSwitch hook as
+// an Event. All switching decisions are made by one goroutine, in order.
+//
+// # A fleet
+//
+// A Source that implements Proposer (etcdsource, zksource: a key or node
+// shared by every process) is the single truth for the fleet:
+//
+//   - a breaker switch is proposed through it by compare-and-swap on the
+//     version the process follows; one proposal wins, every process
+//     follows the source's watch (milliseconds), and the switch epoch is the
+//     source's version, so tokens compare across processes;
+//   - a process never stays on an engine the source has left, unless its own
+//     checks show the named engine down: then it stays where it is, logs a
+//     WARN, emits an Event with ReasonDeferred, shows it in States
+//     (Desired), and follows as soon as that engine's breaker closes and
+//     its health check passes;
+//   - when the source does not answer a proposal, the process switches
+//     alone, at the epoch the proposal would have had (so processes that
+//     decide alone from the same value still agree), and proposes again until
+//     the source answers; a value written meanwhile by someone else wins;
+//   - with WithFailback, failback is proposed the same way.
+//
+// Put the source where the primary's failure cannot take it: on the
+// secondary engine's cluster or on a separate etcd or ZooKeeper ensemble,
+// never on the primary. If the source fails with the primary, processes
+// switch alone (above) and converge when it returns. Shared sources that
+// implement Announcer also list every process (Roster), which lockctl status
+// shows.
+//
+// Without a shared source (no source, or a file source) each process
+// decides alone: processes may switch at different moments and epochs
+// count each process's own switches, so a fleet can run on two engines for
+// a while and a fenced resource may refuse a process whose epoch is lower
+// until it switches too. Use a shared source for a fleet.
 //
 // # Holds stay where they were granted
 //
@@ -33,9 +70,11 @@
 // a token lower than the highest it has seen therefore refuses the stale
 // holder once the new holder has written. The guarantee is fleet-wide only
 // when every process takes its epoch from one shared Source (an etcd key
-// or ZooKeeper node, whose version is the epoch); switches by breaker or by
-// hand raise only the local epoch. Tokens of one epoch from two engines are
-// not comparable.
+// or ZooKeeper node, whose version is the epoch); switches by hand
+// (SwitchEngine, SwitchEngineTo) raise only the local epoch. Tokens of one
+// epoch from two engines are not comparable; that happens only when
+// processes decided alone, with the source unreachable, and then chose
+// different engines.
 //
 // Those who prefer safety to availability set WithSafeSwitch: for a window
 // after each switch, the new engine grants a name only after taking and
