@@ -98,41 +98,45 @@ func wantEvent(t *testing.T, ev switcher.Event, from, to string, reason switcher
 	}
 }
 
+// within polls cond every millisecond for up to a second, for states that
+// raise no event, and reports whether cond came true.
+func within(cond func() bool) bool {
+	deadline := time.Now().Add(time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
+}
+
 // waitQueuedOn waits until n waiters queue for name on the named engine.
 func (f *faultyFleet) waitQueuedOn(t *testing.T, engine, name string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(time.Second)
-	for {
-		in, err := f.inner[engine].Inspect(context.Background(), name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(in.Waiters) == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: Inspect(%q) = %+v; want %d waiters within 1s", engine, name, in, n)
-		}
-		time.Sleep(time.Millisecond)
+	var in locker.Inspection
+	var err error
+	if !within(func() bool {
+		in, err = f.inner[engine].Inspect(context.Background(), name)
+		return err != nil || len(in.Waiters) == n
+	}) || err != nil {
+		t.Fatalf("%s: Inspect(%q) = %+v, %v; want %d waiters within 1s", engine, name, in, err, n)
+	}
+}
+
+// waitBreaker waits until the breaker of engine i is in state.
+func (f *faultyFleet) waitBreaker(t *testing.T, i int, state gobreaker.State) {
+	t.Helper()
+	if !within(func() bool { return f.sw.States()[i].Breaker == state }) {
+		t.Fatalf("States() = %+v; want engine %d's breaker %v within 1s", f.sw.States(), i, state)
 	}
 }
 
 // waitBreakers waits until every engine's breaker is in state.
 func (f *faultyFleet) waitBreakers(t *testing.T, state gobreaker.State) {
 	t.Helper()
-	deadline := time.Now().Add(time.Second)
-	for {
-		all := true
-		for _, st := range f.sw.States() {
-			all = all && st.Breaker == state
-		}
-		if all {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("States() = %+v; want every breaker %v within 1s", f.sw.States(), state)
-		}
-		time.Sleep(time.Millisecond)
+	for i := range f.sw.States() {
+		f.waitBreaker(t, i, state)
 	}
 }
 
@@ -376,35 +380,15 @@ func TestFaultsNoFailbackByDefault(t *testing.T) {
 	}
 }
 
-// faultSource is a Source fed by a channel.
-type faultSource chan switcher.Desired
-
-func (c faultSource) Watch(ctx context.Context, apply func(switcher.Desired)) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case d := <-c:
-			apply(d)
-		}
-	}
-}
-
 // When the source names an engine whose breaker is open, acquisitions
 // still succeed on an engine that works; once the named engine is back, the
 // switcher follows the source to it (DESIGN: "a process that cannot use the
 // engine the source names says so and follows as soon as it can").
 func TestFaultsSourceNamesADeadEngine(t *testing.T) {
-	src := make(faultSource)
+	src := make(chanSource) // switcher_test.go
 	f := newFaultyFleet(t, switcher.WithSource(src))
 	f.secondary.Fail()
-	deadline := time.Now().Add(time.Second)
-	for f.sw.States()[1].Breaker != gobreaker.StateOpen {
-		if time.Now().After(deadline) {
-			t.Fatalf("States() = %+v; want the secondary's breaker open", f.sw.States())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	f.waitBreaker(t, 1, gobreaker.StateOpen)
 
 	src <- switcher.Desired{Engine: "secondary"}
 	wantEvent(t, f.nextEvent(t), "primary", "secondary", switcher.ReasonSource)
@@ -422,12 +406,8 @@ func TestFaultsSourceNamesADeadEngine(t *testing.T) {
 	}
 
 	f.secondary.Heal()
-	deadline = time.Now().Add(time.Second)
-	for f.sw.Current() != "secondary" {
-		if time.Now().After(deadline) {
-			t.Fatalf("Current() = %q 1s after the engine the source names came back; want secondary", f.sw.Current())
-		}
-		time.Sleep(time.Millisecond)
+	if !within(func() bool { return f.sw.Current() == "secondary" }) {
+		t.Fatalf("Current() = %q 1s after the engine the source names came back; want secondary", f.sw.Current())
 	}
 	next := f.locker(t, "job")
 	if err := next.Lock(); err != nil {
