@@ -306,8 +306,9 @@ func TestFaultsOutageWait(t *testing.T) {
 // acquisition fails with ErrUnavailable once the outage wait is over,
 // well within its own budget.
 func TestFaultsOutageWaitRunsOut(t *testing.T) {
-	const outageWait = 20 * time.Millisecond
-	f := newFaultyFleet(t, switcher.WithOutageWait(outageWait))
+	const outageWait = 10 * time.Millisecond
+	// Breakers that stay open: nothing comes back.
+	f := newFaultyFleet(t, switcher.WithOutageWait(outageWait), switcher.WithBreaker(1, time.Minute))
 	f.primary.Fail()
 	f.secondary.Fail()
 	f.waitBreakers(t, gobreaker.StateOpen)
