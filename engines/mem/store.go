@@ -78,7 +78,7 @@ type entry struct {
 	granted chan struct{}
 }
 
-// Now is the store's time.
+// now is the store's time.
 func (s *Store) now() time.Time { return s.clock.Now() }
 
 // lookup returns the lock of k after ending a hold whose time ran out, so
