@@ -1,0 +1,222 @@
+package mem
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/orthrus-go/orthrus/locker"
+)
+
+// Engine is the in-process lock engine. It implements locker.Engine.
+type Engine struct {
+	name   string
+	prefix string
+	store  *Store
+	core   *locker.Core
+
+	closeOnce sync.Once
+	closing   chan struct{} // closed by Close: waiting acquisitions return ErrClosed
+}
+
+var (
+	_ locker.Engine  = (*Engine)(nil)
+	_ locker.Backend = (*Engine)(nil)
+	_ locker.Renewer = (*Engine)(nil)
+)
+
+type settings struct {
+	name   string
+	prefix string
+	store  *Store
+	logger *slog.Logger
+}
+
+// Option configures an Engine.
+type Option func(*settings) error
+
+// WithName names the engine in Lease.Engine, logs and the switcher.
+// Default: "mem".
+func WithName(name string) Option {
+	return func(s *settings) error {
+		if name == "" {
+			return fmt.Errorf("mem: WithName: %w: name is empty", locker.ErrInvalidArgument)
+		}
+		s.name = name
+		return nil
+	}
+}
+
+// WithPrefix sets the namespace of the engine's locks in its store: engines
+// with different prefixes never exclude each other. Default: "orthrus".
+func WithPrefix(prefix string) Option {
+	return func(s *settings) error {
+		if prefix == "" {
+			return fmt.Errorf("mem: WithPrefix: %w: prefix is empty", locker.ErrInvalidArgument)
+		}
+		s.prefix = prefix
+		return nil
+	}
+}
+
+// WithStore makes the engine keep its locks in st, shared with every other
+// engine given st, as processes share one server. Default: a store of the
+// engine's own, on the real clock.
+func WithStore(st *Store) Option {
+	return func(s *settings) error {
+		if st == nil {
+			return fmt.Errorf("mem: WithStore: %w: store is nil", locker.ErrInvalidArgument)
+		}
+		s.store = st
+		return nil
+	}
+}
+
+// WithLogger sets the logger for lost holds. Default: slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(s *settings) error {
+		if l == nil {
+			return fmt.Errorf("mem: WithLogger: %w: logger is nil", locker.ErrInvalidArgument)
+		}
+		s.logger = l
+		return nil
+	}
+}
+
+// New returns an engine over its own store, or over the one WithStore
+// gives.
+func New(opts ...Option) (*Engine, error) {
+	s := settings{name: "mem", prefix: "orthrus", logger: slog.Default()}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("mem: New: %w: nil Option", locker.ErrInvalidArgument)
+		}
+		if err := opt(&s); err != nil {
+			return nil, err
+		}
+	}
+	if s.store == nil {
+		st, err := NewStore()
+		if err != nil {
+			return nil, err
+		}
+		s.store = st
+	}
+	e := &Engine{name: s.name, prefix: s.prefix, store: s.store, closing: make(chan struct{})}
+	e.core = locker.NewCore(s.name, e, s.logger.With("engine", s.name))
+	return e, nil
+}
+
+// Name returns the engine's name.
+func (e *Engine) Name() string { return e.name }
+
+// Store returns the store the engine keeps its locks in.
+func (e *Engine) Store() *Store { return e.store }
+
+// NewLocker returns a new owner's Locker for name.
+func (e *Engine) NewLocker(name string, opts ...locker.Option) (locker.Locker, error) {
+	return e.core.NewLocker(name, opts...)
+}
+
+// Ping reports ErrClosed after Close and nil otherwise: the store is always
+// there. Wrap the engine with package locker/faults to make it fail.
+func (e *Engine) Ping(ctx context.Context) error {
+	if e.core.Closed() {
+		return fmt.Errorf("mem: ping: %w", locker.ErrClosed)
+	}
+	return nil
+}
+
+// Close releases the holds still held (their Lost channels close) and makes
+// waiting acquisitions return ErrClosed. It is idempotent.
+func (e *Engine) Close() error {
+	e.closeOnce.Do(func() { close(e.closing) })
+	ctx, cancel := context.WithTimeout(context.Background(), locker.DefaultReleaseTimeout)
+	defer cancel()
+	return e.core.Close(ctx)
+}
+
+func (e *Engine) key(name string) lockKey { return lockKey{prefix: e.prefix, name: name} }
+
+// Acquire implements locker.Backend. A waiter queues behind the holder and
+// the waiters before it; the store hands it the lock when its turn comes,
+// with the token it was given when it queued.
+func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, error) {
+	en := &entry{key: e.key(h.Name), hold: h}
+	h.State = en
+	if !wait {
+		ok := e.store.tryAcquire(en)
+		h.Token = en.token
+		return ok, nil
+	}
+	if e.store.enqueue(en) {
+		h.Token = en.token
+		return true, nil
+	}
+	select {
+	case <-en.granted:
+		h.Token = en.token
+		return true, nil
+	case <-ctx.Done():
+		e.store.abandon(en)
+		return false, ctx.Err()
+	case <-e.closing:
+		e.store.abandon(en)
+		return false, fmt.Errorf("mem: acquire %q: %w", h.Name, locker.ErrClosed)
+	}
+}
+
+// Release implements locker.Backend.
+func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
+	if !e.store.release(h.State.(*entry)) {
+		return fmt.Errorf("mem: release %q: %w", h.Name, locker.ErrLockLost)
+	}
+	return nil
+}
+
+// Renew implements locker.Renewer: each hold still held lives its TTL
+// longer, from the store's now.
+func (e *Engine) Renew(ctx context.Context, holds []*locker.Hold) []error {
+	errs := make([]error, len(holds))
+	for i, h := range holds {
+		if !e.store.renew(h.State.(*entry)) {
+			errs[i] = fmt.Errorf("mem: renew %q: %w", h.Name, locker.ErrLockLost)
+		}
+	}
+	return errs
+}
+
+// Inspect reports who holds name, with the time its hold has left by the
+// store's clock, and who waits for it, first in line first, with the token
+// each will hold with.
+func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, error) {
+	if err := e.checkOperation("inspect", name); err != nil {
+		return locker.Inspection{}, err
+	}
+	return e.store.inspect(e.key(name)), nil
+}
+
+// ForceUnlock removes the current hold of name whoever owns it, hands the
+// lock to the first waiter and returns the hold it removed; ErrNotHeld when
+// the name is free. The owner's Lost closes at once.
+func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, error) {
+	if err := e.checkOperation("force unlock", name); err != nil {
+		return locker.Holder{}, err
+	}
+	h, ok := e.store.forceRelease(e.key(name))
+	if !ok {
+		return locker.Holder{}, fmt.Errorf("mem: force unlock %q: %w", name, locker.ErrNotHeld)
+	}
+	return h, nil
+}
+
+func (e *Engine) checkOperation(op, name string) error {
+	if err := locker.ValidateName(name); err != nil {
+		return fmt.Errorf("mem: %s: %w", op, err)
+	}
+	if e.core.Closed() {
+		return fmt.Errorf("mem: %s %q: %w", op, name, locker.ErrClosed)
+	}
+	return nil
+}
