@@ -136,11 +136,14 @@ func (l *switchLocker) take(ctx context.Context, wait bool) (bool, error) {
 			if outage.IsZero() {
 				outage = time.Now()
 			}
-			// A caller that does not wait still gives the decider the time
-			// of one health check to move; a waiting caller gives every
-			// engine the outage wait to come back.
+			// A waiting caller gives every engine the outage wait to come
+			// back; one that does not wait only lets the decider move to
+			// an engine that works.
 			limit := s.opts.outageWait
 			if !wait {
+				if s.nextUsable(i) < 0 {
+					return false, err
+				}
 				limit = s.opts.healthTimeout
 			}
 			if time.Since(outage) > limit {

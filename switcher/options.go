@@ -161,7 +161,9 @@ func WithSafeSwitch(maxTTL time.Duration) Option {
 // WithOutageWait sets how long a waiting acquisition (Lock, LockCtx,
 // TryLockTimeout) keeps retrying, within its own budget, while every
 // engine's breaker is open, before it fails with ErrUnavailable. TryLock
-// never waits. Default: DefaultOpenTimeout (5s), one breaker open period.
+// does not wait for an engine to come back: it fails at once when every
+// breaker is open, and otherwise only gives the switcher the moment it needs
+// to move off a tripped engine (at most the health timeout). Default: DefaultOpenTimeout (5s), one breaker open period.
 func WithOutageWait(d time.Duration) Option {
 	return func(s *settings) error {
 		if d < 0 {
