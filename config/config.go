@@ -205,7 +205,9 @@ type SafeSwitch struct {
 // Source is the watched key that names the active engine.
 type Source struct {
 	// Type is none, file (the active key of this very file), etcd (a key
-	// shared by a fleet) or zk (a node shared by a fleet). Default: none.
+	// shared by a fleet) or zk (a node shared by a fleet). Default: file
+	// for a configuration Load read, so that editing active moves the
+	// running switchers; none for a Config built in code.
 	Type string `mapstructure:"type"`
 
 	// Endpoints, Key, Username, Password and TLS locate the etcd key.
@@ -276,6 +278,10 @@ func load(path string) (*Config, error) {
 	problems = append(problems, decode(v.AllSettings(), c)...)
 	if len(problems) == 0 {
 		problems = append(problems, c.applyEnv(environ())...)
+		if c.Source.Type == "" {
+			// A file names its active engine: editing it moves the switcher.
+			c.Source.Type = SourceFile
+		}
 		problems = append(problems, c.validate()...)
 	}
 	if len(problems) > 0 {

@@ -92,9 +92,10 @@
 //
 // source.type says what names the active engine while running:
 //
-//   - none (the default): only SwitchEngine, SwitchEngineTo, the breakers
-//     and failback switch.
-//   - file: the active key of the file Load read. The file's directory is
+//   - none (the default of a Config built in code): only SwitchEngine,
+//     SwitchEngineTo, the breakers and failback switch.
+//   - file (the default of a Config from Load): the active key of the file
+//     Load read. The file's directory is
 //     watched with fsnotify (so that editors that save by rename, and
 //     Kubernetes ConfigMap symlink swaps, are seen); after 100ms without
 //     events the file is read again, with its environment overrides, and
