@@ -201,7 +201,7 @@ engines:
 		Lock:         config.Lock{TTL: 30 * time.Second},
 		Breaker:      config.Breaker{Failures: 3, OpenTimeout: 5 * time.Second},
 		Health:       config.Health{Every: 250 * time.Millisecond, Timeout: time.Second},
-		Source:       config.Source{Type: "none"},
+		Source:       config.Source{Type: "file"}, // a loaded file follows its own active
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Load() = %+v\nwant %+v", got, want)
