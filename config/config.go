@@ -266,6 +266,9 @@ func load(path string) (*Config, error) {
 	if err := v.ReadInConfig(); err != nil {
 		var pe viper.ConfigParseError
 		if errors.As(err, &pe) {
+			if se := syntaxError(path, ext[1:]); se != nil {
+				return nil, fmt.Errorf("config: %s: %w: %w", path, locker.ErrInvalidArgument, se)
+			}
 			return nil, fmt.Errorf("config: %s: %w: %w", path, locker.ErrInvalidArgument, err)
 		}
 		if errors.Is(err, fs.ErrNotExist) {

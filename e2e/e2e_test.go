@@ -30,7 +30,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("ORTHRUS_FLEET_MEMBER") == "1" {
+	if os.Getenv("E2E_FLEET_MEMBER") == "1" {
 		os.Exit(fleetMember())
 	}
 	// Every drill starts the servers it breaks.
