@@ -84,7 +84,7 @@ func TestFileSourceSurvivesDeleteAndDirectoryReplacement(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir+".old", "orthrus.yaml"), []byte("active: b\n"+twoRedis()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	write("a") // an event on the watched file, after the old one's
+	write("a")                         // an event on the watched file, after the old one's
 	time.Sleep(300 * time.Millisecond) // nothing to wait for: checking that nothing happens
 	if sw.Current() != "a" {
 		t.Errorf("Current() = %q after a write in the old directory; want a", sw.Current())

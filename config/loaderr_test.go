@@ -2,9 +2,6 @@ package config_test
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -58,36 +55,6 @@ func TestSyntaxErrorLine(t *testing.T) {
 			if !errors.Is(err, locker.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Load() = %v; want ErrInvalidArgument naming %s", err, tc.want)
 			}
-		})
-	}
-}
-
-// The shipped examples load, or name the environment variable that makes
-// them load.
-func TestExamplesLoad(t *testing.T) {
-	paths, err := filepath.Glob("../examples/configs/*.yaml")
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no example configs: %v", err)
-	}
-	variable := regexp.MustCompile(`set (ORTHRUS_[A-Z0-9_]+)`)
-	for _, path := range paths {
-		t.Run(filepath.Base(path), func(t *testing.T) {
-			clearEnv(t)
-			for range 5 {
-				_, err := config.Load(path)
-				if err == nil {
-					return
-				}
-				m := variable.FindStringSubmatch(err.Error())
-				if m == nil {
-					t.Fatalf("Load(%s) = %v; want success or the variable to set", path, err)
-				}
-				if os.Getenv(m[1]) != "" {
-					t.Fatalf("Load(%s) = %v, with %s set", path, err, m[1])
-				}
-				t.Setenv(m[1], "app:secret")
-			}
-			t.Fatalf("Load(%s) still fails after setting the variables it named", path)
 		})
 	}
 }
