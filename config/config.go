@@ -74,6 +74,9 @@ type Config struct {
 	// file is the absolute path of the file Load read, "" for a Config
 	// built in code. The file source watches it.
 	file string
+	// drill is the id of ForDrill's copy: the file source reads the file
+	// through the same drill prefixes.
+	drill string
 }
 
 // Engine is one lock engine. Name, Type and the addresses of its type are

@@ -52,6 +52,7 @@ func (c *Config) ForDrill(id string) (*Config, error) {
 		return nil, fmt.Errorf("config: ForDrill: %w: drill id %q: want 1 to 32 lower-case letters and digits", locker.ErrInvalidArgument, id)
 	}
 	d := c.clone()
+	d.drill = id
 	for i := range d.Engines {
 		d.Engines[i].Prefix = DrillPrefix(d.Engines[i], id)
 	}

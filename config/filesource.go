@@ -229,6 +229,9 @@ func (f *fileSource) reload(apply func(switcher.Desired)) {
 	}
 	c.file = f.path
 	prev := f.last
+	if prev.drill != "" {
+		c, _ = c.ForDrill(prev.drill) // valid: prev's
+	}
 	f.last = c
 	if !sameButActive(prev, c) {
 		f.log.Warn("config: the file changed settings other than active; they take effect on the next Open")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/config"
+	"github.com/orthrus-go/orthrus/internal/drill"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
 )
@@ -103,7 +104,7 @@ func health(d config.Dialed) string {
 	if d.Err != nil {
 		return "DOWN: " + cause(d.Err).Error()
 	}
-	return "ok (" + roundDuration(d.Took).String() + ")"
+	return "ok (" + drill.Round(d.Took).String() + ")"
 }
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
@@ -248,7 +249,7 @@ func (st *statusReport) printFleet(w io.Writer, active string) []string {
 		}
 		since := "-"
 		if !m.Since.IsZero() {
-			since = roundDuration(now.Sub(m.Since)).String() + " ago"
+			since = drill.Round(now.Sub(m.Since)).String() + " ago"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", m.ID, m.Engine, m.Epoch, orDash(m.Desired), since, agrees)
 	}
@@ -360,7 +361,7 @@ func timeLeft(d time.Duration) string {
 	if d <= 0 {
 		return "session"
 	}
-	return roundDuration(d).String()
+	return drill.Round(d).String()
 }
 
 func lockArg(args []string) (string, error) {
@@ -516,18 +517,4 @@ func runSwitch(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "switched: %s %s now names %s%s; every switcher watching it moves\n", d.source.Kind(), d.source.Where(), target, was)
 	return nil
-}
-
-// roundDuration rounds d for people: to the millisecond under 10 seconds,
-// to a tenth of a second under a minute, to the second beyond.
-func roundDuration(d time.Duration) time.Duration {
-	switch {
-	case d < time.Millisecond && d > -time.Millisecond:
-		return d.Round(time.Microsecond)
-	case d < 10*time.Second && d > -10*time.Second:
-		return d.Round(time.Millisecond)
-	case d < time.Minute && d > -time.Minute:
-		return d.Round(100 * time.Millisecond)
-	}
-	return d.Round(time.Second)
 }
