@@ -68,6 +68,7 @@ func TestDrillEmbedded(t *testing.T) {
 		t.Errorf("report.json: failed %d, violations %v, acquired %v, switch latency %v", r.Failed, r.Violations, r.Acquired, r.SwitchLatency)
 	}
 	checkReportPage(t, filepath.Join(dir, "report.html"), r.Engines)
+	checkInBrowser(t, filepath.Join(dir, "report.html"))
 }
 
 // checkReportPage parses the HTML report as XML (it is written well-formed)
@@ -83,6 +84,7 @@ func checkReportPage(t *testing.T, path string, engines []string) {
 	dec.Strict = true
 	dec.Entity = xml.HTMLEntity
 	series, kinds := map[string]int{}, map[string]int{}
+	inText := false
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
@@ -91,16 +93,23 @@ func checkReportPage(t *testing.T, path string, engines []string) {
 		if err != nil {
 			t.Fatalf("report.html is not well-formed: %v", err)
 		}
+		if cd, ok := tok.(xml.CharData); ok && inText {
+			if kind, _, ok := strings.Cut(string(cd), ": "); ok {
+				kinds[kind]++
+			}
+		}
+		if _, ok := tok.(xml.EndElement); ok {
+			inText = false
+		}
 		el, ok := tok.(xml.StartElement)
 		if !ok {
 			continue
 		}
+		inText = el.Name.Local == "text"
 		for _, a := range el.Attr {
 			switch {
 			case el.Name.Local == "polyline" && a.Name.Local == "data-engine":
 				series[a.Value]++
-			case el.Name.Local == "g" && a.Name.Local == "data-kind":
-				kinds[a.Value]++
 			case a.Name.Local == "src" || a.Name.Local == "href":
 				t.Errorf("report.html loads %q: want a self-contained page", a.Value)
 			}
