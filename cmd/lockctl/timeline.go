@@ -158,7 +158,7 @@ func timelineSVG(r *drill.Report) string {
 		epeak = max(epeak, float64(b.Failed)/w.width(b, tick).Seconds())
 	}
 	if epeak == 0 {
-		w.textTo(&body, tlLeft+tlPlotW/2, y+errH/2+4, "middle", "#2ca02c", "none")
+		w.textTo(&body, tlLeft+8, y+errH/2+4, "start", "#2ca02c", "no failed acquisitions")
 		epeak = 1
 	} else {
 		epeak = niceCeil(epeak)
