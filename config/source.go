@@ -40,8 +40,9 @@ type SourceValue struct {
 	Engine string
 	// Exists is false when the etcd key or zk node does not exist.
 	Exists bool
-	// Epoch is the version of the etcd key or zk node, which the switchers
-	// watching it take as their switch epoch; 0 for a file.
+	// Epoch is the switch epoch that the switchers watching the source take
+	// from it: the etcd key's version, the zk node's version + 1; 0 for a
+	// file.
 	Epoch uint64
 }
 
@@ -287,7 +288,8 @@ func (z zkStore) get(ctx context.Context) ([]byte, bool, uint64, error) {
 	if err != nil {
 		return nil, false, 0, err
 	}
-	return r.data, true, uint64(r.st.Version), nil
+	// zksource's epoch: versions start at 0, epochs at 1.
+	return r.data, true, uint64(r.st.Version) + 1, nil
 }
 
 func (z zkStore) put(ctx context.Context, data []byte) error {
