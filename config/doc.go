@@ -61,7 +61,9 @@
 // comma-separated; empty variables are ignored; an engine's name and type
 // cannot be overridden. Two engines whose variables would clash
 // ("redis-main" and "redis_main") are a validation error. Keep secrets out
-// of the file this way.
+// of the file this way. An ORTHRUS_ variable that matches no setting is an
+// error naming it and the closest variable that does: a misspelt secret
+// would otherwise go unseen.
 //
 // # Open
 //
@@ -114,4 +116,13 @@
 // file's top-level active key in place, keeping comments and layout, and
 // replaces the file atomically, so that every process watching it follows.
 // An unreachable etcd or zk source fails Open, like an unreachable engine.
+//
+// # Operator tools
+//
+// Dial starts some engines on their own, without a switcher, and reports
+// the ones that do not answer instead of failing; DialSource connects to
+// the source alone, to read it, write it, or Snapshot and Restore it byte
+// for byte. NewDrillScope and Config.ForDrill move a drill's locks under
+// drill-only prefixes that DrillScope.Remove deletes afterwards. lockctl is
+// built on them, so that it works while an engine is down.
 package config
