@@ -43,15 +43,22 @@ func (s servers) redisKeys(t *testing.T, pattern string) []string {
 	return keys
 }
 
-func (s servers) etcdGet(t *testing.T, key string, prefix bool) map[string]string {
+// etcd returns a client of the etcd server, closed when the test ends,
+// and a context for one request.
+func (s servers) etcdClient(t *testing.T) (*clientv3.Client, context.Context) {
 	t.Helper()
 	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.etcd}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	t.Cleanup(func() { cancel(); _ = c.Close() })
+	return c, ctx
+}
+
+func (s servers) etcdGet(t *testing.T, key string, prefix bool) map[string]string {
+	t.Helper()
+	c, ctx := s.etcdClient(t)
 	var opts []clientv3.OpOption
 	if prefix {
 		opts = append(opts, clientv3.WithPrefix())
@@ -69,13 +76,7 @@ func (s servers) etcdGet(t *testing.T, key string, prefix bool) map[string]strin
 
 func (s servers) etcdPut(t *testing.T, key, value string) {
 	t.Helper()
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.etcd}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	c, ctx := s.etcdClient(t)
 	if _, err := c.Put(ctx, key, value); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +223,7 @@ engines:
 `, s.redis, s.etcd)
 	writeFile(t, path, content)
 	cmd := exec.Command(os.Args[0], "drill", "--config", path, "--duration", "60s", "--switch-at", "500ms", "--workers", "2", "--names", "4")
-	cmd.Env = append(os.Environ(), "LOCKCTL_MAIN=1")
+	cmd.Env = lockctlEnv()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {

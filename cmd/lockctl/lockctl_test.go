@@ -25,11 +25,18 @@ func TestMain(m *testing.M) {
 	testmain.Run(m, func() (func(), error) { return func() {}, nil })
 }
 
+// lockctlEnv is the environment of lockctl run by the tests: the race
+// detector's one-second pause at a successful exit is not lockctl's.
+func lockctlEnv() []string {
+	race := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
+	return append(os.Environ(), "LOCKCTL_MAIN=1", "GORACE="+race)
+}
+
 // lockctlRun runs lockctl with args and returns its exit code and output.
 func lockctlRun(t *testing.T, stdin string, args ...string) (int, string, string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "LOCKCTL_MAIN=1")
+	cmd.Env = lockctlEnv()
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

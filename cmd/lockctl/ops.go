@@ -286,11 +286,7 @@ func runHolders(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg, names, err := loadWithEngine(*path, *engine)
-	if err != nil {
-		return err
-	}
-	d, err := dial(cfg, names, true, false)
+	cfg, d, err := dialEngineOp(*path, *engine)
 	if err != nil {
 		return err
 	}
@@ -341,20 +337,26 @@ func runHolders(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// loadWithEngine loads the config and checks the --engine flag against it,
-// before anything is dialled. names is the engine to dial, nil for all.
-func loadWithEngine(path, engine string) (*config.Config, []string, error) {
+// dialEngineOp loads the config, checks the --engine flag against it
+// before anything is dialled, and dials that engine, or every engine when
+// it is "".
+func dialEngineOp(path, engine string) (*config.Config, *dialed, error) {
 	cfg, err := loadConfig(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	if engine == "" {
-		return cfg, nil, nil
+	var names []string
+	if engine != "" {
+		if !cfg.HasEngine(engine) {
+			return nil, nil, fmt.Errorf("--engine: unknown engine %q (want one of %s)", engine, strings.Join(cfg.EngineNames(), ", "))
+		}
+		names = []string{engine}
 	}
-	if !cfg.HasEngine(engine) {
-		return nil, nil, fmt.Errorf("--engine: unknown engine %q (want one of %s)", engine, strings.Join(cfg.EngineNames(), ", "))
+	d, err := dial(cfg, names, true, false)
+	if err != nil {
+		return nil, nil, err
 	}
-	return cfg, []string{engine}, nil
+	return cfg, d, nil
 }
 
 func timeLeft(d time.Duration) string {
@@ -388,11 +390,7 @@ func runUnlock(args []string, stdout, stderr io.Writer) error {
 	if !*force {
 		return errors.New("--force: required; the owner of the hold keeps running and will lose its lock")
 	}
-	cfg, names, err := loadWithEngine(*path, *engine)
-	if err != nil {
-		return err
-	}
-	d, err := dial(cfg, names, true, false)
+	cfg, d, err := dialEngineOp(*path, *engine)
 	if err != nil {
 		return err
 	}

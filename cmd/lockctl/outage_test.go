@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
 	"github.com/orthrus-go/orthrus/config"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
@@ -67,14 +64,23 @@ engines:
 	}
 	defer func() { _ = primary.Resume() }()
 
+	// The limits are lockctl's own: the start of this (race-instrumented,
+	// perhaps busy) test binary as a process is measured and added.
+	startup := time.Hour
+	for range 3 {
+		t0 := time.Now()
+		lockctlRun(t, "", "help")
+		startup = min(startup, time.Since(t0))
+	}
+	t.Logf("process start-up: %v", startup.Round(time.Millisecond))
 	timed := func(t *testing.T, limit time.Duration, stdin string, args ...string) (int, string, string) {
 		t.Helper()
 		start := time.Now()
 		code, out, errOut := lockctlRun(t, stdin, args...)
 		took := time.Since(start)
 		t.Logf("lockctl %s: exit %d in %v", strings.Join(args, " "), code, took.Round(time.Millisecond))
-		if took > limit {
-			t.Errorf("lockctl %s took %v; want at most %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), took, limit, out, errOut)
+		if took > limit+startup {
+			t.Errorf("lockctl %s took %v; want at most %v and the process start-up (%v)\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), took, limit, startup, out, errOut)
 		}
 		if strings.Contains(errOut, "switcher:") || strings.Contains(out, "switcher:") {
 			t.Errorf("lockctl %s logged switcher lines:\n%s%s", strings.Join(args, " "), out, errOut)
@@ -136,7 +142,7 @@ engines:
 	}
 
 	// The etcd key names etcd-backup now; the file too.
-	if got := etcdValue(t, backup.Addr(), "/outage/active"); got != "etcd-backup" {
+	if got := (servers{etcd: backup.Addr()}).etcdGet(t, "/outage/active", false)["/outage/active"]; got != "etcd-backup" {
 		t.Errorf("etcd key after switch = %q; want etcd-backup", got)
 	}
 	if got := readFile(t, fileCfg); !strings.HasPrefix(got, "active: etcd-backup\n") {
@@ -167,23 +173,4 @@ func writeFile(t *testing.T, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func etcdValue(t *testing.T, addr, key string) string {
-	t.Helper()
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	resp, err := c.Get(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(resp.Kvs) == 0 {
-		return ""
-	}
-	return string(resp.Kvs[0].Value)
 }
