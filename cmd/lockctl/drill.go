@@ -91,10 +91,10 @@ func runDrill(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&f.duration, "duration", 20*time.Second, "how long the workload runs")
 	fs.DurationVar(&f.hold, "hold", 2*time.Millisecond, "time spent inside each critical section")
 	fs.DurationVar(&f.ttl, "ttl", 5*time.Second, "lease TTL of each hold (renewed while held)")
-	fs.Var(&f.killAt, "kill-at", "stop the primary at this offset; embedded engines only (default: half the duration; 0 = never)")
+	fs.Var(&f.killAt, "kill-at", "stop the primary after this `duration`; embedded engines only (default: half of --duration; 0 = never)")
 	fs.DurationVar(&f.switchAt, "switch-at", 0, "switch to the next engine at this offset (0 = never)")
 	fs.StringVar(&f.switchTo, "switch-to", "", "engine --switch-at switches to (default: the next in order)")
-	fs.StringVar(&f.report, "report", "", "write report.html and report.json into `DIR`")
+	fs.StringVar(&f.report, "report", "", "write report.html, timeline.svg and report.json into `DIR`")
 	fs.IntVar(&f.processes, "processes", 1, "worker processes on the same --config, each with its own switcher")
 	fs.IntVar(&f.worker, "worker", 0, "")
 	fs.StringVar(&f.drillID, "drill-id", "", "")
@@ -164,7 +164,7 @@ func printFlag(w io.Writer, fl *flag.Flag) {
 		line += "\n    \t"
 	}
 	line += strings.ReplaceAll(usage, "\n", "\n    \t")
-	if def := fl.DefValue; def != "" && def != "0" && def != "false" {
+	if def := fl.DefValue; def != "" && def != "0" && def != "0s" && def != "false" {
 		if _, ok := fl.Value.(*optDuration); !ok {
 			line += fmt.Sprintf(" (default %v)", def)
 		}
