@@ -158,7 +158,7 @@ func TestHelp(t *testing.T) {
 		if code != 0 || !strings.Contains(errOut, "Examples:") {
 			t.Errorf("lockctl %s -h: exit %d; want 0 and examples, got %q", c.name, code, errOut)
 		}
-		for _, bad := range []string{"-1ns", "(default 0s)", "-worker", "-drill-id"} {
+		for _, bad := range []string{"-1ns", "(default 0s)", "-worker\n", "-drill-id"} {
 			if strings.Contains(errOut, bad) {
 				t.Errorf("lockctl %s -h shows %q:\n%s", c.name, bad, errOut)
 			}
