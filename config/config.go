@@ -74,6 +74,9 @@ type Config struct {
 	// file is the absolute path of the file Load read, "" for a Config
 	// built in code. The file source watches it.
 	file string
+	// drill is the id of ForDrill's copy: the file source reads the file
+	// through the same drill prefixes.
+	drill string
 }
 
 // Engine is one lock engine. Name, Type and the addresses of its type are
@@ -205,7 +208,9 @@ type SafeSwitch struct {
 // Source is the watched key that names the active engine.
 type Source struct {
 	// Type is none, file (the active key of this very file), etcd (a key
-	// shared by a fleet) or zk (a node shared by a fleet). Default: none.
+	// shared by a fleet) or zk (a node shared by a fleet). Default: file
+	// for a configuration Load read, so that editing active moves the
+	// running switchers; none for a Config built in code.
 	Type string `mapstructure:"type"`
 
 	// Endpoints, Key, Username, Password and TLS locate the etcd key.
@@ -264,6 +269,9 @@ func load(path string) (*Config, error) {
 	if err := v.ReadInConfig(); err != nil {
 		var pe viper.ConfigParseError
 		if errors.As(err, &pe) {
+			if se := syntaxError(path, ext[1:]); se != nil {
+				return nil, fmt.Errorf("config: %s: %w: %w", path, locker.ErrInvalidArgument, se)
+			}
 			return nil, fmt.Errorf("config: %s: %w: %w", path, locker.ErrInvalidArgument, err)
 		}
 		if errors.Is(err, fs.ErrNotExist) {
@@ -276,6 +284,10 @@ func load(path string) (*Config, error) {
 	problems = append(problems, decode(v.AllSettings(), c)...)
 	if len(problems) == 0 {
 		problems = append(problems, c.applyEnv(environ())...)
+		if c.Source.Type == "" {
+			// A file names its active engine: editing it moves the switcher.
+			c.Source.Type = SourceFile
+		}
 		problems = append(problems, c.validate()...)
 	}
 	if len(problems) > 0 {

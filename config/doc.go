@@ -61,7 +61,9 @@
 // comma-separated; empty variables are ignored; an engine's name and type
 // cannot be overridden. Two engines whose variables would clash
 // ("redis-main" and "redis_main") are a validation error. Keep secrets out
-// of the file this way.
+// of the file this way. An ORTHRUS_ variable that matches no setting is an
+// error naming it and the closest variable that does: a misspelt secret
+// would otherwise go unseen.
 //
 // # Open
 //
@@ -92,9 +94,10 @@
 //
 // source.type says what names the active engine while running:
 //
-//   - none (the default): only SwitchEngine, SwitchEngineTo, the breakers
-//     and failback switch.
-//   - file: the active key of the file Load read. The file's directory is
+//   - none (the default of a Config built in code): only SwitchEngine,
+//     SwitchEngineTo, the breakers and failback switch.
+//   - file (the default of a Config from Load): the active key of the file
+//     Load read. The file's directory is
 //     watched with fsnotify (so that editors that save by rename, and
 //     Kubernetes ConfigMap symlink swaps, are seen); after 100ms without
 //     events the file is read again, with its environment overrides, and
@@ -113,4 +116,13 @@
 // file's top-level active key in place, keeping comments and layout, and
 // replaces the file atomically, so that every process watching it follows.
 // An unreachable etcd or zk source fails Open, like an unreachable engine.
+//
+// # Operator tools
+//
+// Dial starts some engines on their own, without a switcher, and reports
+// the ones that do not answer instead of failing; DialSource connects to
+// the source alone, to read it, write it, or Snapshot and Restore it byte
+// for byte. NewDrillScope and Config.ForDrill move a drill's locks under
+// drill-only prefixes that DrillScope.Remove deletes afterwards. lockctl is
+// built on them, so that it works while an engine is down.
 package config

@@ -100,14 +100,40 @@ func (c *Config) applyEnv(env map[string]string) []*FieldError {
 	for name, val := range env {
 		t, ok := targets[name]
 		if !ok {
+			problems = append(problems, unknownEnv(name, targets, c.Engines))
 			continue
 		}
 		if err := setFromEnv(t.value, val); err != nil {
 			problems = append(problems, &FieldError{Field: t.field, Msg: fmt.Sprintf("%s: %v", name, err)})
 		}
 	}
-	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Field < problems[j].Field })
+	sort.SliceStable(problems, func(i, j int) bool {
+		a, b := problems[i], problems[j]
+		return a.Field < b.Field || a.Field == b.Field && a.Msg < b.Msg
+	})
 	return problems
+}
+
+// unknownEnv reports an ORTHRUS_ variable that overrides nothing: a typo
+// there would otherwise go unseen, and secrets are set there.
+func unknownEnv(name string, targets map[string]envTarget, engines []Engine) *FieldError {
+	for _, e := range engines {
+		if name == EnvName(e.Name, "name") || name == EnvName(e.Name, "type") {
+			return &FieldError{Msg: fmt.Sprintf("environment variable %s: an engine's name and type cannot be overridden", name)}
+		}
+	}
+	best, bestD := "", -1
+	for candidate := range targets {
+		d := editDistance(name, candidate)
+		if bestD < 0 || d < bestD || d == bestD && candidate < best {
+			best, bestD = candidate, d
+		}
+	}
+	msg := fmt.Sprintf("environment variable %s matches no setting", name)
+	if best != "" {
+		msg += fmt.Sprintf(" (the closest is %s, for %s)", best, targets[best].field)
+	}
+	return &FieldError{Msg: msg}
 }
 
 // collect calls fn for every settable leaf under v (a struct), with its

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +41,8 @@ type fileSource struct {
 	last    *Config // the last good configuration
 	real    string  // path with symlinks resolved, when last read
 	realDir string  // the directory of real, watched too; "" when it is path's
+	armed   string  // the directory watched for path: its own, or the nearest existing ancestor while it is gone
+	gone    bool    // the file was missing at the last read
 
 	closeOnce sync.Once
 	closeErr  error
@@ -58,9 +62,39 @@ func newFileSource(c *Config, log *slog.Logger) (*fileSource, error) {
 		_ = w.Close()
 		return nil, fmt.Errorf("config: watch %s: %w", c.file, err)
 	}
-	f := &fileSource{path: c.file, log: log.With("source", "file", "file", c.file), w: w, last: c}
+	f := &fileSource{path: c.file, log: log.With("source", "file", "file", c.file), w: w, last: c, armed: filepath.Dir(c.file)}
 	f.follow()
 	return f, nil
+}
+
+// arm watches the file's directory again after it was removed, or, while
+// it is still gone, its nearest existing ancestor, whose events tell when
+// it comes back. It reports whether the directory itself is watched.
+func (f *fileSource) arm() bool {
+	dir := filepath.Dir(f.path)
+	for d := dir; ; d = filepath.Dir(d) {
+		if d == f.armed {
+			return d == dir // still in place
+		}
+		if err := f.w.Add(d); err != nil {
+			if filepath.Dir(d) == d {
+				f.log.Error("config: cannot watch the file's directory or any parent; changes go unseen", "err", err)
+				return false
+			}
+			continue
+		}
+		if f.armed != "" && f.armed != d {
+			_ = f.w.Remove(f.armed) // gone already when it was removed
+		}
+		f.armed = d
+		if d == dir {
+			f.log.Info("config: watching the file's directory again", "dir", dir)
+			return true
+		}
+		f.log.Warn("config: the file's directory is gone; keeping the last good configuration and watching for it to come back",
+			"dir", dir, "watching", d, "active", f.last.Active)
+		return false
+	}
 }
 
 // Set makes engine the active engine of the file, in place and atomically
@@ -123,6 +157,18 @@ func (f *fileSource) Watch(ctx context.Context, apply func(switcher.Desired)) er
 			if !ok {
 				return errors.New("config: file watch ended")
 			}
+			if f.lostDir(ev) {
+				// A removed directory's watch is gone with it; a renamed
+				// one's would follow it elsewhere.
+				_ = f.w.Remove(f.armed)
+				f.armed = ""
+			}
+			if f.armed != filepath.Dir(f.path) {
+				if f.arm() {
+					timer.Reset(debounce) // written before the watch was back?
+				}
+				continue
+			}
 			if f.relevant(ev) {
 				timer.Reset(debounce)
 			}
@@ -139,12 +185,24 @@ func (f *fileSource) Watch(ctx context.Context, apply func(switcher.Desired)) er
 	}
 }
 
-// relevant tells whether ev may have changed the file: a write or creation
-// of the file itself or of its link target, or any change in the directory
-// that makes the path resolve to another file (a symlink swap).
+// lostDir tells whether ev is the removal or renaming of the watched
+// directory itself, or of one of its parents.
+func (f *fileSource) lostDir(ev fsnotify.Event) bool {
+	if !ev.Has(fsnotify.Remove) && !ev.Has(fsnotify.Rename) {
+		return false
+	}
+	name := filepath.Clean(ev.Name)
+	dir := filepath.Dir(f.path)
+	return name == dir || strings.HasPrefix(dir, name+string(filepath.Separator))
+}
+
+// relevant tells whether ev may have changed the file: a write, creation,
+// removal or renaming of the file itself or of its link target, or any
+// change in the directory that makes the path resolve to another file (a
+// symlink swap).
 func (f *fileSource) relevant(ev fsnotify.Event) bool {
 	if name := filepath.Clean(ev.Name); name == f.path || name == f.real {
-		return ev.Has(fsnotify.Write) || ev.Has(fsnotify.Create)
+		return ev.Op != fsnotify.Chmod
 	}
 	real, err := filepath.EvalSymlinks(f.path)
 	return err == nil && real != f.real
@@ -154,12 +212,26 @@ func (f *fileSource) relevant(ev fsnotify.Event) bool {
 func (f *fileSource) reload(apply func(switcher.Desired)) {
 	f.follow()
 	c, err := load(f.path)
-	if err != nil {
-		f.log.Error("config: the changed file is not valid; keeping the last good configuration", "err", err)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if !f.gone {
+			f.log.Warn("config: the file is gone; keeping the last good configuration until it comes back", "active", f.last.Active)
+		}
+		f.gone = true
 		return
+	case err != nil:
+		f.log.Error("config: the changed file is not valid; keeping the last good configuration", "err", err, "active", f.last.Active)
+		return
+	}
+	if f.gone {
+		f.log.Info("config: the file is back", "active", c.Active)
+		f.gone = false
 	}
 	c.file = f.path
 	prev := f.last
+	if prev.drill != "" {
+		c, _ = c.ForDrill(prev.drill) // valid: prev's
+	}
 	f.last = c
 	if !sameButActive(prev, c) {
 		f.log.Warn("config: the file changed settings other than active; they take effect on the next Open")

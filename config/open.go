@@ -245,28 +245,6 @@ func startEngines(ctx context.Context, c *Config, log *slog.Logger) ([]started, 
 	return out, errs
 }
 
-// Probe starts every engine of cfg on its own, pings it and closes it
-// again, and returns one result per engine, in order: nil when it
-// answered. It is for operator tools that must report while an engine is
-// down, when Open fails.
-func Probe(ctx context.Context, cfg *Config) ([]error, error) {
-	if cfg == nil {
-		return nil, fmt.Errorf("config: Probe: %w: cfg is nil", locker.ErrInvalidArgument)
-	}
-	c := cfg.clone()
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	c.setDefaults()
-	started, errs := startEngines(ctx, c, slog.New(slog.DiscardHandler))
-	for _, s := range started {
-		if s.engine != nil {
-			_ = closeQuietly(s.engine.Close, s.closeClient)
-		}
-	}
-	return errs, nil
-}
-
 // unavailable makes sure a failure to reach a server wraps ErrUnavailable.
 func unavailable(err error) error {
 	if errors.Is(err, locker.ErrUnavailable) || errors.Is(err, locker.ErrInvalidArgument) {

@@ -47,6 +47,13 @@ func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
 func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return r }
 func (r *logRecorder) WithGroup(string) slog.Handler      { return r }
 
+// all returns the messages so far.
+func (r *logRecorder) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.msgs...)
+}
+
 // count returns how many messages contain s.
 func (r *logRecorder) count(s string) int {
 	r.mu.Lock()
@@ -106,6 +113,7 @@ engines:
   - {name: zk, type: zk, servers: [%q], prefix: /config-test, session_timeout: 2s}
   - {name: etcd, type: etcd, endpoints: [%q], prefix: config-test}
 lock: {ttl: 20s}
+source: {type: none} # switched by hand below
 `, redisAddr, zkAddr, etcdAddr))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -171,7 +171,7 @@ func (e *Engine) validate(field string, p *problems) {
 	case TypeZK:
 		addresses(field+".servers", e.Servers, p)
 		p.positive(field+".session_timeout", e.SessionTimeout)
-		e.Auth.validate(field+".auth", p)
+		e.Auth.validate(field+".auth", EnvName(e.Name, "auth.credentials"), p)
 		if e.Prefix != "" {
 			if err := zkPath(ensureSlash(e.Prefix)); err != nil {
 				p.add(field+".prefix", "%q: %v", e.Prefix, err)
@@ -229,13 +229,15 @@ func addresses(field string, addrs []string, p *problems) {
 	}
 }
 
-func (a *Auth) validate(field string, p *problems) {
+// validate checks a ZooKeeper credential; env is the variable that sets
+// its credentials, named when they are missing: they belong there.
+func (a *Auth) validate(field, env string, p *problems) {
 	switch {
 	case a.Scheme == "" && a.Credentials == "":
 	case a.Scheme == "":
 		p.add(field+".scheme", "empty while auth.credentials is set")
 	case a.Credentials == "":
-		p.add(field+".credentials", "empty while auth.scheme is set")
+		p.add(field+".credentials", "empty while auth.scheme is set (set %s)", env)
 	case a.Scheme == "digest" && !strings.Contains(a.Credentials, ":"):
 		p.add(field+".credentials", "want \"user:password\" for the digest scheme")
 	}
@@ -335,6 +337,6 @@ func (s *Source) validate(p *problems) {
 			p.add("source.path", "%q: %v", s.Path, err)
 		}
 		p.positive("source.session_timeout", s.SessionTimeout)
-		s.Auth.validate("source.auth", p)
+		s.Auth.validate("source.auth", EnvName("", "source.auth.credentials"), p)
 	}
 }

@@ -30,7 +30,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	switch os.Getenv("ORTHRUS_FLEET_MEMBER") {
+	switch os.Getenv("E2E_FLEET_MEMBER") {
 	case "1":
 		os.Exit(fleetMember())
 	case "worker":

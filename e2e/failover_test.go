@@ -255,11 +255,11 @@ redis.call('SET', KEYS[1], ARGV[1])
 return 1`)
 
 // fleetWorker is one process of fleetFailover: it runs load through a
-// switcher opened from ORTHRUS_FLEET_CONFIG, writes each hold's token to
-// the fenced resource at ORTHRUS_FENCE_ADDR, and reports on stdout until
+// switcher opened from E2E_FLEET_CONFIG, writes each hold's token to
+// the fenced resource at E2E_FENCE_ADDR, and reports on stdout until
 // stdin closes.
 func fleetWorker() int {
-	cfg, err := config.Load(os.Getenv("ORTHRUS_FLEET_CONFIG"))
+	cfg, err := config.Load(os.Getenv("E2E_FLEET_CONFIG"))
 	if err != nil {
 		fmt.Println("error", 0, err)
 		return 1
@@ -278,7 +278,7 @@ func fleetWorker() int {
 		return 1
 	}
 	defer sw.Close()
-	fence := goredis.NewClient(&goredis.Options{Addr: os.Getenv("ORTHRUS_FENCE_ADDR")})
+	fence := goredis.NewClient(&goredis.Options{Addr: os.Getenv("E2E_FENCE_ADDR")})
 	defer fence.Close()
 	stop := make(chan struct{})
 	go func() {
@@ -341,7 +341,7 @@ func fleetFailover(tb testing.TB, fault string, n int) fleetResult {
 	procs := make([]*proc, n)
 	for i := range procs {
 		cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
-		cmd.Env = append(os.Environ(), "ORTHRUS_FLEET_MEMBER=worker", "ORTHRUS_FLEET_CONFIG="+path, "ORTHRUS_FENCE_ADDR="+resource.Addr())
+		cmd.Env = append(os.Environ(), "E2E_FLEET_MEMBER=worker", "E2E_FLEET_CONFIG="+path, "E2E_FENCE_ADDR="+resource.Addr())
 		cmd.Stderr = io.Discard
 		stdin, _ := cmd.StdinPipe()
 		stdout, _ := cmd.StdoutPipe()

@@ -24,12 +24,12 @@ import (
 )
 
 // fleetMember is the child process of TestFleetFlip: one service with a
-// switcher built from the config file in ORTHRUS_FLEET_CONFIG. It says
+// switcher built from the config file in E2E_FLEET_CONFIG. It says
 // "ready", then prints "switched ENGINE UNIXNANO" for every switch and
 // "locked ENGINE" once it took a lock on the new engine, until its stdin
 // closes.
 func fleetMember() int {
-	cfg, err := config.Load(os.Getenv("ORTHRUS_FLEET_CONFIG"))
+	cfg, err := config.Load(os.Getenv("E2E_FLEET_CONFIG"))
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
@@ -94,7 +94,7 @@ source:
 	var members []*member
 	for i := 0; i < 3; i++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "ORTHRUS_FLEET_MEMBER=1", "ORTHRUS_FLEET_CONFIG="+cfgPath)
+		cmd.Env = append(os.Environ(), "E2E_FLEET_MEMBER=1", "E2E_FLEET_CONFIG="+cfgPath)
 		stdin, _ := cmd.StdinPipe()
 		stdout, _ := cmd.StdoutPipe()
 		cmd.Stderr = os.Stderr

@@ -3,17 +3,20 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/orthrus-go/orthrus/config"
 	"github.com/orthrus-go/orthrus/engines/etcd"
 	"github.com/orthrus-go/orthrus/internal/drill"
 	"github.com/orthrus-go/orthrus/locker"
@@ -27,36 +30,84 @@ const drillExamples = `  lockctl drill
   lockctl drill --config staging.yaml --switch-at 10s
       the configured engines; flip to the next engine at 10s (through the
       watched key when the config has a source)
+  lockctl drill --config staging.yaml --processes 3 --switch-at 10s --report ./report
+      three worker processes on the same config, flipped through its
+      source: the fleet's switch spread, split time and fenced-out time
   lockctl drill --config staging.yaml --duration 5m
       the configured engines; break one by hand and watch the failover
+
+With --config, the drill's locks live under a drill-only prefix of each
+engine ("<prefix>-lockctl-drill-<id>"), removed at the end, and a source it
+flipped is put back as it was, byte for byte, at the end or on Ctrl-C.
 `
 
+// optDuration is a duration flag that knows whether it was set: its help
+// shows no default.
+type optDuration struct {
+	d   time.Duration
+	set bool
+}
+
+func (o *optDuration) String() string {
+	if o == nil || !o.set {
+		return ""
+	}
+	return o.d.String()
+}
+
+func (o *optDuration) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	o.d, o.set = d, true
+	return nil
+}
+
 type drillFlags struct {
-	config   string
-	workers  int
-	names    int
-	duration time.Duration
-	hold     time.Duration
-	ttl      time.Duration
-	killAt   time.Duration
-	switchAt time.Duration
-	switchTo string
-	report   string
+	config    string
+	workers   int
+	names     int
+	duration  time.Duration
+	hold      time.Duration
+	ttl       time.Duration
+	killAt    optDuration
+	switchAt  time.Duration
+	switchTo  string
+	report    string
+	processes int
+
+	// A worker process of a fleet drill (hidden).
+	worker  int
+	drillID string
 }
 
 func runDrill(args []string, stdout, stderr io.Writer) error {
 	var f drillFlags
 	fs := newFlags("drill", "[flags]", drillExamples, stderr)
 	fs.StringVar(&f.config, "config", "", "config `FILE` of the engines to drill (default: two embedded etcd servers)")
-	fs.IntVar(&f.workers, "workers", 16, "concurrent lock owners")
+	fs.IntVar(&f.workers, "workers", 16, "concurrent lock owners (per process)")
 	fs.IntVar(&f.names, "names", 64, "distinct lock names")
 	fs.DurationVar(&f.duration, "duration", 20*time.Second, "how long the workload runs")
 	fs.DurationVar(&f.hold, "hold", 2*time.Millisecond, "time spent inside each critical section")
 	fs.DurationVar(&f.ttl, "ttl", 5*time.Second, "lease TTL of each hold (renewed while held)")
-	fs.DurationVar(&f.killAt, "kill-at", -1, "stop the primary at this offset (embedded engines only; default 10s there, 0 = never)")
+	fs.Var(&f.killAt, "kill-at", "stop the primary after this `duration`; embedded engines only (default: half of --duration; 0 = never)")
 	fs.DurationVar(&f.switchAt, "switch-at", 0, "switch to the next engine at this offset (0 = never)")
 	fs.StringVar(&f.switchTo, "switch-to", "", "engine --switch-at switches to (default: the next in order)")
-	fs.StringVar(&f.report, "report", "", "write report.html and report.json into `DIR`")
+	fs.StringVar(&f.report, "report", "", "write report.html, timeline.svg and report.json into `DIR`")
+	fs.IntVar(&f.processes, "processes", 1, "worker processes on the same --config, each with its own switcher")
+	fs.IntVar(&f.worker, "worker", 0, "")
+	fs.StringVar(&f.drillID, "drill-id", "", "")
+	hidden := map[string]bool{"worker": true, "drill-id": true}
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: lockctl drill [flags]\n\nFlags:\n")
+		fs.VisitAll(func(fl *flag.Flag) {
+			if !hidden[fl.Name] {
+				printFlag(stderr, fl)
+			}
+		})
+		fmt.Fprintf(stderr, "\nExamples:\n%s", drillExamples)
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -64,64 +115,80 @@ func runDrill(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-
-	var hooks []switcher.Option
-	d := drill.New(drill.Config{
-		Workers: f.workers, Names: f.names, Duration: f.duration, Hold: f.hold, TTL: f.ttl,
-		Progress: newProgress(stdout).show,
-	})
-	hooks = append(hooks, switcher.OnSwitch(d.OnSwitch), switcher.WithLogger(logger))
-
-	var (
-		sw     *switcher.Switcher
-		faults []drill.Fault
-		mode   string
-	)
-	if f.config == "" {
-		pair, err := startPair(ctx, logger, hooks)
-		if err != nil {
-			return err
-		}
-		defer pair.close()
-		sw, mode = pair.sw, "embedded etcd pair ("+pair.primary.client+", "+pair.secondary.client+")"
-		if f.killAt != 0 {
-			faults = append(faults, drill.Fault{At: f.killAt, Name: "stop " + pair.primary.name, Do: pair.primary.stop})
-		}
-	} else {
-		cfg, err := config.Load(f.config)
-		if err != nil {
-			return err
-		}
-		csw, err := config.Open(ctx, cfg, config.WithLogger(logger), config.WithSwitcherOptions(hooks...))
-		if err != nil {
-			return err
-		}
-		defer csw.Close()
-		sw, mode = csw.Switcher, "config "+f.config
-		if f.switchAt > 0 {
-			faults = append(faults, switchFault(sw, csw.Source(), f.switchAt, f.switchTo))
-		}
+	switch {
+	case f.worker > 0:
+		return runWorker(ctx, &f, logger, stdout)
+	case f.config != "":
+		return runConfigDrill(ctx, &f, logger, stdout, stderr)
 	}
-	if f.config == "" && f.switchAt > 0 {
-		faults = append(faults, switchFault(sw, nil, f.switchAt, f.switchTo))
-	}
-	d.SetFaults(faults)
 
-	fmt.Fprintf(stdout, "orthrus drill: %s; %d workers on %d names for %v\n", mode, f.workers, f.names, f.duration)
-	r, err := d.Run(ctx, sw)
+	d := drill.New(f.drillConfig(newProgress(stdout).show))
+	pair, err := startPair(ctx, logger, []switcher.Option{switcher.OnSwitch(d.OnSwitch), switcher.WithLogger(logger)})
 	if err != nil {
 		return err
 	}
+	defer pair.close()
+	var faults []drill.Fault
+	if f.killAt.d > 0 {
+		faults = append(faults, drill.Fault{At: f.killAt.d, Name: "stop " + pair.primary.name, Do: pair.primary.stop})
+	}
+	if f.switchAt > 0 {
+		faults = append(faults, switchFault(f.switchAt, f.switchTo, pair.sw.States, func(_ context.Context, to string) error {
+			_, err := pair.sw.SwitchEngineTo(to)
+			return err
+		}))
+	}
+	d.SetFaults(faults)
+	fmt.Fprintf(stdout, "orthrus drill: embedded etcd pair (%s, %s); %d workers on %d names for %v\n",
+		pair.primary.client, pair.secondary.client, f.workers, f.names, f.duration)
+	r, err := d.Run(ctx, pair.sw)
+	if err != nil {
+		return err
+	}
+	return finish(&f, r, stdout)
+}
+
+// printFlag prints one flag as flag.PrintDefaults does.
+func printFlag(w io.Writer, fl *flag.Flag) {
+	name, usage := flag.UnquoteUsage(fl)
+	line := "  -" + fl.Name
+	if name != "" {
+		line += " " + name
+	}
+	if len(line) <= 4 {
+		line += "\t"
+	} else {
+		line += "\n    \t"
+	}
+	line += strings.ReplaceAll(usage, "\n", "\n    \t")
+	if def := fl.DefValue; def != "" && def != "0" && def != "0s" && def != "false" {
+		if _, ok := fl.Value.(*optDuration); !ok {
+			line += fmt.Sprintf(" (default %v)", def)
+		}
+	}
+	fmt.Fprintln(w, line)
+}
+
+func (f *drillFlags) drillConfig(progress func(drill.Snapshot)) drill.Config {
+	return drill.Config{
+		Workers: f.workers, Names: f.names, Duration: f.duration, Hold: f.hold, TTL: f.ttl,
+		Progress: progress,
+	}
+}
+
+// finish prints the summary, writes the report and turns a failed check
+// into the exit code.
+func finish(f *drillFlags, r *drill.Report, stdout io.Writer) error {
 	fmt.Fprintln(stdout)
 	printSummary(stdout, r)
 	if f.report != "" {
 		if err := writeReport(f.report, r); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "report: %s/report.html, %s/report.json\n", f.report, f.report)
+		fmt.Fprintf(stdout, "report: %s, %s\n", filepath.Join(f.report, "report.html"), filepath.Join(f.report, "report.json"))
 	}
 	if !r.OK() {
 		return errChecksFailed
@@ -145,24 +212,28 @@ func (f *drillFlags) validate(nargs int) error {
 		return fmt.Errorf("--ttl: want a positive duration such as 5s, got %v", f.ttl)
 	case f.switchAt < 0:
 		return fmt.Errorf("--switch-at: want a positive offset such as 10s, got %v", f.switchAt)
-	case f.config != "" && f.killAt > 0:
+	case f.killAt.d < 0:
+		return fmt.Errorf("--kill-at: want a positive offset such as 10s, got %v", f.killAt.d)
+	case f.config != "" && f.killAt.set && f.killAt.d > 0:
 		return errors.New("--kill-at: only with the embedded engines; with --config, break an engine by hand or use --switch-at")
 	case f.switchTo != "" && f.switchAt == 0:
 		return errors.New("--switch-to: needs --switch-at")
+	case f.processes < 1:
+		return fmt.Errorf("--processes: want at least 1, got %d", f.processes)
+	case f.processes > 1 && f.config == "":
+		return errors.New("--processes: needs --config (the embedded engines live in this process)")
+	case f.worker > 0 && (f.config == "" || f.drillID == ""):
+		return errors.New("--worker: internal flag of a fleet drill")
 	}
-	if f.killAt < 0 { // not set
-		f.killAt = 0
-		if f.config == "" {
-			f.killAt = f.duration / 2
-		}
+	if !f.killAt.set && f.config == "" {
+		f.killAt.d = f.duration / 2
 	}
 	return nil
 }
 
-// switchFault flips to the target engine at the given offset: through the
-// watched key when the source can be written, so that the whole fleet
-// follows, and through SwitchEngineTo otherwise.
-func switchFault(sw *switcher.Switcher, src switcher.Source, at time.Duration, to string) drill.Fault {
+// switchFault flips to the target engine (by default the next after the
+// current one, which current tells) at the given offset, with set.
+func switchFault(at time.Duration, to string, current func() []switcher.EngineState, set func(ctx context.Context, to string) error) drill.Fault {
 	name := "switch to " + to
 	if to == "" {
 		name = "switch to the next engine"
@@ -170,20 +241,16 @@ func switchFault(sw *switcher.Switcher, src switcher.Source, at time.Duration, t
 	return drill.Fault{At: at, Name: name, Do: func() error {
 		target := to
 		if target == "" {
-			states := sw.States()
+			states := current()
 			for i, st := range states {
 				if st.Current {
 					target = states[(i+1)%len(states)].Name
 				}
 			}
 		}
-		if setter, ok := src.(switcher.Setter); ok {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			return setter.Set(ctx, target)
-		}
-		_, err := sw.SwitchEngineTo(target)
-		return err
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return set(ctx, target)
 	}}
 }
 

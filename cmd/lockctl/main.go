@@ -1,10 +1,17 @@
 // Command lockctl runs failover drills and lock operations for orthrus.
 //
 //	lockctl drill [flags]                  run a lock workload, break an engine, check and report
-//	lockctl status  --config FILE          engines in order, the current one, breakers and health
+//	lockctl status  --config FILE          the source's value, each engine's health, the fleet's switchers
 //	lockctl holders --config FILE NAME     who holds NAME on each engine, and who waits
 //	lockctl unlock  --config FILE --force NAME   remove a stuck hold
 //	lockctl switch  --config FILE ENGINE   write the watched key so the fleet moves
+//
+// The operation commands check their arguments first, then dial only what
+// they need (switch: the source and ENGINE; holders and unlock with
+// --engine: that engine), in parallel, within the config's start_timeout,
+// so that they work while another engine is down. A drill on a config
+// keeps its locks under drill-only prefixes, removed at the end, and puts
+// a source it flipped back as it was.
 //
 // Run "lockctl COMMAND -h" for a command's flags and examples.
 package main
@@ -28,7 +35,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"drill", "run a lock workload through the switcher, inject a fault, check and report", runDrill},
-		{"status", "show the engines in order, the current one, breaker and health states", runStatus},
+		{"status", "show the source's value, each engine's health, and the fleet's switchers", runStatus},
 		{"holders", "show who holds a lock on each engine, and who waits", runHolders},
 		{"unlock", "remove a stuck hold (asks for confirmation unless --yes)", runUnlock},
 		{"switch", "write the watched key so that every switcher moves to ENGINE", runSwitch},

@@ -6,13 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
-	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/orthrus-go/orthrus/config"
+	"github.com/orthrus-go/orthrus/internal/drill"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
 )
@@ -23,8 +25,9 @@ type inspector interface {
 	ForceUnlock(ctx context.Context, name string) (locker.Holder, error)
 }
 
-// opTimeout bounds every operation command.
-const opTimeout = 15 * time.Second
+// quiet is the logger of what the operation commands dial: whatever goes
+// wrong reaches the operator as the command's own output and exit code.
+func quiet() config.Option { return config.WithLogger(slog.New(slog.DiscardHandler)) }
 
 func loadConfig(path string) (*config.Config, error) {
 	if path == "" {
@@ -33,21 +36,75 @@ func loadConfig(path string) (*config.Config, error) {
 	return config.Load(path)
 }
 
-// withConfig loads and opens the --config file, runs fn within opTimeout
-// and closes everything again.
-func withConfig(path string, fn func(ctx context.Context, sw *config.Switcher) error) error {
-	cfg, err := loadConfig(path)
-	if err != nil {
-		return err
+// dialed is what an operation command dialled: some engines, perhaps the
+// source, all at once and within one start_timeout.
+type dialed struct {
+	engines *config.Engines
+	source  *config.SourceHandle
+	srcErr  error
+}
+
+// dial starts the named engines (every engine when names is empty; none
+// when names is nil and withSource) and, withSource, the source, in
+// parallel.
+func dial(cfg *config.Config, names []string, allEngines, withSource bool) (*dialed, error) {
+	ctx := context.Background()
+	d := &dialed{}
+	var engErr error
+	var wg sync.WaitGroup
+	if allEngines || len(names) > 0 {
+		wg.Go(func() { d.engines, engErr = config.Dial(ctx, cfg, names, quiet()) })
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
-	sw, err := config.Open(ctx, cfg)
-	if err != nil {
-		return err
+	if withSource {
+		wg.Go(func() { d.source, d.srcErr = config.DialSource(ctx, cfg, quiet()) })
 	}
-	defer sw.Close()
-	return fn(ctx, sw)
+	wg.Wait()
+	if engErr != nil {
+		d.close()
+		return nil, engErr
+	}
+	return d, nil
+}
+
+func (d *dialed) close() {
+	if d.engines != nil {
+		_ = d.engines.Close()
+	}
+	if d.source != nil {
+		_ = d.source.Close()
+	}
+}
+
+// opContext bounds the requests of an operation after its dial: one more
+// start_timeout.
+func opContext(cfg *config.Config) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), cfg.StartTimeout)
+}
+
+// cause drops the "config: engines[i] NAME (TYPE): " of a Dial error, for
+// a table whose row already names the engine.
+func cause(err error) error {
+	if inner := errors.Unwrap(err); inner != nil {
+		return inner
+	}
+	return err
+}
+
+func role(i int) string {
+	switch i {
+	case 0:
+		return "primary"
+	case 1:
+		return "secondary"
+	}
+	return fmt.Sprintf("#%d", i+1)
+}
+
+func health(d config.Dialed) string {
+	if d.Err != nil {
+		return "DOWN: " + cause(d.Err).Error()
+	}
+	return "ok (" + drill.Round(d.Took).String() + ")"
 }
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
@@ -63,60 +120,165 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
-	sw, err := config.Open(ctx, cfg)
-	if errors.Is(err, locker.ErrUnavailable) {
-		return degradedStatus(ctx, cfg, err, stdout)
-	}
+	hasSource := cfg.Source.Type != config.SourceNone
+	d, err := dial(cfg, nil, true, hasSource)
 	if err != nil {
 		return err
 	}
-	defer sw.Close()
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ENGINE\tCURRENT\tBREAKER\tHEALTH")
-	engines := sw.Engines()
-	for i, st := range sw.States() {
-		health := "ok"
-		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
-		if err := engines[i].Ping(pctx); err != nil {
-			health = "failing: " + err.Error()
+	defer d.close()
+	ctx, cancel := opContext(cfg)
+	defer cancel()
+
+	st := statusReport{cfg: cfg, engines: d.engines.Dialed, srcErr: d.srcErr}
+	if d.source != nil {
+		st.where = d.source.Kind() + " " + d.source.Where()
+		st.value, st.srcErr = d.source.Read(ctx)
+		if roster, ok := d.source.Source().(switcher.Roster); ok && st.srcErr == nil {
+			st.roster = true
+			st.members, st.rosterErr = roster.Members(ctx)
 		}
-		pcancel()
-		current := ""
-		if st.Current {
-			current = "*"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", st.Name, current, st.Breaker, health)
 	}
-	return tw.Flush()
+	return st.print(stdout)
 }
 
-// degradedStatus reports each engine's health when an unreachable one
-// kept the switcher from starting: the moment an operator most needs it.
-func degradedStatus(ctx context.Context, cfg *config.Config, openErr error, stdout io.Writer) error {
-	errs, err := config.Probe(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ENGINE\tCURRENT\tBREAKER\tHEALTH")
-	for i, e := range cfg.Engines {
-		health := "ok"
-		if errs[i] != nil {
-			health = "failing: " + errs[i].Error()
+// statusReport is what lockctl status found, side by side: the source,
+// each engine's health, and the switchers of the fleet.
+type statusReport struct {
+	cfg       *config.Config
+	where     string // "" without a source
+	value     config.SourceValue
+	srcErr    error
+	engines   []config.Dialed
+	roster    bool // the source lists its switchers
+	members   []switcher.Member
+	rosterErr error
+	now       time.Time // for "ago"; zero: time.Now
+}
+
+func (st *statusReport) print(w io.Writer) error {
+	var problems []string
+	active := st.cfg.Active
+	switch {
+	case st.where == "":
+		fmt.Fprintf(w, "source:  none; active in the file: %s (each process switches on its own)\n", active)
+	case st.srcErr != nil:
+		fmt.Fprintf(w, "source:  %s: UNREACHABLE: %v\n", st.where, st.srcErr)
+		problems = append(problems, "the source is unreachable")
+		active = ""
+	case !st.value.Exists || st.value.Engine == "":
+		fmt.Fprintf(w, "source:  %s: not set; processes start on active (%s)\n", st.where, active)
+	default:
+		active = st.value.Engine
+		epoch := ""
+		if st.value.Epoch > 0 {
+			epoch = fmt.Sprintf(", epoch %d", st.value.Epoch)
 		}
-		fmt.Fprintf(tw, "%s\t?\t-\t%s\n", e.Name, health)
+		fmt.Fprintf(w, "source:  %s: %s%s\n", st.where, active, epoch)
+		if !st.cfg.HasEngine(active) {
+			problems = append(problems, fmt.Sprintf("the source names %q, which is not an engine of this config", active))
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ENGINE\tROLE\tACTIVE\tHEALTH")
+	var down []string
+	for i, d := range st.engines {
+		mark := ""
+		if d.Name == active {
+			mark = "*"
+		}
+		if d.Err != nil {
+			down = append(down, d.Name)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.Name, role(i), mark, health(d))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	return fmt.Errorf("no switcher could start, so current and breakers are unknown: %w", openErr)
+	if len(down) > 0 {
+		problems = append(problems, fmt.Sprintf("%d engine(s) down: %s", len(down), strings.Join(down, ", ")))
+	}
+	problems = append(problems, st.printFleet(w, active)...)
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
 }
 
+// printFleet lists the switchers the source knows and flags those that
+// disagree with it; it returns the problems found.
+func (st *statusReport) printFleet(w io.Writer, active string) []string {
+	switch {
+	case st.where == "" || st.srcErr != nil:
+		return nil
+	case strings.HasPrefix(st.where, config.SourceFile+" "):
+		fmt.Fprintln(w, "\nfleet:   a file source is read by each process on its own host; it lists no switchers")
+		return nil
+	case !st.roster:
+		fmt.Fprintln(w, "\nfleet:   this source does not list the switchers watching it")
+		return nil
+	case st.rosterErr != nil:
+		fmt.Fprintf(w, "\nfleet:   UNKNOWN: %v\n", st.rosterErr)
+		return []string{"the fleet could not be listed"}
+	}
+	now := st.now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	fmt.Fprintf(w, "\nfleet:   %d switcher(s) announced\n", len(st.members))
+	if len(st.members) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SWITCHER\tENGINE\tEPOCH\tREAD\tSINCE\tAGREES")
+	disagree := 0
+	for _, m := range st.members {
+		var why []string
+		if active != "" && m.Engine != active {
+			why = append(why, "on "+m.Engine+", the source names "+active)
+		}
+		if st.value.Epoch > 0 && m.Epoch != st.value.Epoch {
+			why = append(why, fmt.Sprintf("epoch %d, the source's is %d", m.Epoch, st.value.Epoch))
+		}
+		if active != "" && m.Desired != "" && m.Desired != active {
+			why = append(why, "last read "+m.Desired)
+		}
+		agrees := "yes"
+		if len(why) > 0 {
+			disagree++
+			agrees = "NO: " + strings.Join(why, "; ")
+		}
+		since := "-"
+		if !m.Since.IsZero() {
+			since = drill.Round(now.Sub(m.Since)).String() + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", m.ID, m.Engine, m.Epoch, orDash(m.Desired), since, agrees)
+	}
+	_ = tw.Flush()
+	if disagree > 0 {
+		return []string{fmt.Sprintf("%d of %d switcher(s) disagree with the source", disagree, len(st.members))}
+	}
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// tokenNote says which token holders shows.
+const tokenNote = `ENGINE TOKEN is the engine's own fencing token. An application that locks
+through a switcher (config.Open) sees epoch<<44 | ENGINE TOKEN instead, with
+the switch epoch of its process at the grant ("lockctl status" lists the
+epochs of a fleet sharing an etcd or zk source).
+`
+
 func runHolders(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("holders", "--config FILE NAME", "  lockctl holders --config locks.yaml orders/42\n", stderr)
+	fs := newFlags("holders", "--config FILE [--engine ENGINE] NAME",
+		"  lockctl holders --config locks.yaml orders/42\n  lockctl holders --config locks.yaml --engine zk-backup orders/42\n", stderr)
 	path := fs.String("config", "", "config `FILE`")
+	engine := fs.String("engine", "", "inspect only this `ENGINE` (default: every engine that answers)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -124,41 +286,84 @@ func runHolders(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return withConfig(*path, func(ctx context.Context, sw *config.Switcher) error {
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ENGINE\tROLE\tOWNER\tTOKEN\tTIME LEFT")
-		for _, e := range sw.Engines() {
-			in, ok := e.(inspector)
-			if !ok {
-				fmt.Fprintf(tw, "%s\t-\tcannot inspect this engine\t\t\n", e.Name())
-				continue
-			}
-			info, err := in.Inspect(ctx, name)
-			if err != nil {
-				fmt.Fprintf(tw, "%s\terror\t%v\t\t\n", e.Name(), err)
-				continue
-			}
-			if info.Holder == nil {
-				fmt.Fprintf(tw, "%s\tfree\t\t\t\n", e.Name())
-			} else {
-				fmt.Fprintf(tw, "%s\tholder\t%s\t%d\t%s\n", e.Name(), info.Holder.Owner, info.Holder.Token, timeLeft(info.Holder.TTL))
-			}
-			for i, w := range info.Waiters {
-				fmt.Fprintf(tw, "%s\twaiter %d\t%s\t%d\t%s\n", e.Name(), i+1, w.Owner, w.Token, timeLeft(w.TTL))
-			}
-			if info.Subscribers > 0 {
-				fmt.Fprintf(tw, "%s\twaiting\t%d process(es) subscribed\t\t\n", e.Name(), info.Subscribers)
-			}
+	cfg, d, err := dialEngineOp(*path, *engine)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	ctx, cancel := opContext(cfg)
+	defer cancel()
+
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ENGINE\tROLE\tOWNER\tENGINE TOKEN\tTIME LEFT")
+	var unreachable []string
+	for _, dd := range d.engines.Dialed {
+		if dd.Err != nil {
+			unreachable = append(unreachable, dd.Name)
+			fmt.Fprintf(tw, "%s\tunreachable\t%v\t\t\n", dd.Name, cause(dd.Err))
+			continue
 		}
-		return tw.Flush()
-	})
+		e := dd.Engine
+		in, ok := e.(inspector)
+		if !ok {
+			fmt.Fprintf(tw, "%s\t-\tcannot inspect this engine\t\t\n", e.Name())
+			continue
+		}
+		info, err := in.Inspect(ctx, name)
+		if err != nil {
+			unreachable = append(unreachable, dd.Name)
+			fmt.Fprintf(tw, "%s\terror\t%v\t\t\n", e.Name(), err)
+			continue
+		}
+		if info.Holder == nil {
+			fmt.Fprintf(tw, "%s\tfree\t\t\t\n", e.Name())
+		} else {
+			fmt.Fprintf(tw, "%s\tholder\t%s\t%d\t%s\n", e.Name(), info.Holder.Owner, info.Holder.Token, timeLeft(info.Holder.TTL))
+		}
+		for i, w := range info.Waiters {
+			fmt.Fprintf(tw, "%s\twaiter %d\t%s\t%d\t%s\n", e.Name(), i+1, w.Owner, w.Token, timeLeft(w.TTL))
+		}
+		if info.Subscribers > 0 {
+			fmt.Fprintf(tw, "%s\twaiting\t%d process(es) subscribed\t\t\n", e.Name(), info.Subscribers)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, "\n"+tokenNote)
+	if len(unreachable) > 0 {
+		return fmt.Errorf("incomplete: %s did not answer", strings.Join(unreachable, ", "))
+	}
+	return nil
+}
+
+// dialEngineOp loads the config, checks the --engine flag against it
+// before anything is dialled, and dials that engine, or every engine when
+// it is "".
+func dialEngineOp(path, engine string) (*config.Config, *dialed, error) {
+	cfg, err := loadConfig(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	var names []string
+	if engine != "" {
+		if !cfg.HasEngine(engine) {
+			return nil, nil, fmt.Errorf("--engine: unknown engine %q (want one of %s)", engine, strings.Join(cfg.EngineNames(), ", "))
+		}
+		names = []string{engine}
+	}
+	d, err := dial(cfg, names, true, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, d, nil
 }
 
 func timeLeft(d time.Duration) string {
 	if d <= 0 {
 		return "session"
 	}
-	return d.Round(time.Millisecond).String()
+	return drill.Round(d).String()
 }
 
 func lockArg(args []string) (string, error) {
@@ -173,7 +378,7 @@ func runUnlock(args []string, stdout, stderr io.Writer) error {
 		"  lockctl unlock --force --config locks.yaml orders/42\n  lockctl unlock --force --yes --config locks.yaml --engine zk-backup orders/42\n", stderr)
 	path := fs.String("config", "", "config `FILE`")
 	force := fs.Bool("force", false, "required: removing another owner's hold breaks its mutual exclusion")
-	engine := fs.String("engine", "", "the engine to clear (default: the one engine that holds NAME)")
+	engine := fs.String("engine", "", "the `ENGINE` to clear; only it is dialled (default: the one engine that holds NAME)")
 	yes := fs.Bool("yes", false, "do not ask for confirmation")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -185,71 +390,85 @@ func runUnlock(args []string, stdout, stderr io.Writer) error {
 	if !*force {
 		return errors.New("--force: required; the owner of the hold keeps running and will lose its lock")
 	}
-	return withConfig(*path, func(ctx context.Context, sw *config.Switcher) error {
-		target, holder, err := pickHeld(ctx, sw.Engines(), name, *engine)
-		if err != nil {
-			return err
+	cfg, d, err := dialEngineOp(*path, *engine)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	ctx, cancel := opContext(cfg)
+	defer cancel()
+	target, holder, err := pickHeld(ctx, d.engines, name)
+	if err != nil {
+		return err
+	}
+	if !*yes {
+		fmt.Fprintf(stdout, "Remove the hold of %q on %s (owner %s, engine token %d)? [y/N] ", name, target.Name(), holder.Owner, holder.Token)
+		answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+			return errors.New("not confirmed; nothing removed")
 		}
-		if !*yes {
-			fmt.Fprintf(stdout, "Remove the hold of %q on %s (owner %s, token %d)? [y/N] ", name, target.Name(), holder.Owner, holder.Token)
-			answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
-			if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
-				return errors.New("not confirmed; nothing removed")
-			}
-		}
-		// A fresh bound: the operator may have taken a while to answer.
-		fctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-		defer cancel()
-		removed, err := target.(inspector).ForceUnlock(fctx, name)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "removed the hold of %q on %s (owner %s, token %d)\n", name, target.Name(), removed.Owner, removed.Token)
-		return nil
-	})
+	}
+	// A fresh bound: the operator may have taken a while to answer.
+	fctx, fcancel := opContext(cfg)
+	defer fcancel()
+	removed, err := target.(inspector).ForceUnlock(fctx, name)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "removed the hold of %q on %s (owner %s, engine token %d)\n", name, target.Name(), removed.Owner, removed.Token)
+	return nil
 }
 
-// pickHeld finds the engine to clear: the named one, or the only one
-// holding name.
-func pickHeld(ctx context.Context, engines []locker.Engine, name, want string) (locker.Engine, locker.Holder, error) {
+// pickHeld finds the engine to clear: the only one dialled that holds
+// name. With an engine that did not answer, it cannot know that the one it
+// found is the only one, and asks for --engine.
+func pickHeld(ctx context.Context, es *config.Engines, name string) (locker.Engine, locker.Holder, error) {
 	var found []locker.Engine
 	var holders []locker.Holder
-	var blind []string // engines that cannot be inspected
-	known := false
-	for _, e := range engines {
-		if want != "" && e.Name() != want {
+	var where, blind, down []string
+	for _, d := range es.Dialed {
+		if d.Err != nil {
+			down = append(down, d.Name)
 			continue
 		}
-		known = true
-		in, ok := e.(inspector)
+		in, ok := d.Engine.(inspector)
 		if !ok {
-			blind = append(blind, e.Name())
+			blind = append(blind, d.Name)
 			continue
 		}
 		info, err := in.Inspect(ctx, name)
 		if err != nil {
-			return nil, locker.Holder{}, fmt.Errorf("%s: %w", e.Name(), err)
+			return nil, locker.Holder{}, fmt.Errorf("%s: %w", d.Name, err)
 		}
 		if info.Holder != nil {
-			found, holders = append(found, e), append(holders, *info.Holder)
+			found, holders = append(found, d.Engine), append(holders, *info.Holder)
+			where = append(where, fmt.Sprintf("%s (owner %s)", d.Name, info.Holder.Owner))
 		}
 	}
 	switch {
-	case want != "" && !known:
-		return nil, locker.Holder{}, fmt.Errorf("--engine: unknown engine %q", want)
+	case len(es.Dialed) == 1 && len(down) == 1:
+		return nil, locker.Holder{}, es.Dialed[0].Err
+	case len(down) > 0:
+		held := "not held on the engines that answered"
+		if len(found) > 0 {
+			held = "held on " + strings.Join(where, ", ")
+		}
+		return nil, locker.Holder{}, fmt.Errorf("%q is %s, and %s did not answer: name the engine to clear with --engine", name, held, strings.Join(down, ", "))
 	case len(found) == 0 && len(blind) > 0:
 		return nil, locker.Holder{}, fmt.Errorf("%q is not held on the engines that can be inspected (%s cannot be): %w", name, strings.Join(blind, ", "), locker.ErrNotHeld)
 	case len(found) == 0:
 		return nil, locker.Holder{}, fmt.Errorf("%q is not held: %w", name, locker.ErrNotHeld)
 	case len(found) > 1:
-		return nil, locker.Holder{}, fmt.Errorf("%q is held on %d engines: choose one with --engine", name, len(found))
+		return nil, locker.Holder{}, fmt.Errorf("%q is held on %s: choose one with --engine", name, strings.Join(where, ", "))
 	}
 	return found[0], holders[0], nil
 }
 
 func runSwitch(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("switch", "--config FILE ENGINE", "  lockctl switch --config locks.yaml zk-backup\n", stderr)
+	fs := newFlags("switch", "--config FILE [--force] ENGINE",
+		"  lockctl switch --config locks.yaml zk-backup\n  lockctl switch --config locks.yaml --force zk-backup   # even though zk-backup does not answer\n", stderr)
 	path := fs.String("config", "", "config `FILE`")
+	force := fs.Bool("force", false, "write the source even when ENGINE does not answer")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -257,22 +476,43 @@ func runSwitch(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("want exactly one ENGINE name, got %d arguments", fs.NArg())
 	}
 	target := fs.Arg(0)
-	return withConfig(*path, func(ctx context.Context, sw *config.Switcher) error {
-		var names []string
-		for _, e := range sw.Engines() {
-			names = append(names, e.Name())
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		return err
+	}
+	if !cfg.HasEngine(target) {
+		return fmt.Errorf("unknown engine %q (want one of %s)", target, strings.Join(cfg.EngineNames(), ", "))
+	}
+	if cfg.Source.Type == config.SourceNone {
+		return errors.New("--config: source.type is none: there is no source to write (use file, etcd or zk)")
+	}
+	d, err := dial(cfg, []string{target}, false, true)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	if d.srcErr != nil {
+		return d.srcErr
+	}
+	if te := d.engines.Dialed[0].Err; te != nil {
+		if !*force {
+			return fmt.Errorf("%s does not answer, so nothing was written (--force to switch to it anyway): %w", target, te)
 		}
-		if !slices.Contains(names, target) {
-			return fmt.Errorf("unknown engine %q (want one of %s)", target, strings.Join(names, ", "))
-		}
-		setter, ok := sw.Source().(switcher.Setter)
-		if !ok {
-			return errors.New("--config: the configuration has no source that can be written (source.type etcd, zk or file)")
-		}
-		if err := setter.Set(ctx, target); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "switched: every switcher watching the source moves to %s\n", target)
-		return nil
-	})
+		fmt.Fprintf(stderr, "lockctl switch: %s does not answer; switching anyway (--force): %v\n", target, te)
+	}
+	ctx, cancel := opContext(cfg)
+	defer cancel()
+	was := ""
+	if v, err := d.source.Read(ctx); err == nil && v.Engine != "" {
+		was = " (was " + v.Engine + ")"
+	}
+	setter, ok := d.source.Source().(switcher.Setter)
+	if !ok {
+		return fmt.Errorf("the %s source cannot be written", d.source.Kind())
+	}
+	if err := setter.Set(ctx, target); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "switched: %s %s now names %s%s; every switcher watching it moves\n", d.source.Kind(), d.source.Where(), target, was)
+	return nil
 }

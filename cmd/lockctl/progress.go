@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -39,7 +38,6 @@ func (p *progress) show(s drill.Snapshot) {
 		rates = append(rates, fmt.Sprintf("%s %4.0f/s", e.Name, s.Rate[e.Name]))
 		breakers = append(breakers, fmt.Sprintf("%s=%s", e.Name, e.Breaker))
 	}
-	sort.Strings(breakers)
 	line := fmt.Sprintf("%5.1fs  current %-14s  %s  failed %d  lost %d  breakers %s",
 		s.Elapsed.Seconds(), s.Current, strings.Join(rates, "  "), s.Failed, s.Lost, strings.Join(breakers, " "))
 	if p.terminal {

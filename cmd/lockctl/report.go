@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/orthrus-go/orthrus/internal/drill"
 )
@@ -16,18 +15,29 @@ import (
 // printSummary writes the end-of-drill summary for the terminal.
 func printSummary(w io.Writer, r *drill.Report) {
 	fmt.Fprintf(w, "drill: %v, %d workers, %d names, engines %s\n",
-		r.Duration.Round(time.Millisecond), r.Workers, r.Names, strings.Join(r.Engines, " → "))
+		drill.Round(r.Duration), r.Workers, r.Names, strings.Join(r.Engines, " → "))
 	for _, m := range r.Marks {
 		detail := ""
 		if m.Detail != "" {
 			detail = " (" + m.Detail + ")"
 		}
-		fmt.Fprintf(w, "  %8v  %-6s %s%s\n", m.At.Round(time.Millisecond), m.Kind, m.Label, detail)
+		fmt.Fprintf(w, "  %8v  %-6s %s%s\n", drill.Round(m.At), m.Kind, m.Label, detail)
 	}
 	if r.SwitchLatency >= 0 {
-		fmt.Fprintf(w, "time to switch:  %v after the fault\n", r.SwitchLatency.Round(time.Millisecond))
+		fmt.Fprintf(w, "time to switch:  %v after the fault\n", drill.Round(r.SwitchLatency))
 	} else {
 		fmt.Fprintln(w, "time to switch:  no switch after a fault")
+	}
+	if f := r.Fleet; f != nil {
+		for _, s := range f.Switches {
+			fmt.Fprintf(w, "fleet switch:    %d of %d processes followed %q; first after %v, last after %v, spread %v\n",
+				s.Switched, len(f.Processes), s.Fault.Label, drill.Round(s.First-s.Fault.At), drill.Round(s.Last-s.Fault.At), drill.Round(s.Spread))
+		}
+		fmt.Fprintf(w, "fleet split:     %v in all, %v at most at once (processes on different engines)\n", drill.Round(f.Split), drill.Round(f.LongestSplit))
+		for _, fe := range f.Fencing {
+			fmt.Fprintf(w, "fenced out:      %s: %d of %d writes refused, longest %v, in all %v\n",
+				fe.Process, fe.Refused, fe.Writes, drill.Round(fe.FencedOut), drill.Round(fe.FencedOutTotal))
+		}
 	}
 	var per []string
 	for _, e := range r.Engines {
@@ -49,8 +59,9 @@ func printSummary(w io.Writer, r *drill.Report) {
 	}
 }
 
-// writeReport writes report.html (a self-contained page with an inline SVG
-// timeline) and report.json (the raw figures) into dir.
+// writeReport writes into dir report.html (a self-contained page: the
+// timeline, the figures, and a check of its own labels), timeline.svg (the
+// timeline alone, for documents) and report.json (the raw figures).
 func writeReport(dir string, r *drill.Report) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--report: %w", err)
@@ -59,129 +70,114 @@ func writeReport(dir string, r *drill.Report) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "report.json"), raw, 0o644); err != nil {
-		return fmt.Errorf("--report: %w", err)
+	svg := timelineSVG(r)
+	for name, data := range map[string][]byte{
+		"report.json":  raw,
+		"timeline.svg": []byte(`<?xml version="1.0" encoding="UTF-8"?>` + "\n" + svg),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return fmt.Errorf("--report: %w", err)
+		}
 	}
 	f, err := os.Create(filepath.Join(dir, "report.html"))
 	if err != nil {
 		return fmt.Errorf("--report: %w", err)
 	}
-	if err := reportPage.Execute(f, newChart(r)); err != nil {
+	if err := reportPage.Execute(f, page{R: r, SVG: template.HTML(svg)}); err != nil {
 		f.Close()
 		return err
 	}
 	return f.Close()
 }
 
-// chart is the timeline drawn in the report: acquisitions per second per
-// engine, with the faults and switches marked.
-type chart struct {
-	R              *drill.Report
-	Width, Height  int
-	Left, Bottom   int
-	Series         []series
-	Marks          []mark
-	YTicks, XTicks []tick
-}
-
-type series struct {
-	Engine, Color, Points string
-	LegendY               int
-}
-
-type mark struct {
-	Kind, Label, Color string
-	X                  float64
-}
-
-type tick struct {
-	Label string
-	Pos   float64
-}
-
-var palette = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b"}
-
-func newChart(r *drill.Report) chart {
-	c := chart{R: r, Width: 900, Height: 320, Left: 60, Bottom: 280}
-	plotW, plotH := float64(c.Width-c.Left-150), float64(c.Bottom-20)
-	total := r.Duration.Seconds()
-	if total <= 0 {
-		total = 1
-	}
-	peak := 1.0
-	for _, b := range r.Timeline {
-		for _, n := range b.Acquired {
-			peak = max(peak, float64(n)/r.Tick.Seconds())
-		}
-	}
-	x := func(t time.Duration) float64 { return float64(c.Left) + t.Seconds()/total*plotW }
-	y := func(rate float64) float64 { return float64(c.Bottom) - rate/peak*plotH }
-	for i, e := range r.Engines {
-		var pts []string
-		for _, b := range r.Timeline {
-			rate := float64(b.Acquired[e]) / r.Tick.Seconds()
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(b.At+r.Tick), y(rate)))
-		}
-		c.Series = append(c.Series, series{Engine: e, Color: palette[i%len(palette)], Points: strings.Join(pts, " "), LegendY: 30 + 20*i})
-	}
-	for _, m := range r.Marks {
-		color := "#d62728"
-		if m.Kind == "switch" {
-			color = "#555555"
-		}
-		c.Marks = append(c.Marks, mark{Kind: m.Kind, Label: m.Label, Color: color, X: x(m.At)})
-	}
-	for i := 0; i <= 4; i++ {
-		rate := peak * float64(i) / 4
-		c.YTicks = append(c.YTicks, tick{Label: fmt.Sprintf("%.0f/s", rate), Pos: y(rate)})
-	}
-	step := max(1, int(total/10))
-	for s := 0; s <= int(total); s += step {
-		c.XTicks = append(c.XTicks, tick{Label: fmt.Sprintf("%ds", s), Pos: x(time.Duration(s) * time.Second)})
-	}
-	return c
+type page struct {
+	R   *drill.Report
+	SVG template.HTML // built by timelineSVG, escaped there
 }
 
 // The page is XHTML-clean (well-formed XML) and loads nothing from outside.
-var reportPage = template.Must(template.New("report").Parse(`<!DOCTYPE html>
+// Its script checks the drawing as a browser lays it out — no two labels
+// overlap, no series is empty or NaN — and writes the verdict into
+// #verdict, for the report's browser test and for the curious.
+var reportPage = template.Must(template.New("report").Funcs(template.FuncMap{"round": drill.Round}).Parse(`<!DOCTYPE html>
 <html xmlns="http://www.w3.org/1999/xhtml" lang="en">
 <head>
 <meta charset="utf-8" />
 <title>orthrus drill report</title>
 <style>
 body { font-family: sans-serif; margin: 2em; color: #222; }
-table { border-collapse: collapse; }
-td, th { padding: 2px 12px 2px 0; text-align: left; }
+table { border-collapse: collapse; margin-bottom: 1em; }
+td, th { padding: 2px 14px 2px 0; text-align: left; }
+td.n { text-align: right; }
 .fail { color: #d62728; font-weight: bold; }
 .pass { color: #2ca02c; font-weight: bold; }
+#verdict { color: #777; font-size: 11px; }
 </style>
 </head>
 <body>
 <h1>orthrus drill report</h1>
-<p>Started {{.R.Started.Format "2006-01-02 15:04:05 MST"}}; {{.R.Workers}} workers on {{.R.Names}} names for {{.R.Duration}}.
+<p>Started {{.R.Started.Format "2006-01-02 15:04:05 MST"}}; {{.R.Workers}} workers{{with .R.Fleet}} in {{len .Processes}} processes{{end}} on {{.R.Names}} names for {{round .R.Duration}}; engines in order: {{range $i, $e := .R.Engines}}{{if $i}}, {{end}}{{$e}}{{end}}.
 {{if .R.OK}}<span class="pass">PASS</span>{{else}}<span class="fail">FAIL</span>{{end}}</p>
-<svg xmlns="http://www.w3.org/2000/svg" width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="acquisitions per second per engine">
-<line x1="{{.Left}}" y1="20" x2="{{.Left}}" y2="{{.Bottom}}" stroke="#999" />
-<line x1="{{.Left}}" y1="{{.Bottom}}" x2="{{.Width}}" y2="{{.Bottom}}" stroke="#999" />
-{{range .YTicks}}<text x="55" y="{{.Pos}}" font-size="11" text-anchor="end">{{.Label}}</text>
-{{end}}{{range .XTicks}}<text x="{{.Pos}}" y="{{$.Bottom}}" dy="15" font-size="11" text-anchor="middle">{{.Label}}</text>
-{{end}}{{range .Marks}}<g class="mark" data-kind="{{.Kind}}"><line x1="{{.X}}" y1="20" x2="{{.X}}" y2="{{$.Bottom}}" stroke="{{.Color}}" stroke-dasharray="4 3" /><text x="{{.X}}" y="15" font-size="11" fill="{{.Color}}" text-anchor="middle">{{.Kind}}: {{.Label}}</text></g>
-{{end}}{{range .Series}}<polyline class="series" data-engine="{{.Engine}}" fill="none" stroke="{{.Color}}" stroke-width="2" points="{{.Points}}" />
-<text x="{{$.Width}}" dx="-140" y="{{.LegendY}}" font-size="12" fill="{{.Color}}">■ {{.Engine}}</text>
-{{end}}</svg>
+{{.SVG}}
 <h2>Figures</h2>
 <table>
-<tr><th>time to switch</th><td>{{if ge .R.SwitchLatency 0}}{{.R.SwitchLatency}}{{else}}no switch after a fault{{end}}</td></tr>
-{{range $e := .R.Engines}}<tr><th>acquisitions on {{$e}}</th><td>{{index $.R.Acquired $e}}</td></tr>
-{{end}}<tr><th>failed acquisitions</th><td>{{.R.Failed}}</td></tr>
-<tr><th>retried acquisitions</th><td>{{.R.Retried}}</td></tr>
-<tr><th>lost holds</th><td>{{.R.Lost}}</td></tr>
-<tr><th>unlock errors</th><td>{{.R.UnlockErrors}}</td></tr>
-<tr><th>violations</th><td>{{len .R.Violations}}</td></tr>
+<tr><th>time to switch</th><td>{{if ge .R.SwitchLatency 0}}{{round .R.SwitchLatency}} after the fault{{else}}no switch after a fault{{end}}</td></tr>
+{{range $e := .R.Engines}}<tr><th>acquisitions on {{$e}}</th><td class="n">{{index $.R.Acquired $e}}</td></tr>
+{{end}}<tr><th>failed acquisitions</th><td class="n">{{.R.Failed}}</td></tr>
+<tr><th>retried acquisitions</th><td class="n">{{.R.Retried}}</td></tr>
+<tr><th>lost holds</th><td class="n">{{.R.Lost}}</td></tr>
+<tr><th>unlock errors</th><td class="n">{{.R.UnlockErrors}}</td></tr>
+<tr><th>violations</th><td class="n">{{len .R.Violations}}</td></tr>
 </table>
-{{if .R.Violations}}<h2 class="fail">Violations</h2><ul>{{range .R.Violations}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{with .R.Fleet}}<h2>Fleet</h2>
+<table>
+<tr><th>fault</th><th>processes that followed</th><th>first</th><th>last</th><th>spread</th></tr>
+{{range .Switches}}<tr><td>{{.Fault.Label}} at {{round .Fault.At}}</td><td class="n">{{.Switched}} of {{len $.R.Fleet.Processes}}</td><td>{{round .First}}</td><td>{{round .Last}}</td><td>{{round .Spread}}</td></tr>
+{{end}}</table>
+<p>Processes on different engines: {{round .Split}} in all, {{round .LongestSplit}} at most at once.</p>
+<table>
+<tr><th>process</th><th>writes</th><th>refused by the fenced resource</th><th>longest fenced out</th><th>fenced out in all</th></tr>
+{{range .Fencing}}<tr><td>{{.Process}}</td><td class="n">{{.Writes}}</td><td class="n">{{.Refused}}</td><td>{{round .FencedOut}}</td><td>{{round .FencedOutTotal}}</td></tr>
+{{end}}</table>
+{{end}}{{if .R.Violations}}<h2 class="fail">Violations</h2><ul>{{range .R.Violations}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{if .R.Errors}}<h2>Failed acquisitions (sample)</h2><ul>{{range .R.Errors}}<li>{{.}}</li>{{end}}</ul>{{end}}
 <h2>Events</h2>
-<ul>{{range .R.Marks}}<li>{{.At}}: {{.Kind}} {{.Label}}{{if .Detail}} ({{.Detail}}){{end}}</li>{{end}}</ul>
+<ul>{{range .R.Marks}}<li>{{round .At}}: {{.Kind}} {{.Label}}{{if .Detail}} ({{.Detail}}){{end}}</li>{{end}}</ul>
+<pre id="verdict">not checked</pre>
+<script>
+(function () {
+  // No "<" or "&" here: the page stays well-formed XML.
+  var problems = [];
+  var svg = document.getElementById("timeline");
+  var outer = svg.getBoundingClientRect();
+  var texts = Array.prototype.slice.call(svg.querySelectorAll("text"));
+  var boxes = texts.map(function (t) { return t.getBoundingClientRect(); });
+  var overlap = function (a, b) {
+    var x = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+    var y = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+    return x > 0.5 ? y > 0.5 : false;
+  };
+  texts.forEach(function (t, i) {
+    var a = boxes[i];
+    if (a.width === 0 || outer.left - 0.5 > a.left || a.right > outer.right + 0.5 || outer.top - 0.5 > a.top || a.bottom > outer.bottom + 0.5) {
+      problems.push("label outside the drawing: " + t.textContent);
+    }
+    texts.slice(i + 1).forEach(function (u, k) {
+      if (overlap(a, boxes[i + 1 + k])) {
+        problems.push("labels overlap: \"" + t.textContent + "\" and \"" + u.textContent + "\"");
+      }
+    });
+  });
+  var series = svg.querySelectorAll("polyline.series");
+  if (series.length === 0) { problems.push("no series"); }
+  Array.prototype.forEach.call(series, function (p) {
+    var pts = (p.getAttribute("points") || "").trim();
+    if (pts === "" || 2 > pts.split(/\s+/).length) { problems.push("empty series: " + p.getAttribute("data-name")); }
+  });
+  if (svg.outerHTML.indexOf("NaN") >= 0 || svg.outerHTML.indexOf("Infinity") >= 0) { problems.push("NaN or Infinity in the drawing"); }
+  document.getElementById("verdict").textContent = problems.length ? "FAIL\n" + problems.join("\n") : "OK: " + texts.length + " labels, " + series.length + " series";
+})();
+</script>
 </body>
 </html>
 `))

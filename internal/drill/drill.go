@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -31,6 +32,11 @@ type Config struct {
 	// Progress, if set, is called every Tick with the state so far.
 	Progress func(Snapshot)
 	Tick     time.Duration // default 250ms; also the timeline's bucket width
+	// Start, when in the future, is when the load starts: the processes of
+	// a fleet drill share it, so that their timelines line up.
+	Start time.Time
+	// KeepGrants keeps every grant in Report.Grants, for Merge.
+	KeepGrants bool
 }
 
 // Fault is something done to the engines at a point of the drill.
@@ -46,12 +52,33 @@ type Mark struct {
 	Label  string        `json:"label"`
 	Kind   string        `json:"kind"` // "fault" or "switch"
 	Detail string        `json:"detail,omitempty"`
+	To     string        `json:"to,omitempty"` // a switch's new engine
 }
 
-// Bucket counts the acquisitions granted during one tick, per engine.
+// Bucket is one tick of the timeline.
 type Bucket struct {
 	At       time.Duration    `json:"at"`
-	Acquired map[string]int64 `json:"acquired"`
+	Acquired map[string]int64 `json:"acquired"` // grants per engine
+	Failed   int64            `json:"failed"`   // acquisitions that failed
+	// P50 and P99 are the acquisition latencies (from the call to the
+	// grant) of the tick's grants; 0 when there were none.
+	P50 time.Duration `json:"p50"`
+	P99 time.Duration `json:"p99"`
+	// Current is the engine current at the end of the tick; Breakers the
+	// breaker state of each engine then, in Report.Engines order. Empty in
+	// a merged fleet timeline: see Fleet.Processes.
+	Current  string   `json:"current,omitempty"`
+	Breakers []string `json:"breakers,omitempty"`
+}
+
+// Grant is one acquisition granted, as a fenced resource would see its
+// write.
+type Grant struct {
+	At     time.Duration `json:"at"`
+	Name   string        `json:"name"`
+	Token  uint64        `json:"token"`
+	Engine string        `json:"engine"`
+	Wait   time.Duration `json:"wait"`
 }
 
 // Report is the outcome of a drill.
@@ -71,7 +98,14 @@ type Report struct {
 	Timeline      []Bucket         `json:"timeline"`
 	Tick          time.Duration    `json:"tick"`
 	Violations    []string         `json:"violations"`
-	Errors        []string         `json:"errors"` // a sample of failed acquisitions
+	Errors        []string         `json:"errors"`  // a sample of failed acquisitions
+	Initial       string           `json:"initial"` // the engine current at the start
+	// Process names the process in a fleet drill.
+	Process string `json:"process,omitempty"`
+	// Grants are every grant, with Config.KeepGrants.
+	Grants []Grant `json:"grants,omitempty"`
+	// Fleet holds the figures of a fleet drill (Merge).
+	Fleet *Fleet `json:"fleet,omitempty"`
 }
 
 // OK reports whether every check passed.
@@ -101,7 +135,9 @@ type Drill struct {
 	last     map[string]uint64 // engine+name -> last token
 	report   Report
 	bucket   map[string]int64
-	firstHit time.Duration // first fault
+	waits    []time.Duration // latencies of the bucket's grants
+	failedN  int64           // failures in the bucket
+	firstHit time.Duration   // first fault
 }
 
 // New returns a drill with cfg's defaults filled in.
@@ -143,6 +179,9 @@ func New(cfg Config) *Drill {
 // build its faults around the switcher, which needs OnSwitch first.
 func (d *Drill) SetFaults(faults []Fault) { d.cfg.Faults = faults }
 
+// SetStart sets Config.Start; call it before Run.
+func (d *Drill) SetStart(t time.Time) { d.cfg.Start = t }
+
 // OnSwitch records a switch; pass it to switcher.OnSwitch.
 func (d *Drill) OnSwitch(ev switcher.Event) {
 	d.mu.Lock()
@@ -151,7 +190,7 @@ func (d *Drill) OnSwitch(ev switcher.Event) {
 		return
 	}
 	at := ev.At.Sub(d.started)
-	d.report.Marks = append(d.report.Marks, Mark{At: at, Kind: "switch", Label: ev.From + " → " + ev.To, Detail: string(ev.Reason)})
+	d.report.Marks = append(d.report.Marks, Mark{At: at, Kind: "switch", Label: ev.From + " → " + ev.To, Detail: string(ev.Reason), To: ev.To})
 	if d.firstHit >= 0 && d.report.SwitchLatency < 0 && at >= d.firstHit {
 		d.report.SwitchLatency = at - d.firstHit
 	}
@@ -165,12 +204,24 @@ func (d *Drill) Run(ctx context.Context, sw *switcher.Switcher) (*Report, error)
 	for _, st := range sw.States() {
 		d.report.Engines = append(d.report.Engines, st.Name)
 	}
+	if wait := time.Until(d.cfg.Start); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
 	retried0 := sw.Retried()
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.Duration)
 	defer cancel()
 	d.mu.Lock()
 	d.started = time.Now()
+	if !d.cfg.Start.IsZero() && d.cfg.Start.Before(d.started) {
+		d.started = d.cfg.Start // late: keep the shared origin
+	}
 	d.report.Started = d.started
+	d.report.Initial = sw.Current()
 	d.mu.Unlock()
 
 	var wg sync.WaitGroup
@@ -191,9 +242,10 @@ func (d *Drill) Run(ctx context.Context, sw *switcher.Switcher) (*Report, error)
 	d.tick(ctx, sw)
 	wg.Wait()
 
+	current, states := sw.Current(), sw.States()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.closeBucket()
+	d.closeBucket(current, states)
 	d.report.Duration = time.Since(d.started)
 	d.report.Retried = sw.Retried() - retried0
 	sort.Slice(d.report.Marks, func(i, j int) bool { return d.report.Marks[i].At < d.report.Marks[j].At })
@@ -235,29 +287,61 @@ func (d *Drill) tick(ctx context.Context, sw *switcher.Switcher) {
 			return
 		case <-t.C:
 		}
+		current, states := sw.Current(), sw.States()
 		d.mu.Lock()
 		rates := make(map[string]float64, len(d.bucket))
 		for e, n := range d.bucket {
 			rates[e] = float64(n) / d.cfg.Tick.Seconds()
 		}
-		d.closeBucket()
+		d.closeBucket(current, states)
 		snap := Snapshot{
-			Elapsed: time.Since(d.started), Rate: rates,
+			Elapsed: time.Since(d.started), Rate: rates, Current: current, Engines: states,
 			Acquired: copyMap(d.report.Acquired), Failed: d.report.Failed, Lost: d.report.Lost,
 		}
 		d.mu.Unlock()
 		if d.cfg.Progress != nil {
-			snap.Current, snap.Engines = sw.Current(), sw.States()
 			d.cfg.Progress(snap)
 		}
 	}
 }
 
-// closeBucket appends the current bucket to the timeline. Called with d.mu.
-func (d *Drill) closeBucket() {
+// closeBucket appends the current bucket to the timeline, with the
+// switcher's state at its end. Called with d.mu.
+func (d *Drill) closeBucket(current string, states []switcher.EngineState) {
 	at := time.Duration(len(d.report.Timeline)) * d.cfg.Tick
-	d.report.Timeline = append(d.report.Timeline, Bucket{At: at, Acquired: d.bucket})
-	d.bucket = make(map[string]int64)
+	b := Bucket{At: at, Acquired: d.bucket, Failed: d.failedN, Current: current}
+	b.P50, b.P99 = percentiles(d.waits)
+	for _, st := range states {
+		b.Breakers = append(b.Breakers, st.Breaker.String())
+	}
+	d.report.Timeline = append(d.report.Timeline, b)
+	d.bucket, d.waits, d.failedN = make(map[string]int64), d.waits[:0], 0
+}
+
+// Round rounds d for people: to the microsecond under a millisecond, to
+// the millisecond under 10 seconds, to a tenth of a second under a minute,
+// to the second beyond.
+func Round(d time.Duration) time.Duration {
+	switch a := max(d, -d); {
+	case a < time.Millisecond:
+		return d.Round(time.Microsecond)
+	case a < 10*time.Second:
+		return d.Round(time.Millisecond)
+	case a < time.Minute:
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Second)
+}
+
+// percentiles returns the 50th and 99th percentiles of waits (sorted in
+// place); 0, 0 for none.
+func percentiles(waits []time.Duration) (p50, p99 time.Duration) {
+	if len(waits) == 0 {
+		return 0, 0
+	}
+	slices.Sort(waits)
+	at := func(q float64) time.Duration { return waits[min(len(waits)-1, int(q*float64(len(waits))))] }
+	return at(0.50), at(0.99)
 }
 
 func copyMap(m map[string]int64) map[string]int64 {
@@ -283,7 +367,9 @@ func (d *Drill) work(ctx context.Context, sw *switcher.Switcher, worker int) {
 			return
 		}
 		wctx, cancel := context.WithTimeout(ctx, d.cfg.Wait)
+		t0 := time.Now()
 		err = l.LockCtx(wctx)
+		wait := time.Since(t0)
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil { // the drill ending is not a failure
@@ -291,7 +377,7 @@ func (d *Drill) work(ctx context.Context, sw *switcher.Switcher, worker int) {
 			}
 			continue
 		}
-		d.hold(ctx, l.(locker.Lease), worker)
+		d.hold(ctx, l.(locker.Lease), worker, wait)
 		if err := l.Unlock(); err != nil {
 			d.mu.Lock()
 			if errors.Is(err, locker.ErrLockLost) {
@@ -308,13 +394,14 @@ func (d *Drill) failed(err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.report.Failed++
+	d.failedN++
 	if len(d.report.Errors) < maxListed {
 		d.report.Errors = append(d.report.Errors, err.Error())
 	}
 }
 
 // hold runs one critical section and checks it.
-func (d *Drill) hold(ctx context.Context, l locker.Lease, worker int) {
+func (d *Drill) hold(ctx context.Context, l locker.Lease, worker int, wait time.Duration) {
 	engine, token := l.Engine(), l.Token()
 	key := engine + "\x00" + l.Name()
 	d.mu.Lock()
@@ -327,6 +414,10 @@ func (d *Drill) hold(ctx context.Context, l locker.Lease, worker int) {
 	d.holder[key], d.last[key] = worker, token
 	d.report.Acquired[engine]++
 	d.bucket[engine]++
+	d.waits = append(d.waits, wait)
+	if d.cfg.KeepGrants {
+		d.report.Grants = append(d.report.Grants, Grant{At: time.Since(d.started), Name: l.Name(), Token: l.Token(), Engine: engine, Wait: wait})
+	}
 	d.mu.Unlock()
 
 	t := time.NewTimer(d.cfg.Hold)

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orthrus-go/orthrus/config"
+	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/switcher"
+)
+
+// status puts side by side the source, each engine's health and the
+// switchers the source lists, and flags those that disagree with it.
+func TestStatusFleetFormatting(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	cfg := &config.Config{Active: "redis-main", Engines: []config.Engine{{Name: "redis-main"}, {Name: "etcd-backup"}}}
+	st := statusReport{
+		cfg:   cfg,
+		where: "etcd /myapp/active",
+		value: config.SourceValue{Engine: "etcd-backup", Exists: true, Epoch: 7},
+		engines: []config.Dialed{
+			{Name: "redis-main", Err: errors.New("config: engines[0] \"redis-main\" (redis): " + locker.ErrUnavailable.Error())},
+			{Name: "etcd-backup", Took: 3 * time.Millisecond},
+		},
+		roster: true,
+		members: []switcher.Member{
+			{ID: "web-1:101:orders", Engine: "etcd-backup", Epoch: 7, Desired: "etcd-backup", Since: now.Add(-90 * time.Second)},
+			{ID: "web-2:202:orders", Engine: "redis-main", Epoch: 6, Desired: "etcd-backup", Since: now.Add(-10 * time.Minute)},
+		},
+		now: now,
+	}
+	var b strings.Builder
+	err := st.print(&b)
+	out := b.String()
+	t.Logf("\n%s", out)
+	if err == nil || !strings.Contains(err.Error(), "1 engine(s) down: redis-main") || !strings.Contains(err.Error(), "1 of 2 switcher(s) disagree") {
+		t.Errorf("print() = %v; want the engine down and the disagreeing switcher", err)
+	}
+	for _, want := range []string{
+		"source:  etcd /myapp/active: etcd-backup, epoch 7",
+		"fleet:   2 switcher(s) announced",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q", want)
+		}
+	}
+	rows := statusRows(t, out)
+	if r := rows["etcd-backup"]; !strings.Contains(r, "*") || !strings.Contains(r, "ok (3ms)") {
+		t.Errorf("etcd-backup row %q; want active and ok (3ms)", r)
+	}
+	if r := rows["redis-main"]; !strings.Contains(r, "DOWN") {
+		t.Errorf("redis-main row %q; want DOWN", r)
+	}
+	if r := rowOf(out, "web-1:101:orders"); !strings.HasSuffix(strings.TrimSpace(r), "yes") || !strings.Contains(r, "1m30s ago") {
+		t.Errorf("web-1 row %q; want it to agree, since 1m30s", r)
+	}
+	if r := rowOf(out, "web-2:202:orders"); !strings.Contains(r, "NO: on redis-main, the source names etcd-backup; epoch 6, the source's is 7") {
+		t.Errorf("web-2 row %q; want it flagged: other engine, older epoch", r)
+	}
+
+	// A healthy fleet that agrees: exit 0.
+	st.engines[0] = config.Dialed{Name: "redis-main", Took: time.Millisecond}
+	st.members = st.members[:1]
+	b.Reset()
+	if err := st.print(&b); err != nil {
+		t.Errorf("print() of a healthy fleet = %v; want nil\n%s", err, b.String())
+	}
+
+	// A source that lists nobody says so.
+	st.roster = false
+	b.Reset()
+	_ = st.print(&b)
+	if !strings.Contains(b.String(), "does not list the switchers") {
+		t.Errorf("status without a roster:\n%s\nwant it to say the fleet is not listed", b.String())
+	}
+}

@@ -1,0 +1,60 @@
+package config_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/orthrus-go/orthrus/config"
+	"github.com/orthrus-go/orthrus/locker"
+)
+
+// An ORTHRUS_ variable that overrides nothing is an error naming it and
+// the closest variable that does: secrets are set there, and a typo would
+// otherwise go unseen.
+func TestUnknownEnvironmentOverride(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		want        []string
+	}{
+		{"ORTHRUS_LOCK_TTLL", "5s", []string{"ORTHRUS_LOCK_TTLL matches no setting", "closest is ORTHRUS_LOCK_TTL, for lock.ttl"}},
+		{"ORTHRUS_ENGINES_REDISMAIN_PASSWORD", "x", []string{"ORTHRUS_ENGINES_REDISMAIN_PASSWORD", "closest is ORTHRUS_ENGINES_REDIS_MAIN_PASSWORD, for engines[0].password"}},
+		{"ORTHRUS_ENGINES_REDIS_MAIN_TYPE", "zk", []string{"ORTHRUS_ENGINES_REDIS_MAIN_TYPE", "cannot be overridden"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clearEnv(t)
+			t.Setenv(tc.name, tc.value)
+			path := writeFile(t, t.TempDir(), "c.yaml", "engines:\n  - {name: redis-main, type: redis, addrs: [\"127.0.0.1:6379\"]}\n")
+			_, err := config.Load(path)
+			if !errors.Is(err, locker.ErrInvalidArgument) {
+				t.Fatalf("Load() with %s set = %v; want ErrInvalidArgument", tc.name, err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Load() = %v; want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// A syntax error names the line (and column) where it is, in every format.
+func TestSyntaxErrorLine(t *testing.T) {
+	clearEnv(t)
+	for _, tc := range []struct {
+		file, content, want string
+	}{
+		{"misindented.yaml", "active: a\nengines:\n  - name: a\n    type: redis\n   addrs: [x]\n", "line 5, column 4"},
+		{"unclosed.yaml", "active: a\nlock:\n  ttl: 5s\n  x: [1, 2\nfoo: 1\n", "line 5, column 1"},
+		{"quote.yaml", "active: a\nengines:\n  - name: a\n    type: \"redis\n    addrs: [x]\n", "line 4, column 11"},
+		{"bad.toml", "active = \"a\"\n[lock]\nttl = \"5s\"\nfoo = = 3\n", "line 4, column 7"},
+		{"bad.json", "{\n \"active\": \"a\",\n \"x\": ,\n}\n", "line 3, column 8"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			_, err := config.Load(writeFile(t, t.TempDir(), tc.file, tc.content))
+			if !errors.Is(err, locker.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Load() = %v; want ErrInvalidArgument naming %s", err, tc.want)
+			}
+		})
+	}
+}
