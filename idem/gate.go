@@ -282,7 +282,7 @@ func (g *Gate) pick() (cur, prev Store) {
 	if name != g.seen {
 		g.prev, g.prevSince, g.prevDown = g.seen, now, false
 		g.seen = name
-		g.set.log.Info("idem: engine switched", "from", g.prev, "to", name)
+		g.set.log.Debug("idem: engine switched", "from", g.prev, "to", name)
 	}
 	if g.set.previous > 0 && g.prev != "" && g.prev != name && !g.prevDown && now.Sub(g.prevSince) < g.set.retention {
 		prev = g.byName[g.prev]

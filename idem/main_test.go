@@ -155,7 +155,7 @@ func storeOn(t testing.TB, kind, addr string, opts ...idem.StoreOption) idem.Sto
 
 func newGate(t testing.TB, s idem.Store, opts ...idem.Option) *idem.Gate {
 	t.Helper()
-	g, err := idem.New("test-app", s, opts...)
+	g, err := idem.New("test-app", s, append([]idem.Option{idem.WithLogger(testLogger(t))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
