@@ -68,7 +68,7 @@ func ExampleTicket_Done_failure() {
 	_, dup, _ := gate.Begin(ctx, "order-99") // while the first attempt runs
 	fmt.Println("concurrent submission:", dup.State)
 	fmt.Println(tk.Done(ctx, errors.New("card declined"))) // failure: the record goes
-	tk, _, _ = gate.Begin(ctx, "order-99")                  // so the retry runs at once
+	tk, _, _ = gate.Begin(ctx, "order-99")                 // so the retry runs at once
 	fmt.Println("retry runs:", tk != nil)
 	fmt.Println(tk.Done(ctx, nil))
 	// Output:
