@@ -129,6 +129,9 @@ func newGate(appKey string, stores []Store, opts []Option) (*Gate, error) {
 	return g, nil
 }
 
+// MaxResult returns the largest result Succeed stores (WithMaxResult).
+func (g *Gate) MaxResult() int { return g.set.maxResult }
+
 // Identify returns the ID of content under the gate's application key; see
 // the package-level Identify.
 func (g *Gate) Identify(content any) (ID, error) { return Identify(g.appKey, content) }
