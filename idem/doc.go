@@ -34,9 +34,9 @@
 // has a small adapter over the client the caller already has:
 //
 //   - RedisStore (go-redis UniversalClient: single node, Sentinel,
-//     Cluster): Begin is one SET key value PX expiry NX GET (Redis 7.0 or
-//     later), which also returns the duplicate's record; Done is one Lua
-//     script that compares the value and then rewrites or deletes.
+//     Cluster): Begin is one SET key value PX expiry NX (a duplicate then
+//     reads the record with a GET); Done is one Lua script that compares
+//     the value and then rewrites or deletes.
 //   - EtcdStore (clientv3): Begin and Done are one transaction each,
 //     comparing the key's revision; expiry is a lease, shared by the
 //     records that begin within the same stretch (see EtcdStore).

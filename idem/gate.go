@@ -3,8 +3,11 @@ package idem
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -23,6 +26,7 @@ type Gate struct {
 	byName  map[string]Store // NewSwitched
 	current func() string    // NewSwitched
 	health  map[Store]*storeHealth
+	macs    sync.Pool // keyed HMACs, reset: keying one costs two hash blocks
 
 	mu        sync.Mutex // guards what follows: the switch history
 	seen      string     // the current engine at the last Begin
@@ -134,7 +138,16 @@ func (g *Gate) MaxResult() int { return g.set.maxResult }
 
 // Identify returns the ID of content under the gate's application key; see
 // the package-level Identify.
-func (g *Gate) Identify(content any) (ID, error) { return Identify(g.appKey, content) }
+func (g *Gate) Identify(content any) (ID, error) {
+	mac, _ := g.macs.Get().(hash.Hash)
+	if mac == nil {
+		mac = hmac.New(sha256.New, []byte(g.appKey))
+	}
+	id, err := identify(mac, content)
+	mac.Reset()
+	g.macs.Put(mac)
+	return id, err
+}
 
 // Duplicate describes the earlier attempt of an operation Begin refused.
 type Duplicate struct {

@@ -203,10 +203,10 @@ func TestFailureThenSuccess(t *testing.T) {
 			}
 
 			tk = mustRun(t, g, "order-1") // the retry runs at once
+			succeeded := time.Now() // before the record is rewritten: its retention starts later
 			if err := tk.Succeed(ctx, []byte("receipt-7")); err != nil {
 				t.Fatalf("Succeed = %v; want nil", err)
 			}
-			succeeded := time.Now()
 			dup := mustDup(t, g, "order-1", idem.Succeeded)
 			if string(dup.Result) != "receipt-7" || dup.Store != e.kind {
 				t.Errorf("duplicate result %q on %q; want %q on %q", dup.Result, dup.Store, "receipt-7", e.kind)
@@ -232,8 +232,8 @@ func TestCrashedAttemptAndLateDone(t *testing.T) {
 			g := newGate(t, newStore(t, e.kind), idem.WithExpiry(e.expiry), idem.WithRetention(time.Hour))
 			for _, lateErr := range []error{nil, errors.New("failed late")} {
 				content := fmt.Sprintf("job-%v", lateErr)
+				begun := time.Now() // before the record is made: its expiry starts later
 				crashed := mustRun(t, g, content)
-				begun := time.Now()
 				var newer *idem.Ticket
 				eventually(t, e.expiry+10*time.Second, "crashed attempt freed", func() (bool, error) {
 					tk, _, err := g.Begin(ctx, content)

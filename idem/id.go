@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash"
 
 	"github.com/orthrus-go/orthrus/locker"
 )
@@ -43,11 +44,15 @@ const (
 // fields and values give the same ID whatever the field order, and numbers
 // keep their exact text.
 func Identify(appKey string, content any) (ID, error) {
-	var id ID
 	if appKey == "" {
-		return id, fmt.Errorf("%w: application key is empty", locker.ErrInvalidArgument)
+		return ID{}, fmt.Errorf("%w: application key is empty", locker.ErrInvalidArgument)
 	}
-	mac := hmac.New(sha256.New, []byte(appKey))
+	return identify(hmac.New(sha256.New, []byte(appKey)), content)
+}
+
+// identify hashes content with mac, a fresh or reset HMAC.
+func identify(mac hash.Hash, content any) (ID, error) {
+	var id ID
 	switch c := content.(type) {
 	case nil:
 		return id, fmt.Errorf("%w: content is nil", locker.ErrInvalidArgument)

@@ -29,8 +29,8 @@ return 0`)
 
 // RedisStore keeps records as Redis strings with a TTL, through go-redis
 // (single node, Sentinel or Cluster: one key per record). Begin is one SET
-// NX PX GET (Redis 7.0 or later), Done one Lua script that compares the
-// value and then extends or deletes.
+// NX PX (and a GET for a duplicate), Done one Lua script that compares the
+// value and then rewrites or deletes.
 type RedisStore struct {
 	client goredis.UniversalClient
 	name   string
@@ -118,18 +118,34 @@ func (r *RedisStore) fail(op, key string, err error) error {
 	return fmt.Errorf("redis: %s %s: %w: %w", op, key, locker.ErrUnavailable, err)
 }
 
-// Create implements Store with SET key val PX ttl NX GET: the reply is the
-// live value, or nil when the SET happened.
+// redisAttempts bounds the retries of a Begin whose SET NX found a record
+// that was gone by the time it read it.
+const redisAttempts = 4
+
+// Create implements Store with SET key val PX ttl NX, the bare recipe's
+// one round trip; only a duplicate reads the live record with a GET.
+// (SET NX GET would read it in the same round trip, at a cost to every
+// Begin: duplicates are the rarer case.)
 func (r *RedisStore) Create(ctx context.Context, key string, val []byte, ttl, _ time.Duration) (Entry, bool, error) {
 	k := r.prefix + key
-	old, err := r.client.SetArgs(ctx, k, val, goredis.SetArgs{Mode: "NX", TTL: ttl, Get: true}).Result()
-	switch {
-	case err == goredis.Nil:
-		return Entry{Value: val}, true, nil
-	case err != nil:
-		return Entry{}, false, r.fail("create", k, err)
+	for range redisAttempts {
+		ok, err := r.client.SetNX(ctx, k, val, ttl).Result()
+		if err != nil {
+			return Entry{}, false, r.fail("create", k, err)
+		}
+		if ok {
+			return Entry{Value: val}, true, nil
+		}
+		cur, err := r.client.Get(ctx, k).Bytes()
+		switch {
+		case err == goredis.Nil:
+			continue // gone meanwhile (a failure, an expiry): try again
+		case err != nil:
+			return Entry{}, false, r.fail("read", k, err)
+		}
+		return Entry{Value: cur}, false, nil
 	}
-	return Entry{Value: []byte(old)}, false, nil
+	return Entry{}, false, r.fail("create", k, fmt.Errorf("still racing other attempts after %d tries", redisAttempts))
 }
 
 // Replace implements Store.

@@ -246,8 +246,10 @@ func (z *ZKStore) expired(ctx context.Context, n zkNode) (bool, time.Duration, e
 	if err != nil {
 		return false, 0, err
 	}
+	// Both clocks are whole milliseconds: only a difference over the TTL
+	// proves that the TTL has passed.
 	left := time.Duration(n.stat.Mtime-now)*time.Millisecond + ttl
-	return left <= 0, left, nil
+	return left < 0, left, nil
 }
 
 // zkAttempts bounds the retries of a Begin that races other attempts
