@@ -203,7 +203,7 @@ func TestFailureThenSuccess(t *testing.T) {
 			}
 
 			tk = mustRun(t, g, "order-1") // the retry runs at once
-			succeeded := time.Now() // before the record is rewritten: its retention starts later
+			succeeded := time.Now()       // before the record is rewritten: its retention starts later
 			if err := tk.Succeed(ctx, []byte("receipt-7")); err != nil {
 				t.Fatalf("Succeed = %v; want nil", err)
 			}
