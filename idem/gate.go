@@ -26,7 +26,8 @@ type Gate struct {
 	byName  map[string]Store // NewSwitched
 	current func() string    // NewSwitched
 	health  map[Store]*storeHealth
-	macs    sync.Pool // keyed HMACs, reset: keying one costs two hash blocks
+	missing storeHealth // the current engine has no store (NewSwitched)
+	macs    sync.Pool   // keyed HMACs, reset: keying one costs two hash blocks
 
 	mu        sync.Mutex // guards what follows: the switch history
 	seen      string     // the current engine at the last Begin
@@ -260,14 +261,13 @@ func (g *Gate) degrade(s Store, id ID, err error) (*Ticket, *Duplicate, error) {
 	if !errors.Is(err, locker.ErrUnavailable) {
 		return nil, nil, err
 	}
-	name := g.seenName()
+	h, name := &g.missing, g.seenName()
 	if s != nil {
-		name = s.Name()
-		h := g.health[s]
-		h.refused.Add(1)
-		if h.down.CompareAndSwap(false, true) {
-			g.set.log.Warn("idem: store unavailable", "store", name, "policy", g.set.policy.String(), "err", err)
-		}
+		h, name = g.health[s], s.Name()
+	}
+	h.refused.Add(1)
+	if h.down.CompareAndSwap(false, true) {
+		g.set.log.Warn("idem: store unavailable", "store", name, "policy", g.set.policy.String(), "err", err)
 	}
 	if g.set.policy == FailOpen {
 		g.stats.unguarded.Add(1)
@@ -279,10 +279,11 @@ func (g *Gate) degrade(s Store, id ID, err error) (*Ticket, *Duplicate, error) {
 
 // recovered logs the end of a store's outage.
 func (g *Gate) recovered(s Store) {
-	h := g.health[s]
-	if h.down.Load() && h.down.CompareAndSwap(true, false) {
-		g.set.log.Info("idem: store answers again", "store", s.Name(), "policy", g.set.policy.String(),
-			"affected", h.refused.Swap(0))
+	for _, h := range [...]*storeHealth{g.health[s], &g.missing} {
+		if h.down.Load() && h.down.CompareAndSwap(true, false) {
+			g.set.log.Info("idem: store answers again", "store", s.Name(), "policy", g.set.policy.String(),
+				"affected", h.refused.Swap(0))
+		}
 	}
 }
 

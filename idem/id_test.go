@@ -106,7 +106,11 @@ func TestBadInput(t *testing.T) {
 		}()},
 		{"nil content", func() error { _, _, err := g.Begin(ctx, nil); return err }()},
 		{"content not JSON", func() error { _, _, err := g.Begin(ctx, make(chan int)); return err }()},
-		{"nil ctx", func() error { _, _, err := g.Begin(nil, "x"); return err }()}, //nolint:staticcheck // the nil is the test
+		{"nil ctx", func() error {
+			//lint:ignore SA1012 the nil is the test
+			_, _, err := g.Begin(nil, "x")
+			return err
+		}()},
 		{"empty fingerprint", func() error { _, _, err := g.Begin(ctx, "x", idem.WithFingerprint(nil)); return err }()},
 		{"ParseID", func() error { _, err := idem.ParseID("zz"); return err }()},
 		{"NewRedisStore(nil)", func() error { _, err := idem.NewRedisStore(nil); return err }()},
