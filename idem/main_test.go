@@ -39,6 +39,9 @@ func TestMain(m *testing.M) {
 			_ = r.Stop()
 			return nil, err
 		}
+		// The server deletes expired TTL nodes every 60s by default: every
+		// 100ms here, so that a test sees it. The JVM reads this variable.
+		_ = os.Setenv("JAVA_TOOL_OPTIONS", "-Dznode.container.checkIntervalMs=100")
 		z, err := testserver.NewZooKeeper(testserver.WithArgs(zkTTLNodes))
 		if err != nil {
 			_ = r.Stop()
