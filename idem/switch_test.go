@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -152,5 +154,72 @@ func TestSwitchedUnknownEngine(t *testing.T) {
 	}
 	if _, _, err := g.Begin(context.Background(), "x"); !errors.Is(err, locker.ErrUnavailable) {
 		t.Errorf("Begin = %v; want ErrUnavailable", err)
+	}
+}
+
+// Workers keep beginning and finishing operations while the switcher moves
+// from Redis to etcd under them: every ticket's Done succeeds on the store
+// that issued it, and every record is there.
+func TestSwitchUnderLoad(t *testing.T) {
+	ctx := context.Background()
+	sw := newSwitcher(t)
+	g, err := idem.NewSwitched("test-app", sw.Current, []idem.Store{newStore(t, "redis"), newStore(t, "etcd")},
+		idem.WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const workers, perWorker = 8, 40
+	type done struct {
+		content string
+		store   string
+		err     error
+	}
+	results := make(chan done, workers*perWorker)
+	halfway := make(chan struct{})
+	var started atomic.Int32
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWorker {
+				if started.Add(1) == workers*perWorker/2 {
+					close(halfway)
+				}
+				content := fmt.Sprintf("w%d-op%d", w, i)
+				tk, dup, err := g.Begin(ctx, content)
+				if err == nil && dup != nil {
+					err = fmt.Errorf("duplicate %+v of a new operation", *dup)
+				}
+				if err != nil {
+					results <- done{content, "", err}
+					continue
+				}
+				results <- done{content, tk.Store(), tk.Done(ctx, nil)}
+			}
+		}()
+	}
+	<-halfway
+	if _, err := sw.SwitchEngineTo("etcd"); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(results)
+	on := map[string]int{}
+	for r := range results {
+		if r.err != nil {
+			t.Errorf("%s: %v", r.content, r.err)
+			continue
+		}
+		on[r.store]++
+		id, _ := g.Identify(r.content)
+		rec, _, ok, err := g.Lookup(ctx, r.store, id)
+		if err != nil || !ok || rec.State != idem.Succeeded {
+			t.Errorf("%s on %s: %+v, %v, %v; want succeeded", r.content, r.store, rec, ok, err)
+		}
+	}
+	t.Logf("operations per store: %v", on)
+	if on["redis"] == 0 || on["etcd"] == 0 {
+		t.Errorf("operations per store %v; want some on each side of the switch", on)
 	}
 }
