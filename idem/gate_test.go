@@ -317,7 +317,12 @@ func TestStoreDown(t *testing.T) {
 			closed := newGate(t, s, idem.WithRequestTimeout(timeout))
 			open := newGate(t, s, idem.WithRequestTimeout(timeout), idem.WithPolicy(idem.FailOpen))
 			probe := newGate(t, s)
-			mustRun(t, closed, "warm-up") // connected before the fault
+			// Connected, with the namespace made, before the fault: a fresh
+			// ZooKeeper session can take longer than the short timeout.
+			eventually(t, 20*time.Second, "warm-up", func() (bool, error) {
+				tk, _, err := probe.Begin(context.Background(), "warm-up")
+				return tk != nil && err == nil, nil
+			})
 
 			for _, fault := range []string{"pause", "kill"} {
 				switch fault {
