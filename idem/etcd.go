@@ -121,7 +121,8 @@ func (e *EtcdStore) withLease(ctx context.Context, ttl time.Duration, txn func(c
 	}
 }
 
-// Create implements Store; the stamp is the key's create revision.
+// Create implements Store; the stamp is the revision of the write (the
+// key's mod revision).
 func (e *EtcdStore) Create(ctx context.Context, key string, val []byte, ttl, _ time.Duration) (Entry, bool, error) {
 	k := e.prefix + key
 	resp, err := e.withLease(ctx, ttl, func(id clientv3.LeaseID) (*clientv3.TxnResponse, error) {

@@ -43,7 +43,7 @@ type Entry struct {
 	// Value is the record's encoded value.
 	Value []byte
 	// Stamp identifies this write of the record where the store has such a
-	// thing (etcd: the key's create revision; ZooKeeper: the node's
+	// thing (etcd: the key's mod revision; ZooKeeper: the node's
 	// version); 0 elsewhere (Redis compares values).
 	Stamp int64
 	// TTL is how long the record has left, when the store knows it
