@@ -5,6 +5,7 @@
 //	lockctl holders --config FILE NAME     who holds NAME on each engine, and who waits
 //	lockctl unlock  --config FILE --force NAME   remove a stuck hold
 //	lockctl switch  --config FILE ENGINE   write the watched key so the fleet moves
+//	lockctl idem lookup|delete --config FILE --app KEY CONTENT   an idempotency record
 //
 // The operation commands check their arguments first, then dial only what
 // they need (switch: the source and ENGINE; holders and unlock with
@@ -39,6 +40,7 @@ func commands() []command {
 		{"holders", "show who holds a lock on each engine, and who waits", runHolders},
 		{"unlock", "remove a stuck hold (asks for confirmation unless --yes)", runUnlock},
 		{"switch", "write the watched key so that every switcher moves to ENGINE", runSwitch},
+		{"idem", "look up or delete the idempotency record of an operation (lookup, delete)", runIdem},
 	}
 }
 

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	gozk "github.com/go-zookeeper/zk"
+	goredis "github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/orthrus-go/orthrus/config"
+	"github.com/orthrus-go/orthrus/idem"
+)
+
+const idemSynopsis = "lookup|delete --config FILE --app KEY [--engine ENGINE] [--prefix P] [--yes] (--id HEX | --json DOC | CONTENT)"
+
+const idemExamples = `  lockctl idem lookup --config locks.yaml --app billing order-42
+  lockctl idem lookup --config locks.yaml --app billing --json '{"order":"A-17","amount":1200}'
+  lockctl idem delete --config locks.yaml --app billing --engine redis-main --yes order-42
+`
+
+// runIdem looks up or deletes the idempotency record of one operation on
+// one engine of the config file, through a store of package idem over a
+// client of its own.
+func runIdem(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || (args[0] != "lookup" && args[0] != "delete") {
+		fmt.Fprintf(stderr, "Usage: lockctl idem %s\n\nExamples:\n%s", idemSynopsis, idemExamples)
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			return flag.ErrHelp
+		}
+		return errors.New("want a subcommand: lookup or delete")
+	}
+	sub := args[0]
+	fs := newFlags("idem "+sub, idemSynopsis[len("lookup|delete "):], idemExamples, stderr)
+	path := fs.String("config", "", "config `FILE`")
+	app := fs.String("app", "", "the application key the gate uses (required)")
+	engine := fs.String("engine", "", "the engine whose store holds the record (default: the config's active engine)")
+	prefix := fs.String("prefix", "", "the store's prefix, as the gate's store has it (default: the store's)")
+	idHex := fs.String("id", "", "the operation ID in hex, instead of its content")
+	doc := fs.String("json", "", "the operation's content as a JSON document (a map or struct), instead of CONTENT")
+	yes := fs.Bool("yes", false, "delete: do not ask for confirmation")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *app == "" {
+		return errors.New("--app: required, the application key of the gate")
+	}
+	id, err := operationID(*app, *idHex, *doc, fs.Args())
+	if err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		return err
+	}
+	e, err := configEngine(cfg, *engine)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.StartTimeout)
+	defer cancel()
+	store, closeStore, err := openIdemStore(e, *prefix)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	gate, err := idem.New(*app, store, idem.WithRequestTimeout(cfg.StartTimeout))
+	if err != nil {
+		return err
+	}
+	rec, entry, ok, err := gate.Lookup(ctx, "", id)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("no record of %s on %s", id, e.Name)
+	}
+	if sub == "lookup" {
+		return printRecord(stdout, e.Name, id, rec, entry)
+	}
+	if !*yes {
+		fmt.Fprintf(stdout, "Delete the %s record of %s on %s? The operation can then run again. [y/N] ", rec.State, id, e.Name)
+		answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+			return errors.New("not confirmed; nothing deleted")
+		}
+	}
+	// A fresh bound: the operator may have taken a while to answer.
+	dctx, dcancel := context.WithTimeout(context.Background(), cfg.StartTimeout)
+	defer dcancel()
+	deleted, err := gate.Forget(dctx, "", id)
+	if err != nil {
+		return err
+	}
+	if !deleted {
+		return fmt.Errorf("the record of %s on %s was gone already", id, e.Name)
+	}
+	fmt.Fprintf(stdout, "deleted the %s record of %s on %s\n", rec.State, id, e.Name)
+	return nil
+}
+
+// operationID is the ID of exactly one of --id, --json and CONTENT.
+func operationID(app, idHex, doc string, args []string) (idem.ID, error) {
+	given := 0
+	for _, set := range []bool{idHex != "", doc != "", len(args) > 0} {
+		if set {
+			given++
+		}
+	}
+	if given != 1 || len(args) > 1 {
+		return idem.ID{}, errors.New("want exactly one of --id HEX, --json DOC or one CONTENT argument")
+	}
+	switch {
+	case idHex != "":
+		return idem.ParseID(idHex)
+	case doc != "":
+		dec := json.NewDecoder(strings.NewReader(doc))
+		dec.UseNumber() // numbers keep their text, as the gate hashes them
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return idem.ID{}, fmt.Errorf("--json: %w", err)
+		}
+		return idem.Identify(app, v)
+	}
+	return idem.Identify(app, args[0])
+}
+
+func configEngine(cfg *config.Config, name string) (*config.Engine, error) {
+	if name == "" {
+		name = cfg.Active
+	}
+	if name == "" && len(cfg.Engines) > 0 {
+		name = cfg.Engines[0].Name
+	}
+	var names []string
+	for i := range cfg.Engines {
+		if cfg.Engines[i].Name == name {
+			return &cfg.Engines[i], nil
+		}
+		names = append(names, cfg.Engines[i].Name)
+	}
+	return nil, fmt.Errorf("--engine: unknown engine %q (the config has %s)", name, strings.Join(names, ", "))
+}
+
+type quietZK struct{}
+
+func (quietZK) Printf(string, ...any) {}
+
+// openIdemStore dials the engine's server with the config's address and
+// credentials and returns a store over that client.
+func openIdemStore(e *config.Engine, prefix string) (idem.Store, func(), error) {
+	if e.TLS.Enabled {
+		return nil, nil, fmt.Errorf("engine %q: lockctl idem does not dial TLS yet", e.Name)
+	}
+	opts := []idem.StoreOption{idem.WithName(e.Name)}
+	if prefix != "" {
+		opts = append(opts, idem.WithPrefix(prefix))
+	}
+	dial := e.DialTimeout
+	if dial <= 0 {
+		dial = 5 * time.Second
+	}
+	switch e.Type {
+	case config.TypeRedis:
+		c := goredis.NewUniversalClient(&goredis.UniversalOptions{Addrs: e.Addrs, DB: e.DB, Username: e.Username,
+			Password: e.Password, MasterName: e.MasterName, SentinelUsername: e.SentinelUsername,
+			SentinelPassword: e.SentinelPassword, DialTimeout: dial, ContextTimeoutEnabled: true})
+		s, err := idem.NewRedisStore(c, opts...)
+		if err != nil {
+			_ = c.Close()
+			return nil, nil, err
+		}
+		return s, func() { _ = c.Close() }, nil
+	case config.TypeEtcd:
+		c, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints, Username: e.Username, Password: e.Password,
+			DialTimeout: dial, Logger: zap.NewNop()})
+		if err != nil {
+			return nil, nil, fmt.Errorf("engine %q: %w", e.Name, err)
+		}
+		s, err := idem.NewEtcdStore(c, opts...)
+		if err != nil {
+			_ = c.Close()
+			return nil, nil, err
+		}
+		return s, func() { _ = c.Close() }, nil
+	case config.TypeZK:
+		session := e.SessionTimeout
+		if session <= 0 {
+			session = 10 * time.Second
+		}
+		c, _, err := gozk.Connect(e.Servers, session, gozk.WithLogger(quietZK{}))
+		if err != nil {
+			return nil, nil, fmt.Errorf("engine %q: %w", e.Name, err)
+		}
+		if e.Auth.Scheme != "" {
+			if err := c.AddAuth(e.Auth.Scheme, []byte(e.Auth.Credentials)); err != nil {
+				c.Close()
+				return nil, nil, fmt.Errorf("engine %q: auth: %w", e.Name, err)
+			}
+		}
+		s, err := idem.NewZKStore(c, nil, opts...)
+		if err != nil {
+			c.Close()
+			return nil, nil, err
+		}
+		return s, func() { c.Close(); _ = s.Close() }, nil
+	}
+	return nil, nil, fmt.Errorf("engine %q: unknown type %q", e.Name, e.Type)
+}
+
+func printRecord(w io.Writer, engine string, id idem.ID, rec idem.Record, e idem.Entry) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "ID\t%s\n", id)
+	fmt.Fprintf(tw, "ENGINE\t%s\n", engine)
+	fmt.Fprintf(tw, "STATE\t%s\n", rec.State)
+	fmt.Fprintf(tw, "BEGUN\t%s\n", rec.Begun.UTC().Format(time.RFC3339Nano))
+	if e.TTL > 0 {
+		fmt.Fprintf(tw, "TIME LEFT\t%s\n", e.TTL.Round(time.Millisecond))
+	}
+	fmt.Fprintf(tw, "ATTEMPT\t%s\n", hex.EncodeToString(rec.Token[:]))
+	if len(rec.Fingerprint) > 0 {
+		fmt.Fprintf(tw, "FINGERPRINT\t%s\n", hex.EncodeToString(rec.Fingerprint))
+	}
+	if len(rec.Result) > 0 {
+		shown := rec.Result
+		if len(shown) > 200 {
+			shown = append(bytes.Clone(shown[:200]), "..."...)
+		}
+		fmt.Fprintf(tw, "RESULT\t%d bytes: %q\n", len(rec.Result), shown)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,492 @@
+package idem
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/orthrus-go/orthrus/locker"
+)
+
+// Gate runs each operation once across a fleet: Begin before the operation,
+// Ticket.Done after it. A Gate is safe for concurrent use and starts no
+// goroutine; it never closes the stores' clients.
+type Gate struct {
+	appKey  string
+	set     settings
+	single  Store            // New
+	byName  map[string]Store // NewSwitched
+	current func() string    // NewSwitched
+	health  map[Store]*storeHealth
+	missing storeHealth // the current engine has no store (NewSwitched)
+	macs    sync.Pool   // keyed HMACs, reset: keying one costs two hash blocks
+
+	mu        sync.Mutex // guards what follows: the switch history
+	seen      string     // the current engine at the last Begin
+	prev      string     // the engine before seen; "" before any switch
+	prevSince time.Time
+	prevDown  bool
+
+	stats counters
+}
+
+// storeHealth remembers whether a store was failing, so that an outage is
+// logged when it starts and ends rather than on every call.
+type storeHealth struct {
+	down    atomic.Bool
+	refused atomic.Int64 // Begins refused (fail-closed) or let through (fail-open) during the outage
+}
+
+type counters struct {
+	run, duplicates, refused, unguarded atomic.Int64
+}
+
+// Stats counts what the gate's Begins returned since New.
+type Stats struct {
+	Run        int64 // a Ticket for an operation to run
+	Duplicates int64 // a Duplicate
+	Refused    int64 // fail-closed: an error because the store was unavailable
+	Unguarded  int64 // fail-open: an unguarded Ticket because the store was unavailable
+}
+
+// Stats returns the gate's counters.
+func (g *Gate) Stats() Stats {
+	return Stats{g.stats.run.Load(), g.stats.duplicates.Load(), g.stats.refused.Load(), g.stats.unguarded.Load()}
+}
+
+// New returns a gate over one store. appKey namespaces the application's
+// operations: it keys the hash of every ID, so applications sharing a store
+// never collide, and an ID cannot be computed without it.
+func New(appKey string, store Store, opts ...Option) (*Gate, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: idem.New: store is nil", locker.ErrInvalidArgument)
+	}
+	g, err := newGate(appKey, []Store{store}, opts)
+	if err != nil {
+		return nil, err
+	}
+	g.single = store
+	return g, nil
+}
+
+// NewSwitched returns a gate over the stores of several engines, one store
+// per engine, named as the engines are (Store.Name). Every Begin goes to
+// the store of the engine current() names at that moment, typically a
+// switcher's Current method; the ticket stays pinned to that store, so its
+// Done goes there even after a switch. A name with no store is treated as
+// an unavailable store. See the package documentation for what a switch
+// does to the dedupe window and WithCheckPrevious.
+func NewSwitched(appKey string, current func() string, stores []Store, opts ...Option) (*Gate, error) {
+	if current == nil {
+		return nil, fmt.Errorf("%w: idem.NewSwitched: current is nil", locker.ErrInvalidArgument)
+	}
+	if len(stores) == 0 {
+		return nil, fmt.Errorf("%w: idem.NewSwitched: no stores", locker.ErrInvalidArgument)
+	}
+	g, err := newGate(appKey, stores, opts)
+	if err != nil {
+		return nil, err
+	}
+	g.byName = make(map[string]Store, len(stores))
+	for i, s := range stores {
+		if s == nil {
+			return nil, fmt.Errorf("%w: idem.NewSwitched: stores[%d] is nil", locker.ErrInvalidArgument, i)
+		}
+		if _, dup := g.byName[s.Name()]; dup {
+			return nil, fmt.Errorf("%w: idem.NewSwitched: two stores named %q", locker.ErrInvalidArgument, s.Name())
+		}
+		g.byName[s.Name()] = s
+	}
+	g.current = current
+	g.seen = current()
+	return g, nil
+}
+
+func newGate(appKey string, stores []Store, opts []Option) (*Gate, error) {
+	if appKey == "" {
+		return nil, fmt.Errorf("%w: idem: application key is empty", locker.ErrInvalidArgument)
+	}
+	g := &Gate{appKey: appKey, health: make(map[Store]*storeHealth, len(stores))}
+	g.set = settings{expiry: DefaultExpiry, retention: DefaultRetention, timeout: DefaultRequestTimeout,
+		policy: FailClosed, log: slog.Default(), maxResult: DefaultMaxResult}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: idem: nil Option", locker.ErrInvalidArgument)
+		}
+		if err := opt(&g.set); err != nil {
+			return nil, err
+		}
+	}
+	if g.set.retention < g.set.expiry {
+		return nil, fmt.Errorf("%w: idem: WithRetention(%v) is shorter than WithExpiry(%v)", locker.ErrInvalidArgument, g.set.retention, g.set.expiry)
+	}
+	for _, s := range stores {
+		g.health[s] = &storeHealth{}
+	}
+	return g, nil
+}
+
+// MaxResult returns the largest result Succeed stores (WithMaxResult).
+func (g *Gate) MaxResult() int { return g.set.maxResult }
+
+// Identify returns the ID of content under the gate's application key; see
+// the package-level Identify.
+func (g *Gate) Identify(content any) (ID, error) {
+	mac, _ := g.macs.Get().(hash.Hash)
+	if mac == nil {
+		mac = hmac.New(sha256.New, []byte(g.appKey))
+	}
+	id, err := identify(mac, content)
+	mac.Reset()
+	g.macs.Put(mac)
+	return id, err
+}
+
+// Duplicate describes the earlier attempt of an operation Begin refused.
+type Duplicate struct {
+	// State is Running when the earlier attempt has not reported yet, and
+	// Succeeded when it has succeeded.
+	State State
+	// Begun is when the earlier attempt began, by its process's clock.
+	Begun time.Time
+	// Result is what the earlier attempt stored with Succeed.
+	Result []byte
+	// Mismatch is true when Begin was given a fingerprint and the earlier
+	// attempt recorded a different one (or none).
+	Mismatch bool
+	// Store names the store that holds the record.
+	Store string
+}
+
+// Begin records that the operation described by content is about to run,
+// unless it already is or already did. It returns a Ticket when the caller
+// should run the operation and report its outcome with Ticket.Done, or a
+// Duplicate when it should not run it; a duplicate is not an error.
+//
+// content is an order ID (a string), or a map or struct of the fields that
+// make the operation unique; see Identify. On an unavailable store Begin
+// applies the policy (WithPolicy): an error wrapping locker.ErrUnavailable
+// (FailClosed), or an unguarded Ticket (FailOpen). Every round trip is
+// bounded by ctx and the request timeout; when ctx ends first Begin returns
+// ctx.Err().
+func (g *Gate) Begin(ctx context.Context, content any, opts ...BeginOption) (*Ticket, *Duplicate, error) {
+	if ctx == nil {
+		return nil, nil, fmt.Errorf("%w: idem: Begin: ctx is nil", locker.ErrInvalidArgument)
+	}
+	var bs beginSettings
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, nil, fmt.Errorf("%w: idem: Begin: nil BeginOption", locker.ErrInvalidArgument)
+		}
+		if err := opt(&bs); err != nil {
+			return nil, nil, err
+		}
+	}
+	id, err := g.Identify(content)
+	if err != nil {
+		return nil, nil, err
+	}
+	key := id.String()
+	store, prev := g.pick()
+	if store == nil {
+		err := fmt.Errorf("idem: begin %s: %w: current engine %q has no store", key, locker.ErrUnavailable, g.seenName())
+		return g.degrade(nil, id, err)
+	}
+	if prev != nil {
+		dup, err := g.checkPrevious(ctx, prev, key, bs.fingerprint)
+		if err != nil {
+			return nil, nil, err
+		}
+		if dup != nil {
+			g.stats.duplicates.Add(1)
+			return nil, dup, nil
+		}
+	}
+	rec := Record{State: Running, Token: newToken(), Begun: time.Now(), Fingerprint: bs.fingerprint}
+	val := rec.encode(make([]byte, 0, headerLen+len(bs.fingerprint)))
+	cctx, cancel := context.WithTimeout(ctx, g.set.timeout)
+	entry, created, err := store.Create(cctx, key, val, g.set.expiry, g.set.retention)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		return g.degrade(store, id, g.storeErr("begin", store, key, err))
+	}
+	g.recovered(store)
+	// Our own value: a retried request whose first reply was lost made it.
+	if created || bytes.Equal(entry.Value, val) {
+		g.stats.run.Add(1)
+		return &Ticket{g: g, store: store, id: id, key: key, entry: entry, rec: rec}, nil, nil
+	}
+	dup, err := duplicateOf(store, entry, bs.fingerprint)
+	if err != nil {
+		return nil, nil, fmt.Errorf("idem: begin %s on %q: %w", key, store.Name(), err)
+	}
+	g.stats.duplicates.Add(1)
+	return nil, dup, nil
+}
+
+func duplicateOf(store Store, e Entry, fp []byte) (*Duplicate, error) {
+	r, err := DecodeRecord(e.Value)
+	if err != nil {
+		return nil, err
+	}
+	return &Duplicate{State: r.State, Begun: r.Begun, Result: r.Result, Store: store.Name(),
+		Mismatch: fp != nil && !bytes.Equal(fp, r.Fingerprint)}, nil
+}
+
+// storeErr makes sure that a store's failure, and the request timeout,
+// read as unavailability.
+func (g *Gate) storeErr(op string, s Store, key string, err error) error {
+	if errors.Is(err, locker.ErrUnavailable) {
+		return fmt.Errorf("idem: %s %s on %q: %w", op, key, s.Name(), err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("idem: %s %s on %q: %w: no answer within %v", op, key, s.Name(), locker.ErrUnavailable, g.set.timeout)
+	}
+	return fmt.Errorf("idem: %s %s on %q: %w", op, key, s.Name(), err)
+}
+
+// degrade applies the policy to a Begin whose store failed with err.
+func (g *Gate) degrade(s Store, id ID, err error) (*Ticket, *Duplicate, error) {
+	if !errors.Is(err, locker.ErrUnavailable) {
+		return nil, nil, err
+	}
+	h, name := &g.missing, g.seenName()
+	if s != nil {
+		h, name = g.health[s], s.Name()
+	}
+	h.refused.Add(1)
+	if h.down.CompareAndSwap(false, true) {
+		g.set.log.Warn("idem: store unavailable", "store", name, "policy", g.set.policy.String(), "err", err)
+	}
+	if g.set.policy == FailOpen {
+		g.stats.unguarded.Add(1)
+		return &Ticket{g: g, id: id, key: id.String(), unguarded: true}, nil, nil
+	}
+	g.stats.refused.Add(1)
+	return nil, nil, err
+}
+
+// recovered logs the end of a store's outage.
+func (g *Gate) recovered(s Store) {
+	for _, h := range [...]*storeHealth{g.health[s], &g.missing} {
+		if h.down.Load() && h.down.CompareAndSwap(true, false) {
+			g.set.log.Info("idem: store answers again", "store", s.Name(), "policy", g.set.policy.String(),
+				"affected", h.refused.Swap(0))
+		}
+	}
+}
+
+// pick returns the store for a new attempt and, with WithCheckPrevious,
+// the previous engine's store to look in first.
+func (g *Gate) pick() (cur, prev Store) {
+	if g.single != nil {
+		return g.single, nil
+	}
+	name := g.current()
+	now := time.Now()
+	g.mu.Lock()
+	if name != g.seen {
+		g.prev, g.prevSince, g.prevDown = g.seen, now, false
+		g.seen = name
+		g.set.log.Debug("idem: engine switched", "from", g.prev, "to", name)
+	}
+	if g.set.previous > 0 && g.prev != "" && g.prev != name && !g.prevDown && now.Sub(g.prevSince) < g.set.retention {
+		prev = g.byName[g.prev]
+	}
+	g.mu.Unlock()
+	return g.byName[name], prev
+}
+
+func (g *Gate) seenName() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.seen
+}
+
+// checkPrevious looks for a live record on the previous engine's store.
+// A failure there is not the caller's problem: it stops the checks.
+func (g *Gate) checkPrevious(ctx context.Context, prev Store, key string, fp []byte) (*Duplicate, error) {
+	cctx, cancel := context.WithTimeout(ctx, g.set.previous)
+	e, ok, err := prev.Get(cctx, key)
+	cancel()
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, ctx.Err()
+	case err != nil:
+		g.mu.Lock()
+		if g.prev == prev.Name() && !g.prevDown {
+			g.prevDown = true
+			g.set.log.Warn("idem: previous store does not answer; no longer checking it", "store", prev.Name(), "err", err)
+		}
+		g.mu.Unlock()
+		return nil, nil
+	case !ok:
+		return nil, nil
+	}
+	dup, err := duplicateOf(prev, e, fp)
+	if err != nil {
+		return nil, fmt.Errorf("idem: begin %s on previous %q: %w", key, prev.Name(), err)
+	}
+	return dup, nil
+}
+
+// Lookup returns the record of the operation with the given ID on the
+// store named store ("" for the store of New, or the current one of a
+// switched gate), and false when there is none. For operators.
+func (g *Gate) Lookup(ctx context.Context, store string, id ID) (Record, Entry, bool, error) {
+	s, err := g.storeNamed(store)
+	if err != nil {
+		return Record{}, Entry{}, false, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, g.set.timeout)
+	defer cancel()
+	e, ok, err := s.Get(cctx, id.String())
+	if err != nil || !ok {
+		if err != nil {
+			err = g.storeErr("lookup", s, id.String(), err)
+		}
+		return Record{}, Entry{}, false, err
+	}
+	r, err := DecodeRecord(e.Value)
+	if err != nil {
+		return Record{}, e, true, fmt.Errorf("idem: lookup %s on %q: %w", id, s.Name(), err)
+	}
+	return r, e, true, nil
+}
+
+// Forget deletes the record of the operation with the given ID on the
+// named store (as Lookup), whatever its state, so that the operation can
+// run again; it reports whether there was a record. For operators.
+func (g *Gate) Forget(ctx context.Context, store string, id ID) (bool, error) {
+	s, err := g.storeNamed(store)
+	if err != nil {
+		return false, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, g.set.timeout)
+	defer cancel()
+	ok, err := s.Delete(cctx, id.String())
+	if err != nil {
+		return false, g.storeErr("forget", s, id.String(), err)
+	}
+	return ok, nil
+}
+
+func (g *Gate) storeNamed(name string) (Store, error) {
+	switch {
+	case g.single != nil && (name == "" || name == g.single.Name()):
+		return g.single, nil
+	case g.single != nil:
+		return nil, fmt.Errorf("%w: idem: no store named %q (the gate has %q)", locker.ErrInvalidArgument, name, g.single.Name())
+	case name == "":
+		name = g.current()
+	}
+	if s := g.byName[name]; s != nil {
+		return s, nil
+	}
+	return nil, fmt.Errorf("%w: idem: no store named %q", locker.ErrInvalidArgument, name)
+}
+
+// Ticket is one attempt's right to run an operation. Report the outcome
+// once with Done (or Succeed to store a result).
+type Ticket struct {
+	g         *Gate
+	store     Store
+	id        ID
+	key       string
+	entry     Entry
+	rec       Record
+	unguarded bool
+
+	mu   sync.Mutex
+	done bool
+}
+
+// ID returns the operation's ID.
+func (t *Ticket) ID() ID { return t.id }
+
+// Store names the store that holds the attempt's record; "" when
+// unguarded.
+func (t *Ticket) Store() string {
+	if t.store == nil {
+		return ""
+	}
+	return t.store.Name()
+}
+
+// Unguarded is true when the store was unavailable and the policy is
+// FailOpen: nothing was recorded, and a duplicate may be running.
+func (t *Ticket) Unguarded() bool { return t.unguarded }
+
+// Done records the operation's outcome: opErr nil is Succeed(ctx, nil);
+// otherwise the record is deleted, so that a retry can run at once. Each
+// happens only if the record is still this attempt's: when it expired
+// (and may belong to a newer attempt) Done writes nothing and returns an
+// error wrapping ErrNotOwner. Done is bounded by ctx and the request
+// timeout; give it a context that outlives the operation's cancellation
+// (context.WithoutCancel) so that an aborted request still reports. After
+// an error wrapping locker.ErrUnavailable or a context error, Done may be
+// called again; after any other result it returns ErrDone.
+func (t *Ticket) Done(ctx context.Context, opErr error) error {
+	if opErr == nil {
+		return t.Succeed(ctx, nil)
+	}
+	return t.finish(ctx, "fail", func(cctx context.Context) (bool, error) {
+		return t.store.Remove(cctx, t.key, t.entry)
+	})
+}
+
+// Succeed records that the operation succeeded, with result (at most
+// WithMaxResult bytes; nil for none) for the duplicates to return, and
+// keeps the record for the retention. See Done for the rest.
+func (t *Ticket) Succeed(ctx context.Context, result []byte) error {
+	if len(result) > t.g.set.maxResult {
+		return fmt.Errorf("%w: idem: Succeed: result is %d bytes, over WithMaxResult(%d)", locker.ErrInvalidArgument, len(result), t.g.set.maxResult)
+	}
+	return t.finish(ctx, "succeed", func(cctx context.Context) (bool, error) {
+		rec := t.rec
+		rec.State, rec.Result = Succeeded, result
+		val := rec.encode(make([]byte, 0, headerLen+len(rec.Fingerprint)+len(result)))
+		return t.store.Replace(cctx, t.key, t.entry, val, t.g.set.retention)
+	})
+}
+
+func (t *Ticket) finish(ctx context.Context, op string, write func(context.Context) (bool, error)) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: idem: %s: ctx is nil", locker.ErrInvalidArgument, op)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return fmt.Errorf("idem: %s %s: %w", op, t.key, ErrDone)
+	}
+	if t.unguarded {
+		t.done = true
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, t.g.set.timeout)
+	ok, err := write(cctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return t.g.storeErr(op, t.store, t.key, err)
+	}
+	t.g.recovered(t.store)
+	t.done = true
+	if !ok {
+		return fmt.Errorf("idem: %s %s on %q: %w", op, t.key, t.store.Name(), ErrNotOwner)
+	}
+	return nil
+}

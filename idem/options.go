@@ -1,0 +1,166 @@
+package idem
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/orthrus-go/orthrus/locker"
+)
+
+// Defaults of the gate's options.
+const (
+	DefaultExpiry         = 30 * time.Second
+	DefaultRetention      = 24 * time.Hour
+	DefaultRequestTimeout = 2 * time.Second
+	DefaultMaxResult      = 64 << 10
+)
+
+// Policy says what Begin does when the store cannot be reached.
+type Policy int
+
+const (
+	// FailClosed refuses the operation: Begin returns an error wrapping
+	// locker.ErrUnavailable. Duplicates can never run, and neither can
+	// anything else while the store is away.
+	FailClosed Policy = iota
+	// FailOpen lets the operation run unguarded: Begin returns a Ticket whose
+	// Unguarded is true and whose Done writes nothing. Nothing is refused,
+	// and duplicates can run while the store is away.
+	FailOpen
+)
+
+func (p Policy) String() string {
+	switch p {
+	case FailClosed:
+		return "fail-closed"
+	case FailOpen:
+		return "fail-open"
+	}
+	return fmt.Sprintf("Policy(%d)", int(p))
+}
+
+type settings struct {
+	expiry, retention, timeout time.Duration
+	policy                     Policy
+	log                        *slog.Logger
+	maxResult                  int
+	previous                   time.Duration // 0: do not check the previous store
+}
+
+// Option configures a Gate. A bad value makes New fail with an error
+// wrapping locker.ErrInvalidArgument that names the option.
+type Option func(*settings) error
+
+// WithExpiry sets how long a running attempt's record lives: an attempt
+// that neither succeeds nor fails within it (its process died, say) frees
+// the operation to run again. Make it longer than the operation takes.
+// Default: DefaultExpiry (30s). etcd rounds it up to whole seconds, and to
+// the cluster's minimum lease TTL.
+func WithExpiry(d time.Duration) Option {
+	return func(s *settings) error {
+		if d < time.Millisecond {
+			return fmt.Errorf("%w: WithExpiry(%v): must be at least 1ms", locker.ErrInvalidArgument, d)
+		}
+		s.expiry = d
+		return nil
+	}
+}
+
+// WithRetention sets how long a succeeded operation's record lives, during
+// which a duplicate is refused. Default: DefaultRetention (24h).
+func WithRetention(d time.Duration) Option {
+	return func(s *settings) error {
+		if d < time.Millisecond {
+			return fmt.Errorf("%w: WithRetention(%v): must be at least 1ms", locker.ErrInvalidArgument, d)
+		}
+		s.retention = d
+		return nil
+	}
+}
+
+// WithPolicy sets what Begin does when the store cannot be reached.
+// Default: FailClosed.
+func WithPolicy(p Policy) Option {
+	return func(s *settings) error {
+		if p != FailClosed && p != FailOpen {
+			return fmt.Errorf("%w: WithPolicy(%v): want FailClosed or FailOpen", locker.ErrInvalidArgument, p)
+		}
+		s.policy = p
+		return nil
+	}
+}
+
+// WithRequestTimeout bounds every round trip to a store, within the
+// caller's context: a store that does not answer in time counts as
+// unavailable and the policy applies. Default: DefaultRequestTimeout (2s).
+func WithRequestTimeout(d time.Duration) Option {
+	return func(s *settings) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: WithRequestTimeout(%v): must be positive", locker.ErrInvalidArgument, d)
+		}
+		s.timeout = d
+		return nil
+	}
+}
+
+// WithLogger sets the logger of degradations and recoveries.
+// Default: slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(s *settings) error {
+		if l == nil {
+			return fmt.Errorf("%w: WithLogger: logger is nil", locker.ErrInvalidArgument)
+		}
+		s.log = l
+		return nil
+	}
+}
+
+// WithMaxResult sets the largest result Succeed stores.
+// Default: DefaultMaxResult (64 KiB).
+func WithMaxResult(n int) Option {
+	return func(s *settings) error {
+		if n < 0 || n > 1<<20 {
+			return fmt.Errorf("%w: WithMaxResult(%d): want 0 to 1 MiB", locker.ErrInvalidArgument, n)
+		}
+		s.maxResult = n
+		return nil
+	}
+}
+
+// WithCheckPrevious makes a switched gate (NewSwitched) also look for the
+// record on the previous engine's store after a switch, for the retention
+// and while that store answers: a lookup that fails or takes longer than
+// timeout stops the checks until the next switch. It closes the dedupe
+// window a switch opens, for a round trip to the previous store on every
+// Begin. Default: off.
+func WithCheckPrevious(timeout time.Duration) Option {
+	return func(s *settings) error {
+		if timeout <= 0 {
+			return fmt.Errorf("%w: WithCheckPrevious(%v): timeout must be positive", locker.ErrInvalidArgument, timeout)
+		}
+		s.previous = timeout
+		return nil
+	}
+}
+
+// BeginOption configures one Begin.
+type BeginOption func(*beginSettings) error
+
+type beginSettings struct {
+	fingerprint []byte
+}
+
+// WithFingerprint records fp (at most MaxFingerprint bytes, e.g. a SHA-256
+// of the request) with the attempt, and reports a duplicate whose
+// fingerprint differs as Duplicate.Mismatch: the same operation ID reused
+// for a different request.
+func WithFingerprint(fp []byte) BeginOption {
+	return func(s *beginSettings) error {
+		if len(fp) == 0 || len(fp) > MaxFingerprint {
+			return fmt.Errorf("%w: WithFingerprint: %d bytes, want 1 to %d", locker.ErrInvalidArgument, len(fp), MaxFingerprint)
+		}
+		s.fingerprint = fp
+		return nil
+	}
+}
