@@ -18,7 +18,8 @@ type Shared interface {
 }
 
 // Roster checks that announced Members are listed, that a new
-// announcement replaces the old one, and that a retracted one goes.
+// announcement replaces the old one, and that a retracted one goes. It
+// retracts every Member it announced.
 func Roster(t *testing.T, src Shared) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -58,5 +59,8 @@ func Roster(t *testing.T, src Shared) {
 	}
 	if got, want := list(), []switcher.Member{a}; !slices.Equal(got, want) {
 		t.Errorf("Members() after Retract = %+v; want %+v", got, want)
+	}
+	if err := src.Retract(ctx, a.ID); err != nil {
+		t.Fatalf("Retract(%q) = %v", a.ID, err)
 	}
 }

@@ -60,6 +60,13 @@ func (s *Source) Retract(ctx context.Context, id string) error {
 		if errors.Is(err, gozk.ErrNoNode) {
 			err = nil
 		}
+		if err == nil {
+			// The last member out removes the members node, so that a fleet
+			// that is gone leaves the watched node as it found it.
+			if derr := s.conn.Delete(s.membersPath(), -1); derr != nil && !errors.Is(derr, gozk.ErrNotEmpty) && !errors.Is(derr, gozk.ErrNoNode) {
+				err = derr
+			}
+		}
 		return struct{}{}, err
 	})
 	if err != nil {

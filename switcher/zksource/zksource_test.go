@@ -234,7 +234,12 @@ func TestPropose(t *testing.T) {
 }
 
 func TestRoster(t *testing.T) {
-	src := newSource(t, connect(t, zkAddr), "/test/roster/active")
+	conn := connect(t, zkAddr)
+	src := newSource(t, conn, "/test/roster/active")
 	set(t, src, "redis")
 	sourcetest.Roster(t, src)
+	// The last member out leaves the watched node as it found it.
+	if _, st, err := conn.Get(src.Path()); err != nil || st.NumChildren != 0 {
+		t.Errorf("watched node after the last Retract: err %v, stat %+v; want no children", err, st)
+	}
 }
