@@ -39,6 +39,10 @@ const attempts = 3
 func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, error) {
 	st := &holdState{prefix: e.lockPrefix(h.Name)}
 	h.State = st
+	if e.refused() {
+		// Not a request that clientv3 would retry until ctx ends.
+		return false, e.fail("acquire", h.Name, errNoConnection)
+	}
 	var ok bool
 	var err error
 	if wait {
@@ -46,17 +50,22 @@ func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, 
 	} else {
 		ok, err = e.acquireTry(ctx, h, st)
 	}
-	if err == nil {
+	switch {
+	case err == nil:
 		return ok, nil
-	}
-	if cerr := ctx.Err(); cerr != nil {
-		return false, cerr
-	}
-	if errors.Is(err, locker.ErrClosed) || e.isClosed() {
+	case errors.Is(err, errQueued):
+		return false, ctx.Err() // etcd had answered: the name was held
+	case errors.Is(err, locker.ErrClosed) || e.isClosed():
 		return false, fmt.Errorf("etcd: acquire %q: %w", h.Name, locker.ErrClosed)
 	}
-	return false, fmt.Errorf("etcd: acquire %q: %w: %w", h.Name, locker.ErrUnavailable, err)
+	// Past here a request went unanswered, the caller's context may have
+	// ended meanwhile.
+	return false, e.fail("acquire", h.Name, err)
 }
+
+// errQueued ends a wait that etcd left queued behind another holder until
+// the caller gave up; Acquire returns the caller's ctx.Err() for it.
+var errQueued = errors.New("etcd: still queued")
 
 // acquireTry makes one attempt: the key is created only if the lock's range
 // is empty, so that contention costs one round trip and leaves nothing.
@@ -161,6 +170,8 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 		w     *watch        // on pred, nil when none
 		check bool          // pred and rev are stale: ask etcd
 		retry time.Duration // > 0 after a failure: the delay before trying again
+		// failed is the error of the latest request, nil once etcd answered.
+		failed error
 	)
 	stopWatch := func() {
 		w.stop(e.timeout)
@@ -172,6 +183,7 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 	for {
 		if check {
 			p, r, err := e.predecessor(ctx, st, h.Token)
+			failed = err
 			switch {
 			case err == nil:
 				pred, rev, check = p, r, false
@@ -214,15 +226,18 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 		select {
 		case <-ctx.Done():
 			stopWatch()
-			e.abandon(ctx, st.slot)
-			return ctx.Err()
+			e.abandon(st.slot)
+			if failed != nil {
+				return fmt.Errorf("%w: %w", failed, ctx.Err())
+			}
+			return errQueued
 		case <-e.done:
 			stopWatch()
-			e.abandon(ctx, st.slot)
+			e.abandon(st.slot)
 			return locker.ErrClosed
 		case <-l.dead:
 			stopWatch()
-			e.abandon(ctx, st.slot) // most likely gone with the lease
+			e.abandon(st.slot) // most likely gone with the lease
 			return errRequeue
 		case resp, ok := <-events:
 			switch {
@@ -235,7 +250,12 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 			}
 		case <-timer.C:
 			if !time.Now().Before(e.refreshDue(l)) {
-				if err := e.refresh(ctx, l); err != nil && !errors.Is(err, errLeaseGone) && ctx.Err() == nil {
+				err := e.refresh(ctx, l)
+				failed = err
+				if errors.Is(err, errLeaseGone) {
+					failed = nil
+				}
+				if err != nil && !errors.Is(err, errLeaseGone) && ctx.Err() == nil {
 					e.log.Debug("etcd: renewing a waiter's lease failed, will retry", "name", h.Name, "lease", l.hexID(), "err", err)
 					if e.expired(l) {
 						e.kill(l, err)
@@ -353,7 +373,7 @@ func (e *Engine) hold(ctx context.Context, h *locker.Hold, st *holdState) error 
 		e.mu.Unlock()
 		if killed {
 			// Retired, perhaps only by our estimate: the key may outlive it.
-			e.abandon(ctx, st.slot)
+			e.abandon(st.slot)
 			return errLeaseGone
 		}
 		return nil
@@ -373,7 +393,7 @@ func (e *Engine) hold(ctx context.Context, h *locker.Hold, st *holdState) error 
 			err = errKeyGone
 		}
 		if err != nil {
-			e.revokeQuiet(ctx, g.ID)
+			e.revokeLater(g.ID)
 		}
 	}
 	switch {

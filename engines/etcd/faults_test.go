@@ -1,13 +1,19 @@
 package etcd_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/orthrus-go/orthrus/engines/etcd"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
 // A server frozen past a hold's TTL: the holder learns of the loss through
@@ -261,4 +267,56 @@ func TestClusterLeaderKilled(t *testing.T) {
 			t.Errorf("Unlock() of the other hold = %v", err)
 		}
 	}
+}
+
+// pauseServer freezes s and waits until it no longer answers: SIGSTOP
+// takes effect asynchronously.
+func pauseServer(s *testserver.Server) error {
+	if err := s.Pause(); err != nil {
+		return err
+	}
+	client := &http.Client{Timeout: 100 * time.Millisecond}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := client.Get("http://" + s.Addr() + "/health")
+		if err != nil {
+			client.CloseIdleConnections()
+			return nil // no answer: frozen
+		}
+		resp.Body.Close()
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s still answers 5s after SIGSTOP", s)
+		}
+	}
+}
+
+// The fault suite: a server of its own per case, frozen or killed.
+func TestFaults(t *testing.T) {
+	lockertest.RunFaults(t, func(t *testing.T) lockertest.FaultHarness {
+		s := testserver.Etcd(t)
+		c := newClient(t, s.Addr())
+		const timeout = time.Second
+		e, err := etcd.New(c, etcd.WithRequestTimeout(timeout))
+		if err != nil {
+			t.Fatalf("New() = %v", err)
+		}
+		return lockertest.FaultHarness{
+			Harness: lockertest.Harness{
+				Engine: e,
+				Residue: func(ctx context.Context, name string) (int, error) {
+					ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+					defer cancel()
+					resp, err := c.Get(ctx, e.LockPrefix(name), clientv3.WithPrefix(), clientv3.WithCountOnly())
+					if err != nil {
+						return 0, err
+					}
+					return max(int(resp.Count)-1, 0), nil
+				},
+			},
+			Pause:          func() error { return pauseServer(s) },
+			Resume:         s.Resume,
+			Kill:           s.Kill,
+			RequestTimeout: timeout,
+		}
+	})
 }

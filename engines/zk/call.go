@@ -154,6 +154,9 @@ func do[T any](e *Engine, ctx context.Context, f func() (T, error)) (T, error) {
 			return v, err
 		case ctx.Err() != nil, err == errLate, !time.Now().Before(deadline):
 			return v, e.stepErr(ctx, err)
+		case e.refused():
+			// No server to try again on: say so now, not at the deadline.
+			return v, fmt.Errorf("%w: %w", errNoServer, err)
 		}
 		if perr := e.pause(ctx, deadline, &backoff); perr != nil {
 			return v, e.stepErr(ctx, perr)

@@ -81,23 +81,27 @@ func Run(t *testing.T, factory Factory) {
 		{"Inspect", testInspect},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			// Registered first, so it runs after every cleanup of the case.
-			before := goleak.IgnoreCurrent()
-			t.Cleanup(func() {
-				if !t.Failed() {
-					goleak.VerifyNone(t, before)
-				}
-			})
-			watchdog := time.AfterFunc(caseTimeout, func() {
-				buf := make([]byte, 1<<20)
-				n := runtime.Stack(buf, true)
-				panic(fmt.Sprintf("lockertest: %s hung for %v\n%s", t.Name(), caseTimeout, buf[:n]))
-			})
-			defer watchdog.Stop()
-			c.fn(t, factory)
-		})
+		t.Run(c.name, func(t *testing.T) { guard(t, func() { c.fn(t, factory) }) })
 	}
+}
+
+// guard runs one subtest's body with a watchdog, and checks that no
+// goroutine outlives the subtest.
+func guard(t *testing.T, body func()) {
+	// Registered first, so it runs after every cleanup of the case.
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() {
+		if !t.Failed() {
+			goleak.VerifyNone(t, before)
+		}
+	})
+	watchdog := time.AfterFunc(caseTimeout, func() {
+		buf := make([]byte, 1<<20)
+		n := runtime.Stack(buf, true)
+		panic(fmt.Sprintf("lockertest: %s hung for %v\n%s", t.Name(), caseTimeout, buf[:n]))
+	})
+	defer watchdog.Stop()
+	body()
 }
 
 // open calls the factory and closes the engine when the subtest ends.
@@ -273,10 +277,16 @@ func testTryLockTimeout(t *testing.T, f Factory) {
 	if elapsed < wait || elapsed > wait+slack {
 		t.Errorf("TryLockTimeout(%v) returned after %v; want within [%v, %v]", wait, elapsed, wait, wait+slack)
 	}
-	for _, bad := range []time.Duration{0, -time.Second} {
-		if ok, err := b.TryLockTimeout(bad); ok || !errors.Is(err, locker.ErrInvalidArgument) {
-			t.Errorf("TryLockTimeout(%v) = %v, %v; want false, ErrInvalidArgument", bad, ok, err)
-		}
+	if ok, err := b.TryLockTimeout(-time.Second); ok || !errors.Is(err, locker.ErrInvalidArgument) || !strings.Contains(err.Error(), "wait") {
+		t.Errorf("TryLockTimeout(-1s) = %v, %v; want false, ErrInvalidArgument naming the wait", ok, err)
+	}
+	// 0 is one attempt, as TryLock.
+	start = time.Now()
+	if ok, err := b.TryLockTimeout(0); ok || err != nil {
+		t.Errorf("TryLockTimeout(0) while held = %v, %v; want false, nil", ok, err)
+	}
+	if elapsed := time.Since(start); elapsed > slack {
+		t.Errorf("TryLockTimeout(0) returned after %v; want one attempt, within %v", elapsed, slack)
 	}
 	// A release during the wait hands the lock over.
 	done := make(chan error, 1)
@@ -292,6 +302,10 @@ func testTryLockTimeout(t *testing.T, f Factory) {
 		t.Fatalf("TryLockTimeout(20s) after release = %v; want true, nil", err)
 	}
 	mustUnlock(t, b)
+	if ok, err := a.TryLockTimeout(0); !ok || err != nil {
+		t.Fatalf("TryLockTimeout(0) on a free lock = %v, %v; want true, nil", ok, err)
+	}
+	mustUnlock(t, a)
 }
 
 func testLockCtxCancel(t *testing.T, f Factory) {
