@@ -322,14 +322,14 @@ func TestKillRestartKeepsHolds(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Every engine is back (go-zookeeper waits a second between rounds
-		// of its server list).
+		// of its server list; until it has reconnected, Ping fails at once
+		// with ErrRefused).
 		for i, e := range engines {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			err := e.Ping(ctx)
-			cancel()
-			if err != nil {
-				t.Fatalf("engine %d: Ping() after the restart = %v", i, err)
-			}
+			waitFor(t, 20*time.Second, fmt.Sprintf("engine %d: Ping() after the restart", i), func() bool {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				return e.Ping(ctx) == nil
+			})
 		}
 		took = time.Since(start)
 	})

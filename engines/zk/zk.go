@@ -314,7 +314,7 @@ func (e *Engine) Ping(ctx context.Context) error {
 	if e.refused() {
 		return e.fail("ping", "/", errNoServer)
 	}
-	_, err := do(e, ctx, func() (bool, error) {
+	_, err := probe(e, ctx, func() (bool, error) {
 		ok, _, err := e.conn.Exists("/")
 		return ok, err
 	})

@@ -69,6 +69,7 @@ func Run(t *testing.T, factory Factory) {
 		{"TryLock", testTryLock},
 		{"TryLockTimeout", testTryLockTimeout},
 		{"LockCtxCancel", testLockCtxCancel},
+		{"ContendedIsNotUnavailable", testContendedIsNotUnavailable},
 		{"LockCtxBadContext", testLockCtxBadContext},
 		{"UnlockNotHeld", testUnlockNotHeld},
 		{"FixedLease", testFixedLease},
@@ -365,6 +366,39 @@ func testLockCtxCancel(t *testing.T, f Factory) {
 	if err := c.LockCtx(ctx); err != context.Canceled {
 		t.Errorf("LockCtx(cancelled) = %v; want context.Canceled", err)
 	}
+}
+
+// testContendedIsNotUnavailable: a wait that runs out while another owner
+// holds the name is contention, on the raw path too: a breaker must not
+// count it as the engine failing.
+func testContendedIsNotUnavailable(t *testing.T, f Factory) {
+	e := open(t, f).Engine
+	name := lockName(t, "d")
+	a, b := newLocker(t, e, name), newLocker(t, e, name)
+	acq, ok := b.(Acquirer)
+	if !ok {
+		t.Skipf("%T has no Acquire(ctx, wait) method", b)
+	}
+	mustLock(t, a)
+	// Deadlines land at different points of the wait.
+	for _, d := range []time.Duration{50 * time.Millisecond, 120 * time.Millisecond, 300 * time.Millisecond} {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		err := b.LockCtx(ctx)
+		cancel()
+		if err != context.DeadlineExceeded {
+			t.Errorf("LockCtx(%v deadline) while held = %v; want context.DeadlineExceeded itself", d, err)
+		}
+		ctx, cancel = context.WithTimeout(context.Background(), d)
+		ok, err := acq.Acquire(ctx, true)
+		cancel()
+		if ok || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, locker.ErrUnavailable) {
+			t.Errorf("Acquire(%v deadline, true) while held = %v, %v; want false, DeadlineExceeded and not ErrUnavailable", d, ok, err)
+		}
+		if ok, err := b.TryLockTimeout(d); ok || err != nil {
+			t.Errorf("TryLockTimeout(%v) while held = %v, %v; want false, nil", d, ok, err)
+		}
+	}
+	mustUnlock(t, a)
 }
 
 func testLockCtxBadContext(t *testing.T, f Factory) {
