@@ -3,7 +3,9 @@
 // subtest per property of the locker contract, against real servers.
 //
 // Each subtest has a watchdog (a hang fails with every goroutine's stack)
-// and checks that no goroutine outlives it. Engines that implement
+// and checks that no goroutine outlives it. RunFaults checks what callers
+// see when the server freezes or dies; its factory starts a server per
+// case. Engines that implement
 // Inspector also get their operator calls checked. Handoff is the
 // contended benchmark, run on an engine and on its native peer alike.
 //
