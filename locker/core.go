@@ -91,11 +91,21 @@ type Core struct {
 	closed bool
 	holds  map[*Hold]struct{}
 
-	// Background work started by Go: bgCtx ends when Close gives up on it.
+	// Background work started by Go, on workers that wait workerIdle for
+	// more: bgCtx ends when Close gives up on it, stopping ends the idle
+	// workers.
 	bg       sync.WaitGroup
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
+	idle     chan func(context.Context)
+	stopping chan struct{}
 }
+
+// workerIdle is how long a worker of Go waits for more work: engines hand
+// it requests on the hot path (Redis, for a caller's context that can be
+// cancelled), and a new goroutine per request would pay for growing its
+// stack every time.
+const workerIdle = 2 * time.Second
 
 // NewCore starts the renewal loop for an engine named engine. Call Close to
 // stop it. A nil logger means slog.Default(); engines pass one that already
@@ -106,6 +116,7 @@ func NewCore(engine string, b Backend, logger *slog.Logger) *Core {
 	}
 	c := &Core{engine: engine, backend: b, log: logger, holds: make(map[*Hold]struct{})}
 	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
+	c.idle, c.stopping = make(chan func(context.Context)), make(chan struct{})
 	renewer, _ := b.(Renewer)
 	c.sched = newScheduler(renewer, c.expire, logger)
 	return c
@@ -152,12 +163,32 @@ func (c *Core) Go(f func(ctx context.Context)) bool {
 	if c.closed {
 		return false
 	}
-	c.bg.Add(1)
-	go func() {
-		defer c.bg.Done()
-		f(c.bgCtx)
-	}()
+	select {
+	case c.idle <- f:
+	default:
+		c.bg.Add(1)
+		go c.worker(f)
+	}
 	return true
+}
+
+// worker runs f, then what Go hands it, until it has been idle for
+// workerIdle or Close begins.
+func (c *Core) worker(f func(context.Context)) {
+	defer c.bg.Done()
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		f(c.bgCtx)
+		idle.Reset(workerIdle)
+		select {
+		case f = <-c.idle:
+		case <-idle.C:
+			return
+		case <-c.stopping:
+			return
+		}
+	}
 }
 
 // Close stops the renewal loop and releases every hold still held, within
@@ -170,6 +201,7 @@ func (c *Core) Close(ctx context.Context) error {
 		return nil
 	}
 	c.closed = true
+	close(c.stopping)
 	holds := c.holds
 	c.holds = nil
 	c.mu.Unlock()

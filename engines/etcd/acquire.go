@@ -174,7 +174,7 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 		failed error
 	)
 	stopWatch := func() {
-		w.stop(e.timeout)
+		e.stopWatch(w)
 		w = nil
 	}
 	defer stopWatch()
@@ -211,7 +211,7 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 		}
 		if !check && (w == nil || w.key != pred) {
 			stopWatch()
-			w = e.watch(pred, rev+1)
+			w = e.watch(ctx, pred, rev+1)
 		}
 		var events clientv3.WatchChan
 		if w != nil {
@@ -281,16 +281,31 @@ type watch struct {
 // stream; a watch ends with stop, not with the caller's context, and
 // requires a leader: a member cut off from its cluster cancels it instead of
 // going silent.
-func (e *Engine) watch(key string, rev int64) *watch {
+func (e *Engine) watch(ctx context.Context, key string, rev int64) *watch {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
 	// clientv3's Watch blocks until the stream takes the request, which a
-	// hung server never does: the request timeout bounds that call too. It
-	// must not end sooner: a watch cancelled before etcd confirms it leaves
-	// the stream's goroutines running.
+	// hung server never does: the request timeout bounds that call too, and
+	// so does the caller giving up. It should not end sooner: a watch
+	// cancelled before etcd confirms it leaves the stream's goroutines
+	// running, idle, until the next watch or Close.
 	bound := time.AfterFunc(e.timeout, cancel)
+	left := context.AfterFunc(ctx, cancel)
 	events := e.watcher.Watch(wctx, key, clientv3.WithRev(rev), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
 	bound.Stop()
+	left()
 	return &watch{key: key, events: events, cancel: cancel}
+}
+
+// stopWatch stops w without holding up the caller: a watch etcd has not
+// confirmed yet is stopped in the background (see stop).
+func (e *Engine) stopWatch(w *watch) {
+	switch {
+	case w == nil:
+	case w.created:
+		w.cancel()
+	case !e.core.Go(func(context.Context) { w.stop(e.timeout) }):
+		w.cancel() // closing: the watcher closes with the engine
+	}
 }
 
 // stop cancels the watch once etcd has confirmed it, waiting at most

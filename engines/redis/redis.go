@@ -201,25 +201,34 @@ type attempt struct {
 // has not answered (see answer): with an error wrapping ErrUnavailable. A
 // grant that comes after that is released.
 func (e *Engine) try(ctx context.Context, h *locker.Hold, k keys) (bool, time.Duration, error) {
-	owner, name, release := h.Owner, h.Name, h.ReleaseTimeout
-	a, err := answer(e, ctx, func() attempt { return e.run(ctx, h, k) }, func(bg context.Context, a attempt) {
-		if !a.ok {
-			return
+	var a attempt
+	if ctx.Done() == nil {
+		a = e.run(ctx, h, k) // Lock, TryLock: nothing to give up on
+	} else {
+		var err error
+		a, err = answer(e, ctx, func() attempt { return e.run(ctx, h, k) }, func(bg context.Context, a attempt) {
+			if a.ok {
+				e.releaseLate(bg, h.Name, h.Owner, a.token, h.ReleaseTimeout, k)
+			}
+		})
+		if err != nil {
+			return false, 0, e.fail("acquire", h.Name, err)
 		}
-		rctx, cancel := context.WithTimeout(bg, release)
-		defer cancel()
-		if err := e.release(rctx, name, owner, a.token, k); err != nil {
-			e.log.Warn("redis: releasing a grant whose caller gave up failed; it ends with its TTL", "name", name, "err", err)
-		}
-	})
-	switch {
-	case err != nil:
-		return false, 0, e.fail("acquire", h.Name, err)
-	case a.err != nil:
+	}
+	if a.err != nil {
 		return false, 0, a.err
 	}
 	h.Token = a.token
 	return a.ok, a.remaining, nil
+}
+
+// releaseLate releases a grant whose caller had given up.
+func (e *Engine) releaseLate(bg context.Context, name, owner string, token uint64, timeout time.Duration, k keys) {
+	ctx, cancel := context.WithTimeout(bg, timeout)
+	defer cancel()
+	if err := e.release(ctx, name, owner, token, k); err != nil {
+		e.log.Warn("redis: releasing a grant whose caller gave up failed; it ends with its TTL", "name", name, "err", err)
+	}
 }
 
 // answer runs f and returns its result, or ctx.Err() as soon as ctx ends.
