@@ -211,11 +211,19 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 		}
 		if !check && (w == nil || w.key != pred) {
 			stopWatch()
-			w = e.watch(ctx, pred, rev+1)
+			w = e.watch(pred, rev+1)
 		}
-		var events clientv3.WatchChan
+		var (
+			events  clientv3.WatchChan
+			pending <-chan struct{} // the watch is being set
+		)
 		if w != nil {
-			events = w.events
+			select {
+			case <-w.ready:
+				events = w.events
+			default:
+				pending = w.ready
+			}
 		}
 		wait := time.Until(e.refreshDue(l))
 		if check {
@@ -239,6 +247,8 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 			stopWatch()
 			e.abandon(st.slot) // most likely gone with the lease
 			return errRequeue
+		case <-pending:
+			// Set: wait on its events from the next round.
 		case resp, ok := <-events:
 			switch {
 			case ok && resp.Created:
@@ -271,7 +281,8 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 // watch is a waiter's watch on its predecessor's key.
 type watch struct {
 	key     string
-	events  clientv3.WatchChan
+	ready   chan struct{}      // closed once events is set
+	events  clientv3.WatchChan // set by the goroutine that calls Watch
 	cancel  context.CancelFunc
 	created bool // etcd confirmed it
 }
@@ -281,19 +292,25 @@ type watch struct {
 // stream; a watch ends with stop, not with the caller's context, and
 // requires a leader: a member cut off from its cluster cancels it instead of
 // going silent.
-func (e *Engine) watch(ctx context.Context, key string, rev int64) *watch {
+func (e *Engine) watch(key string, rev int64) *watch {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
-	// clientv3's Watch blocks until the stream takes the request, which a
-	// hung server never does: the request timeout bounds that call too, and
-	// so does the caller giving up. It should not end sooner: a watch
-	// cancelled before etcd confirms it leaves the stream's goroutines
-	// running, idle, until the next watch or Close.
-	bound := time.AfterFunc(e.timeout, cancel)
-	left := context.AfterFunc(ctx, cancel)
-	events := e.watcher.Watch(wctx, key, clientv3.WithRev(rev), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
-	bound.Stop()
-	left()
-	return &watch{key: key, events: events, cancel: cancel}
+	w := &watch{key: key, ready: make(chan struct{}), cancel: cancel}
+	// clientv3's Watch blocks until etcd confirms the watch, which a hung
+	// server never does: the request timeout bounds that call. It must not
+	// end sooner, not even when the waiter gives up: a watch cancelled
+	// before etcd confirms it leaves the stream's goroutines running
+	// (clientv3 3.7 only ends a stream when its last confirmed watch goes).
+	// So the call runs in the background, and the waiter never waits for it.
+	set := func(context.Context) {
+		bound := time.AfterFunc(e.timeout, cancel)
+		w.events = e.watcher.Watch(wctx, key, clientv3.WithRev(rev), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
+		bound.Stop()
+		close(w.ready)
+	}
+	if !e.core.Go(set) {
+		set(context.Background()) // closing: the watcher is closed next
+	}
+	return w
 }
 
 // stopWatch stops w without holding up the caller: a watch etcd has not
@@ -316,6 +333,7 @@ func (w *watch) stop(timeout time.Duration) {
 	if w == nil {
 		return
 	}
+	<-w.ready // bounded by the request timeout
 	if !w.created {
 		t := time.NewTimer(timeout)
 		defer t.Stop()

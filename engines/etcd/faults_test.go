@@ -145,6 +145,21 @@ func TestServerKilledAndRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitKeys(t, c, e, name, 3)
+	// e2's client may still be waiting out its reconnection backoff: until
+	// it reconnects, new acquisitions fail at once with ErrRefused.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := e2.Ping(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Ping() of the second engine 10s after the restart = %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	probe := newLocker(t, e2, name)
 	if ok, err := probe.TryLock(); ok || err != nil {
 		t.Fatalf("TryLock() by another owner after the restart = %v, %v; want false, nil", ok, err)
