@@ -166,6 +166,9 @@ func (e *Engine) Ping(ctx context.Context) error {
 	cancel()
 	stop()
 	if err != nil {
+		if ctx.Err() == nil && e.refused() {
+			err = errNoConnection // rather than the cancellation that says so
+		}
 		return e.fail("ping", e.prefix, err)
 	}
 	return nil
