@@ -273,6 +273,13 @@ func startEngine(ctx context.Context, c *Config, i int, log *slog.Logger) (start
 			TLSConfig:             tlsConf,
 			DialTimeout:           e.DialTimeout,
 			ContextTimeoutEnabled: true,
+			// One failure surfaces at once, for the switcher's breaker:
+			// go-redis would otherwise dial five times and retry a command
+			// three times, with backoffs, before it reports a dead server.
+			// A stale pooled connection needs no retry: the pool checks
+			// idle connections before it hands them out.
+			DialerRetries: 1,
+			MaxRetries:    -1,
 		})
 		opts := []redis.Option{redis.WithName(e.Name), redis.WithLogger(log)}
 		if e.Prefix != "" {
@@ -343,19 +350,24 @@ func closeQuietly(closes ...func() error) error {
 }
 
 // etcdClient returns a client that reconnects within a second or two after
-// an outage (gRPC's default backoff grows to two minutes).
+// an outage (gRPC's default backoff grows to two minutes), and that drops a
+// connection whose server stopped answering: gRPC keepalive pings, at
+// gRPC's shortest client interval (10s, above etcd's default
+// --grpc-keepalive-min-time of 5s), each given 3s.
 func etcdClient(endpoints []string, user, password string, t *TLS, field string, dial time.Duration) (*clientv3.Client, error) {
 	tlsConf, err := t.config(field + ".tls")
 	if err != nil {
 		return nil, err
 	}
 	client, err := clientv3.New(clientv3.Config{
-		Endpoints:   endpoints,
-		Username:    user,
-		Password:    password,
-		TLS:         tlsConf,
-		DialTimeout: dial,
-		Logger:      zap.NewNop(),
+		Endpoints:            endpoints,
+		Username:             user,
+		Password:             password,
+		TLS:                  tlsConf,
+		DialTimeout:          dial,
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 3 * time.Second,
+		Logger:               zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
 			MinConnectTimeout: min(dial, 5*time.Second),

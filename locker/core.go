@@ -16,8 +16,14 @@ type Backend interface {
 	// Acquire takes h.Name for h.Owner with a hold of h.TTL and sets h.Token
 	// (and, if it needs one, h.State). With wait false it makes one attempt
 	// and returns (false, nil) on contention. With wait true it blocks until
-	// granted, or until ctx is done, when it returns ctx.Err() having left
-	// nothing behind. Engine failures wrap ErrUnavailable.
+	// granted, or until ctx is done. Engine failures wrap ErrUnavailable,
+	// and also ErrRefused when the engine is certainly down.
+	//
+	// Once ctx is done it returns at once, leaving nothing behind (what
+	// needs the server to go is deleted in the background, see Core.Go): it
+	// returns ctx.Err() itself when the engine had answered its latest
+	// request (the name was held), and an error wrapping ErrUnavailable when
+	// a request was still unanswered.
 	Acquire(ctx context.Context, h *Hold, wait bool) (bool, error)
 	// Release ends h. It returns an error wrapping ErrLockLost when the
 	// engine no longer has h, and must not touch another owner's hold.
@@ -84,7 +90,22 @@ type Core struct {
 	mu     sync.Mutex
 	closed bool
 	holds  map[*Hold]struct{}
+
+	// Background work started by Go, on workers that wait workerIdle for
+	// more: bgCtx ends when Close gives up on it, stopping ends the idle
+	// workers.
+	bg       sync.WaitGroup
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	idle     chan func(context.Context)
+	stopping chan struct{}
 }
+
+// workerIdle is how long a worker of Go waits for more work: engines hand
+// it requests on the hot path (Redis, for a caller's context that can be
+// cancelled), and a new goroutine per request would pay for growing its
+// stack every time.
+const workerIdle = 2 * time.Second
 
 // NewCore starts the renewal loop for an engine named engine. Call Close to
 // stop it. A nil logger means slog.Default(); engines pass one that already
@@ -94,6 +115,8 @@ func NewCore(engine string, b Backend, logger *slog.Logger) *Core {
 		logger = slog.Default()
 	}
 	c := &Core{engine: engine, backend: b, log: logger, holds: make(map[*Hold]struct{})}
+	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
+	c.idle, c.stopping = make(chan func(context.Context)), make(chan struct{})
 	renewer, _ := b.(Renewer)
 	c.sched = newScheduler(renewer, c.expire, logger)
 	return c
@@ -128,8 +151,49 @@ func (c *Core) checkOpen() error {
 	return nil
 }
 
+// Go runs f on a goroutine the Core owns, for work that must not hold up
+// the caller that starts it: deleting what a cancelled wait left on a
+// server that does not answer, undoing a grant that came after its caller
+// gave up. Close waits for it within its own context, then cancels the ctx
+// f was given and waits for f to return, which it must do promptly. Go
+// reports false, and does not run f, once Close has begun.
+func (c *Core) Go(f func(ctx context.Context)) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	select {
+	case c.idle <- f:
+	default:
+		c.bg.Add(1)
+		go c.worker(f)
+	}
+	return true
+}
+
+// worker runs f, then what Go hands it, until it has been idle for
+// workerIdle or Close begins.
+func (c *Core) worker(f func(context.Context)) {
+	defer c.bg.Done()
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		f(c.bgCtx)
+		idle.Reset(workerIdle)
+		select {
+		case f = <-c.idle:
+		case <-idle.C:
+			return
+		case <-c.stopping:
+			return
+		}
+	}
+}
+
 // Close stops the renewal loop and releases every hold still held, within
-// ctx. Their Lost channels close. It is idempotent.
+// ctx. Their Lost channels close. It waits for the work started by Go,
+// within ctx too. It is idempotent.
 func (c *Core) Close(ctx context.Context) error {
 	c.mu.Lock()
 	if c.closed {
@@ -137,6 +201,7 @@ func (c *Core) Close(ctx context.Context) error {
 		return nil
 	}
 	c.closed = true
+	close(c.stopping)
 	holds := c.holds
 	c.holds = nil
 	c.mu.Unlock()
@@ -149,7 +214,25 @@ func (c *Core) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	c.waitBackground(ctx)
 	return errors.Join(errs...)
+}
+
+// waitBackground waits for the work started by Go until ctx is done, then
+// cancels it and waits for it to stop.
+func (c *Core) waitBackground(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		c.bg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		c.log.Warn("locker: background cleanup still running at close, cancelled", "engine", c.engine)
+	}
+	c.bgCancel()
+	<-done
 }
 
 // granted records a new hold and schedules its renewal or lease end. It

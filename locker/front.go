@@ -33,7 +33,8 @@ func NewFront(name string, reenter func() (bool, error), take func(ctx context.C
 func (f *Front) Lock() error { return f.LockCtx(context.Background()) }
 
 // LockCtx blocks until the lock is held or ctx is done, when it returns
-// ctx.Err().
+// ctx.Err() itself, not wrapped, whatever the engine was doing then. Any
+// other failure (the engine failed, closed) comes before ctx is done.
 func (f *Front) LockCtx(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: LockCtx(%q): nil context", ErrInvalidArgument, f.name)
@@ -42,22 +43,35 @@ func (f *Front) LockCtx(ctx context.Context) error {
 		return err
 	}
 	_, err := f.acquire(ctx, true)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return ctxErr
+		}
+	}
 	return err
 }
 
 // TryLock makes one attempt: (false, nil) when another owner holds the lock.
 func (f *Front) TryLock() (bool, error) { return f.acquire(context.Background(), false) }
 
-// TryLockTimeout waits at most wait: (false, nil) when it ran out.
+// TryLockTimeout waits at most wait. It returns (false, nil) only when the
+// engine answered that another owner holds the lock and the wait ran out;
+// when it ran out while the engine was not answering, the error wraps
+// ErrUnavailable (and context.DeadlineExceeded). A wait of 0 makes one
+// attempt, as TryLock does; a negative wait is an error.
 func (f *Front) TryLockTimeout(wait time.Duration) (bool, error) {
-	if wait <= 0 {
-		return false, fmt.Errorf("%w: TryLockTimeout(%q): wait must be positive, got %v (use TryLock for one attempt)", ErrInvalidArgument, f.name, wait)
+	switch {
+	case wait < 0:
+		return false, fmt.Errorf("%w: TryLockTimeout(%q): wait must not be negative, got %v", ErrInvalidArgument, f.name, wait)
+	case wait == 0:
+		return f.TryLock()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	ok, err := f.acquire(ctx, true)
-	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-		return false, nil
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) &&
+		!errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrClosed) {
+		return false, nil // contended until the end
 	}
 	return ok, err
 }

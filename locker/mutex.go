@@ -2,6 +2,7 @@ package locker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 )
@@ -48,10 +49,7 @@ func (m *mutex) take(ctx context.Context, wait bool) (bool, error) {
 	}
 	ok, err := m.core.backend.Acquire(ctx, h, wait)
 	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return false, ctxErr
-		}
-		return false, err
+		return false, withCtxErr(ctx, err)
 	}
 	if !ok {
 		return false, nil
@@ -63,6 +61,17 @@ func (m *mutex) take(ctx context.Context, wait bool) (bool, error) {
 	m.hold, m.count = h, 1
 	m.mu.Unlock()
 	return true, nil
+}
+
+// withCtxErr makes an acquisition's error wrap ctx.Err() once ctx is done,
+// keeping the engine's error: ErrUnavailable in it tells that the engine had
+// not answered when the caller gave up.
+func withCtxErr(ctx context.Context, err error) error {
+	ctxErr := ctx.Err()
+	if ctxErr == nil || errors.Is(err, ctxErr) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", err, ctxErr)
 }
 
 // reenter counts one more hold when the owner already holds the lock.

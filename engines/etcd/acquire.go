@@ -39,6 +39,10 @@ const attempts = 3
 func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, error) {
 	st := &holdState{prefix: e.lockPrefix(h.Name)}
 	h.State = st
+	if e.refused() {
+		// Not a request that clientv3 would retry until ctx ends.
+		return false, e.fail("acquire", h.Name, errNoConnection)
+	}
 	var ok bool
 	var err error
 	if wait {
@@ -46,17 +50,22 @@ func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, 
 	} else {
 		ok, err = e.acquireTry(ctx, h, st)
 	}
-	if err == nil {
+	switch {
+	case err == nil:
 		return ok, nil
-	}
-	if cerr := ctx.Err(); cerr != nil {
-		return false, cerr
-	}
-	if errors.Is(err, locker.ErrClosed) || e.isClosed() {
+	case errors.Is(err, errQueued):
+		return false, ctx.Err() // etcd had answered: the name was held
+	case errors.Is(err, locker.ErrClosed) || e.isClosed():
 		return false, fmt.Errorf("etcd: acquire %q: %w", h.Name, locker.ErrClosed)
 	}
-	return false, fmt.Errorf("etcd: acquire %q: %w: %w", h.Name, locker.ErrUnavailable, err)
+	// Past here a request went unanswered, the caller's context may have
+	// ended meanwhile.
+	return false, e.fail("acquire", h.Name, err)
 }
+
+// errQueued ends a wait that etcd left queued behind another holder until
+// the caller gave up; Acquire returns the caller's ctx.Err() for it.
+var errQueued = errors.New("etcd: still queued")
 
 // acquireTry makes one attempt: the key is created only if the lock's range
 // is empty, so that contention costs one round trip and leaves nothing.
@@ -161,9 +170,11 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 		w     *watch        // on pred, nil when none
 		check bool          // pred and rev are stale: ask etcd
 		retry time.Duration // > 0 after a failure: the delay before trying again
+		// failed is the error of the latest request, nil once etcd answered.
+		failed error
 	)
 	stopWatch := func() {
-		w.stop(e.timeout)
+		e.stopWatch(w)
 		w = nil
 	}
 	defer stopWatch()
@@ -172,6 +183,7 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 	for {
 		if check {
 			p, r, err := e.predecessor(ctx, st, h.Token)
+			failed = err
 			switch {
 			case err == nil:
 				pred, rev, check = p, r, false
@@ -201,9 +213,17 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 			stopWatch()
 			w = e.watch(pred, rev+1)
 		}
-		var events clientv3.WatchChan
+		var (
+			events  clientv3.WatchChan
+			pending <-chan struct{} // the watch is being set
+		)
 		if w != nil {
-			events = w.events
+			select {
+			case <-w.ready:
+				events = w.events
+			default:
+				pending = w.ready
+			}
 		}
 		wait := time.Until(e.refreshDue(l))
 		if check {
@@ -214,16 +234,21 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 		select {
 		case <-ctx.Done():
 			stopWatch()
-			e.abandon(ctx, st.slot)
-			return ctx.Err()
+			e.abandon(st.slot)
+			if failed != nil {
+				return fmt.Errorf("%w: %w", failed, ctx.Err())
+			}
+			return errQueued
 		case <-e.done:
 			stopWatch()
-			e.abandon(ctx, st.slot)
+			e.abandon(st.slot)
 			return locker.ErrClosed
 		case <-l.dead:
 			stopWatch()
-			e.abandon(ctx, st.slot) // most likely gone with the lease
+			e.abandon(st.slot) // most likely gone with the lease
 			return errRequeue
+		case <-pending:
+			// Set: wait on its events from the next round.
 		case resp, ok := <-events:
 			switch {
 			case ok && resp.Created:
@@ -235,7 +260,12 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 			}
 		case <-timer.C:
 			if !time.Now().Before(e.refreshDue(l)) {
-				if err := e.refresh(ctx, l); err != nil && !errors.Is(err, errLeaseGone) && ctx.Err() == nil {
+				err := e.refresh(ctx, l)
+				failed = err
+				if errors.Is(err, errLeaseGone) {
+					failed = nil
+				}
+				if err != nil && !errors.Is(err, errLeaseGone) && ctx.Err() == nil {
 					e.log.Debug("etcd: renewing a waiter's lease failed, will retry", "name", h.Name, "lease", l.hexID(), "err", err)
 					if e.expired(l) {
 						e.kill(l, err)
@@ -251,7 +281,8 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 // watch is a waiter's watch on its predecessor's key.
 type watch struct {
 	key     string
-	events  clientv3.WatchChan
+	ready   chan struct{}      // closed once events is set
+	events  clientv3.WatchChan // set by the goroutine that calls Watch
 	cancel  context.CancelFunc
 	created bool // etcd confirmed it
 }
@@ -263,14 +294,35 @@ type watch struct {
 // going silent.
 func (e *Engine) watch(key string, rev int64) *watch {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
-	// clientv3's Watch blocks until the stream takes the request, which a
-	// hung server never does: the request timeout bounds that call too. It
-	// must not end sooner: a watch cancelled before etcd confirms it leaves
-	// the stream's goroutines running.
-	bound := time.AfterFunc(e.timeout, cancel)
-	events := e.watcher.Watch(wctx, key, clientv3.WithRev(rev), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
-	bound.Stop()
-	return &watch{key: key, events: events, cancel: cancel}
+	w := &watch{key: key, ready: make(chan struct{}), cancel: cancel}
+	// clientv3's Watch blocks until etcd confirms the watch, which a hung
+	// server never does: the request timeout bounds that call. It must not
+	// end sooner, not even when the waiter gives up: a watch cancelled
+	// before etcd confirms it leaves the stream's goroutines running
+	// (clientv3 3.7 only ends a stream when its last confirmed watch goes).
+	// So the call runs in the background, and the waiter never waits for it.
+	set := func(context.Context) {
+		bound := time.AfterFunc(e.timeout, cancel)
+		w.events = e.watcher.Watch(wctx, key, clientv3.WithRev(rev), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
+		bound.Stop()
+		close(w.ready)
+	}
+	if !e.core.Go(set) {
+		set(context.Background()) // closing: the watcher is closed next
+	}
+	return w
+}
+
+// stopWatch stops w without holding up the caller: a watch etcd has not
+// confirmed yet is stopped in the background (see stop).
+func (e *Engine) stopWatch(w *watch) {
+	switch {
+	case w == nil:
+	case w.created:
+		w.cancel()
+	case !e.core.Go(func(context.Context) { w.stop(e.timeout) }):
+		w.cancel() // closing: the watcher closes with the engine
+	}
 }
 
 // stop cancels the watch once etcd has confirmed it, waiting at most
@@ -281,6 +333,7 @@ func (w *watch) stop(timeout time.Duration) {
 	if w == nil {
 		return
 	}
+	<-w.ready // bounded by the request timeout
 	if !w.created {
 		t := time.NewTimer(timeout)
 		defer t.Stop()
@@ -353,7 +406,7 @@ func (e *Engine) hold(ctx context.Context, h *locker.Hold, st *holdState) error 
 		e.mu.Unlock()
 		if killed {
 			// Retired, perhaps only by our estimate: the key may outlive it.
-			e.abandon(ctx, st.slot)
+			e.abandon(st.slot)
 			return errLeaseGone
 		}
 		return nil
@@ -373,7 +426,7 @@ func (e *Engine) hold(ctx context.Context, h *locker.Hold, st *holdState) error 
 			err = errKeyGone
 		}
 		if err != nil {
-			e.revokeQuiet(ctx, g.ID)
+			e.revokeLater(g.ID)
 		}
 	}
 	switch {

@@ -51,9 +51,11 @@
 //     every grant of a name (and with every write to the cluster), survives
 //     leader changes and restarts, and is comparable only between holds
 //     granted by the same etcd cluster.
-//   - Cancellation: a cancelled or timed-out wait deletes its key on a bounded
-//     context of its own and stops its watch. Should etcd not answer, the key
-//     is deleted before its lease is renewed again, or expires with it.
+//   - Cancellation: a cancelled or timed-out wait returns at once, even
+//     when etcd does not answer, and stops its watch; its key is deleted in
+//     the background, as soon as etcd answers within the request timeout
+//     (Close waits for that, bounded). Past that, the key is deleted before
+//     its lease is renewed again, or expires with it.
 //
 // # Leases and TTLs
 //
@@ -118,7 +120,17 @@
 // Failures wrap locker.ErrUnavailable and the client's error; a lost hold
 // wraps locker.ErrLockLost; calls on a closed engine wrap locker.ErrClosed;
 // bad names and options wrap locker.ErrInvalidName and
-// locker.ErrInvalidArgument. Contention is never an error. A wait rides out
-// etcd trouble (a leader election, a restart) for as long as its lease lives,
-// then fails with ErrUnavailable.
+// locker.ErrInvalidArgument. Contention is never an error: a wait whose
+// context ends while etcd had answered that the name is held returns
+// ctx.Err() itself; one that ends while a request is unanswered returns an
+// error wrapping ErrUnavailable (LockCtx still returns ctx.Err()). A wait
+// rides out etcd trouble (a leader election, a restart) for as long as its
+// lease lives, then fails with ErrUnavailable.
+//
+// When the client knows it has no connection (gRPC's connection to every
+// endpoint failed: TRANSIENT_FAILURE), Ping and new acquisitions fail at once
+// with errors wrapping both locker.ErrUnavailable and locker.ErrRefused,
+// instead of waiting the request timeout for clientv3's retries. Give the
+// client a short reconnection backoff (gRPC's default grows to two minutes)
+// so that it tries again soon after the cluster is back.
 package etcd

@@ -11,6 +11,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/connectivity"
 
 	"github.com/orthrus-go/orthrus/locker"
 )
@@ -154,12 +155,57 @@ func (e *Engine) Ping(ctx context.Context) error {
 	if e.isClosed() {
 		return fmt.Errorf("etcd: ping: %w", locker.ErrClosed)
 	}
+	if e.refused() {
+		return e.fail("ping", e.prefix, errNoConnection)
+	}
 	rctx, cancel := e.bound(ctx)
-	defer cancel()
-	if _, err := e.client.Get(rctx, e.prefix, clientv3.WithCountOnly()); err != nil {
-		return fmt.Errorf("etcd: ping: %w: %w", locker.ErrUnavailable, err)
+	// clientv3 retries a request until its context ends, whatever the
+	// connection: a connection that fails while the request waits ends it.
+	stop := e.cancelOnRefused(rctx, cancel)
+	_, err := e.client.Get(rctx, e.prefix, clientv3.WithCountOnly())
+	cancel()
+	stop()
+	if err != nil {
+		if ctx.Err() == nil && e.refused() {
+			err = errNoConnection // rather than the cancellation that says so
+		}
+		return e.fail("ping", e.prefix, err)
 	}
 	return nil
+}
+
+// errNoConnection: the client has no connection to any endpoint.
+var errNoConnection = errors.New("no connection to any endpoint")
+
+// refused tells that the client knows it has no connection: gRPC's last
+// attempt to connect to every endpoint failed (TRANSIENT_FAILURE).
+func (e *Engine) refused() bool {
+	cc := e.client.ActiveConnection()
+	return cc != nil && cc.GetState() == connectivity.TransientFailure
+}
+
+// cancelOnRefused calls cancel as soon as the client's connection fails,
+// while rctx lasts. The returned function, called once rctx is done, waits
+// for the goroutine that watches.
+func (e *Engine) cancelOnRefused(rctx context.Context, cancel context.CancelFunc) (stop func()) {
+	cc := e.client.ActiveConnection()
+	if cc == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for s := cc.GetState(); ; s = cc.GetState() {
+			if s == connectivity.TransientFailure {
+				cancel()
+				return
+			}
+			if !cc.WaitForStateChange(rctx, s) {
+				return
+			}
+		}
+	}()
+	return func() { <-done }
 }
 
 // Close releases the holds still held (their Lost channels close), makes
@@ -245,6 +291,8 @@ func (e *Engine) fail(op, name string, err error) error {
 		return fmt.Errorf("etcd: %s %q: %w", op, name, locker.ErrClosed)
 	case errors.Is(err, errLeaseGone), errors.Is(err, errKeyGone):
 		return fmt.Errorf("etcd: %s %q: %w: %w", op, name, locker.ErrLockLost, err)
+	case e.refused():
+		return fmt.Errorf("etcd: %s %q: %w: %w: %w", op, name, locker.ErrUnavailable, locker.ErrRefused, err)
 	default:
 		return fmt.Errorf("etcd: %s %q: %w: %w", op, name, locker.ErrUnavailable, err)
 	}

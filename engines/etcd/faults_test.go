@@ -1,13 +1,19 @@
 package etcd_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/orthrus-go/orthrus/engines/etcd"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
 // A server frozen past a hold's TTL: the holder learns of the loss through
@@ -139,6 +145,21 @@ func TestServerKilledAndRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitKeys(t, c, e, name, 3)
+	// e2's client may still be waiting out its reconnection backoff: until
+	// it reconnects, new acquisitions fail at once with ErrRefused.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := e2.Ping(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Ping() of the second engine 10s after the restart = %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	probe := newLocker(t, e2, name)
 	if ok, err := probe.TryLock(); ok || err != nil {
 		t.Fatalf("TryLock() by another owner after the restart = %v, %v; want false, nil", ok, err)
@@ -261,4 +282,56 @@ func TestClusterLeaderKilled(t *testing.T) {
 			t.Errorf("Unlock() of the other hold = %v", err)
 		}
 	}
+}
+
+// pauseServer freezes s and waits until it no longer answers: SIGSTOP
+// takes effect asynchronously.
+func pauseServer(s *testserver.Server) error {
+	if err := s.Pause(); err != nil {
+		return err
+	}
+	client := &http.Client{Timeout: 100 * time.Millisecond}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := client.Get("http://" + s.Addr() + "/health")
+		if err != nil {
+			client.CloseIdleConnections()
+			return nil // no answer: frozen
+		}
+		resp.Body.Close()
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s still answers 5s after SIGSTOP", s)
+		}
+	}
+}
+
+// The fault suite: a server of its own per case, frozen or killed.
+func TestFaults(t *testing.T) {
+	lockertest.RunFaults(t, func(t *testing.T) lockertest.FaultHarness {
+		s := testserver.Etcd(t)
+		c := newClient(t, s.Addr())
+		const timeout = time.Second
+		e, err := etcd.New(c, etcd.WithRequestTimeout(timeout))
+		if err != nil {
+			t.Fatalf("New() = %v", err)
+		}
+		return lockertest.FaultHarness{
+			Harness: lockertest.Harness{
+				Engine: e,
+				Residue: func(ctx context.Context, name string) (int, error) {
+					ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+					defer cancel()
+					resp, err := c.Get(ctx, e.LockPrefix(name), clientv3.WithPrefix(), clientv3.WithCountOnly())
+					if err != nil {
+						return 0, err
+					}
+					return max(int(resp.Count)-1, 0), nil
+				},
+			},
+			Pause:          func() error { return pauseServer(s) },
+			Resume:         s.Resume,
+			Kill:           s.Kill,
+			RequestTimeout: timeout,
+		}
+	})
 }

@@ -232,12 +232,18 @@ func (e *Engine) revokeQuiet(ctx context.Context, id clientv3.LeaseID) {
 	}
 }
 
+// revokeLater is revokeQuiet in the background, for an acquisition that
+// must not wait for it.
+func (e *Engine) revokeLater(id clientv3.LeaseID) {
+	e.core.Go(func(ctx context.Context) { e.revokeQuiet(ctx, id) })
+}
+
 // leftBehind handles the key of a write that failed and may have been
-// applied: deleted now if the caller gave up, else (etcd is in trouble) at
-// the lease's next refresh.
+// applied: deleted at once, in the background, if the caller gave up, else
+// (etcd is in trouble) at the lease's next refresh.
 func (e *Engine) leftBehind(ctx context.Context, s *slot) {
 	if ctx.Err() != nil {
-		e.abandon(ctx, s)
+		e.abandon(s)
 		return
 	}
 	e.orphan(s)
@@ -308,18 +314,25 @@ func (e *Engine) orphan(s *slot) {
 	}
 }
 
-// abandon deletes the key of a waiter or failed acquisition now, on a
-// context of its own, and leaves it to the lease's next refresh if etcd does
-// not answer.
-func (e *Engine) abandon(ctx context.Context, s *slot) {
-	cctx, cancel := e.cleanupContext(ctx)
-	defer cancel()
-	if _, err := e.client.Delete(cctx, s.key); err != nil {
-		e.log.Debug("etcd: deleting an abandoned key failed, deferred", "key", s.key, "err", err)
-		e.orphan(s)
-		return
+// abandon deletes the key of a waiter or failed acquisition in the
+// background, so that the caller who gave up returns at once even when etcd
+// does not answer: as soon as etcd answers, within the request timeout, so
+// that no successor stays queued behind it; past that, before the lease's
+// next refresh (see orphan).
+func (e *Engine) abandon(s *slot) {
+	del := func(ctx context.Context) {
+		rctx, cancel := e.bound(ctx)
+		defer cancel()
+		if _, err := e.client.Delete(rctx, s.key); err != nil {
+			e.log.Debug("etcd: deleting an abandoned key failed, deferred", "key", s.key, "err", err)
+			e.orphan(s)
+			return
+		}
+		e.free(s)
 	}
-	e.free(s)
+	if !e.core.Go(del) {
+		e.orphan(s) // closing: the revocation of the lease deletes it
+	}
 }
 
 // leaseErr describes a failed refresh for the renewal loop.

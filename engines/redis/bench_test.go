@@ -49,6 +49,24 @@ func BenchmarkLockUnlock(b *testing.B) {
 			}
 		}
 	})
+	// LockCtx with a context that can be cancelled: each attempt runs on a
+	// goroutine of the engine, so that the caller returns when it ends.
+	b.Run("orthrus-ctx", func(b *testing.B) {
+		e := newEngine(b, c)
+		defer e.Close()
+		l, _ := e.NewLocker("bench:orthrus-ctx")
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if err := l.LockCtx(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Unlock(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	// The two alternate cycle by cycle, so that a busy machine slows both
 	// alike: floor/orthrus is orthrus's throughput relative to the floor.
 	b.Run("interleaved", func(b *testing.B) {

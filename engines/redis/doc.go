@@ -38,10 +38,24 @@
 // fencing tokens where that matters. A restart without persistence loses
 // every hold; holders learn it at their next renewal (Lost closes).
 //
-// Set ContextTimeoutEnabled on the client so that a paused server fails a
-// call at its context deadline rather than at the client's read timeout.
+// # Contexts and failures
+//
+// go-redis honours a context's deadline only with ContextTimeoutEnabled,
+// and its cancellation never: with a context that can end, the engine runs
+// each attempt on a goroutine of its own and returns as soon as the context
+// ends; an attempt that was granted after its caller left is released in
+// the background (Close waits for that, bounded). Commands on a background
+// context (Lock, TryLock) are bounded by the client's ReadTimeout. Set
+// ContextTimeoutEnabled anyway, so that the abandoned command ends at the
+// deadline too.
 //
 // Errors wrap locker.ErrUnavailable when Redis cannot be reached or times
-// out. Close releases the holds still held and closes the subscriptions; it
-// never closes the client.
+// out, and also locker.ErrRefused when it refused or reset the connection:
+// it is down, not slow. For that to show at once, build the client with
+// DialerRetries 1 and MaxRetries -1 (config.Open does): by default go-redis
+// dials five times and retries a command three times, with backoffs, before
+// it reports a dead server. Contention is never an error; a wait whose
+// context ends while Redis had answered that the name is held returns
+// ctx.Err() itself. Close releases the holds still held and closes the
+// subscriptions; it never closes the client.
 package redis

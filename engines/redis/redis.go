@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -22,6 +24,7 @@ type Engine struct {
 	publish string // PUBLISH, or SPUBLISH on Cluster
 	hub     *hub
 	core    *locker.Core
+	log     *slog.Logger
 }
 
 var (
@@ -92,7 +95,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 		}
 	}
 	logger := s.logger.With("engine", s.name)
-	e := &Engine{name: s.name, prefix: s.prefix, client: client, publish: "publish", hub: newHub(client, logger)}
+	e := &Engine{name: s.name, prefix: s.prefix, client: client, publish: "publish", hub: newHub(client, logger), log: logger}
 	if _, ok := client.(*goredis.ClusterClient); ok {
 		e.publish = "spublish"
 	}
@@ -113,7 +116,11 @@ func (e *Engine) Ping(ctx context.Context) error {
 	if e.core.Closed() {
 		return fmt.Errorf("redis: ping: %w", locker.ErrClosed)
 	}
-	if err := e.client.Ping(ctx).Err(); err != nil {
+	err, cerr := answer(e, ctx, func() error { return e.client.Ping(ctx).Err() }, nil)
+	if cerr != nil {
+		err = cerr
+	}
+	if err != nil {
 		return e.fail("ping", "", err)
 	}
 	return nil
@@ -160,10 +167,7 @@ func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, 
 	// the subscription is caught by the second attempt.
 	w, err := e.hub.join(ctx, k.channel)
 	if err != nil {
-		if errors.Is(err, locker.ErrClosed) {
-			return false, fmt.Errorf("redis: acquire %q: %w", h.Name, err)
-		}
-		return false, err
+		return false, fmt.Errorf("redis: acquire %q: %w", h.Name, err)
 	}
 	defer e.hub.leave(w)
 	timer := time.NewTimer(time.Hour)
@@ -180,34 +184,117 @@ func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, 
 		case <-w.wake:
 		case <-timer.C:
 		case <-ctx.Done():
-			return false, ctx.Err()
+			return false, ctx.Err() // Redis had answered: the name was held
 		}
 	}
 }
 
-// try makes one attempt. On contention it returns how long the current
-// hold has left.
+// attempt is the outcome of one acquire script.
+type attempt struct {
+	ok        bool
+	token     uint64
+	remaining time.Duration // on contention, how long the current hold has left
+	err       error
+}
+
+// try makes one attempt, which gives up when ctx ends even though Redis
+// has not answered (see answer): with an error wrapping ErrUnavailable. A
+// grant that comes after that is released.
 func (e *Engine) try(ctx context.Context, h *locker.Hold, k keys) (bool, time.Duration, error) {
+	var a attempt
+	if ctx.Done() == nil {
+		a = e.run(ctx, h, k) // Lock, TryLock: nothing to give up on
+	} else {
+		var err error
+		a, err = answer(e, ctx, func() attempt { return e.run(ctx, h, k) }, func(bg context.Context, a attempt) {
+			if a.ok {
+				e.releaseLate(bg, h.Name, h.Owner, a.token, h.ReleaseTimeout, k)
+			}
+		})
+		if err != nil {
+			return false, 0, e.fail("acquire", h.Name, err)
+		}
+	}
+	if a.err != nil {
+		return false, 0, a.err
+	}
+	h.Token = a.token
+	return a.ok, a.remaining, nil
+}
+
+// releaseLate releases a grant whose caller had given up.
+func (e *Engine) releaseLate(bg context.Context, name, owner string, token uint64, timeout time.Duration, k keys) {
+	ctx, cancel := context.WithTimeout(bg, timeout)
+	defer cancel()
+	if err := e.release(ctx, name, owner, token, k); err != nil {
+		e.log.Warn("redis: releasing a grant whose caller gave up failed; it ends with its TTL", "name", name, "err", err)
+	}
+}
+
+// answer runs f and returns its result, or ctx.Err() as soon as ctx ends.
+// go-redis honours a context's deadline at most (with
+// ContextTimeoutEnabled), never its cancellation, so with a context that
+// can end f runs on a goroutine of the Core; late, if not nil, gets a
+// result that comes after the caller left, to undo it.
+func answer[T any](e *Engine, ctx context.Context, f func() T, late func(context.Context, T)) (T, error) {
+	if ctx.Done() == nil {
+		return f(), nil
+	}
+	var state atomic.Int32 // running, delivered or abandoned
+	ch := make(chan T, 1)
+	started := e.core.Go(func(bg context.Context) {
+		v := f()
+		if state.CompareAndSwap(running, delivered) {
+			ch <- v
+			return
+		}
+		if late != nil {
+			late(bg, v)
+		}
+	})
+	var zero T
+	if !started {
+		return zero, locker.ErrClosed
+	}
+	select {
+	case v := <-ch:
+		return v, nil
+	case <-ctx.Done():
+		if state.CompareAndSwap(running, abandoned) {
+			return zero, ctx.Err()
+		}
+		return <-ch, nil // delivered just now
+	}
+}
+
+// States of a call whose caller may leave.
+const (
+	running int32 = iota
+	delivered
+	abandoned
+)
+
+// run runs the acquire script for h.
+func (e *Engine) run(ctx context.Context, h *locker.Hold, k keys) attempt {
 	res, err := acquireScript.Run(ctx, e.client, []string{k.lock, k.fence}, h.Owner, ttlMillis(h.TTL)).Slice()
 	if err != nil {
-		return false, 0, e.fail("acquire", h.Name, err)
+		return attempt{err: e.fail("acquire", h.Name, err)}
 	}
 	if len(res) != 2 {
-		return false, 0, e.fail("acquire", h.Name, fmt.Errorf("unexpected reply %v", res))
+		return attempt{err: e.fail("acquire", h.Name, fmt.Errorf("unexpected reply %v", res))}
 	}
 	if granted, _ := res[0].(int64); granted == 1 {
 		tok, err := parseToken(res[1])
 		if err != nil {
-			return false, 0, e.fail("acquire", h.Name, err)
+			return attempt{err: e.fail("acquire", h.Name, err)}
 		}
-		h.Token = tok
-		return true, 0, nil
+		return attempt{ok: true, token: tok}
 	}
 	remaining, _ := res[1].(int64)
 	if remaining <= 0 { // expiring right now
 		remaining = 1
 	}
-	return false, time.Duration(remaining) * time.Millisecond, nil
+	return attempt{remaining: time.Duration(remaining) * time.Millisecond}
 }
 
 func parseToken(v any) (uint64, error) {
@@ -220,13 +307,16 @@ func parseToken(v any) (uint64, error) {
 
 // Release implements locker.Backend.
 func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
-	k := h.State.(keys)
-	n, err := releaseScript.Run(ctx, e.client, []string{k.lock, k.channel}, h.Owner, strconv.FormatUint(h.Token, 10), e.publish).Int()
+	return e.release(ctx, h.Name, h.Owner, h.Token, h.State.(keys))
+}
+
+func (e *Engine) release(ctx context.Context, name, owner string, token uint64, k keys) error {
+	n, err := releaseScript.Run(ctx, e.client, []string{k.lock, k.channel}, owner, strconv.FormatUint(token, 10), e.publish).Int()
 	if err != nil {
-		return e.fail("release", h.Name, err)
+		return e.fail("release", name, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("redis: release %q: %w", h.Name, locker.ErrLockLost)
+		return fmt.Errorf("redis: release %q: %w", name, locker.ErrLockLost)
 	}
 	return nil
 }
@@ -271,5 +361,17 @@ func (e *Engine) renewPipeline(ctx context.Context, holds []*locker.Hold) ([]*go
 
 // fail wraps an engine error as ErrUnavailable, keeping the cause.
 func (e *Engine) fail(op, name string, err error) error {
-	return fmt.Errorf("redis: %s %q: %w: %w", op, name, locker.ErrUnavailable, err)
+	if errors.Is(err, locker.ErrClosed) {
+		return fmt.Errorf("redis: %s %q: %w", op, name, err)
+	}
+	return fmt.Errorf("redis: %s %q: %w", op, name, unavailable(err))
+}
+
+// unavailable wraps err as ErrUnavailable, and as ErrRefused too when the
+// server is certainly down: it refused or reset the connection.
+func unavailable(err error) error {
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {
+		return fmt.Errorf("%w: %w: %w", locker.ErrUnavailable, locker.ErrRefused, err)
+	}
+	return fmt.Errorf("%w: %w", locker.ErrUnavailable, err)
 }

@@ -80,6 +80,15 @@ func TestConformanceSingle(t *testing.T) {
 	lockertest.Run(t, func(t *testing.T) lockertest.Harness { return harness(t, c) })
 }
 
+// With ContextTimeoutEnabled go-redis fails a command at its context's
+// deadline: a wait whose deadline passes is still contention, and LockCtx
+// returns ctx.Err() itself.
+func TestConformanceContextTimeout(t *testing.T) {
+	c := goredis.NewClient(&goredis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	lockertest.Run(t, func(t *testing.T) lockertest.Harness { return harness(t, c) })
+}
+
 func TestConformanceCluster(t *testing.T) {
 	c := newCluster(t)
 	lockertest.Run(t, func(t *testing.T) lockertest.Harness { return harness(t, c) })

@@ -85,7 +85,7 @@ func (h *hub) join(ctx context.Context, ch string) (*waiter, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		return nil, locker.ErrClosed
+		return nil, fmt.Errorf("subscribe %q: %w", ch, locker.ErrClosed)
 	}
 	c := h.channels[ch]
 	if c == nil {
@@ -95,7 +95,7 @@ func (h *hub) join(ctx context.Context, ch string) (*waiter, error) {
 		}
 		if err != nil {
 			h.mu.Unlock()
-			return nil, fmt.Errorf("subscribe %q: %w: %w", ch, locker.ErrUnavailable, err)
+			return nil, fmt.Errorf("subscribe %q: %w", ch, unavailable(err))
 		}
 		c = &channel{name: ch, conn: conn, waiters: make(map[*waiter]struct{}), confirmed: make(chan struct{})}
 		h.channels[ch] = c
@@ -112,7 +112,8 @@ func (h *hub) join(ctx context.Context, ch string) (*waiter, error) {
 		h.log.Warn("redis: subscription not confirmed, waiting on expiry alone", "channel", ch)
 	case <-ctx.Done():
 		h.leave(w)
-		return nil, ctx.Err()
+		// Redis had not confirmed the subscription.
+		return nil, fmt.Errorf("subscribe %q: %w", ch, unavailable(ctx.Err()))
 	}
 	return w, nil
 }

@@ -145,6 +145,17 @@ func (p *pending[T]) waitUntil(ctx context.Context, deadline time.Time) (T, erro
 // dropped connection, no server reachable), within ctx and the connect
 // timeout. f must be safe to repeat.
 func do[T any](e *Engine, ctx context.Context, f func() (T, error)) (T, error) {
+	return retry(e, ctx, f, false)
+}
+
+// probe is do, except that it gives up at once when the engine is refused:
+// for Ping, which must tell a dead ensemble at once, whereas a queued
+// acquisition rides out a restart within the connect timeout.
+func probe[T any](e *Engine, ctx context.Context, f func() (T, error)) (T, error) {
+	return retry(e, ctx, f, true)
+}
+
+func retry[T any](e *Engine, ctx context.Context, f func() (T, error), fast bool) (T, error) {
 	deadline := time.Now().Add(e.connectTimeout)
 	backoff := minBackoff
 	for {
@@ -154,6 +165,9 @@ func do[T any](e *Engine, ctx context.Context, f func() (T, error)) (T, error) {
 			return v, err
 		case ctx.Err() != nil, err == errLate, !time.Now().Before(deadline):
 			return v, e.stepErr(ctx, err)
+		case fast && e.refused():
+			// No server to try again on: say so now, not at the deadline.
+			return v, fmt.Errorf("%w: %w", errNoServer, err)
 		}
 		if perr := e.pause(ctx, deadline, &backoff); perr != nil {
 			return v, e.stepErr(ctx, perr)

@@ -28,10 +28,10 @@
 // A create whose reply is lost with the connection may still have made the
 // node; the guid in the name lets the engine find its node after the
 // reconnection instead of leaving an orphan in the queue (Curator's
-// protected mode). A wait that is cancelled or times out deletes its node
-// before it returns, on a context of its own; nodes that cannot be deleted
-// within a quarter of a second (the ensemble is away) are deleted in the
-// background once it answers, or disappear with the session.
+// protected mode). A wait that is cancelled or times out returns at once and
+// its node is deleted in the background, as soon as the ensemble answers;
+// nodes that cannot be deleted within the connect timeout (the ensemble is
+// away) are deleted later, once it answers, or disappear with the session.
 //
 // # Liveness: the session
 //
@@ -108,8 +108,17 @@
 // locker.ErrLockLost after a loss and locker.ErrNotHeld without a hold;
 // NewLocker with locker.ErrInvalidName or locker.ErrInvalidArgument.
 // Contention is never an error. LockCtx returns ctx.Err() when ctx ends
-// first. Ping reads the root node, within its context and the connect
-// timeout.
+// first; the raw acquisition (locker.Front.Acquire) wraps ErrUnavailable
+// too when a request was unanswered then. Ping reads the root node, within
+// its context and the connect timeout.
+//
+// With no session and the last connection to each server refused, or
+// closed by the server (a dead server's connection ends so), the engine
+// knows it is cut off: Ping and new acquisitions fail at once with errors
+// wrapping both locker.ErrUnavailable and locker.ErrRefused. go-zookeeper
+// waits a second between rounds of its server list, so this lasts about a
+// second after the ensemble is back. A server that is frozen is not
+// refused: its calls fail at their deadline or the connect timeout.
 //
 // # What is not guaranteed
 //

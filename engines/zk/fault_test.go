@@ -14,6 +14,7 @@ import (
 	"github.com/orthrus-go/orthrus/engines/zk"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
 func lease(l locker.Locker) locker.Lease { return l.(locker.Lease) }
@@ -321,14 +322,14 @@ func TestKillRestartKeepsHolds(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Every engine is back (go-zookeeper waits a second between rounds
-		// of its server list).
+		// of its server list; until it has reconnected, Ping fails at once
+		// with ErrRefused).
 		for i, e := range engines {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			err := e.Ping(ctx)
-			cancel()
-			if err != nil {
-				t.Fatalf("engine %d: Ping() after the restart = %v", i, err)
-			}
+			waitFor(t, 20*time.Second, fmt.Sprintf("engine %d: Ping() after the restart", i), func() bool {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				return e.Ping(ctx) == nil
+			})
 		}
 		took = time.Since(start)
 	})
@@ -652,4 +653,27 @@ func pause(t *testing.T, s *testserver.Server) {
 			t.Fatalf("%s still answers 5s after SIGSTOP", s)
 		}
 	}
+}
+
+// The fault suite: a server of its own per case, frozen or killed.
+func TestFaults(t *testing.T) {
+	lockertest.RunFaults(t, func(t *testing.T) lockertest.FaultHarness {
+		s := testserver.ZooKeeper(t)
+		c := admin(t, s.Addr())
+		const connect = time.Second
+		e := newEngine(t, []string{s.Addr()}, zk.WithConnectTimeout(connect), zk.WithSessionTimeout(10*time.Second))
+		return lockertest.FaultHarness{
+			Harness: lockertest.Harness{
+				Engine: e,
+				Residue: func(ctx context.Context, name string) (int, error) {
+					nodes, err := lockNodes(c, e.LockPath(name))
+					return max(len(nodes)-1, 0), err
+				},
+			},
+			Pause:          func() error { pause(t, s); return nil },
+			Resume:         s.Resume,
+			Kill:           s.Kill,
+			RequestTimeout: connect,
+		}
+	})
 }

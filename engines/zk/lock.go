@@ -41,6 +41,10 @@ func (e *Engine) lockPath(name string) string { return e.root + "/" + escapeName
 // under the lock's parent; the lowest node holds, every other watches only
 // the node just before its own.
 func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, error) {
+	if e.refused() {
+		// Not worth waiting the connect timeout for a reconnection.
+		return false, e.fail("acquire", h.Name, errNoServer)
+	}
 	parent := e.lockPath(h.Name)
 	for restarts := 0; ; restarts++ {
 		ok, err := e.attempt(ctx, h, parent, wait)
@@ -77,7 +81,7 @@ func (e *Engine) attempt(ctx context.Context, h *locker.Hold, parent string, wai
 	})
 	unexpect()
 	if err != nil {
-		return false, e.acquireErr(ctx, h, err)
+		return false, e.fail("acquire", h.Name, err)
 	}
 	n := e.track(c.path, parent)
 	var children []string
@@ -126,8 +130,8 @@ func (e *Engine) attempt(ctx context.Context, h *locker.Hold, parent string, wai
 			case <-n.gone:
 				return false, errRestart
 			case <-ctx.Done():
-				e.discard(n, true)
-				return false, ctx.Err()
+				e.drop(n)
+				return false, ctx.Err() // answered: the name was held
 			case <-e.ctx.Done():
 				return false, e.fail("acquire", h.Name, errClosed)
 			}
@@ -192,28 +196,43 @@ func (e *Engine) abandon(ctx context.Context, h *locker.Hold, n *node, err error
 		e.untrack(n)
 		return errRestart
 	}
-	// Deleted now when the caller gave up, in the background when the
+	// Deleted at once when the caller gave up, by the reaper when the
 	// ensemble is in trouble.
-	e.discard(n, ctx.Err() != nil)
-	return e.acquireErr(ctx, h, err)
-}
-
-func (e *Engine) acquireErr(ctx context.Context, h *locker.Hold, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return ctxErr
+	if ctx.Err() != nil {
+		e.drop(n)
+	} else {
+		e.discard(n, false)
 	}
 	return e.fail("acquire", h.Name, err)
 }
 
-// cleanupTimeout bounds the delete of a node abandoned by a cancelled or
-// unsuccessful acquisition, so that a caller who gave up is not held up
-// by an ensemble that does not answer; past it the reaper goes on.
+// cleanupTimeout bounds the delete of a node of an unsuccessful attempt
+// that the ensemble has just answered; past it the reaper goes on.
 const cleanupTimeout = 250 * time.Millisecond
+
+// drop deletes the node of a caller who gave up, unless the engine already
+// stopped tracking it, on a goroutine of the engine: the caller returns at
+// once even when the ensemble does not answer, and the node goes as soon as
+// it answers, within the connect timeout; past that the reaper goes on.
+func (e *Engine) drop(n *node) {
+	if !e.untrack(n) {
+		return
+	}
+	e.spawn(func() {
+		ctx, cancel := context.WithTimeout(e.ctx, e.connectTimeout)
+		_, err := e.remove(ctx, n.path)
+		cancel()
+		if err != nil && !errors.Is(err, gozk.ErrNoNode) && e.ctx.Err() == nil {
+			e.reap(reapTask{path: n.path})
+		}
+	}) // when closing, the end of the session deletes it
+}
 
 // discard deletes a node the engine no longer wants, unless it already
 // stopped tracking it (gone, or given to the reaper). With now it tries to
 // delete it before returning, on a context of its own, for at most
-// cleanupTimeout; otherwise, and when that fails, the reaper does.
+// cleanupTimeout, for an attempt the ensemble has just answered; otherwise,
+// and when that fails, the reaper does.
 func (e *Engine) discard(n *node, now bool) {
 	if !e.untrack(n) {
 		return

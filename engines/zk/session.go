@@ -3,9 +3,12 @@ package zk
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
@@ -198,6 +201,20 @@ func (e *Engine) grant(h *locker.Hold, n *node, czxid int64, arm time.Duration) 
 	return true
 }
 
+// refused tells that the engine is certainly cut off from the ensemble:
+// no session is connected and the last connection to each server was
+// refused, or ended by the server (which a kill does), rather than timed
+// out. A server that is only slow is not counted: its connection is
+// accepted.
+func (e *Engine) refused() bool {
+	if e.wire.refusals.Load() < int32(e.nservers) {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return !e.isUp
+}
+
 // liveness is the session timeout the server granted, or the one asked for
 // until it has answered.
 func (e *Engine) liveness() time.Duration {
@@ -261,6 +278,9 @@ type wire struct {
 	handshake time.Duration // how long a new socket may stay silent
 	lastRead  atomic.Int64  // since base, of the last byte received
 	timeout   atomic.Int64  // the session timeout granted, from the connect response
+	// refusals counts the connections refused, or closed or reset by the
+	// server, since the last connection that was accepted.
+	refusals atomic.Int32
 
 	mu     sync.Mutex
 	conns  map[*wireConn]struct{}
@@ -346,8 +366,12 @@ func (w *wire) dial(network, addr string, timeout time.Duration) (net.Conn, erro
 	}
 	c, err := net.DialTimeout(network, addr, timeout)
 	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			w.refusals.Add(1)
+		}
 		return nil, err
 	}
+	w.refusals.Store(0)
 	wc := &wireConn{Conn: c, w: w}
 	wc.silent = time.AfterFunc(w.handshake, func() { c.Close() })
 	w.mu.Lock()
@@ -380,12 +404,17 @@ type wireConn struct {
 	// The start of the first packet the server sends, the connect
 	// response: length, protocol version, session timeout (milliseconds).
 	// Reads are sequential, by go-zookeeper's handshake then receive loop.
-	hdr  [12]byte
-	nhdr int
+	hdr   [12]byte
+	nhdr  int
+	ended bool // the server ended the connection
 }
 
 func (c *wireConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
+	if err != nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) && !c.ended {
+		c.ended = true // the server closed it, or died
+		c.w.refusals.Add(1)
+	}
 	if n > 0 {
 		c.w.lastRead.Store(int64(time.Since(c.w.base)))
 		if c.nhdr == 0 {

@@ -37,6 +37,7 @@ type Engine struct {
 	acl            []gozk.ACL
 	sessionTimeout time.Duration
 	connectTimeout time.Duration
+	nservers       int // len(servers), for refused
 	log            *slog.Logger
 
 	conn    *gozk.Conn
@@ -231,6 +232,7 @@ func New(servers []string, opts ...Option) (*Engine, error) {
 		acl:            gozk.WorldACL(gozk.PermAll),
 		sessionTimeout: s.sessionTimeout,
 		connectTimeout: s.connectTimeout,
+		nservers:       len(servers),
 		log:            logger,
 		wire:           newWire(max(min(s.connectTimeout, s.sessionTimeout*2/3), minHandshake)),
 		nodes:          make(map[string]*node),
@@ -309,15 +311,15 @@ func (e *Engine) Ping(ctx context.Context) error {
 	if e.core.Closed() {
 		return fmt.Errorf("zk: ping: %w", locker.ErrClosed)
 	}
-	_, err := do(e, ctx, func() (bool, error) {
+	if e.refused() {
+		return e.fail("ping", "/", errNoServer)
+	}
+	_, err := probe(e, ctx, func() (bool, error) {
 		ok, _, err := e.conn.Exists("/")
 		return ok, err
 	})
 	if err != nil {
-		if errors.Is(err, errClosed) {
-			return fmt.Errorf("zk: ping: %w", locker.ErrClosed)
-		}
-		return fmt.Errorf("zk: ping: %w: %w", locker.ErrUnavailable, err)
+		return e.fail("ping", "/", err)
 	}
 	return nil
 }
@@ -410,11 +412,17 @@ func (e *Engine) worker(f func()) {
 // fail classifies an engine error for the caller: ErrClosed once the engine
 // is closing, ErrUnavailable otherwise, keeping the cause.
 func (e *Engine) fail(op, name string, err error) error {
-	if errors.Is(err, errClosed) {
+	switch {
+	case errors.Is(err, errClosed):
 		return fmt.Errorf("zk: %s %q: %w", op, name, locker.ErrClosed)
+	case errors.Is(err, errNoServer) || e.refused():
+		return fmt.Errorf("zk: %s %q: %w: %w: %w", op, name, locker.ErrUnavailable, locker.ErrRefused, err)
 	}
 	return fmt.Errorf("zk: %s %q: %w: %w", op, name, locker.ErrUnavailable, err)
 }
+
+// errNoServer: no server of the ensemble accepts a connection.
+var errNoServer = errors.New("no ZooKeeper server accepts a connection")
 
 // clientLogger sends go-zookeeper's messages to slog at Debug level.
 type clientLogger struct{ log *slog.Logger }

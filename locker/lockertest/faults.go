@@ -1,0 +1,302 @@
+package lockertest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/orthrus-go/orthrus/locker"
+)
+
+// FaultHarness is what RunFaults needs: an engine over a server of its own,
+// which the suite freezes and kills, so the factory starts a server for
+// each call.
+type FaultHarness struct {
+	Harness
+	// Pause freezes the server (SIGSTOP) and returns once it no longer
+	// answers; Resume thaws it.
+	Pause, Resume func() error
+	// Kill ends the server at once (SIGKILL).
+	Kill func() error
+	// RequestTimeout is the longest the engine waits for the answer to a
+	// request when the caller's context does not end sooner: TryLock's
+	// bound. Keep it short (a second or so): the suite waits it out.
+	RequestTimeout time.Duration
+}
+
+// FaultFactory starts a server and returns an engine over it. The suite
+// closes the engine; the factory stops the server in t.Cleanup.
+type FaultFactory func(t *testing.T) FaultHarness
+
+// Bounds of the fault suite.
+const (
+	// returnWithin bounds how long after its context ends a call returns.
+	returnWithin = 100 * time.Millisecond
+	// refusedWithin bounds how long a call takes to fail against a killed
+	// server, which the engine must tell at once, not at a timeout.
+	refusedWithin = 250 * time.Millisecond
+	// faultWait is the caller's budget in the checks against a server that
+	// does not answer: shorter than every engine's RequestTimeout.
+	faultWait = 300 * time.Millisecond
+)
+
+// Acquirer is the raw acquisition path of the Lockers every engine returns
+// (locker.Front): when ctx ends, its error wraps ctx.Err(), and also
+// ErrUnavailable when the engine had not answered.
+type Acquirer interface {
+	Acquire(ctx context.Context, wait bool) (bool, error)
+}
+
+// RunFaults checks what callers see of an engine whose server stops
+// answering (frozen) or dies (killed): unreachable is never contention,
+// LockCtx returns exactly ctx.Err() within returnWithin of its end, and a
+// cancelled wait returns at once and still leaves nothing behind once the
+// server is back.
+func RunFaults(t *testing.T, f FaultFactory) {
+	cases := []struct {
+		name string
+		fn   func(t *testing.T, f FaultFactory)
+	}{
+		{"Paused", testPaused},
+		{"Killed", testKilled},
+		{"CancelWhilePaused", testCancelWhilePaused},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { guard(t, func() { c.fn(t, f) }) })
+	}
+}
+
+// openFaults calls the factory, closes the engine when the subtest ends
+// and thaws the server before that, should a check fail while it is frozen.
+func openFaults(t *testing.T, f FaultFactory) (FaultHarness, func()) {
+	t.Helper()
+	h := f(t)
+	if h.Pause == nil || h.Resume == nil || h.Kill == nil || h.RequestTimeout <= 0 {
+		t.Fatalf("FaultHarness needs Pause, Resume, Kill and a positive RequestTimeout")
+	}
+	paused := false
+	t.Cleanup(func() {
+		if paused {
+			_ = h.Resume()
+		}
+		if err := h.Engine.Close(); err != nil && !errors.Is(err, locker.ErrUnavailable) {
+			t.Errorf("Engine.Close() = %v", err)
+		}
+	})
+	pause := func() {
+		t.Helper()
+		if err := h.Pause(); err != nil {
+			t.Fatalf("Pause() = %v", err)
+		}
+		paused = true
+	}
+	h.Resume = func(resume func() error) func() error {
+		return func() error {
+			paused = false
+			return resume()
+		}
+	}(h.Resume)
+	return h, pause
+}
+
+// warm makes one acquisition, so that connections, subscriptions and
+// leases exist before the fault, as in a process that has been running.
+func warm(t *testing.T, e locker.Engine, name string) {
+	t.Helper()
+	l := newLocker(t, e, name)
+	mustLock(t, l)
+	mustUnlock(t, l)
+}
+
+func acquirer(t *testing.T, l locker.Locker) Acquirer {
+	t.Helper()
+	a, ok := l.(Acquirer)
+	if !ok {
+		t.Fatalf("%T has no Acquire(ctx, wait) method", l)
+	}
+	return a
+}
+
+// unreachable checks what every call sees of a server that does not answer
+// (killed: refused also wrapping ErrRefused, and quickly).
+func unreachable(t *testing.T, h FaultHarness, name string, killed bool) {
+	t.Helper()
+	e := h.Engine
+	failFast := func(what string, err error, took time.Duration) {
+		t.Helper()
+		if !killed {
+			return
+		}
+		if !errors.Is(err, locker.ErrRefused) {
+			t.Errorf("%s against a killed server = %v; want it to wrap ErrRefused", what, err)
+		}
+		if took > refusedWithin {
+			t.Errorf("%s against a killed server took %v; want within %v", what, took, refusedWithin)
+		}
+	}
+
+	// Ping: at its deadline when frozen, at once when killed.
+	ctx, cancel := context.WithTimeout(context.Background(), faultWait)
+	start := time.Now()
+	err := e.Ping(ctx)
+	took := time.Since(start)
+	cancel()
+	if !errors.Is(err, locker.ErrUnavailable) {
+		t.Errorf("Ping() = %v; want ErrUnavailable", err)
+	}
+	if took > faultWait+returnWithin {
+		t.Errorf("Ping(%v deadline) returned after %v; want within %v", faultWait, took, faultWait+returnWithin)
+	}
+	failFast("Ping()", err, took)
+
+	// TryLock: an error, never (false, nil), within the request timeout.
+	l := newLocker(t, e, name)
+	start = time.Now()
+	ok, err := l.TryLock()
+	took = time.Since(start)
+	if ok || !errors.Is(err, locker.ErrUnavailable) {
+		t.Errorf("TryLock() = %v, %v; want false, ErrUnavailable", ok, err)
+	}
+	if limit := h.RequestTimeout + 500*time.Millisecond; took > limit {
+		t.Errorf("TryLock() returned after %v; want within the request timeout %v", took, h.RequestTimeout)
+	}
+	failFast("TryLock()", err, took)
+
+	// TryLockTimeout shorter than the request timeout: ran out without an
+	// answer, so an error.
+	start = time.Now()
+	ok, err = l.TryLockTimeout(faultWait)
+	took = time.Since(start)
+	if ok || !errors.Is(err, locker.ErrUnavailable) {
+		t.Errorf("TryLockTimeout(%v) = %v, %v; want false, ErrUnavailable", faultWait, ok, err)
+	}
+	if took > faultWait+returnWithin {
+		t.Errorf("TryLockTimeout(%v) returned after %v; want within %v", faultWait, took, faultWait+returnWithin)
+	}
+	failFast("TryLockTimeout()", err, took)
+
+	// LockCtx: exactly ctx.Err() within returnWithin of the deadline or the
+	// cancellation, or, before that, an error wrapping ErrUnavailable.
+	for _, cause := range []error{context.DeadlineExceeded, context.Canceled} {
+		ctx, cancel := context.WithTimeout(context.Background(), faultWait)
+		if cause == context.Canceled {
+			ctx, cancel = context.WithCancel(context.Background())
+			time.AfterFunc(faultWait, cancel)
+		}
+		start := time.Now()
+		err := l.LockCtx(ctx)
+		took := time.Since(start)
+		ended := ctx.Err() != nil
+		cancel()
+		switch {
+		case ended && err != cause:
+			t.Errorf("LockCtx() after its context ended = %v; want %v itself", err, cause)
+		case !ended && !errors.Is(err, locker.ErrUnavailable):
+			t.Errorf("LockCtx() before its context ended = %v; want ErrUnavailable", err)
+		case ended && took > faultWait+returnWithin:
+			t.Errorf("LockCtx() returned %v after its context ended (%v); want within %v", took-faultWait, cause, returnWithin)
+		}
+		if killed {
+			failFast("LockCtx()", err, took)
+		}
+	}
+
+	// The raw path says why.
+	for _, wait := range []bool{false, true} {
+		ctx, cancel := context.WithTimeout(context.Background(), faultWait)
+		start := time.Now()
+		ok, err := acquirer(t, l).Acquire(ctx, wait)
+		took := time.Since(start)
+		ended := ctx.Err() != nil
+		cancel()
+		if ok || !errors.Is(err, locker.ErrUnavailable) || (ended && !errors.Is(err, context.DeadlineExceeded)) {
+			t.Errorf("Acquire(ctx, %v) = %v, %v; want false and an error wrapping ErrUnavailable (and DeadlineExceeded once ctx ended)", wait, ok, err)
+		}
+		if took > faultWait+returnWithin {
+			t.Errorf("Acquire(ctx, %v) returned after %v; want within %v", wait, took, faultWait+returnWithin)
+		}
+		failFast("Acquire()", err, took)
+	}
+	if got := lease(t, l).Token(); got != 0 {
+		t.Errorf("Token() after failed acquisitions = %d; want 0", got)
+	}
+}
+
+func testPaused(t *testing.T, f FaultFactory) {
+	h, pause := openFaults(t, f)
+	name := lockName(t, "p")
+	warm(t, h.Engine, name)
+	pause()
+	unreachable(t, h, name, false)
+	if err := h.Resume(); err != nil {
+		t.Fatalf("Resume() = %v", err)
+	}
+	// Back to normal once it answers; nothing of the failed attempts holds
+	// the name.
+	l := newLocker(t, h.Engine, name)
+	eventually(t, 20*time.Second, "TryLock() true after the server thawed", func() bool {
+		ok, _ := l.TryLock()
+		return ok
+	})
+	mustUnlock(t, l)
+}
+
+func testKilled(t *testing.T, f FaultFactory) {
+	h, _ := openFaults(t, f)
+	name := lockName(t, "k")
+	warm(t, h.Engine, name)
+	if err := h.Kill(); err != nil {
+		t.Fatalf("Kill() = %v", err)
+	}
+	unreachable(t, h, name, true)
+}
+
+// testCancelWhilePaused: a waiter cancelled while the server is frozen
+// returns at once, and its key or node goes once the server answers again,
+// so the next owner is not queued behind it.
+func testCancelWhilePaused(t *testing.T, f FaultFactory) {
+	h, pause := openFaults(t, f)
+	name := lockName(t, "c")
+	e := h.Engine
+	holder, waiter, next := newLocker(t, e, name), newLocker(t, e, name), newLocker(t, e, name)
+	mustLock(t, holder)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- waiter.LockCtx(ctx) }()
+	if h.Residue != nil {
+		eventually(t, 10*time.Second, "the waiter visible on the server", func() bool {
+			n, err := h.Residue(context.Background(), name)
+			return err == nil && n > 0
+		})
+	}
+	pause()
+	start := time.Now()
+	cancel()
+	err := <-done
+	if took := time.Since(start); took > returnWithin {
+		t.Errorf("LockCtx() returned %v after its cancellation with the server frozen; want within %v", took, returnWithin)
+	}
+	if err != context.Canceled {
+		t.Errorf("LockCtx() cancelled with the server frozen = %v; want context.Canceled itself", err)
+	}
+	if err := h.Resume(); err != nil {
+		t.Fatalf("Resume() = %v", err)
+	}
+	if h.Residue != nil {
+		eventually(t, 10*time.Second, "nothing of the cancelled waiter left once the server answers", func() bool {
+			n, err := h.Residue(context.Background(), name)
+			return err == nil && n == 0
+		})
+	}
+	mustUnlock(t, holder)
+	// Nothing stands in the queue: the next owner gets it at once.
+	ok, err := next.TryLockTimeout(5 * time.Second)
+	if !ok || err != nil {
+		t.Fatalf("TryLockTimeout(5s) after the holder left = %v, %v; want true, nil", ok, err)
+	}
+	mustUnlock(t, next)
+	// The background cleanup is the engine's: goleak checks that Close
+	// stopped it.
+}
