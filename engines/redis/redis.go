@@ -271,5 +271,15 @@ func (e *Engine) renewPipeline(ctx context.Context, holds []*locker.Hold) ([]*go
 
 // fail wraps an engine error as ErrUnavailable, keeping the cause.
 func (e *Engine) fail(op, name string, err error) error {
+	if isPermission(err) {
+		return fmt.Errorf("redis: %s %q: %w: %w", op, name, locker.ErrPermission, err)
+	}
 	return fmt.Errorf("redis: %s %q: %w: %w", op, name, locker.ErrUnavailable, err)
+}
+
+// isPermission tells a refused user (NOAUTH, WRONGPASS, NOPERM, or a
+// command a script may not run) from an engine failing.
+func isPermission(err error) bool {
+	return goredis.IsAuthError(err) || goredis.IsPermissionError(err) ||
+		strings.Contains(err.Error(), "user executing the script can't")
 }
