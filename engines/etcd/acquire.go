@@ -55,7 +55,7 @@ func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, 
 	if errors.Is(err, locker.ErrClosed) || e.isClosed() {
 		return false, fmt.Errorf("etcd: acquire %q: %w", h.Name, locker.ErrClosed)
 	}
-	return false, fmt.Errorf("etcd: acquire %q: %w: %w", h.Name, locker.ErrUnavailable, err)
+	return false, e.fail("acquire", h.Name, err)
 }
 
 // acquireTry makes one attempt: the key is created only if the lock's range

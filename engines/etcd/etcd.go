@@ -156,8 +156,9 @@ func (e *Engine) Ping(ctx context.Context) error {
 	}
 	rctx, cancel := e.bound(ctx)
 	defer cancel()
-	if _, err := e.client.Get(rctx, e.prefix, clientv3.WithCountOnly()); err != nil {
-		return fmt.Errorf("etcd: ping: %w: %w", locker.ErrUnavailable, err)
+	// A key in the engine's range, which a role limited to it may read.
+	if _, err := e.client.Get(rctx, e.prefix+"/", clientv3.WithCountOnly()); err != nil {
+		return e.fail("ping", "", err)
 	}
 	return nil
 }
@@ -245,9 +246,22 @@ func (e *Engine) fail(op, name string, err error) error {
 		return fmt.Errorf("etcd: %s %q: %w", op, name, locker.ErrClosed)
 	case errors.Is(err, errLeaseGone), errors.Is(err, errKeyGone):
 		return fmt.Errorf("etcd: %s %q: %w: %w", op, name, locker.ErrLockLost, err)
+	case isPermission(err):
+		return fmt.Errorf("etcd: %s %q: %w: %w", op, name, locker.ErrPermission, err)
 	default:
 		return fmt.Errorf("etcd: %s %q: %w: %w", op, name, locker.ErrUnavailable, err)
 	}
+}
+
+// isPermission tells a refused user (authentication failed, or no
+// permission on the key range) from an engine failing.
+func isPermission(err error) bool {
+	for _, p := range []error{rpctypes.ErrPermissionDenied, rpctypes.ErrAuthFailed, rpctypes.ErrUserEmpty, rpctypes.ErrUserNotFound} {
+		if errors.Is(err, p) || errors.Is(rpctypes.Error(err), p) {
+			return true
+		}
+	}
+	return false
 }
 
 func isLeaseNotFound(err error) bool {

@@ -212,3 +212,25 @@ func (s *Server) redisTLSArgs(c *Certs) ([]string, error) {
 		"--tls-auth-clients", "yes",
 	}, nil
 }
+
+// etcdTLSArgs adds an https client URL beside the plain one, requiring
+// client certificates on it.
+func (s *Server) etcdTLSArgs(c *Certs) error {
+	port, err := s.addTLSPort()
+	if err != nil {
+		return err
+	}
+	for i := 0; i+1 < len(s.args); i++ {
+		switch s.args[i] {
+		case "--listen-client-urls", "--advertise-client-urls":
+			s.args[i+1] += ",https://" + hostPort(port)
+		}
+	}
+	s.args = append(s.args,
+		"--cert-file", c.ServerCertFile,
+		"--key-file", c.ServerKeyFile,
+		"--trusted-ca-file", c.CAFile,
+		"--client-cert-auth",
+	)
+	return nil
+}
