@@ -2,6 +2,7 @@ package zk
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/binary"
 	"net"
 	"sync"
@@ -262,6 +263,9 @@ type wire struct {
 	lastRead  atomic.Int64  // since base, of the last byte received
 	timeout   atomic.Int64  // the session timeout granted, from the connect response
 
+	tls     *tls.Config           // WithTLS; nil for plain TCP
+	failure atomic.Pointer[error] // why the last socket failed before the server answered
+
 	mu     sync.Mutex
 	conns  map[*wireConn]struct{}
 	closed bool
@@ -345,7 +349,11 @@ func (w *wire) dial(network, addr string, timeout time.Duration) (net.Conn, erro
 		return nil, net.ErrClosed
 	}
 	c, err := net.DialTimeout(network, addr, timeout)
+	if err == nil && w.tls != nil {
+		c, err = handshake(c, addr, w.tls, timeout)
+	}
 	if err != nil {
+		w.failure.Store(&err)
 		return nil, err
 	}
 	wc := &wireConn{Conn: c, w: w}
@@ -386,6 +394,9 @@ type wireConn struct {
 
 func (c *wireConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
+	if err != nil && c.nhdr == 0 {
+		c.w.failure.Store(&err) // e.g. the server refused our client certificate
+	}
 	if n > 0 {
 		c.w.lastRead.Store(int64(time.Since(c.w.base)))
 		if c.nhdr == 0 {

@@ -139,7 +139,22 @@ func (c *Certs) Issue(cn string, server bool) (certFile, keyFile string, err err
 // ClientConfig returns a tls.Config that trusts the CA, presents the client
 // certificate and expects ServerName.
 func (c *Certs) ClientConfig() (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(c.ClientCertFile, c.ClientKeyFile)
+	return c.clientConfig(c.ClientCertFile, c.ClientKeyFile)
+}
+
+// ClientConfigAs is ClientConfig with a new client certificate whose common
+// name is cn: an identity of its own, for servers that map certificates to
+// users (ZooKeeper's x509 provider).
+func (c *Certs) ClientConfigAs(cn string) (*tls.Config, error) {
+	certFile, keyFile, err := c.Issue(cn, false)
+	if err != nil {
+		return nil, err
+	}
+	return c.clientConfig(certFile, keyFile)
+}
+
+func (c *Certs) clientConfig(certFile, keyFile string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("testserver: %w", err)
 	}
@@ -233,4 +248,46 @@ func (s *Server) etcdTLSArgs(c *Certs) error {
 		"--client-cert-auth",
 	)
 	return nil
+}
+
+// zkTLSLines returns lines with the zoo.cfg settings of a secure client
+// port added: the Netty connection factory (the NIO one has no TLS), PEM
+// key and trust stores, client certificates required. zoo.cfg keys that
+// ZooKeeper does not know become "zookeeper."-prefixed system properties,
+// which is where it reads these.
+func (s *Server) zkTLSLines(c *Certs, lines []string) ([]string, error) {
+	port, err := s.addTLSPort()
+	if err != nil {
+		return nil, err
+	}
+	return append(lines[:len(lines):len(lines)],
+		fmt.Sprintf("secureClientPort=%d", port),
+		"secureClientPortAddress=127.0.0.1",
+		"serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+		"ssl.keyStore.location="+c.ServerPEM,
+		"ssl.keyStore.type=PEM",
+		"ssl.trustStore.location="+c.CAFile,
+		"ssl.trustStore.type=PEM",
+		"ssl.clientAuth=need",
+	), nil
+}
+
+// zkNettyJars are the Netty jars the Netty connection factory needs beyond
+// those in the Class-Path of Debian's zookeeper.jar (3.8.0-11), which
+// leaves out netty-codec: without them every TLS connection fails with
+// NoClassDefFoundError io/netty/handler/codec/ByteToMessageDecoder.
+var zkNettyJars = []string{"/usr/share/java/netty-codec.jar", "/usr/share/java/netty-resolver.jar", "/usr/share/java/netty-transport-native-unix-common.jar"}
+
+// zkNettyClasspath adds zkNettyJars to the -cp of a java command line.
+func zkNettyClasspath(args []string) []string {
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "-cp" {
+			for _, jar := range zkNettyJars {
+				if _, err := os.Stat(jar); err == nil {
+					args[i+1] += ":" + jar
+				}
+			}
+		}
+	}
+	return args
 }
