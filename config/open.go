@@ -130,6 +130,9 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 		}
 	}
 	c := cfg.clone()
+	if err := c.openSecrets(); err != nil {
+		return nil, err
+	}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -254,6 +257,9 @@ func Probe(ctx context.Context, cfg *Config) ([]error, error) {
 		return nil, fmt.Errorf("config: Probe: %w: cfg is nil", locker.ErrInvalidArgument)
 	}
 	c := cfg.clone()
+	if err := c.openSecrets(); err != nil {
+		return nil, err
+	}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -269,6 +275,9 @@ func Probe(ctx context.Context, cfg *Config) ([]error, error) {
 
 // unavailable makes sure a failure to reach a server wraps ErrUnavailable.
 func unavailable(err error) error {
+	if err, refused := unavailableOrRefused(err); refused {
+		return err
+	}
 	if errors.Is(err, locker.ErrUnavailable) || errors.Is(err, locker.ErrInvalidArgument) {
 		return err
 	}
@@ -324,6 +333,11 @@ func startEngine(ctx context.Context, c *Config, i int, log *slog.Logger) (start
 		if e.Auth.Scheme != "" {
 			opts = append(opts, zk.WithAuth(e.Auth.Scheme, e.Auth.Credentials))
 		}
+		if tlsConf, err := e.TLS.config(field + ".tls"); err != nil {
+			return started{}, err
+		} else if tlsConf != nil {
+			opts = append(opts, zk.WithTLS(tlsConf))
+		}
 		eng, err := zk.New(e.Servers, opts...)
 		if err != nil {
 			return started{}, err
@@ -348,6 +362,7 @@ func startEngine(ctx context.Context, c *Config, i int, log *slog.Logger) (start
 			return started{}, err
 		}
 		if err := eng.Ping(ctx); err != nil {
+			err = explainTLS(ctx, err, e.Endpoints, &e.TLS, field+".tls")
 			return started{}, errors.Join(err, closeQuietly(eng.Close, func() error { return closeEtcd(client) }))
 		}
 		return started{eng, func() error { return closeEtcd(client) }}, nil
@@ -378,10 +393,10 @@ func etcdClient(endpoints []string, user, password string, t *TLS, field string,
 		TLS:         tlsConf,
 		DialTimeout: dial,
 		Logger:      zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+		DialOptions: append([]grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
 			MinConnectTimeout: min(dial, 5*time.Second),
-		})},
+		})}, etcdServerName(tlsConf)...),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd client for %q: %w", endpoints, err)

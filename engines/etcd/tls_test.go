@@ -81,35 +81,6 @@ func TestTLS(t *testing.T) {
 	})
 }
 
-// enableAuth makes a root user, a user and a role per application with
-// readwrite on "<app>/" and nothing else, and turns authentication on.
-func enableAuth(t *testing.T, admin *clientv3.Client, apps ...string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	steps := []func() error{
-		func() error { _, err := admin.UserAdd(ctx, "root", "root-secret"); return err },
-		func() error { _, err := admin.UserGrantRole(ctx, "root", "root"); return err },
-	}
-	for _, app := range apps {
-		steps = append(steps,
-			func() error { _, err := admin.RoleAdd(ctx, app); return err },
-			func() error {
-				_, err := admin.RoleGrantPermission(ctx, app, app+"/", clientv3.GetPrefixRangeEnd(app+"/"), clientv3.PermissionType(clientv3.PermReadWrite))
-				return err
-			},
-			func() error { _, err := admin.UserAdd(ctx, app, app+"-secret"); return err },
-			func() error { _, err := admin.UserGrantRole(ctx, app, app); return err },
-		)
-	}
-	steps = append(steps, func() error { _, err := admin.AuthEnable(ctx); return err })
-	for i, step := range steps {
-		if err := step(); err != nil {
-			t.Fatalf("auth set-up step %d: %v", i, err)
-		}
-	}
-}
-
 // Two applications share an etcd, each user's role granting only its own
 // prefix: one cannot read, take, delete or force-unlock the other's locks,
 // and what it gets is ErrPermission.
@@ -120,7 +91,13 @@ func TestAuthIsolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	enableAuth(t, newClient(t, s.Addr()), "app1", "app2", "conformance")
+	var users []testserver.EtcdUser
+	for _, app := range []string{"app1", "app2", "conformance"} {
+		users = append(users, testserver.EtcdUser{Name: app, Password: app + "-secret", Prefix: app})
+	}
+	if err := testserver.EtcdAuth(s, users...); err != nil {
+		t.Fatal(err)
+	}
 	connect := func(user, password string) *clientv3.Client {
 		c, err := tlsClient(t, s, conf, user, password)
 		if err != nil {

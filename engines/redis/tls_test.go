@@ -17,16 +17,17 @@ import (
 	"github.com/orthrus-go/orthrus/switcher"
 )
 
-// appACL is what an application's Redis user needs, in the ACL SETUSER
-// form of the package documentation: its keys and channels, and the
-// commands the engine and its scripts run.
-func appACL(app, password string) []any {
-	args := []any{"ACL", "SETUSER", app, "reset", "on", ">" + password,
-		"~" + app + ":*", "&" + app + ":*", "-@all"}
+// appACL gives an application's user its keys and channels, and the
+// commands of ACLCommands, as the package documentation says.
+func appACL(t *testing.T, s *testserver.Server, app string) {
+	t.Helper()
+	rules := []string{"~" + app + ":*", "&" + app + ":*", "-@all"}
 	for _, cmd := range strings.Fields(redis.ACLCommands) {
-		args = append(args, "+"+cmd)
+		rules = append(rules, "+"+cmd)
 	}
-	return args
+	if err := testserver.RedisACL(s, app, app+"-secret", rules...); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // tlsClient dials the server's TLS port with conf and fails fast.
@@ -105,12 +106,8 @@ func TestACLIsolation(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	admin := goredis.NewClient(&goredis.Options{Addr: s.Addr()}) // the plain port, default user
-	defer admin.Close()
 	for _, app := range []string{"app1", "app2", "conformance"} {
-		if err := admin.Do(ctx, appACL(app, app+"-secret")...).Err(); err != nil {
-			t.Fatalf("ACL SETUSER %s: %v", app, err)
-		}
+		appACL(t, s, app)
 	}
 	c1 := tlsClient(t, s, conf, "app1", "app1-secret")
 	c2 := tlsClient(t, s, conf, "app2", "app2-secret")
