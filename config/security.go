@@ -21,10 +21,13 @@ import (
 // Secrets come from the file, its environment overrides, or files named by
 // the *_file settings; they are never logged and never part of an error.
 
-// secretFile is one secret setting and the file setting that may hold it.
+// secretFile is one secret setting and the file setting that may hold it;
+// foreign when the setting is not one of the engine's or source's type,
+// which validate reports.
 type secretFile struct {
 	field, fileField string
 	value, file      *string
+	foreign          bool
 }
 
 func (c *Config) secretFiles() []secretFile {
@@ -32,15 +35,17 @@ func (c *Config) secretFiles() []secretFile {
 	for i := range c.Engines {
 		e := &c.Engines[i]
 		f := fmt.Sprintf("engines[%d].", i)
+		not := func(key string) bool { return !contains(settingsOf[key], e.Type) }
 		out = append(out,
-			secretFile{f + "password", f + "password_file", &e.Password, &e.PasswordFile},
-			secretFile{f + "sentinel_password", f + "sentinel_password_file", &e.SentinelPassword, &e.SentinelPasswordFile},
-			secretFile{f + "auth.credentials", f + "auth.credentials_file", &e.Auth.Credentials, &e.Auth.CredentialsFile},
+			secretFile{f + "password", f + "password_file", &e.Password, &e.PasswordFile, not("password_file")},
+			secretFile{f + "sentinel_password", f + "sentinel_password_file", &e.SentinelPassword, &e.SentinelPasswordFile, not("sentinel_password_file")},
+			secretFile{f + "auth.credentials", f + "auth.credentials_file", &e.Auth.Credentials, &e.Auth.CredentialsFile, not("auth")},
 		)
 	}
+	src := c.Source.Type
 	return append(out,
-		secretFile{"source.password", "source.password_file", &c.Source.Password, &c.Source.PasswordFile},
-		secretFile{"source.auth.credentials", "source.auth.credentials_file", &c.Source.Auth.Credentials, &c.Source.Auth.CredentialsFile},
+		secretFile{"source.password", "source.password_file", &c.Source.Password, &c.Source.PasswordFile, src != SourceEtcd},
+		secretFile{"source.auth.credentials", "source.auth.credentials_file", &c.Source.Auth.Credentials, &c.Source.Auth.CredentialsFile, src != SourceZK},
 	)
 }
 
@@ -54,7 +59,7 @@ func (c *Config) readSecretFiles() []*FieldError {
 	}
 	var problems []*FieldError
 	for _, s := range c.secretFiles() {
-		if *s.file == "" {
+		if *s.file == "" || s.foreign {
 			continue
 		}
 		if *s.value != "" {
