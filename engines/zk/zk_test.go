@@ -75,6 +75,11 @@ func admin(t testing.TB, servers ...string) *gozk.Conn {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// The session comes before go-zookeeper starts its receive loop: a
+	// round trip makes sure the loop runs before a leak check begins.
+	if _, _, err := c.Exists("/"); err != nil {
+		t.Fatalf("admin connection to %q: %v", servers, err)
+	}
 	return c
 }
 
