@@ -74,7 +74,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	}
 	defer sw.Close()
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ENGINE\tCURRENT\tBREAKER\tHEALTH")
+	fmt.Fprintln(tw, "ENGINE\tCURRENT\tBREAKER\tSECURITY\tHEALTH")
 	engines := sw.Engines()
 	for i, st := range sw.States() {
 		health := "ok"
@@ -87,7 +87,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		if st.Current {
 			current = "*"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", st.Name, current, st.Breaker, health)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", st.Name, current, st.Breaker, cfg.Engines[i].Security(), health)
 	}
 	return tw.Flush()
 }
@@ -100,13 +100,13 @@ func degradedStatus(ctx context.Context, cfg *config.Config, openErr error, stdo
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ENGINE\tCURRENT\tBREAKER\tHEALTH")
+	fmt.Fprintln(tw, "ENGINE\tCURRENT\tBREAKER\tSECURITY\tHEALTH")
 	for i, e := range cfg.Engines {
 		health := "ok"
 		if errs[i] != nil {
 			health = "failing: " + errs[i].Error()
 		}
-		fmt.Fprintf(tw, "%s\t?\t-\t%s\n", e.Name, health)
+		fmt.Fprintf(tw, "%s\t?\t-\t%s\t%s\n", e.Name, e.Security(), health)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
