@@ -129,14 +129,10 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 			return nil, err
 		}
 	}
-	c := cfg.clone()
-	if err := c.openSecrets(); err != nil {
+	c, err := cfg.prepare()
+	if err != nil {
 		return nil, err
 	}
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	c.setDefaults()
 	if c.Source.Type == SourceFile && c.file == "" {
 		return nil, &ValidationError{Fields: []*FieldError{{Field: "source.type",
 			Msg: `"file" watches the file the configuration was loaded from: use a Config from Load`}}}
@@ -256,14 +252,10 @@ func Probe(ctx context.Context, cfg *Config) ([]error, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("config: Probe: %w: cfg is nil", locker.ErrInvalidArgument)
 	}
-	c := cfg.clone()
-	if err := c.openSecrets(); err != nil {
+	c, err := cfg.prepare()
+	if err != nil {
 		return nil, err
 	}
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	c.setDefaults()
 	started, errs := startEngines(ctx, c, slog.New(slog.DiscardHandler))
 	for _, s := range started {
 		if s.engine != nil {

@@ -84,12 +84,18 @@ func (c *Config) readSecretFiles() []*FieldError {
 	return problems
 }
 
-// openSecrets reads the secret files of the clone Open or Probe works on.
-func (c *Config) openSecrets() error {
+// prepare returns the copy of cfg that Open and Probe work on: its secret
+// files read, validated, its defaults filled in.
+func (cfg *Config) prepare() (*Config, error) {
+	c := cfg.clone()
 	if problems := c.readSecretFiles(); len(problems) > 0 {
-		return &ValidationError{File: c.file, Fields: problems}
+		return nil, &ValidationError{File: c.file, Fields: problems}
 	}
-	return nil
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	c.setDefaults()
+	return c, nil
 }
 
 // keyPair loads a client certificate and its key, naming the setting at
