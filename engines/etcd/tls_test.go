@@ -49,6 +49,7 @@ func TestTLS(t *testing.T) {
 		"no client certificate": noCert,
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each waits the ping's deadline
 			c, err := tlsClient(t, s, conf, "", "")
 			if err != nil {
 				t.Fatalf("clientv3.New() = %v", err)

@@ -46,6 +46,7 @@ func TestTLS(t *testing.T) {
 		{"no client certificate", noCert},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel() // each waits the connect timeout
 			start := time.Now()
 			e, err := zk.New([]string{s.TLSAddr()}, zk.WithTLS(tc.conf), zk.WithConnectTimeout(2*time.Second), zk.WithLogger(quiet))
 			if err == nil {
