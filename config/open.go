@@ -129,7 +129,7 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 			return nil, err
 		}
 	}
-	c, err := cfg.prepare()
+	c, err := cfg.openCopy()
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +252,7 @@ func Probe(ctx context.Context, cfg *Config) ([]error, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("config: Probe: %w: cfg is nil", locker.ErrInvalidArgument)
 	}
-	c, err := cfg.prepare()
+	c, err := cfg.openCopy()
 	if err != nil {
 		return nil, err
 	}

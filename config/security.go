@@ -84,9 +84,9 @@ func (c *Config) readSecretFiles() []*FieldError {
 	return problems
 }
 
-// prepare returns the copy of cfg that Open and Probe work on: its secret
-// files read, validated, its defaults filled in.
-func (cfg *Config) prepare() (*Config, error) {
+// openCopy returns the copy of cfg that Open and Probe work on: its
+// secret files read, validated, its defaults filled in.
+func (cfg *Config) openCopy() (*Config, error) {
 	c := cfg.clone()
 	if problems := c.readSecretFiles(); len(problems) > 0 {
 		return nil, &ValidationError{File: c.file, Fields: problems}
