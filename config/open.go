@@ -267,7 +267,7 @@ func Probe(ctx context.Context, cfg *Config) ([]error, error) {
 
 // unavailable makes sure a failure to reach a server wraps ErrUnavailable.
 func unavailable(err error) error {
-	if err, refused := unavailableOrRefused(err); refused {
+	if err, denied := permissionDenied(err); denied {
 		return err
 	}
 	if errors.Is(err, locker.ErrUnavailable) || errors.Is(err, locker.ErrInvalidArgument) {

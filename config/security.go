@@ -134,9 +134,9 @@ func hasPEM(b []byte, typ string) bool {
 	}
 }
 
-// refusedUser tells the errors of a client that the server refused to
+// authRefused tells the errors of a client that the server refused to
 // authenticate before any engine existed (clientv3.New authenticates).
-func refusedUser(err error) bool {
+func authRefused(err error) bool {
 	for _, r := range []error{rpctypes.ErrAuthFailed, rpctypes.ErrPermissionDenied, rpctypes.ErrUserEmpty, rpctypes.ErrUserNotFound} {
 		if errors.Is(err, r) {
 			return true
@@ -248,14 +248,14 @@ func (e *Engine) Security() string {
 	return strings.Join(parts, ", ")
 }
 
-// unavailableOrRefused classifies a failure to start an engine: a refused
-// user is ErrPermission (a breaker must not count it), the rest
-// ErrUnavailable.
-func unavailableOrRefused(err error) (error, bool) {
+// permissionDenied tells whether a failure to start an engine is a refused
+// user, and returns it wrapping ErrPermission (a breaker must not count
+// it) if so.
+func permissionDenied(err error) (error, bool) {
 	switch {
 	case errors.Is(err, locker.ErrPermission):
 		return err, true
-	case refusedUser(err):
+	case authRefused(err):
 		return fmt.Errorf("%w: %w", locker.ErrPermission, err), true
 	}
 	return err, false
