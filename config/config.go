@@ -77,6 +77,8 @@ type Config struct {
 	// drill is the id of ForDrill's copy: the file source reads the file
 	// through the same drill prefixes.
 	drill string
+	// secretsRead: the *_file secrets are in their settings.
+	secretsRead bool
 }
 
 // Engine is one lock engine. Name, Type and the addresses of its type are
@@ -106,6 +108,8 @@ type Engine struct {
 	// with MasterName. Redis only.
 	SentinelUsername string `mapstructure:"sentinel_username"`
 	SentinelPassword string `mapstructure:"sentinel_password"`
+	// SentinelPasswordFile names a file holding SentinelPassword instead.
+	SentinelPasswordFile string `mapstructure:"sentinel_password_file"`
 
 	// Servers are ZooKeeper "host:port" addresses. Required for zk.
 	Servers []string `mapstructure:"servers"`
@@ -125,7 +129,12 @@ type Engine struct {
 	// password: ORTHRUS_ENGINES_<NAME>_PASSWORD. redis and etcd.
 	Username string `mapstructure:"username"`
 	Password string `mapstructure:"password"`
-	// TLS secures the connections. redis and etcd.
+	// PasswordFile names a file holding the password (a trailing newline
+	// is dropped), read by Load: a mounted secret instead of a password in
+	// the file. Not with password. redis and etcd.
+	PasswordFile string `mapstructure:"password_file"`
+	// TLS secures the connections. redis, etcd and zk (the servers' secure
+	// client port).
 	TLS TLS `mapstructure:"tls"`
 
 	// DialTimeout bounds one connection attempt (redis, etcd) or, for zk,
@@ -140,6 +149,8 @@ type Engine struct {
 type Auth struct {
 	Scheme      string `mapstructure:"scheme"`
 	Credentials string `mapstructure:"credentials"`
+	// CredentialsFile names a file holding Credentials instead.
+	CredentialsFile string `mapstructure:"credentials_file"`
 }
 
 // TLS configures TLS to a server.
@@ -220,6 +231,8 @@ type Source struct {
 	Username  string   `mapstructure:"username"`
 	Password  string   `mapstructure:"password"`
 	TLS       TLS      `mapstructure:"tls"`
+	// PasswordFile names a file holding Password instead.
+	PasswordFile string `mapstructure:"password_file"`
 
 	// Servers, Path, SessionTimeout and Auth locate the ZooKeeper node.
 	// Servers and Path (absolute) are required for zk.
@@ -288,6 +301,7 @@ func load(path string) (*Config, error) {
 			// A file names its active engine: editing it moves the switcher.
 			c.Source.Type = SourceFile
 		}
+		problems = append(problems, c.readSecretFiles()...)
 		problems = append(problems, c.validate()...)
 	}
 	if len(problems) > 0 {

@@ -165,11 +165,10 @@ func prepare(ctx context.Context, fn string, cfg *Config, opts []Option) (*Confi
 			return nil, o, err
 		}
 	}
-	c := cfg.clone()
-	if err := c.Validate(); err != nil {
+	c, err := cfg.openCopy() // *_file secrets included, for a Config built in code too
+	if err != nil {
 		return nil, o, err
 	}
-	c.setDefaults()
 	return c, o, nil
 }
 

@@ -65,6 +65,25 @@
 // error naming it and the closest variable that does: a misspelt secret
 // would otherwise go unseen.
 //
+// # Secrets and TLS
+//
+// A secret (password, sentinel_password, source.password, auth.credentials)
+// comes from the file, from its environment variable, or from the file a
+// *_file setting names (password_file, sentinel_password_file,
+// auth.credentials_file, source.password_file: a mounted secret, its
+// trailing newline dropped), read by Load or, for a Config built in code,
+// by Open. Giving one both ways is an error naming the *_file setting.
+// Secrets are never logged nor put in an error; Engine.Security describes
+// an engine's TLS and credentials without them, for operators.
+//
+// tls applies to redis, etcd and zk engines and to the etcd source: ca_file
+// (default: the system's roots), cert_file and key_file for mutual TLS,
+// server_name. A file that does not exist or does not parse is a
+// validation error naming ca_file, cert_file or key_file. A handshake that
+// fails at Open is reported with its crypto/tls error. A server or role that
+// refuses the credentials makes Open fail with locker.ErrPermission instead
+// of ErrUnavailable.
+//
 // # Open
 //
 // Open starts the engines in parallel and pings each within start_timeout

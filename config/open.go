@@ -129,11 +129,10 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 			return nil, err
 		}
 	}
-	c := cfg.clone()
-	if err := c.Validate(); err != nil {
+	c, err := cfg.openCopy()
+	if err != nil {
 		return nil, err
 	}
-	c.setDefaults()
 	if c.Source.Type == SourceFile && c.file == "" {
 		return nil, &ValidationError{Fields: []*FieldError{{Field: "source.type",
 			Msg: `"file" watches the file the configuration was loaded from: use a Config from Load`}}}
@@ -247,6 +246,9 @@ func startEngines(ctx context.Context, c *Config, log *slog.Logger) ([]started, 
 
 // unavailable makes sure a failure to reach a server wraps ErrUnavailable.
 func unavailable(err error) error {
+	if err, denied := permissionDenied(err); denied {
+		return err
+	}
 	if errors.Is(err, locker.ErrUnavailable) || errors.Is(err, locker.ErrInvalidArgument) {
 		return err
 	}
@@ -309,6 +311,11 @@ func startEngine(ctx context.Context, c *Config, i int, log *slog.Logger) (start
 		if e.Auth.Scheme != "" {
 			opts = append(opts, zk.WithAuth(e.Auth.Scheme, e.Auth.Credentials))
 		}
+		if tlsConf, err := e.TLS.config(field + ".tls"); err != nil {
+			return started{}, err
+		} else if tlsConf != nil {
+			opts = append(opts, zk.WithTLS(tlsConf))
+		}
 		eng, err := zk.New(e.Servers, opts...)
 		if err != nil {
 			return started{}, err
@@ -333,6 +340,7 @@ func startEngine(ctx context.Context, c *Config, i int, log *slog.Logger) (start
 			return started{}, err
 		}
 		if err := eng.Ping(ctx); err != nil {
+			err = explainTLS(ctx, err, e.Endpoints, &e.TLS, field+".tls")
 			return started{}, errors.Join(err, closeQuietly(eng.Close, func() error { return closeEtcd(client) }))
 		}
 		return started{eng, func() error { return closeEtcd(client) }}, nil
@@ -368,10 +376,10 @@ func etcdClient(endpoints []string, user, password string, t *TLS, field string,
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 3 * time.Second,
 		Logger:               zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+		DialOptions: append([]grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
 			MinConnectTimeout: min(dial, 5*time.Second),
-		})},
+		})}, etcdServerName(tlsConf)...),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd client for %q: %w", endpoints, err)

@@ -114,7 +114,10 @@ var settingsOf = map[string][]string{
 	"endpoints":         {TypeEtcd},
 	"username":          {TypeRedis, TypeEtcd},
 	"password":          {TypeRedis, TypeEtcd},
-	"tls":               {TypeRedis, TypeEtcd},
+	"tls":               {TypeRedis, TypeEtcd, TypeZK},
+
+	"password_file":          {TypeRedis, TypeEtcd},
+	"sentinel_password_file": {TypeRedis},
 }
 
 // foreign reports the settings of v (a struct) that are set but do not
@@ -172,6 +175,7 @@ func (e *Engine) validate(field string, p *problems) {
 		addresses(field+".servers", e.Servers, p)
 		p.positive(field+".session_timeout", e.SessionTimeout)
 		e.Auth.validate(field+".auth", EnvName(e.Name, "auth.credentials"), p)
+		e.TLS.validate(field+".tls", p)
 		if e.Prefix != "" {
 			if err := zkPath(ensureSlash(e.Prefix)); err != nil {
 				p.add(field+".prefix", "%q: %v", e.Prefix, err)
@@ -182,7 +186,7 @@ func (e *Engine) validate(field string, p *problems) {
 		if strings.HasSuffix(e.Prefix, "/") {
 			p.add(field+".prefix", "%q ends with '/' (keys are <prefix>/<name>/...)", e.Prefix)
 		}
-		if e.Password != "" && e.Username == "" {
+		if (e.Password != "" || e.PasswordFile != "") && e.Username == "" {
 			p.add(field+".username", "empty while password is set")
 		}
 		e.TLS.validate(field+".tls", p)
@@ -233,9 +237,10 @@ func addresses(field string, addrs []string, p *problems) {
 // its credentials, named when they are missing: they belong there.
 func (a *Auth) validate(field, env string, p *problems) {
 	switch {
-	case a.Scheme == "" && a.Credentials == "":
+	case a.Scheme == "" && a.Credentials == "" && a.CredentialsFile == "":
 	case a.Scheme == "":
 		p.add(field+".scheme", "empty while auth.credentials is set")
+	case a.Credentials == "" && a.CredentialsFile != "": // read by Load or Open
 	case a.Credentials == "":
 		p.add(field+".credentials", "empty while auth.scheme is set (set %s)", env)
 	case a.Scheme == "digest" && !strings.Contains(a.Credentials, ":"):
@@ -281,9 +286,9 @@ func (t *TLS) config(field string) (*tls.Config, error) {
 	}
 	switch {
 	case t.CertFile != "" && t.KeyFile != "":
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		cert, err := keyPair(field, t.CertFile, t.KeyFile)
 		if err != nil {
-			return nil, &FieldError{Field: field + ".cert_file", Msg: err.Error()}
+			return nil, err
 		}
 		c.Certificates = []tls.Certificate{cert}
 	case t.CertFile != "":
@@ -306,6 +311,7 @@ var sourceSettingsOf = map[string][]string{
 	"session_timeout": {SourceZK},
 	"auth":            {SourceZK},
 	"dial_timeout":    {SourceEtcd},
+	"password_file":   {SourceEtcd},
 }
 
 func (s *Source) validate(p *problems) {

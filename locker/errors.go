@@ -18,6 +18,11 @@ var (
 	// or the client knows it has no connection. A breaker may trip on it at
 	// once instead of waiting for several failures.
 	ErrRefused = errors.New("locker: engine refused the connection")
+	// ErrPermission means the engine refused the caller's identity or
+	// rights: bad credentials, or a user whose ACL does not cover the name
+	// (another application's namespace). It is a configuration problem, not
+	// an outage: a circuit breaker does not count it.
+	ErrPermission = errors.New("locker: permission denied")
 	// ErrClosed is returned by every call on a closed engine.
 	ErrClosed = errors.New("locker: engine closed")
 	// ErrInvalidName is returned for a name that is empty, not UTF-8 or longer

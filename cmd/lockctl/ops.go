@@ -179,7 +179,7 @@ func (st *statusReport) print(w io.Writer) error {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ENGINE\tROLE\tACTIVE\tHEALTH")
+	fmt.Fprintln(tw, "ENGINE\tROLE\tACTIVE\tSECURITY\tHEALTH")
 	var down []string
 	for i, d := range st.engines {
 		mark := ""
@@ -189,7 +189,7 @@ func (st *statusReport) print(w io.Writer) error {
 		if d.Err != nil {
 			down = append(down, d.Name)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.Name, role(i), mark, health(d))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Name, role(i), mark, st.cfg.Engines[i].Security(), health(d))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

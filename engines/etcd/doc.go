@@ -103,6 +103,27 @@
 // base delay and a 500ms cap). Give the client every member's endpoint so
 // that it fails over when one dies.
 //
+// # TLS and users
+//
+// TLS is the client's (clientv3.Config.TLS). gRPC verifies the endpoint's
+// host and ignores tls.Config.ServerName; config's tls.server_name wraps
+// the transport credentials so that it is honoured. A client that cannot
+// complete the handshake reports only its deadline; config.Open adds the
+// handshake's own error.
+//
+// Give each application a user whose role grants readwrite on its prefix
+// and nothing else:
+//
+//	etcdctl role add app1
+//	etcdctl role grant-permission app1 readwrite --prefix app1/
+//	etcdctl user add app1 && etcdctl user grant-role app1 app1
+//
+// Everything the engine reads or writes is under "<prefix>/", Ping
+// included; leases need no permission. Such a user passes the whole
+// conformance suite; an engine given another application's prefix gets
+// "permission denied", which the engine reports as locker.ErrPermission.
+// Wrong credentials fail clientv3.New itself (rpctypes.ErrAuthFailed).
+//
 // # Operations
 //
 // Inspect reports a name's holder and its queued waiters, first in line
@@ -117,7 +138,9 @@
 //
 // Every round trip to etcd is bounded by WithRequestTimeout (default 5s):
 // the etcd client retries an unreachable cluster until its context ends.
-// Failures wrap locker.ErrUnavailable and the client's error; a lost hold
+// Failures wrap locker.ErrUnavailable and the client's error; a refused
+// user (permission denied, authentication failed) wraps
+// locker.ErrPermission, which a breaker does not count; a lost hold
 // wraps locker.ErrLockLost; calls on a closed engine wrap locker.ErrClosed;
 // bad names and options wrap locker.ErrInvalidName and
 // locker.ErrInvalidArgument. Contention is never an error: a wait whose

@@ -162,7 +162,8 @@ func (e *Engine) Ping(ctx context.Context) error {
 	// clientv3 retries a request until its context ends, whatever the
 	// connection: a connection that fails while the request waits ends it.
 	stop := e.cancelOnRefused(rctx, cancel)
-	_, err := e.client.Get(rctx, e.prefix, clientv3.WithCountOnly())
+	// A key in the engine's range, which a role limited to it may read.
+	_, err := e.client.Get(rctx, e.prefix+"/", clientv3.WithCountOnly())
 	cancel()
 	stop()
 	if err != nil {
@@ -291,11 +292,24 @@ func (e *Engine) fail(op, name string, err error) error {
 		return fmt.Errorf("etcd: %s %q: %w", op, name, locker.ErrClosed)
 	case errors.Is(err, errLeaseGone), errors.Is(err, errKeyGone):
 		return fmt.Errorf("etcd: %s %q: %w: %w", op, name, locker.ErrLockLost, err)
+	case isPermission(err):
+		return fmt.Errorf("etcd: %s %q: %w: %w", op, name, locker.ErrPermission, err)
 	case e.refused():
 		return fmt.Errorf("etcd: %s %q: %w: %w: %w", op, name, locker.ErrUnavailable, locker.ErrRefused, err)
 	default:
 		return fmt.Errorf("etcd: %s %q: %w: %w", op, name, locker.ErrUnavailable, err)
 	}
+}
+
+// isPermission tells a refused user (authentication failed, or no
+// permission on the key range) from an engine failing.
+func isPermission(err error) bool {
+	for _, p := range []error{rpctypes.ErrPermissionDenied, rpctypes.ErrAuthFailed, rpctypes.ErrUserEmpty, rpctypes.ErrUserNotFound} {
+		if errors.Is(err, p) || errors.Is(rpctypes.Error(err), p) {
+			return true
+		}
+	}
+	return false
 }
 
 func isLeaseNotFound(err error) bool {

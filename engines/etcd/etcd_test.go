@@ -133,8 +133,9 @@ func lockAsync(l locker.Locker, d time.Duration) <-chan error {
 	return done
 }
 
-func harness(t *testing.T) lockertest.Harness {
-	c := newClient(t, endpoint)
+func harness(t *testing.T) lockertest.Harness { return harnessFor(t, newClient(t, endpoint)) }
+
+func harnessFor(t *testing.T, c *clientv3.Client) lockertest.Harness {
 	e, err := etcd.New(c, etcd.WithPrefix("conformance"))
 	if err != nil {
 		t.Fatalf("New() = %v", err)

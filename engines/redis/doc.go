@@ -49,6 +49,42 @@
 // ContextTimeoutEnabled anyway, so that the abandoned command ends at the
 // deadline too.
 //
+// # TLS, ACL users and Sentinel
+//
+// TLS is the client's: goredis Options.TLSConfig, with Certificates for a
+// server started with tls-auth-clients yes. A handshake that fails (unknown
+// CA, wrong server name, no client certificate) fails the call at once with
+// the crypto/tls error ("tls: failed to verify certificate: ...").
+//
+// Give each application an ACL user restricted to its prefix: its keys and
+// its wake-up channels both start with "<prefix>:", and it needs the
+// commands of ACLCommands, which Redis also checks inside the scripts:
+//
+//	ACL SETUSER app1 on >secret ~app1:* &app1:* -@all +evalsha +eval ... (ACLCommands)
+//
+// Such a user passes the whole conformance suite; an engine given another
+// application's prefix gets NOPERM on every call, which the engine reports
+// as locker.ErrPermission, as it does wrong credentials (WRONGPASS,
+// NOAUTH).
+//
+// With Sentinel, pass a failover client (goredis.NewFailoverClient, or a
+// UniversalClient with MasterName): it follows the Sentinels to the new
+// master. A failover keeps the holds the new master had received and loses
+// those it had not: Redis acknowledges a write before it reaches the
+// replicas, so a hold granted in the last moments before the master died
+// may be missing on the replica that takes over (the async replication
+// window; WAIT narrows it but does not close it). The engine notices at the
+// hold's next renewal, within TTL/3: Lost closes and Unlock returns
+// ErrLockLost. Until then, the old holder may still act while a new owner
+// has the lock; the new owner's token is higher (the acquire script floors
+// the counter at the server clock in milliseconds, so a lost counter does
+// not move tokens back), so a resource that keeps the highest token it has
+// seen refuses the old holder. Without fencing, use etcd or ZooKeeper,
+// whose writes are acknowledged by a quorum. TestSentinelFailover shows
+// both cases with a master, a replica and three Sentinels.
+//
+// # Errors
+//
 // Errors wrap locker.ErrUnavailable when Redis cannot be reached or times
 // out, and also locker.ErrRefused when it refused or reset the connection:
 // it is down, not slow. For that to show at once, build the client with
@@ -56,6 +92,7 @@
 // dials five times and retries a command three times, with backoffs, before
 // it reports a dead server. Contention is never an error; a wait whose
 // context ends while Redis had answered that the name is held returns
-// ctx.Err() itself. Close releases the holds still held and closes the
+// ctx.Err() itself. Errors wrap locker.ErrPermission when Redis refuses the
+// user (the breaker does not count those). Close releases the holds still held and closes the
 // subscriptions; it never closes the client.
 package redis

@@ -361,6 +361,9 @@ func (e *Engine) renewPipeline(ctx context.Context, holds []*locker.Hold) ([]*go
 
 // fail wraps an engine error as ErrUnavailable, keeping the cause.
 func (e *Engine) fail(op, name string, err error) error {
+	if isPermission(err) {
+		return fmt.Errorf("redis: %s %q: %w: %w", op, name, locker.ErrPermission, err)
+	}
 	if errors.Is(err, locker.ErrClosed) {
 		return fmt.Errorf("redis: %s %q: %w", op, name, err)
 	}
@@ -374,4 +377,11 @@ func unavailable(err error) error {
 		return fmt.Errorf("%w: %w: %w", locker.ErrUnavailable, locker.ErrRefused, err)
 	}
 	return fmt.Errorf("%w: %w", locker.ErrUnavailable, err)
+}
+
+// isPermission tells a refused user (NOAUTH, WRONGPASS, NOPERM, or a
+// command a script may not run) from an engine failing.
+func isPermission(err error) bool {
+	return goredis.IsAuthError(err) || goredis.IsPermissionError(err) ||
+		strings.Contains(err.Error(), "user executing the script can't")
 }

@@ -99,12 +99,34 @@
 // ErrLockLost). Both are bounded by their context and the connect timeout.
 // lockctl holders and lockctl unlock --force use them.
 //
+// # TLS
+//
+// WithTLS connects to the servers' secureClientPort, which ZooKeeper
+// serves only with the Netty connection factory
+// (serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory,
+// ssl.keyStore.* and ssl.trustStore.*, PEM files accepted,
+// ssl.clientAuth=need for mutual TLS). Debian's zookeeper 3.8.0 package
+// leaves netty-codec out of zookeeper.jar's classpath: append
+// /usr/share/java/netty-codec.jar, netty-resolver.jar and
+// netty-transport-native-unix-common.jar to CLASSPATH in
+// /etc/zookeeper/conf/environment, or every TLS connection fails with
+// NoClassDefFoundError (the test launcher adds them).
+// A failed handshake makes New fail after the connect timeout with the
+// crypto/tls error.
+//
+// With WithAuth, nodes get CREATOR_ALL, which grants every identity of the
+// creating session: over mutual TLS that includes the client certificate's
+// (ZooKeeper's x509 provider), so applications that share a certificate
+// share their locks. Give each application its own certificate.
+//
 // # Errors
 //
 // Calls fail with errors that wrap locker.ErrUnavailable when the ensemble
 // does not answer within the connect timeout (requests wait for a
-// reconnection meanwhile) or answers with an error (an ACL that denies
-// access, say); with locker.ErrClosed after Close; Unlock with
+// reconnection meanwhile) or answers with an error; with
+// locker.ErrPermission when an ACL denies access (another application's
+// nodes: ZooKeeper's NoAuth), which a breaker does not count; with
+// locker.ErrClosed after Close; Unlock with
 // locker.ErrLockLost after a loss and locker.ErrNotHeld without a hold;
 // NewLocker with locker.ErrInvalidName or locker.ErrInvalidArgument.
 // Contention is never an error. LockCtx returns ctx.Err() when ctx ends

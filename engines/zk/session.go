@@ -2,6 +2,7 @@ package zk
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -282,6 +283,9 @@ type wire struct {
 	// server, since the last connection that was accepted.
 	refusals atomic.Int32
 
+	tls     *tls.Config           // WithTLS; nil for plain TCP
+	failure atomic.Pointer[error] // why the last socket failed before the server answered
+
 	mu     sync.Mutex
 	conns  map[*wireConn]struct{}
 	closed bool
@@ -365,10 +369,14 @@ func (w *wire) dial(network, addr string, timeout time.Duration) (net.Conn, erro
 		return nil, net.ErrClosed
 	}
 	c, err := net.DialTimeout(network, addr, timeout)
+	if err == nil && w.tls != nil {
+		c, err = handshake(c, addr, w.tls, timeout)
+	}
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			w.refusals.Add(1)
 		}
+		w.failure.Store(&err)
 		return nil, err
 	}
 	w.refusals.Store(0)
@@ -411,6 +419,9 @@ type wireConn struct {
 
 func (c *wireConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
+	if err != nil && c.nhdr == 0 {
+		c.w.failure.Store(&err) // e.g. the server refused our client certificate
+	}
 	if err != nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) && !c.ended {
 		c.ended = true // the server closed it, or died
 		c.w.refusals.Add(1)

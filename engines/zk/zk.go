@@ -2,6 +2,7 @@ package zk
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -93,6 +94,7 @@ type settings struct {
 	connectTimeout time.Duration
 	logger         *slog.Logger
 	auth           []credential
+	tls            *tls.Config
 }
 
 // Option configures an Engine.
@@ -241,6 +243,7 @@ func New(servers []string, opts ...Option) (*Engine, error) {
 		reapWake:       make(chan struct{}, 1),
 		work:           make(chan func()),
 	}
+	e.wire.tls = s.tls
 	if len(s.auth) > 0 {
 		e.acl = gozk.AuthACL(gozk.PermAll)
 	}
@@ -293,6 +296,9 @@ func (e *Engine) waitSession(servers []string) error {
 	case <-up:
 		return nil
 	case <-timer.C:
+		if why := e.wire.failure.Load(); why != nil {
+			return fmt.Errorf("zk: New(%q): %w: no session within %v: %w", servers, locker.ErrUnavailable, e.connectTimeout, *why)
+		}
 		return fmt.Errorf("zk: New(%q): %w: no session within %v", servers, locker.ErrUnavailable, e.connectTimeout)
 	}
 }
@@ -417,6 +423,9 @@ func (e *Engine) fail(op, name string, err error) error {
 		return fmt.Errorf("zk: %s %q: %w", op, name, locker.ErrClosed)
 	case errors.Is(err, errNoServer) || e.refused():
 		return fmt.Errorf("zk: %s %q: %w: %w: %w", op, name, locker.ErrUnavailable, locker.ErrRefused, err)
+	}
+	if errors.Is(err, gozk.ErrNoAuth) || errors.Is(err, gozk.ErrAuthFailed) {
+		return fmt.Errorf("zk: %s %q: %w: %w", op, name, locker.ErrPermission, err)
 	}
 	return fmt.Errorf("zk: %s %q: %w: %w", op, name, locker.ErrUnavailable, err)
 }

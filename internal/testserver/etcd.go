@@ -83,6 +83,11 @@ func newEtcd(n int, pattern string, opts []Option) (*Cluster, error) {
 				"--logger", "zap",
 				"--log-outputs", "stderr",
 			}, o.args...)
+			if o.tls != nil {
+				if err := s.etcdTLSArgs(o.tls); err != nil {
+					return err
+				}
+			}
 			s.env = environ("ETCD") // ETCD_* variables would override the flags
 			full := func(ctx context.Context) error { return etcdHealth(ctx, s.addr) }
 			alive := func(ctx context.Context) error { return etcdVersion(ctx, s.addr) }

@@ -33,6 +33,13 @@ func newRedisServer(root string, owned bool, bin string, port int, o *options, e
 		return nil, err
 	}
 	s.args = append(redisArgs(port, s.dir), extra...)
+	if o.tls != nil {
+		tlsArgs, err := s.redisTLSArgs(o.tls)
+		if err != nil {
+			return nil, err
+		}
+		s.args = append(s.args, tlsArgs...)
+	}
 	s.args = append(s.args, o.args...)
 	s.env = environ("")
 	s.probe = func(ctx context.Context) error { return redisPing(ctx, s.addr) }

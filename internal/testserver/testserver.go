@@ -36,6 +36,7 @@ type options struct {
 	args    []string
 	timeout time.Duration
 	base    string // parent of the temporary directories; "" = os.TempDir, removed by Stop
+	tls     *Certs // WithTLS
 }
 
 // WithArgs appends extra configuration. For Redis and etcd the strings are
@@ -82,6 +83,7 @@ func (o *options) mkRoot(pattern string) (string, bool, error) {
 type Server struct {
 	name    string // "redis-server", "zookeeper", "etcd"
 	addr    string
+	tlsAddr string // WithTLS: the TLS port
 	root    string // holds the config, the log and dir
 	dir     string
 	logPath string

@@ -75,6 +75,11 @@ func newZKServer(root string, owned bool, clientPort int, servers []string, myid
 		return nil, err
 	}
 	cfg := filepath.Join(root, "zoo.cfg")
+	if o.tls != nil {
+		if servers, err = s.zkTLSLines(o.tls, servers); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.WriteFile(cfg, []byte(zkConfig(s.dir, clientPort, servers, o)), 0o600); err != nil {
 		return nil, fmt.Errorf("testserver: %w", err)
 	}
@@ -85,6 +90,9 @@ func newZKServer(root string, owned bool, clientPort int, servers []string, myid
 	}
 	if s.bin, s.args, err = zkJava(cfg); err != nil {
 		return nil, err
+	}
+	if o.tls != nil {
+		s.args = zkNettyClasspath(s.args)
 	}
 	s.env = environ("")
 	s.probe = func(ctx context.Context) error { _, err := zkMode(ctx, s.addr); return err }

@@ -1,0 +1,267 @@
+package testserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// SentinelMaster is the name under which the Sentinels of NewRedisSentinel
+// monitor their master.
+const SentinelMaster = "mymaster"
+
+// Sentinel is a Redis master, its replicas and the Sentinels that monitor
+// them, each a child process. The Sentinels mark the master down after
+// 1s of silence and fail over to a replica with a quorum of a majority.
+type Sentinel struct {
+	// Cluster holds every process, master first, then the replicas, then
+	// the Sentinels; its Stop stops them all.
+	*Cluster
+	Master    *Server // the master it started with
+	Replicas  []*Server
+	Sentinels []*Server
+}
+
+// SentinelAddrs returns the Sentinels' addresses, what a failover client
+// is given.
+func (s *Sentinel) SentinelAddrs() []string {
+	addrs := make([]string, len(s.Sentinels))
+	for i, x := range s.Sentinels {
+		addrs[i] = x.Addr()
+	}
+	return addrs
+}
+
+// MasterAddr asks the Sentinels, in turn, which address they give for the
+// master.
+func (s *Sentinel) MasterAddr(ctx context.Context) (string, error) {
+	var errs []error
+	for _, x := range s.Sentinels {
+		if !x.live.Load() {
+			continue
+		}
+		addr, err := sentinelMaster(ctx, x)
+		if err == nil {
+			return addr, nil
+		}
+		errs = append(errs, err)
+	}
+	return "", fmt.Errorf("testserver: no Sentinel names a master: %w", errors.Join(errs...))
+}
+
+// sentinelMaster asks one Sentinel for the master's address.
+func sentinelMaster(ctx context.Context, x *Server) (string, error) {
+	v, err := redisDo(ctx, x.Addr(), "SENTINEL", "GET-MASTER-ADDR-BY-NAME", SentinelMaster)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", x, err)
+	}
+	if a, ok := v.([]any); ok && len(a) == 2 {
+		host, _ := a[0].(string)
+		port, _ := a[1].(string)
+		return host + ":" + port, nil
+	}
+	return "", fmt.Errorf("%s: unexpected reply %v", x, v)
+}
+
+// WaitFailover polls the Sentinels until every live one names a master
+// other than from, and that master says it is one; it returns the new
+// master's address.
+func (s *Sentinel) WaitFailover(from string, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var last error
+	for {
+		addr, err := s.agreedMaster(ctx)
+		switch {
+		case err != nil:
+			last = err
+		case addr == from:
+			last = fmt.Errorf("the Sentinels still name %s", from)
+		default:
+			info, err := redisDo(ctx, addr, "ROLE")
+			if a, ok := info.([]any); err == nil && ok && len(a) > 0 && a[0] == "master" {
+				return addr, nil
+			}
+			last = fmt.Errorf("%s is not master yet (%v, %v)", addr, info, err)
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("testserver: no failover from %s within %v: %v", from, timeout, last)
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// agreedMaster returns the master address every live Sentinel names.
+func (s *Sentinel) agreedMaster(ctx context.Context) (string, error) {
+	var agreed string
+	for _, x := range s.Sentinels {
+		if !x.live.Load() {
+			continue
+		}
+		addr, err := sentinelMaster(ctx, x)
+		if err != nil {
+			return "", err
+		}
+		if agreed != "" && addr != agreed {
+			return "", fmt.Errorf("the Sentinels disagree: %s and %s", agreed, addr)
+		}
+		agreed = addr
+	}
+	return agreed, nil
+}
+
+// NewRedisSentinel starts a master, replicas replicas of it and sentinels
+// Sentinels (redis-server --sentinel) monitoring it as SentinelMaster, and
+// waits until the replicas are in sync and every Sentinel knows the
+// replicas and the other Sentinels, so that a failover can happen. The
+// caller must Stop it.
+func NewRedisSentinel(replicas, sentinels int, opts ...Option) (*Sentinel, error) {
+	if replicas < 1 || sentinels < 1 {
+		return nil, fmt.Errorf("testserver: sentinel needs at least 1 replica and 1 Sentinel, got %d and %d", replicas, sentinels)
+	}
+	o := buildOptions(opts)
+	bin, err := lookBin("redis-server", "redis-server")
+	if err != nil {
+		return nil, err
+	}
+	n := 1 + replicas + sentinels
+	c, roots, err := newCluster(o, "redis-sentinel", n)
+	if err != nil {
+		return nil, err
+	}
+	var s *Sentinel
+	err = retry(func() error {
+		c.Servers = nil
+		s = &Sentinel{Cluster: c}
+		if err := resetDirs(roots); err != nil {
+			return err
+		}
+		ports, err := freePorts(n)
+		if err != nil {
+			return err
+		}
+		for i := 0; i <= replicas; i++ {
+			var extra []string
+			if i > 0 {
+				extra = []string{"--replicaof", "127.0.0.1", strconv.Itoa(ports[0])}
+			}
+			r, err := newRedisServer(roots[i], false, bin, ports[i], o, extra...)
+			if err != nil {
+				return err
+			}
+			c.Servers = append(c.Servers, r)
+		}
+		s.Master, s.Replicas = c.Servers[0], c.Servers[1:]
+		for i := 1 + replicas; i < n; i++ {
+			x, err := newSentinelServer(roots[i], bin, ports[i], ports[0], sentinels/2+1, o)
+			if err != nil {
+				return err
+			}
+			c.Servers = append(c.Servers, x)
+			s.Sentinels = append(s.Sentinels, x)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+		defer cancel()
+		if err := launch(ctx, c.Servers); err != nil {
+			return err
+		}
+		if err := s.waitMonitored(ctx, replicas, sentinels); err != nil {
+			killAll(c.Servers)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		c.abort()
+		return nil, err
+	}
+	return s, nil
+}
+
+func newSentinelServer(root, bin string, port, masterPort, quorum int, o *options) (*Server, error) {
+	s, err := newServer("redis-sentinel", hostPort(port), root, bin, false, o)
+	if err != nil {
+		return nil, err
+	}
+	conf := filepath.Join(root, "sentinel.conf") // Sentinel rewrites it
+	lines := []string{
+		"port " + strconv.Itoa(port),
+		"bind 127.0.0.1",
+		"dir " + s.dir,
+		"daemonize no",
+		`logfile ""`,
+		"protected-mode no",
+		fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d %d", SentinelMaster, masterPort, quorum),
+		"sentinel down-after-milliseconds " + SentinelMaster + " 1000",
+		"sentinel failover-timeout " + SentinelMaster + " 5000",
+		"sentinel parallel-syncs " + SentinelMaster + " 1",
+	}
+	if err := os.WriteFile(conf, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("testserver: %w", err)
+	}
+	s.args = []string{conf, "--sentinel"}
+	s.env = environ("")
+	s.probe = func(ctx context.Context) error { return redisPing(ctx, s.addr) }
+	return s, nil
+}
+
+// waitMonitored waits until the replicas are in sync with the master and
+// every Sentinel knows them and the other Sentinels.
+func (s *Sentinel) waitMonitored(ctx context.Context, replicas, sentinels int) error {
+	for _, r := range s.Replicas {
+		if err := r.pollUntil(ctx, func(ctx context.Context) error {
+			v, err := redisDo(ctx, r.addr, "INFO", "replication")
+			if err != nil {
+				return err
+			}
+			if info, _ := v.(string); !strings.Contains(info, "master_link_status:up") {
+				return errors.New("replication link not up yet")
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	for _, x := range s.Sentinels {
+		if err := x.pollUntil(ctx, func(ctx context.Context) error {
+			v, err := redisDo(ctx, x.addr, "SENTINEL", "MASTER", SentinelMaster)
+			if err != nil {
+				return err
+			}
+			fields, _ := v.([]any)
+			got := make(map[string]string)
+			for i := 0; i+1 < len(fields); i += 2 {
+				k, _ := fields[i].(string)
+				val, _ := fields[i+1].(string)
+				got[k] = val
+			}
+			if got["num-slaves"] != strconv.Itoa(replicas) || got["num-other-sentinels"] != strconv.Itoa(sentinels-1) {
+				return fmt.Errorf("knows %s replicas and %s other Sentinels; want %d and %d",
+					got["num-slaves"], got["num-other-sentinels"], replicas, sentinels-1)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RedisSentinel starts a master with replicas and Sentinels for the test;
+// see NewRedisSentinel.
+func RedisSentinel(t testing.TB, replicas, sentinels int, opts ...Option) *Sentinel {
+	t.Helper()
+	s, err := NewRedisSentinel(replicas, sentinels, append(opts[:len(opts):len(opts)], withBase(t.TempDir()))...)
+	if err != nil {
+		check(t, err, "redis-server")
+	}
+	clusterFor(t, s.Cluster, nil, "redis-server")
+	return s
+}
