@@ -167,6 +167,11 @@ func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, 
 	// the subscription is caught by the second attempt.
 	w, err := e.hub.join(ctx, k.channel)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Redis had answered that the name is held: a subscription
+			// still in flight when the caller gives up is no outage.
+			return false, ctx.Err()
+		}
 		return false, fmt.Errorf("redis: acquire %q: %w", h.Name, err)
 	}
 	defer e.hub.leave(w)
