@@ -85,7 +85,7 @@ func ExampleEngine_NewLocker_fencing() {
 	var tokens []uint64
 	for i := 0; i < 2; i++ {
 		_ = l.Lock()
-		tokens = append(tokens, l.(locker.Lease).Token())
+		tokens = append(tokens, l.Token())
 		_ = l.Unlock()
 	}
 	fmt.Println("tokens increase:", tokens[1] > tokens[0])
@@ -103,7 +103,7 @@ func ExampleEngine_NewLocker_lost() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	select {
-	case <-l.(locker.Lease).Lost(): // stop working on what the lock protects
+	case <-l.Lost(): // stop working on what the lock protects
 		fmt.Println("lease ended")
 	case <-ctx.Done():
 		fmt.Println("still held")

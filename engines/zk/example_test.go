@@ -83,7 +83,7 @@ func ExampleEngine_NewLocker_lease() {
 		fmt.Println(err)
 		return
 	}
-	<-l.(locker.Lease).Lost()
+	<-l.Lost()
 	fmt.Println(errors.Is(l.Unlock(), locker.ErrLockLost))
 	// Output: true
 }
