@@ -43,8 +43,7 @@ func ExampleNew() {
 		fmt.Println(err)
 		return
 	}
-	lease := l.(locker.Lease)
-	fmt.Println("held on", lease.Engine(), "with a token:", lease.Token() > 0)
+	fmt.Println("held on", l.Engine(), "with a token:", l.Token() > 0)
 	if err := l.Unlock(); err != nil {
 		fmt.Println(err)
 	}

@@ -133,7 +133,6 @@ func newLocker(t *testing.T, e locker.Engine, name string, opts ...locker.Option
 	return l
 }
 
-
 func mustLock(t *testing.T, l locker.Locker) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
