@@ -114,7 +114,7 @@ source:
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("held on", l.(locker.Lease).Engine())
+	fmt.Println("held on", l.Engine())
 	if err := l.Unlock(); err != nil {
 		fmt.Println(err)
 	}

@@ -46,7 +46,7 @@ var _ locker.Engine = (*Switcher)(nil)
 
 // NewLocker returns a Locker for name with the configuration's lock
 // defaults (Config.LockOptions); opts come after them and take precedence.
-func (s *Switcher) NewLocker(name string, opts ...locker.Option) (locker.Locker, error) {
+func (s *Switcher) NewLocker(name string, opts ...locker.Option) (locker.Handle, error) {
 	all := make([]locker.Option, 0, len(s.lockOpts)+len(opts))
 	all = append(append(all, s.lockOpts...), opts...)
 	return s.Switcher.NewLocker(name, all...)

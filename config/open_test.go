@@ -138,7 +138,7 @@ source: {type: none} # switched by hand below
 		if err := l.LockCtx(ctx); err != nil {
 			t.Fatalf("%s: LockCtx() = %v", name, err)
 		}
-		if got := l.(locker.Lease).Engine(); got != name {
+		if got := l.Engine(); got != name {
 			t.Errorf("Lease.Engine() = %q; want %q", got, name)
 		}
 		if err := l.Unlock(); err != nil {

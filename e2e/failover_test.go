@@ -112,7 +112,7 @@ func failoverOnce(tb testing.TB, kind, fault string, secondary *testserver.Serve
 				if err != nil {
 					errs++
 					tb.Logf("caller error: %v", err)
-				} else if l.(locker.Lease).Engine() == secondaryKind && !faultAt.IsZero() && firstGrant.IsZero() {
+				} else if l.Engine() == secondaryKind && !faultAt.IsZero() && firstGrant.IsZero() {
 					firstGrant = now
 				}
 				mu.Unlock()
@@ -306,10 +306,10 @@ func fleetWorker() int {
 					say("error %d %v", time.Now().UnixNano(), err)
 					continue
 				}
-				tok := fmt.Sprintf("%020d", l.(locker.Lease).Token())
+				tok := fmt.Sprintf("%020d", l.Token())
 				ok, err := fenceScript.Run(context.Background(), fence, []string{"fence:" + name}, tok).Int()
 				if err == nil {
-					say("write %d %d %s", time.Now().UnixNano(), ok, l.(locker.Lease).Engine())
+					say("write %d %d %s", time.Now().UnixNano(), ok, l.Engine())
 				}
 				time.Sleep(time.Millisecond) // the critical section
 				_ = l.Unlock()

@@ -18,7 +18,6 @@ import (
 
 	"github.com/orthrus-go/orthrus/config"
 	"github.com/orthrus-go/orthrus/internal/testserver"
-	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
 	"github.com/orthrus-go/orthrus/switcher/etcdsource"
 )
@@ -61,7 +60,7 @@ func fleetMember() int {
 				fmt.Println("error", err)
 				continue
 			}
-			fmt.Println("locked", l.(locker.Lease).Engine())
+			fmt.Println("locked", l.Engine())
 			_ = l.Unlock()
 		}
 	}

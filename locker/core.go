@@ -123,7 +123,7 @@ func NewCore(engine string, b Backend, logger *slog.Logger) *Core {
 }
 
 // NewLocker validates name and opts and returns a new owner's Locker.
-func (c *Core) NewLocker(name string, opts ...Option) (Locker, error) {
+func (c *Core) NewLocker(name string, opts ...Option) (Handle, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}

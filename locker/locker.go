@@ -44,12 +44,19 @@ type Lease interface {
 	Lost() <-chan struct{}
 }
 
+// Handle is what NewLocker returns: one owner's Locker whose current hold
+// reads as a Lease (Token, Engine, Lost) without a type assertion.
+type Handle interface {
+	Locker
+	Lease
+}
+
 // Engine is implemented by each backend (and by the switcher).
 type Engine interface {
 	// Name identifies the engine in Lease.Engine, logs and configuration.
 	Name() string
-	// NewLocker returns a new owner's handle on the named lock.
-	NewLocker(name string, opts ...Option) (Locker, error)
+	// NewLocker returns a new owner's Handle on the named lock.
+	NewLocker(name string, opts ...Option) (Handle, error)
 	// Ping reports whether the engine's server answers; its errors wrap
 	// ErrUnavailable or ErrClosed.
 	Ping(ctx context.Context) error

@@ -40,7 +40,7 @@ func ExampleNew() {
 	if err := l.Lock(); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("held on", l.(locker.Lease).Engine())
+	fmt.Println("held on", l.Engine())
 	_ = l.Unlock()
 	// Output: held on redis-main
 }
@@ -62,8 +62,8 @@ func ExampleSwitcher_SwitchEngine() {
 
 	fresh, _ := sw.NewLocker("report")
 	_ = fresh.Lock()
-	fmt.Println("old hold on", old.(locker.Lease).Engine(), "- new hold on", fresh.(locker.Lease).Engine())
-	fmt.Println("new token is higher:", fresh.(locker.Lease).Token() > old.(locker.Lease).Token())
+	fmt.Println("old hold on", old.Engine(), "- new hold on", fresh.Engine())
+	fmt.Println("new token is higher:", fresh.Token() > old.Token())
 	_ = old.Unlock() // released on redis-main, where it was granted
 	_ = fresh.Unlock()
 	// Output:

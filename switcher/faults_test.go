@@ -70,7 +70,7 @@ func newFaultyFleet(t *testing.T, opts ...switcher.Option) *faultyFleet {
 	return f
 }
 
-func (f *faultyFleet) locker(t *testing.T, name string) locker.Locker {
+func (f *faultyFleet) locker(t *testing.T, name string) locker.Handle {
 	t.Helper()
 	l, err := f.sw.NewLocker(name)
 	if err != nil {
@@ -140,7 +140,7 @@ func (f *faultyFleet) waitBreakers(t *testing.T, state gobreaker.State) {
 	}
 }
 
-func engineOf(l locker.Locker) string { return l.(locker.Lease).Engine() }
+func engineOf(l locker.Handle) string { return l.Engine() }
 
 // A failing engine trips its breaker, and new acquisitions go to the next
 // engine; holds granted before stay where they are.

@@ -10,7 +10,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/orthrus-go/orthrus/internal/testserver"
-	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
 	"github.com/orthrus-go/orthrus/switcher/etcdsource"
 )
@@ -169,7 +168,7 @@ func TestWaitMovedBySwitchGetsTheLock(t *testing.T) {
 	if d := time.Since(switched); d > time.Second {
 		t.Errorf("granted %v after the switch; want well under a second", d)
 	}
-	if eng := waiter.(locker.Lease).Engine(); eng != "secondary" {
+	if eng := waiter.Engine(); eng != "secondary" {
 		t.Errorf("Engine() = %q; want secondary", eng)
 	}
 	_ = waiter.Unlock()

@@ -24,7 +24,7 @@ const retryPause = 20 * time.Millisecond
 // acquisition goes to the engine current at that moment, and the hold stays
 // pinned there: re-entry, renewal and Unlock go to the granting engine
 // whatever switches happen meanwhile.
-func (s *Switcher) NewLocker(name string, opts ...locker.Option) (locker.Locker, error) {
+func (s *Switcher) NewLocker(name string, opts ...locker.Option) (locker.Handle, error) {
 	if err := locker.ValidateName(name); err != nil {
 		return nil, err
 	}
@@ -40,7 +40,7 @@ func (s *Switcher) NewLocker(name string, opts ...locker.Option) (locker.Locker,
 	}
 	// One owner on every engine: the same owner ID everywhere.
 	opts = append(append([]locker.Option(nil), opts...), locker.WithOwner(st.Owner))
-	l := &switchLocker{s: s, name: name, opts: opts, inner: make([]locker.Locker, len(s.members))}
+	l := &switchLocker{s: s, name: name, opts: opts, inner: make([]locker.Handle, len(s.members))}
 	l.Front = locker.NewFront(name, l.reenter, l.take)
 	return l, nil
 }
@@ -53,7 +53,7 @@ type switchLocker struct {
 	opts []locker.Option
 
 	mu     sync.Mutex
-	inner  []locker.Locker // per engine, made on first use
+	inner  []locker.Handle // per engine, made on first use
 	pinned int             // engine of the current hold; meaningful when count > 0
 	count  int
 	epoch  uint64 // switch epoch when the hold was granted
@@ -65,7 +65,7 @@ var (
 )
 
 // innerFor returns this owner's Locker on engine i.
-func (l *switchLocker) innerFor(i int) (locker.Locker, error) {
+func (l *switchLocker) innerFor(i int) (locker.Handle, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.inner[i] == nil {
@@ -283,7 +283,7 @@ func (l *switchLocker) Token() uint64 {
 	if l.count == 0 {
 		return 0
 	}
-	t := l.inner[l.pinned].(locker.Lease).Token()
+	t := l.inner[l.pinned].Token()
 	return l.epoch<<epochShift | t&engineTokenMask
 }
 
@@ -302,5 +302,5 @@ func (l *switchLocker) Lost() <-chan struct{} {
 	if l.count == 0 {
 		return nil
 	}
-	return l.inner[l.pinned].(locker.Lease).Lost()
+	return l.inner[l.pinned].Lost()
 }

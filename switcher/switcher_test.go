@@ -158,14 +158,14 @@ func TestHoldsArePinned(t *testing.T) {
 	if err := a.Lock(); err != nil { // re-entry, on the primary
 		t.Fatal(err)
 	}
-	if got := a.(locker.Lease).Engine(); got != "primary" {
+	if got := a.Engine(); got != "primary" {
 		t.Errorf("Engine() after the switch = %q; want primary (pinned)", got)
 	}
 	b, _ := sw.NewLocker("pinned")
 	if ok, err := b.TryLock(); !ok || err != nil {
 		t.Fatalf("TryLock() on the new engine = %v, %v; want true, nil (the switch window: documented)", ok, err)
 	}
-	if got := b.(locker.Lease).Engine(); got != "secondary" {
+	if got := b.Engine(); got != "secondary" {
 		t.Errorf("new owner's Engine() = %q; want secondary", got)
 	}
 	for i := 0; i < 2; i++ {
@@ -211,7 +211,7 @@ func TestFencingAcrossSwitch(t *testing.T) {
 	if err := old.Lock(); err != nil {
 		t.Fatal(err)
 	}
-	oldTok := old.(locker.Lease).Token()
+	oldTok := old.Token()
 	if !res.write(oldTok) {
 		t.Fatal("first write refused")
 	}
@@ -222,7 +222,7 @@ func TestFencingAcrossSwitch(t *testing.T) {
 	if err := next.Lock(); err != nil {
 		t.Fatal(err)
 	}
-	newTok := next.(locker.Lease).Token()
+	newTok := next.Token()
 	if newTok <= oldTok {
 		t.Fatalf("token after the switch %d <= token before %d", newTok, oldTok)
 	}
@@ -268,7 +268,7 @@ func TestBreakerFailover(t *testing.T) {
 					errs.Add(1)
 					continue
 				}
-				eng := l.(locker.Lease).Engine()
+				eng := l.Engine()
 				if eng == "secondary" && killedAt.Load() != 0 {
 					firstOnSecond.CompareAndSwap(0, time.Now().UnixNano())
 				}
@@ -369,7 +369,7 @@ func TestSourceSwitches(t *testing.T) {
 	if err := l.Lock(); err != nil {
 		t.Fatal(err)
 	}
-	if tok := l.(locker.Lease).Token(); tok>>44 != 5 {
+	if tok := l.Token(); tok>>44 != 5 {
 		t.Errorf("token epoch = %d; want the source's epoch 5", tok>>44)
 	}
 	_ = l.Unlock()
@@ -406,7 +406,7 @@ func TestFailback(t *testing.T) {
 	if err := l.Lock(); err != nil {
 		t.Fatal(err)
 	}
-	if got := l.(locker.Lease).Engine(); got != "primary" {
+	if got := l.Engine(); got != "primary" {
 		t.Errorf("Engine() after failback = %q; want primary", got)
 	}
 	_ = l.Unlock()
@@ -437,7 +437,7 @@ func TestSafeSwitch(t *testing.T) {
 		t.Fatalf("LockCtx() after the old hold was released = %v", err)
 	}
 	t.Logf("granted on the new engine %v after the old hold was released", time.Since(released))
-	if eng := next.(locker.Lease).Engine(); eng != "secondary" {
+	if eng := next.Engine(); eng != "secondary" {
 		t.Errorf("Engine() = %q; want secondary", eng)
 	}
 	_ = next.Unlock()

@@ -256,10 +256,10 @@ func rowOf(out, engine string) string {
 }
 
 // checkHeld fails the test when l's hold was lost.
-func checkHeld(t *testing.T, l locker.Locker) {
+func checkHeld(t *testing.T, l locker.Handle) {
 	t.Helper()
 	select {
-	case <-l.(locker.Lease).Lost():
+	case <-l.Lost():
 		t.Fatal("the hold was lost; want it kept")
 	default:
 	}

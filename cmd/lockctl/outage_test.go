@@ -136,7 +136,7 @@ engines:
 		t.Errorf("unlock --engine etcd-backup: exit %d, stdout %q, stderr %q; want 0", code, out, errOut)
 	}
 	select {
-	case <-l.(locker.Lease).Lost():
+	case <-l.Lost():
 	case <-time.After(2 * opsTTL):
 		t.Errorf("the forced-out hold was not lost within %v", 2*opsTTL)
 	}

@@ -74,7 +74,7 @@ func newEngine(t testing.TB, c *clientv3.Client, opts ...etcd.Option) *etcd.Engi
 	return e
 }
 
-func newLocker(t testing.TB, e locker.Engine, name string, opts ...locker.Option) locker.Locker {
+func newLocker(t testing.TB, e locker.Engine, name string, opts ...locker.Option) locker.Handle {
 	t.Helper()
 	l, err := e.NewLocker(name, opts...)
 	if err != nil {
@@ -394,7 +394,7 @@ func TestLeaseRevokedLosesItsHolds(t *testing.T) {
 	const ttl = 3 * time.Second
 	a := newLocker(t, e, base+"a", locker.WithTTL(ttl))
 	b := newLocker(t, e, base+"b", locker.WithTTL(ttl))
-	for _, l := range []locker.Locker{a, b} {
+	for _, l := range []locker.Handle{a, b} {
 		if err := l.Lock(); err != nil {
 			t.Fatal(err)
 		}
@@ -408,11 +408,11 @@ func TestLeaseRevokedLosesItsHolds(t *testing.T) {
 	if _, err := c.Revoke(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range []locker.Locker{a, b} {
+	for _, l := range []locker.Handle{a, b} {
 		select {
-		case <-lease(l).Lost():
+		case <-l.Lost():
 		case <-time.After(ttl):
-			t.Fatalf("Lost() of %q not closed %v after its lease was revoked", l.(locker.Lease).Name(), ttl)
+			t.Fatalf("Lost() of %q not closed %v after its lease was revoked", l.Name(), ttl)
 		}
 		if err := l.Unlock(); !errors.Is(err, locker.ErrLockLost) {
 			t.Errorf("Unlock() after the lease was revoked = %v; want ErrLockLost", err)

@@ -43,8 +43,7 @@ func ExampleNew() {
 		fmt.Println(err)
 		return
 	}
-	lease := l.(locker.Lease)
-	fmt.Println("held on", lease.Engine(), "with a token:", lease.Token() > 0)
+	fmt.Println("held on", l.Engine(), "with a token:", l.Token() > 0)
 	if err := l.Unlock(); err != nil {
 		fmt.Println(err)
 	}
@@ -85,7 +84,7 @@ func ExampleEngine_NewLocker_fencing() {
 	var tokens []uint64
 	for i := 0; i < 2; i++ {
 		_ = l.Lock()
-		tokens = append(tokens, l.(locker.Lease).Token())
+		tokens = append(tokens, l.Token())
 		_ = l.Unlock()
 	}
 	fmt.Println("tokens increase:", tokens[1] > tokens[0])
@@ -103,7 +102,7 @@ func ExampleEngine_NewLocker_lost() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	select {
-	case <-l.(locker.Lease).Lost(): // stop working on what the lock protects
+	case <-l.Lost(): // stop working on what the lock protects
 		fmt.Println("lease ended")
 	case <-ctx.Done():
 		fmt.Println("still held")

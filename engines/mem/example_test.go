@@ -28,7 +28,7 @@ func ExampleNew() {
 	fmt.Println("host-b:", ok, err)
 
 	in, _ := hostB.Inspect(context.Background(), "nightly-report")
-	fmt.Println("held on", a.(locker.Lease).Engine(), "by the owner Inspect sees:", in.Holder.Owner != "")
+	fmt.Println("held on", a.Engine(), "by the owner Inspect sees:", in.Holder.Owner != "")
 	_ = a.Unlock()
 	// Output:
 	// host-a: true <nil>
@@ -39,11 +39,11 @@ func ExampleNew() {
 // work is the code under test: it handles jobs while it holds the lock,
 // and stops at once when the lock is lost, so that it never works without
 // it.
-func work(l locker.Locker, jobs <-chan string) error {
+func work(l locker.Handle, jobs <-chan string) error {
 	if err := l.Lock(); err != nil {
 		return err
 	}
-	lost := l.(locker.Lease).Lost()
+	lost := l.Lost()
 	for {
 		select {
 		case <-lost:
@@ -101,7 +101,7 @@ func ExampleEngine_ForceUnlock() {
 	removed, _ := engine.ForceUnlock(ctx, "orders/42")
 	fmt.Println("removed:", removed.Owner)
 	fmt.Println("next-job:", <-granted)
-	<-stuck.(locker.Lease).Lost()
+	<-stuck.Lost()
 	fmt.Println("stuck-job:", stuck.Unlock())
 	_ = next.Unlock()
 	// Output:

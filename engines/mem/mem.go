@@ -115,7 +115,7 @@ func (e *Engine) Name() string { return e.name }
 func (e *Engine) Store() *Store { return e.store }
 
 // NewLocker returns a new owner's Locker for name.
-func (e *Engine) NewLocker(name string, opts ...locker.Option) (locker.Locker, error) {
+func (e *Engine) NewLocker(name string, opts ...locker.Option) (locker.Handle, error) {
 	return e.core.NewLocker(name, opts...)
 }
 

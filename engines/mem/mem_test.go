@@ -65,7 +65,7 @@ func newEngine(t *testing.T, opts ...mem.Option) *mem.Engine {
 	return e
 }
 
-func newLocker(t *testing.T, e locker.Engine, name string, opts ...locker.Option) locker.Locker {
+func newLocker(t *testing.T, e locker.Engine, name string, opts ...locker.Option) locker.Handle {
 	t.Helper()
 	l, err := e.NewLocker(name, opts...)
 	if err != nil {
@@ -105,7 +105,7 @@ func TestTTLExpiresByTheStoreClock(t *testing.T) {
 	holder := newLocker(t, a, "job", locker.WithTTL(10*time.Second))
 	next := newLocker(t, b, "job")
 	wantTry(t, holder, true)
-	lost := holder.(locker.Lease).Lost()
+	lost := holder.Lost()
 
 	clock.Advance(10*time.Second - time.Millisecond)
 	wantTry(t, next, false)
@@ -131,7 +131,7 @@ func TestFixedLeaseHandsOverByTheStoreClock(t *testing.T) {
 	holder := newLocker(t, a, "report", locker.WithLease(time.Minute))
 	waiter := newLocker(t, b, "report")
 	wantTry(t, holder, true)
-	lost := holder.(locker.Lease).Lost()
+	lost := holder.Lost()
 
 	done := make(chan error, 1)
 	go func() { done <- waiter.LockCtx(context.Background()) }()
@@ -181,7 +181,7 @@ func TestWatchdogRenewsOnTheStore(t *testing.T) {
 		waitFor(t, a, "long-job", func(in locker.Inspection) bool { return in.Holder != nil && in.Holder.TTL == ttl })
 	}
 	select {
-	case <-l.(locker.Lease).Lost():
+	case <-l.Lost():
 		t.Fatal("Lost() closed although the watchdog renewed")
 	default:
 	}
@@ -194,12 +194,12 @@ func TestFIFO(t *testing.T) {
 	e := newEngine(t)
 	holder := newLocker(t, e, "queue")
 	wantTry(t, holder, true)
-	first := holder.(locker.Lease).Token()
+	first := holder.Token()
 
 	const waiters = 4
 	got := make(chan int, waiters)
 	errs := make(chan error, waiters)
-	lockers := make([]locker.Locker, waiters)
+	lockers := make([]locker.Handle, waiters)
 	for i := range lockers {
 		lockers[i] = newLocker(t, e, "queue")
 		go func() {
@@ -231,7 +231,7 @@ func TestFIFO(t *testing.T) {
 		if i != want {
 			t.Fatalf("waiter %d granted in turn %d; want arrival order", i, want)
 		}
-		tok := lockers[i].(locker.Lease).Token()
+		tok := lockers[i].Token()
 		if tok <= last {
 			t.Errorf("waiter %d token %d; want above %d", i, tok, last)
 		}
@@ -251,8 +251,8 @@ func TestSharedStore(t *testing.T) {
 
 	la := newLocker(t, a, "shared")
 	wantTry(t, la, true)
-	first := la.(locker.Lease).Token()
-	if got := la.(locker.Lease).Engine(); got != "a" {
+	first := la.Token()
+	if got := la.Engine(); got != "a" {
 		t.Errorf("Engine() = %q; want a", got)
 	}
 	wantTry(t, newLocker(t, b, "shared"), false)    // same store, same prefix
@@ -264,7 +264,7 @@ func TestSharedStore(t *testing.T) {
 	lb := newLocker(t, b, "shared")
 	wantTry(t, lb, true)
 	// One counter per store: tokens compare across its engines.
-	if got := lb.(locker.Lease).Token(); got <= first {
+	if got := lb.Token(); got <= first {
 		t.Errorf("Token() on b = %d; want above a's %d", got, first)
 	}
 	if err := lb.Unlock(); err != nil {

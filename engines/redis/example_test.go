@@ -29,7 +29,7 @@ func ExampleNew() {
 	if err := l.Lock(); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("held on", l.(locker.Lease).Engine())
+	fmt.Println("held on", l.Engine())
 	if err := l.Unlock(); err != nil {
 		log.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func ExampleEngine_NewLocker_fencing() {
 		if err := l.Lock(); err != nil {
 			log.Fatal(err)
 		}
-		token := l.(locker.Lease).Token()
+		token := l.Token()
 		fmt.Println("token increased:", token > last)
 		last = token
 		_ = l.Unlock()
@@ -91,7 +91,7 @@ func ExampleEngine_NewLocker_lost() {
 	l, _ := engine.NewLocker("short-job", locker.WithLease(200*time.Millisecond))
 	_ = l.Lock()
 	select {
-	case <-l.(locker.Lease).Lost():
+	case <-l.Lost():
 		fmt.Println("lease ran out before the work finished")
 	case <-time.After(5 * time.Second):
 		fmt.Println("work done")

@@ -107,7 +107,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 func (e *Engine) Name() string { return e.name }
 
 // NewLocker returns a new owner's Locker for name.
-func (e *Engine) NewLocker(name string, opts ...locker.Option) (locker.Locker, error) {
+func (e *Engine) NewLocker(name string, opts ...locker.Option) (locker.Handle, error) {
 	return e.core.NewLocker(name, opts...)
 }
 

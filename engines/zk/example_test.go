@@ -31,10 +31,9 @@ func ExampleNew() {
 		fmt.Println(err)
 		return
 	}
-	lease := l.(locker.Lease)
-	// Pass lease.Token() to the guarded resource as a fencing token, and
-	// stop when lease.Lost() closes.
-	fmt.Println("held on", lease.Engine(), "with a token:", lease.Token() > 0)
+	// Pass l.Token() to the guarded resource as a fencing token, and
+	// stop when l.Lost() closes.
+	fmt.Println("held on", l.Engine(), "with a token:", l.Token() > 0)
 	if err := l.Unlock(); err != nil {
 		fmt.Println(err)
 		return
@@ -83,7 +82,7 @@ func ExampleEngine_NewLocker_lease() {
 		fmt.Println(err)
 		return
 	}
-	<-l.(locker.Lease).Lost()
+	<-l.Lost()
 	fmt.Println(errors.Is(l.Unlock(), locker.ErrLockLost))
 	// Output: true
 }

@@ -645,7 +645,7 @@ func TestACL(t *testing.T) {
 		t.Errorf("Delete() of the held node without credentials = %v; want ErrNoAuth", err)
 	}
 	select {
-	case <-l.(locker.Lease).Lost():
+	case <-l.Lost():
 		t.Fatal("Lost() closed after a refused delete")
 	default:
 	}
@@ -694,7 +694,7 @@ func TestTokenIsCzxid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := l.(locker.Lease).Token(); got != uint64(st.Czxid) {
+	if got := l.Token(); got != uint64(st.Czxid) {
 		t.Errorf("Token() = %d; want the node's czxid %d", got, st.Czxid)
 	}
 	if st.EphemeralOwner != e.SessionID() {

@@ -49,14 +49,13 @@ func run(addr, name string) error {
 	if err := l.LockCtx(ctx); err != nil {
 		return err
 	}
-	lease := l.(locker.Lease)
-	fmt.Printf("holding %q on %s with fencing token %d\n", lease.Name(), lease.Engine(), lease.Token())
+	fmt.Printf("holding %q on %s with fencing token %d\n", l.Name(), l.Engine(), l.Token())
 
 	// The work: stop early if the hold is lost under us.
 	select {
 	case <-time.After(500 * time.Millisecond):
 		fmt.Println("work done")
-	case <-lease.Lost():
+	case <-l.Lost():
 		fmt.Fprintln(os.Stderr, "lock lost: abandoning the work")
 	}
 	if err := l.Unlock(); err != nil && !errors.Is(err, locker.ErrLockLost) {

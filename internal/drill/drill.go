@@ -377,7 +377,7 @@ func (d *Drill) work(ctx context.Context, sw *switcher.Switcher, worker int) {
 			}
 			continue
 		}
-		d.hold(ctx, l.(locker.Lease), worker, wait)
+		d.hold(ctx, l, worker, wait)
 		if err := l.Unlock(); err != nil {
 			d.mu.Lock()
 			if errors.Is(err, locker.ErrLockLost) {

@@ -25,7 +25,7 @@ func runReport(engines locker.Engine) (string, error) {
 		return "", err
 	}
 	defer l.Unlock()
-	return "report ran on " + l.(locker.Lease).Engine(), nil
+	return "report ran on " + l.Engine(), nil
 }
 
 // memEngine is an in-process engine behind a fault wrapper: one server.
@@ -83,7 +83,7 @@ func ExampleEngine_DropRenewals() {
 	l, _ := e.NewLocker("job", locker.WithTTL(20*time.Millisecond))
 	_ = l.Lock()
 	e.DropRenewals()
-	<-l.(locker.Lease).Lost()
+	<-l.Lost()
 	fmt.Println(l.Unlock())
 	// Output:
 	// flaky: unlock "job": locker: lock lost

@@ -343,10 +343,7 @@ func (e *Engine) register(h *hold) bool {
 	if h.l.st.Renew && e.renewalsBlocked() {
 		e.armExpiry(h)
 	}
-	var innerLost <-chan struct{} // nil, never ready, for a Locker that is no Lease
-	if ls, ok := h.inner.(locker.Lease); ok {
-		innerLost = ls.Lost()
-	}
+	innerLost := h.inner.Lost()
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()

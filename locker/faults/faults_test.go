@@ -92,7 +92,7 @@ func operator(t *testing.T, st *mem.Store) *mem.Engine {
 	return op
 }
 
-func newLocker(t *testing.T, e locker.Engine, name string, opts ...locker.Option) locker.Locker {
+func newLocker(t *testing.T, e locker.Engine, name string, opts ...locker.Option) locker.Handle {
 	t.Helper()
 	l, err := e.NewLocker(name, opts...)
 	if err != nil {
@@ -274,14 +274,14 @@ func TestDropRenewals(t *testing.T) {
 	clock.Advance(ttl - time.Millisecond)
 	wantTry(t, newLocker(t, b, "renewed"), false)
 	clock.Advance(time.Millisecond)
-	await(t, held.(locker.Lease).Lost(), "Lost() one TTL after renewals stopped")
+	await(t, held.Lost(), "Lost() one TTL after renewals stopped")
 	other := newLocker(t, b, "renewed")
 	wantTry(t, other, true) // the engine freed the name
 	if err := held.Unlock(); !errors.Is(err, locker.ErrLockLost) {
 		t.Errorf("Unlock() of the lost hold = %v; want ErrLockLost", err)
 	}
 	select {
-	case <-fixed.(locker.Lease).Lost():
+	case <-fixed.Lost():
 		t.Error("a fixed lease was lost by dropped renewals")
 	default:
 	}
@@ -303,14 +303,14 @@ func TestShortOutageKeepsHolds(t *testing.T) {
 	clock.Advance(ttl)
 	// An expiry would run from a timer goroutine: give it time to show.
 	select {
-	case <-l.(locker.Lease).Lost():
+	case <-l.Lost():
 		t.Error("Lost() closed after an outage shorter than the TTL")
 	case <-time.After(10 * time.Millisecond):
 	}
 	// A long outage loses it.
 	a.Hang()
 	clock.Advance(ttl)
-	await(t, l.(locker.Lease).Lost(), "Lost() one TTL into an outage")
+	await(t, l.Lost(), "Lost() one TTL into an outage")
 	a.Heal()
 	if err := l.Unlock(); !errors.Is(err, locker.ErrLockLost) {
 		t.Errorf("Unlock() = %v; want ErrLockLost", err)
@@ -329,7 +329,7 @@ func TestExpireNow(t *testing.T) {
 	if n := a.ExpireNow("n"); n != 1 {
 		t.Errorf("ExpireNow() = %d; want 1", n)
 	}
-	await(t, l.(locker.Lease).Lost(), "Lost() after ExpireNow")
+	await(t, l.Lost(), "Lost() after ExpireNow")
 	if err := l.Lock(); !errors.Is(err, locker.ErrLockLost) {
 		t.Errorf("re-entry after expiry = %v; want ErrLockLost", err)
 	}

@@ -14,7 +14,7 @@ import (
 // engine's, one inner Locker per outermost acquisition (with the same owner
 // ID), so a hold left behind on the engine never meets the owner's next one.
 // Re-entry is counted in the wrapper and never reaches the engine.
-func (e *Engine) NewLocker(name string, opts ...locker.Option) (locker.Locker, error) {
+func (e *Engine) NewLocker(name string, opts ...locker.Option) (locker.Handle, error) {
 	if err := locker.ValidateName(name); err != nil {
 		return nil, err
 	}
@@ -52,7 +52,7 @@ var (
 // hold is one outermost hold through the wrapper, over one inner hold.
 type hold struct {
 	l        *faultLocker
-	inner    locker.Locker
+	inner    locker.Handle
 	token    uint64
 	lost     chan struct{}
 	lostOnce sync.Once
@@ -107,11 +107,7 @@ func (l *faultLocker) take(ctx context.Context, wait bool) (bool, error) {
 		}
 		break
 	}
-	var token uint64
-	if ls, ok := in.(locker.Lease); ok {
-		token = ls.Token()
-	}
-	h := &hold{l: l, inner: in, token: token, lost: make(chan struct{}), done: make(chan struct{})}
+	h := &hold{l: l, inner: in, token: in.Token(), lost: make(chan struct{}), done: make(chan struct{})}
 	if !e.register(h) {
 		_ = in.Unlock()
 		return false, fmt.Errorf("%s: acquire %q: %w", e.name, l.name, locker.ErrClosed)

@@ -218,7 +218,7 @@ func unreachable(t *testing.T, h FaultHarness, name string, killed bool) {
 		}
 		failFast("Acquire()", err, took)
 	}
-	if got := lease(t, l).Token(); got != 0 {
+	if got := l.Token(); got != 0 {
 		t.Errorf("Token() after failed acquisitions = %d; want 0", got)
 	}
 }

@@ -58,8 +58,8 @@ func testInspect(t *testing.T, f Factory) {
 		return err == nil && len(in.Waiters)+in.Subscribers == 1
 	})
 	h := in.Holder
-	if h == nil || h.Owner != "stuck-job" || h.Token != lease(t, stuck).Token() || h.TTL < 0 {
-		t.Fatalf("Inspect(held).Holder = %+v; want stuck-job with token %d", h, lease(t, stuck).Token())
+	if h == nil || h.Owner != "stuck-job" || h.Token != stuck.Token() || h.TTL < 0 {
+		t.Fatalf("Inspect(held).Holder = %+v; want stuck-job with token %d", h, stuck.Token())
 	}
 	if len(in.Waiters) == 1 && (in.Waiters[0].Owner != "next-job" || in.Waiters[0].Token <= h.Token) {
 		t.Errorf("Inspect(held).Waiters = %+v; want next-job with a token above %d", in.Waiters, h.Token)
@@ -76,7 +76,7 @@ func testInspect(t *testing.T, f Factory) {
 		t.Errorf("Inspect(after ForceUnlock) = %+v, %v; want next-job holding", in, err)
 	}
 	select {
-	case <-lease(t, stuck).Lost():
+	case <-stuck.Lost():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the forced-out owner's Lost() not closed within 10s")
 	}

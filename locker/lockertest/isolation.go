@@ -46,12 +46,12 @@ func Isolation(t *testing.T, owner, intruder locker.Engine) {
 	}
 	if in, ok := owner.(Inspector); ok {
 		got, err := in.Inspect(ctx, name)
-		if err != nil || got.Holder == nil || got.Holder.Token != lease(t, held).Token() {
-			t.Errorf("owner Inspect() = %+v, %v; want its hold intact, token %d", got, err, lease(t, held).Token())
+		if err != nil || got.Holder == nil || got.Holder.Token != held.Token() {
+			t.Errorf("owner Inspect() = %+v, %v; want its hold intact, token %d", got, err, held.Token())
 		}
 	}
 	select {
-	case <-lease(t, held).Lost():
+	case <-held.Lost():
 		t.Errorf("the owner's Lost() closed")
 	default:
 	}

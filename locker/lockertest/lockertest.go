@@ -124,22 +124,13 @@ func lockName(t *testing.T, suffix string) string {
 	return fmt.Sprintf("%s/%d/%s", t.Name(), time.Now().UnixNano(), suffix)
 }
 
-func newLocker(t *testing.T, e locker.Engine, name string, opts ...locker.Option) locker.Locker {
+func newLocker(t *testing.T, e locker.Engine, name string, opts ...locker.Option) locker.Handle {
 	t.Helper()
 	l, err := e.NewLocker(name, opts...)
 	if err != nil {
 		t.Fatalf("NewLocker(%q) = %v", name, err)
 	}
 	return l
-}
-
-func lease(t *testing.T, l locker.Locker) locker.Lease {
-	t.Helper()
-	ls, ok := l.(locker.Lease)
-	if !ok {
-		t.Fatalf("%T does not implement locker.Lease", l)
-	}
-	return ls
 }
 
 func mustLock(t *testing.T, l locker.Locker) {
@@ -229,10 +220,10 @@ func testReentry(t *testing.T, f Factory) {
 	name := lockName(t, "r")
 	a, b := newLocker(t, e, name), newLocker(t, e, name)
 	mustLock(t, a)
-	tok := lease(t, a).Token()
+	tok := a.Token()
 	mustLock(t, a)
 	wantTry(t, a, true)
-	if got := lease(t, a).Token(); got != tok {
+	if got := a.Token(); got != tok {
 		t.Errorf("Token() after re-entry = %d; want %d (same hold)", got, tok)
 	}
 	wantTry(t, b, false)
@@ -250,14 +241,14 @@ func testTryLock(t *testing.T, f Factory) {
 	a, b := newLocker(t, e, name), newLocker(t, e, name)
 	wantTry(t, a, true)
 	// A switcher names the engine it delegated to, not itself.
-	if got := lease(t, a).Engine(); got == "" {
+	if got := a.Engine(); got == "" {
 		t.Errorf("Engine() of the holder = \"\"; want the granting engine's name")
 	}
 	wantTry(t, b, false)
-	if got := lease(t, b).Token(); got != 0 {
+	if got := b.Token(); got != 0 {
 		t.Errorf("Token() of a non-holder = %d; want 0", got)
 	}
-	if got := lease(t, b).Engine(); got != "" {
+	if got := b.Engine(); got != "" {
 		t.Errorf("Engine() of a non-holder = %q; want \"\"", got)
 	}
 	mustUnlock(t, a)
@@ -342,7 +333,7 @@ func testLockCtxCancel(t *testing.T, f Factory) {
 		if err != cause {
 			t.Fatalf("LockCtx() = %v; want %v (ctx.Err() itself)", err, cause)
 		}
-		if got := lease(t, b).Token(); got != 0 {
+		if got := b.Token(); got != 0 {
 			t.Errorf("Token() after a cancelled wait = %d; want 0", got)
 		}
 		if baseline == nil {
@@ -440,7 +431,7 @@ func testFixedLease(t *testing.T, f Factory) {
 	b := newLocker(t, e, name)
 	start := time.Now()
 	mustLock(t, a)
-	lost := lease(t, a).Lost()
+	lost := a.Lost()
 	wantTry(t, b, false)
 	mustLock(t, b) // granted once the lease has run out
 	if elapsed := time.Since(start); elapsed < d {
@@ -454,7 +445,7 @@ func testFixedLease(t *testing.T, f Factory) {
 	if err := a.Unlock(); !errors.Is(err, locker.ErrLockLost) {
 		t.Errorf("Unlock() after the lease ran out = %v; want ErrLockLost", err)
 	}
-	if got := lease(t, b).Token(); got == 0 {
+	if got := b.Token(); got == 0 {
 		t.Errorf("Token() of the holder = 0; want > 0")
 	}
 	mustUnlock(t, b)
@@ -470,7 +461,7 @@ func testLost(t *testing.T, f Factory) {
 	b := newLocker(t, h.Engine, name)
 	mustLock(t, a)
 	mustLock(t, a)
-	lost := lease(t, a).Lost()
+	lost := a.Lost()
 	if err := h.Expire(context.Background(), name); err != nil {
 		t.Fatalf("Expire(%q) = %v", name, err)
 	}
@@ -497,18 +488,18 @@ func testLost(t *testing.T, f Factory) {
 func testTokensIncrease(t *testing.T, f Factory) {
 	e := open(t, f).Engine
 	name := lockName(t, "f")
-	owners := []locker.Locker{newLocker(t, e, name), newLocker(t, e, name)}
+	owners := []locker.Handle{newLocker(t, e, name), newLocker(t, e, name)}
 	var last uint64
 	for i := 0; i < 20; i++ {
 		l := owners[i%2]
 		mustLock(t, l)
-		tok := lease(t, l).Token()
+		tok := l.Token()
 		if tok <= last {
 			t.Fatalf("grant %d: Token() = %d; want > %d", i, tok, last)
 		}
 		last = tok
 		mustUnlock(t, l)
-		if got := lease(t, l).Token(); got != 0 {
+		if got := l.Token(); got != 0 {
 			t.Fatalf("Token() after Unlock = %d; want 0", got)
 		}
 	}
@@ -530,7 +521,7 @@ func testSharedLocker(t *testing.T, f Factory) {
 					errs <- fmt.Errorf("Lock() = %w", err)
 					return
 				}
-				_ = lease(t, shared).Token()
+				_ = shared.Token()
 				if err := shared.Unlock(); err != nil {
 					errs <- fmt.Errorf("Unlock() = %w", err)
 					return
@@ -620,7 +611,7 @@ func testClosed(t *testing.T, f Factory) {
 	held := newLocker(t, h.Engine, name)
 	idle := newLocker(t, h.Engine, lockName(t, "idle"))
 	mustLock(t, held)
-	lost := lease(t, held).Lost()
+	lost := held.Lost()
 	if err := h.Engine.Close(); err != nil {
 		t.Fatalf("Close() = %v", err)
 	}
