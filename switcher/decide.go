@@ -39,10 +39,10 @@ func (s *Switcher) decide() {
 // later (a switch the shared source has not agreed to yet).
 func (s *Switcher) reconcile() bool {
 	s.mu.Lock()
-	cur, want, wantEp, alone := s.current, s.desired, s.desiredEp, s.alone
+	cur, want, wantEp, alone, override := s.current, s.desired, s.desiredEp, s.alone, s.override
 	s.mu.Unlock()
 
-	if want >= 0 && want != cur && !alone {
+	if want >= 0 && want != cur && !override {
 		if s.ready(want) {
 			_, _ = s.switchTo(want, ReasonSource, wantEp)
 			return false
@@ -163,8 +163,10 @@ func (s *Switcher) setDesired(d Desired) bool {
 		return false
 	}
 	s.mu.Lock()
-	if i != s.desired || d.Epoch != s.desiredEp {
-		s.alone = false // a newer value decides
+	// A newer value decides; a source without versions (a file) decides
+	// with every value it delivers, as an operator writing it means it.
+	if i != s.desired || d.Epoch != s.desiredEp || d.Epoch == 0 {
+		s.alone, s.override = false, false
 		if i != s.desired {
 			s.deferred = -1
 		}

@@ -274,3 +274,45 @@ func TestSourceDownSwitchAloneThenConverge(t *testing.T) {
 		}
 	}
 }
+
+// A breaker switch away from the engine a non-shared source names holds
+// until the source names another: failback stays manual.
+func TestBreakerSwitchHoldsAgainstUnchangedSource(t *testing.T) {
+	primary := testserver.Redis(t)
+	src := make(chanSource)
+	events := make(chan switcher.Event, 8)
+	sw, _ := newSwitcher(t, [2]string{primary.Addr(), secondaryAddr}, switcher.WithSource(src),
+		switcher.WithBreaker(3, 200*time.Millisecond), switcher.WithHealthCheck(20*time.Millisecond, 100*time.Millisecond),
+		switcher.OnSwitch(func(ev switcher.Event) { events <- ev }))
+	src <- switcher.Desired{Engine: "primary"}
+	waitFor(t, "the source's value", func() bool { return sw.States()[0].Desired })
+	if err := primary.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-events; ev.To != "secondary" || ev.Reason != switcher.ReasonBreaker {
+		t.Fatalf("event = %+v; want a breaker switch to secondary", ev)
+	}
+	if err := primary.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the primary to be healthy again", func() bool {
+		st := sw.States()[0]
+		return st.Healthy && st.Breaker.String() == "closed"
+	})
+	// Absence cannot be awaited: give the decider several health checks.
+	select {
+	case ev := <-events:
+		t.Fatalf("event %+v after the primary came back; want none without failback or a new source value", ev)
+	case <-time.After(200 * time.Millisecond):
+	}
+	// A new value from the source decides again.
+	src <- switcher.Desired{Engine: "primary"}
+	select {
+	case ev := <-events:
+		if ev.To != "primary" || ev.Reason != switcher.ReasonSource {
+			t.Errorf("event = %+v; want the source's switch to primary", ev)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("did not follow the source's new value")
+	}
+}

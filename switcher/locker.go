@@ -85,15 +85,21 @@ func (l *switchLocker) reenter() (bool, error) {
 	if l.count == 0 {
 		return false, nil
 	}
-	// Local to the inner Locker: no round trip, no waiting.
-	if ok, err := l.inner[l.pinned].TryLock(); !ok || err != nil {
-		if err == nil {
-			err = fmt.Errorf("switcher: re-enter %q: inner hold refused re-entry", l.name)
-		}
-		return false, err
+	// Counted here alone: the inner hold stays at one until the last Unlock.
+	if lost(l.inner[l.pinned]) {
+		return false, fmt.Errorf("switcher: re-enter %q: %w (Unlock it first)", l.name, locker.ErrLockLost)
 	}
 	l.count++
 	return true, nil
+}
+
+func lost(h locker.Lease) bool {
+	select {
+	case <-h.Lost():
+		return true
+	default:
+		return false
+	}
 }
 
 // acquirer is the raw acquisition path of the engines' Lockers
@@ -129,7 +135,7 @@ func (l *switchLocker) take(ctx context.Context, wait bool) (bool, error) {
 			return false, fmt.Errorf("switcher: acquire %q: %w", l.name, locker.ErrClosed)
 		}
 		m := s.members[i]
-		done, err := m.breaker.Allow()
+		done, err := m.allow()
 		if err != nil { // open, or half-open and busy: the decider moves on
 			s.poke()
 			err = fmt.Errorf("switcher: acquire %q: %w: %s: %w", l.name, locker.ErrUnavailable, m.engine.Name(), err)
@@ -166,21 +172,22 @@ func (l *switchLocker) take(ctx context.Context, wait bool) (bool, error) {
 			done(nil)
 			return false, err
 		}
-		var ok bool
-		if wait {
+		// One attempt first, on the caller's context: most acquisitions are
+		// granted at once, and need no wait that a switch can cancel (a
+		// cancellable context costs the engines a slower path).
+		ok, err := acquire(in, ctx, false)
+		if wait && err == nil && !ok {
 			wctx, stop := s.startWait(ctx, i)
 			ok, err = acquire(in, wctx, true)
 			switchedAway := err != nil && ctx.Err() == nil && wctx.Err() != nil
 			stop()
 			if switchedAway {
-				m.record(done, err) // counts only if the engine had not answered
+				done(err) // counts only if the engine had not answered
 				moved = true
 				continue
 			}
-		} else {
-			ok, err = acquire(in, ctx, false)
 		}
-		m.record(done, err)
+		done(err)
 		switch {
 		case err == nil && ok:
 			l.mu.Lock()
@@ -267,7 +274,10 @@ func (l *switchLocker) Unlock() error {
 	l.count--
 	if l.count > 0 {
 		defer l.mu.Unlock()
-		return in.Unlock() // local: only a count goes down
+		if lost(in) {
+			return fmt.Errorf("switcher: unlock %q: %w", l.name, locker.ErrLockLost)
+		}
+		return nil
 	}
 	l.mu.Unlock()
 	return in.Unlock()

@@ -22,6 +22,7 @@ type settings struct {
 	onSwitch      func(Event)
 	sources       []Source
 	start         string
+	customBreaker bool // WithBreakerSettings: its ReadyToTrip may count successes
 }
 
 // Defaults of the options. A killed engine refuses connections and trips
@@ -110,7 +111,7 @@ func WithBreaker(failures uint32, openFor time.Duration) Option {
 // OnStateChange is called after the switcher's own.
 func WithBreakerSettings(st gobreaker.Settings) Option {
 	return func(s *settings) error {
-		s.breaker = st
+		s.breaker, s.customBreaker = st, true
 		return nil
 	}
 }

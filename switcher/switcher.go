@@ -37,7 +37,8 @@ type Switcher struct {
 	waits      map[*wait]struct{} // acquisitions waiting on an engine
 	desired    int                // the engine the sources name; -1 before any value
 	desiredEp  uint64             // the epoch of that value (0 from a source without epochs)
-	alone      bool               // switched by breaker without the shared source's agreement
+	alone      bool               // switched by breaker without the shared source's agreement: propose it again
+	override   bool               // on an engine the source did not name (breaker, by hand, failback): stay until the source names another
 	deferred   int                // the desired engine this process said it cannot use yet; -1 when none
 
 	retried atomic.Int64 // acquisitions that failed on an engine and went again
@@ -56,6 +57,14 @@ type member struct {
 	engine  locker.Engine
 	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
 	refused atomic.Bool // the last failure said the engine is down: trip at once
+
+	// With the consecutive-failures policy, a closed breaker whose last
+	// outcome was a success needs to hear only of the next failure: calls
+	// then skip the breaker's mutex, which every acquisition would share.
+	bypass  bool
+	closed  atomic.Bool // mirrors the breaker's state being closed
+	failing atomic.Bool // the last outcome counted was a failure
+	report  func(error) // the bypass's outcome: reports failures only
 
 	// Guarded by Switcher.mu.
 	healthySince time.Time // zero when the last ping failed or none succeeded yet
@@ -99,7 +108,9 @@ func New(engines []locker.Engine, opts ...Option) (*Switcher, error) {
 			return nil, fmt.Errorf("switcher: New: %w: engines[%d] and engines[%d] are both named %q", locker.ErrInvalidArgument, j, i, e.Name())
 		}
 		seen[e.Name()] = i
-		m := &member{engine: e}
+		m := &member{engine: e, bypass: !s.customBreaker}
+		m.closed.Store(true)
+		m.report = m.reportFailure
 		m.breaker = sw.newBreaker(m)
 		sw.members = append(sw.members, m)
 	}
@@ -154,6 +165,7 @@ func (s *Switcher) newBreaker(m *member) *gobreaker.TwoStepCircuitBreaker[struct
 	user := st.OnStateChange
 	st.OnStateChange = func(name string, from, to gobreaker.State) {
 		// Runs under the breaker's mutex: only signal from here.
+		m.closed.Store(to == gobreaker.StateClosed)
 		s.poke()
 		if user != nil {
 			user(name, from, to)
@@ -162,9 +174,39 @@ func (s *Switcher) newBreaker(m *member) *gobreaker.TwoStepCircuitBreaker[struct
 	return gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
 }
 
+// allow admits one call on m, as the breaker's Allow does; the returned
+// func takes the call's outcome.
+func (m *member) allow() (func(error), error) {
+	if m.bypass && m.closed.Load() && !m.failing.Load() {
+		return m.report, nil
+	}
+	done, err := m.breaker.Allow()
+	if err != nil {
+		return nil, err
+	}
+	return func(err error) { m.record(done, err) }, nil
+}
+
+// reportFailure is the outcome of a call admitted without the breaker:
+// a success changes nothing it counts, a failure is reported in full.
+func (m *member) reportFailure(err error) {
+	if err == nil || !errors.Is(err, locker.ErrUnavailable) {
+		return
+	}
+	if done, aerr := m.breaker.Allow(); aerr == nil {
+		m.record(done, err)
+	}
+}
+
 // record reports the outcome of one call on m to its breaker.
 func (m *member) record(done func(error), err error) {
 	m.refused.Store(errors.Is(err, locker.ErrRefused))
+	switch {
+	case errors.Is(err, locker.ErrUnavailable):
+		m.failing.Store(true)
+	case err == nil || !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
+		m.failing.Store(false)
+	}
 	done(err)
 }
 
@@ -297,6 +339,11 @@ func (s *Switcher) switchTo(i int, reason Reason, epoch uint64) (string, error) 
 	s.previous, s.current, s.switchedAt = s.current, i, ev.At
 	if s.deferred == i {
 		s.deferred = -1
+	}
+	if i == s.desired {
+		s.alone, s.override = false, false
+	} else if s.desired >= 0 && reason != ReasonSource {
+		s.override = true
 	}
 	close(s.switched)
 	s.switched = make(chan struct{})
