@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/orthrus-go/orthrus/internal/zkpath"
 )
 
 var engineTypes = []string{TypeRedis, TypeZK, TypeEtcd}
@@ -177,7 +179,7 @@ func (e *Engine) validate(field string, p *problems) {
 		e.Auth.validate(field+".auth", EnvName(e.Name, "auth.credentials"), p)
 		e.TLS.validate(field+".tls", p)
 		if e.Prefix != "" {
-			if err := zkPath(ensureSlash(e.Prefix)); err != nil {
+			if err := zkpath.Check(ensureSlash(e.Prefix)); err != nil {
 				p.add(field+".prefix", "%q: %v", e.Prefix, err)
 			}
 		}
@@ -198,27 +200,6 @@ func ensureSlash(p string) string {
 		return "/" + p
 	}
 	return p
-}
-
-// zkPath checks an absolute ZooKeeper path other than the root.
-func zkPath(path string) error {
-	switch {
-	case !strings.HasPrefix(path, "/"):
-		return errors.New("want an absolute path starting with '/'")
-	case path == "/":
-		return errors.New("want a path below the root")
-	case path == "/zookeeper" || strings.HasPrefix(path, "/zookeeper/"):
-		return errors.New("/zookeeper is reserved")
-	}
-	for _, seg := range strings.Split(path[1:], "/") {
-		switch seg {
-		case "":
-			return errors.New("empty path segment (a trailing '/' or '//')")
-		case ".", "..":
-			return fmt.Errorf("relative segment %q", seg)
-		}
-	}
-	return nil
 }
 
 func addresses(field string, addrs []string, p *problems) {
@@ -339,7 +320,7 @@ func (s *Source) validate(p *problems) {
 		s.TLS.validate("source.tls", p)
 	case SourceZK:
 		addresses("source.servers", s.Servers, p)
-		if err := zkPath(s.Path); err != nil {
+		if err := zkpath.Check(s.Path); err != nil {
 			p.add("source.path", "%q: %v", s.Path, err)
 		}
 		p.positive("source.session_timeout", s.SessionTimeout)

@@ -1,6 +1,10 @@
 package zk
 
-import "context"
+import (
+	"context"
+
+	"github.com/orthrus-go/orthrus/internal/zkpath"
+)
 
 // LockPath exposes the parent node of a lock to the tests.
 func (e *Engine) LockPath(name string) string { return e.lockPath(name) }
@@ -8,8 +12,8 @@ func (e *Engine) LockPath(name string) string { return e.lockPath(name) }
 // EscapeName exposes the name escaping to the tests.
 func EscapeName(name string) string { return escapeName(name) }
 
-// LegalRune exposes ZooKeeper's path character rule to the tests.
-func LegalRune(r rune) bool { return legalRune(r) }
+// LegalRune is ZooKeeper's path character rule, as the engine applies it.
+func LegalRune(r rune) bool { return zkpath.LegalRune(r) }
 
 // FindOwn exposes the lookup of a protected node by its guid.
 func (e *Engine) FindOwn(ctx context.Context, parent, guid string) (string, error) {

@@ -1,10 +1,10 @@
 package zk
 
 import (
-	"errors"
-	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/orthrus-go/orthrus/internal/zkpath"
 )
 
 // escapeName maps a lock name to one legal ZooKeeper node name, injectively:
@@ -51,43 +51,5 @@ func escapeName(name string) string {
 
 // needsEscape reports whether r must be percent-encoded in a node name.
 func needsEscape(r rune) bool {
-	return r == '/' || r == '%' || !legalRune(r)
-}
-
-// legalRune reports whether ZooKeeper accepts r in a path.
-func legalRune(r rune) bool {
-	switch {
-	case r <= 0x1f, r >= 0x7f && r <= 0x9f, r >= 0xd800 && r <= 0xf8ff, r >= 0xfff0:
-		return false
-	}
-	return true
-}
-
-// checkPrefix validates a namespace path as ZooKeeper would, and refuses
-// the root and /zookeeper, which the server keeps for itself.
-func checkPrefix(p string) error {
-	switch {
-	case p == "/":
-		return errors.New("the root is not a namespace")
-	case strings.HasSuffix(p, "/"):
-		return errors.New("trailing '/'")
-	case !utf8.ValidString(p):
-		return errors.New("not UTF-8")
-	case p == "/zookeeper" || strings.HasPrefix(p, "/zookeeper/"):
-		return errors.New("/zookeeper belongs to the server")
-	}
-	for _, seg := range strings.Split(p[1:], "/") {
-		switch seg {
-		case "":
-			return errors.New("empty path element")
-		case ".", "..":
-			return errors.New("relative path element " + seg)
-		}
-		for _, r := range seg {
-			if !legalRune(r) {
-				return fmt.Errorf("ZooKeeper rejects the character %U", r)
-			}
-		}
-	}
-	return nil
+	return r == '/' || r == '%' || !zkpath.LegalRune(r)
 }

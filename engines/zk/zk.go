@@ -13,6 +13,7 @@ import (
 
 	gozk "github.com/go-zookeeper/zk"
 
+	"github.com/orthrus-go/orthrus/internal/zkpath"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -123,7 +124,7 @@ func WithPrefix(prefix string) Option {
 		if !strings.HasPrefix(p, "/") {
 			p = "/" + p
 		}
-		if err := checkPrefix(p); err != nil {
+		if err := zkpath.Check(p); err != nil {
 			return fmt.Errorf("zk: WithPrefix(%q): %w: %v", prefix, locker.ErrInvalidArgument, err)
 		}
 		s.prefix = p

@@ -10,6 +10,7 @@ import (
 
 	gozk "github.com/go-zookeeper/zk"
 
+	"github.com/orthrus-go/orthrus/internal/zkpath"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
 )
@@ -74,7 +75,7 @@ func New(conn *gozk.Conn, path string, opts ...Option) (*Source, error) {
 	if conn == nil {
 		return nil, fmt.Errorf("zksource: New: %w: conn is nil", locker.ErrInvalidArgument)
 	}
-	if err := checkPath(path); err != nil {
+	if err := zkpath.Check(path); err != nil {
 		return nil, fmt.Errorf("zksource: New(%q): %w: %v", path, locker.ErrInvalidArgument, err)
 	}
 	s := settings{logger: slog.Default(), acl: gozk.WorldACL(gozk.PermAll)}
@@ -87,29 +88,6 @@ func New(conn *gozk.Conn, path string, opts ...Option) (*Source, error) {
 		}
 	}
 	return &Source{conn: conn, path: path, acl: s.acl, log: s.logger.With("source", "zk", "path", path)}, nil
-}
-
-// checkPath accepts absolute paths of non-empty segments other than "." and
-// "..", without NUL, and not the root.
-func checkPath(p string) error {
-	if !strings.HasPrefix(p, "/") {
-		return errors.New("want an absolute path starting with '/'")
-	}
-	if p == "/" {
-		return errors.New("the root cannot hold a value")
-	}
-	if strings.ContainsRune(p, 0) {
-		return errors.New("path contains NUL")
-	}
-	for _, seg := range strings.Split(p[1:], "/") {
-		switch seg {
-		case "":
-			return errors.New("empty path segment (a trailing '/' or '//')")
-		case ".", "..":
-			return fmt.Errorf("relative segment %q", seg)
-		}
-	}
-	return nil
 }
 
 // Path returns the watched node's path.
