@@ -19,12 +19,6 @@ import (
 	"github.com/orthrus-go/orthrus/switcher"
 )
 
-// inspector is what lockctl needs of an engine to show and clear holds.
-type inspector interface {
-	Inspect(ctx context.Context, name string) (locker.Inspection, error)
-	ForceUnlock(ctx context.Context, name string) (locker.Holder, error)
-}
-
 // quiet is the logger of what the operation commands dial: whatever goes
 // wrong reaches the operator as the command's own output and exit code.
 func quiet() config.Option { return config.WithLogger(slog.New(slog.DiscardHandler)) }
@@ -304,7 +298,7 @@ func runHolders(args []string, stdout, stderr io.Writer) error {
 			continue
 		}
 		e := dd.Engine
-		in, ok := e.(inspector)
+		in, ok := e.(locker.Inspector)
 		if !ok {
 			fmt.Fprintf(tw, "%s\t-\tcannot inspect this engine\t\t\n", e.Name())
 			continue
@@ -411,7 +405,7 @@ func runUnlock(args []string, stdout, stderr io.Writer) error {
 	// A fresh bound: the operator may have taken a while to answer.
 	fctx, fcancel := opContext(cfg)
 	defer fcancel()
-	removed, err := target.(inspector).ForceUnlock(fctx, name)
+	removed, err := target.(locker.Inspector).ForceUnlock(fctx, name)
 	if err != nil {
 		return err
 	}
@@ -431,7 +425,7 @@ func pickHeld(ctx context.Context, es *config.Engines, name string) (locker.Engi
 			down = append(down, d.Name)
 			continue
 		}
-		in, ok := d.Engine.(inspector)
+		in, ok := d.Engine.(locker.Inspector)
 		if !ok {
 			blind = append(blind, d.Name)
 			continue

@@ -201,7 +201,7 @@ func testHolders(t *testing.T, path string, e locker.Engine) {
 		t.Fatalf("lockctl holders: exit %d, stderr %q; want 0", code, errOut)
 	}
 	row := rowOf(out, e.Name())
-	in, inspectable := e.(inspector)
+	in, inspectable := e.(locker.Inspector)
 	if !inspectable {
 		t.Fatalf("engine %s implements neither Inspect nor ForceUnlock; want both", e.Name())
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/orthrus-go/orthrus/locker"
 )
 
+var _ locker.Inspector = (*Engine)(nil)
+
 // maxLeaseLookups bounds the TimeToLive calls Inspect has in flight.
 const maxLeaseLookups = 8
 

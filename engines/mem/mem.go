@@ -21,9 +21,10 @@ type Engine struct {
 }
 
 var (
-	_ locker.Engine  = (*Engine)(nil)
-	_ locker.Backend = (*Engine)(nil)
-	_ locker.Renewer = (*Engine)(nil)
+	_ locker.Engine    = (*Engine)(nil)
+	_ locker.Backend   = (*Engine)(nil)
+	_ locker.Renewer   = (*Engine)(nil)
+	_ locker.Inspector = (*Engine)(nil)
 )
 
 type settings struct {

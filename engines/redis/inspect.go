@@ -10,6 +10,8 @@ import (
 	"github.com/orthrus-go/orthrus/locker"
 )
 
+var _ locker.Inspector = (*Engine)(nil)
+
 // Inspect reports who holds name and how many processes wait for it. Redis
 // does not queue waiters: they are counted as subscribers of the name's
 // wake-up channel.

@@ -15,6 +15,8 @@ import (
 	"github.com/orthrus-go/orthrus/locker"
 )
 
+var _ locker.Inspector = (*Engine)(nil)
+
 // maxNodeReads bounds the reads of lock nodes Inspect has in flight.
 const maxNodeReads = 8
 

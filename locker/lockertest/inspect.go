@@ -9,19 +9,12 @@ import (
 	"github.com/orthrus-go/orthrus/locker"
 )
 
-// Inspector is what operator tools (lockctl holders, unlock --force) need
-// of an engine. Run checks it on every engine that has it.
-type Inspector interface {
-	Inspect(ctx context.Context, name string) (locker.Inspection, error)
-	ForceUnlock(ctx context.Context, name string) (locker.Holder, error)
-}
-
 // testInspect has an operator, a stuck holder and a waiter, each on an
 // engine of its own as if in three processes.
 func testInspect(t *testing.T, f Factory) {
-	op, ok := open(t, f).Engine.(Inspector)
+	op, ok := open(t, f).Engine.(locker.Inspector)
 	if !ok {
-		t.Skip("the engine is no Inspector")
+		t.Skip("the engine is no locker.Inspector")
 	}
 	stuckEngine, nextEngine := open(t, f).Engine, open(t, f).Engine
 	ctx := context.Background()
@@ -89,10 +82,10 @@ func testInspect(t *testing.T, f Factory) {
 	if err := closed.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := closed.(Inspector).Inspect(ctx, name); !errors.Is(err, locker.ErrClosed) {
+	if _, err := closed.(locker.Inspector).Inspect(ctx, name); !errors.Is(err, locker.ErrClosed) {
 		t.Errorf("Inspect() after Close = %v; want ErrClosed", err)
 	}
-	if _, err := closed.(Inspector).ForceUnlock(ctx, name); !errors.Is(err, locker.ErrClosed) {
+	if _, err := closed.(locker.Inspector).ForceUnlock(ctx, name); !errors.Is(err, locker.ErrClosed) {
 		t.Errorf("ForceUnlock() after Close = %v; want ErrClosed", err)
 	}
 }

@@ -38,13 +38,13 @@ func Isolation(t *testing.T, owner, intruder locker.Engine) {
 		t.Errorf("intruder TryLock() took the lock")
 	}
 	want("LockCtx()", l.LockCtx(ctx))
-	if in, ok := intruder.(Inspector); ok {
+	if in, ok := intruder.(locker.Inspector); ok {
 		_, err := in.Inspect(ctx, name)
 		want("Inspect()", err)
 		_, err = in.ForceUnlock(ctx, name)
 		want("ForceUnlock()", err)
 	}
-	if in, ok := owner.(Inspector); ok {
+	if in, ok := owner.(locker.Inspector); ok {
 		got, err := in.Inspect(ctx, name)
 		if err != nil || got.Holder == nil || got.Holder.Token != held.Token() {
 			t.Errorf("owner Inspect() = %+v, %v; want its hold intact, token %d", got, err, held.Token())
