@@ -2,12 +2,13 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/orthrus-go/orthrus/internal/freeport"
 )
 
 // embeddedEtcd is one in-process etcd server in a temporary directory, on
@@ -25,7 +26,7 @@ func startEmbedded(name string) (*embeddedEtcd, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(2)
+	ports, err := freeport.Loopback(2)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -67,23 +68,4 @@ func (e *embeddedEtcd) stop() error {
 func (e *embeddedEtcd) close() {
 	_ = e.stop()
 	os.RemoveAll(e.dir)
-}
-
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

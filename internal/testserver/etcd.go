@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/orthrus-go/orthrus/internal/freeport"
 )
 
 func etcdURL(port int) string { return "http://" + hostPort(port) }
@@ -53,7 +55,7 @@ func newEtcd(n int, pattern string, opts []Option) (*Cluster, error) {
 		if err := resetDirs(roots); err != nil {
 			return err
 		}
-		ports, err := freePorts(2 * n) // client, peer
+		ports, err := freeport.Loopback(2 * n) // client, peer
 		if err != nil {
 			return err
 		}

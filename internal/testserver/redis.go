@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/orthrus-go/orthrus/internal/freeport"
 )
 
 const redisSlots = 16384
@@ -81,7 +83,7 @@ func NewRedisCluster(masters int, opts ...Option) (*Cluster, error) {
 		if err := resetDirs(roots); err != nil {
 			return err
 		}
-		ports, err := freePorts(2 * masters) // client port, cluster bus port
+		ports, err := freeport.Loopback(2 * masters) // client port, cluster bus port
 		if err != nil {
 			return err
 		}

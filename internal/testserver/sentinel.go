@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/orthrus-go/orthrus/internal/freeport"
 )
 
 // SentinelMaster is the name under which the Sentinels of NewRedisSentinel
@@ -143,7 +145,7 @@ func NewRedisSentinel(replicas, sentinels int, opts ...Option) (*Sentinel, error
 		if err := resetDirs(roots); err != nil {
 			return err
 		}
-		ports, err := freePorts(n)
+		ports, err := freeport.Loopback(n)
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/orthrus-go/orthrus/internal/freeport"
 )
 
 // ErrNotInstalled is returned (wrapped) when a server binary is missing.
@@ -350,7 +352,7 @@ func startSingle(o *options, pattern string, newServer func(root string, owned b
 		if err != nil {
 			return err
 		}
-		ports, err := freePorts(1)
+		ports, err := freeport.Loopback(1)
 		if err == nil {
 			s, err = newServer(root, owned, ports[0])
 		}
@@ -408,26 +410,6 @@ func retry(try func() error) error {
 		}
 	}
 	return err
-}
-
-// freePorts returns n distinct free loopback TCP ports, asking the OS.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for len(ports) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("testserver: picking a free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/orthrus-go/orthrus/internal/freeport"
 )
 
 // ServerName is the DNS name in the server certificates of Certs (beside
@@ -204,7 +206,7 @@ func TestCerts(t testing.TB) *Certs {
 // addTLSPort picks the port of a server's TLS listener and records its
 // address.
 func (s *Server) addTLSPort() (int, error) {
-	ports, err := freePorts(1)
+	ports, err := freeport.Loopback(1)
 	if err != nil {
 		return 0, err
 	}

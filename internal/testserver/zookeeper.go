@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/orthrus-go/orthrus/internal/freeport"
 )
 
 const (
@@ -134,7 +136,7 @@ func NewZooKeeperEnsemble(n int, opts ...Option) (*Cluster, error) {
 		if err := resetDirs(roots); err != nil {
 			return err
 		}
-		ports, err := freePorts(3 * n) // client, quorum, election
+		ports, err := freeport.Loopback(3 * n) // client, quorum, election
 		if err != nil {
 			return err
 		}
