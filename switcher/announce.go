@@ -50,24 +50,24 @@ func (s *Switcher) changed() {
 }
 
 // announce publishes the Member through a until Close, then retracts it.
-func (s *Switcher) announce(a Announcer, kick <-chan struct{}) {
+func (s *Switcher) announce(ctx context.Context, a Announcer, kick <-chan struct{}) {
 	defer s.wg.Done()
 	t := time.NewTicker(announceEvery)
 	defer t.Stop()
 	failing := false
 	for {
 		m := s.Member()
-		ctx, cancel := context.WithTimeout(s.ctx, announceTimeout)
-		err := a.Announce(ctx, m)
+		actx, cancel := context.WithTimeout(ctx, announceTimeout)
+		err := a.Announce(actx, m)
 		cancel()
-		if err != nil && s.ctx.Err() == nil && !failing {
+		if err != nil && ctx.Err() == nil && !failing {
 			s.log.Warn("switcher: cannot announce this process to the shared source; will retry", "err", err)
 		}
 		failing = err != nil
 		select {
-		case <-s.ctx.Done():
-			ctx, cancel := context.WithTimeout(context.Background(), announceTimeout)
-			_ = a.Retract(ctx, m.ID)
+		case <-ctx.Done():
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), announceTimeout)
+			_ = a.Retract(rctx, m.ID)
 			cancel()
 			return
 		case <-kick:

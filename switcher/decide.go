@@ -17,17 +17,17 @@ import (
 // changes its verdict, or a proposal to the shared source must be retried.
 // Making every such decision here keeps them in order and lets concurrent
 // triggers collapse into one.
-func (s *Switcher) decide() {
+func (s *Switcher) decide(ctx context.Context) {
 	defer s.wg.Done()
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
 	for {
-		again := s.reconcile()
+		again := s.reconcile(ctx)
 		if again {
 			retry.Reset(s.opts.healthEvery)
 		}
 		select {
-		case <-s.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-s.kick:
 		case <-retry.C:
@@ -37,7 +37,7 @@ func (s *Switcher) decide() {
 
 // reconcile makes one decision and reports whether it must be retried
 // later (a switch the shared source has not agreed to yet).
-func (s *Switcher) reconcile() bool {
+func (s *Switcher) reconcile(ctx context.Context) bool {
 	s.mu.Lock()
 	cur, want, wantEp, alone, override := s.current, s.desired, s.desiredEp, s.alone, s.override
 	s.mu.Unlock()
@@ -58,19 +58,19 @@ func (s *Switcher) reconcile() bool {
 			_, _ = s.switchTo(next, ReasonBreaker, 0)
 			return false
 		}
-		return s.propose(next, wantEp, ReasonBreaker)
+		return s.propose(ctx, next, wantEp, ReasonBreaker)
 	}
 	switch {
 	case alone:
 		// Switched without the source: ask it again, so that the fleet
 		// and the epoch converge on one decision.
-		return s.propose(cur, wantEp, ReasonBreaker)
+		return s.propose(ctx, cur, wantEp, ReasonBreaker)
 	case s.failbackDue(cur):
 		if s.proposer == nil || want < 0 {
 			_, _ = s.switchTo(0, ReasonFailback, 0)
 			return false
 		}
-		return s.propose(0, wantEp, ReasonFailback)
+		return s.propose(ctx, 0, wantEp, ReasonFailback)
 	}
 	return false
 }
@@ -126,12 +126,12 @@ func (s *Switcher) deferTo(want int) {
 // value of epoch from. Whoever wins, this process applies what the source
 // holds now. When the source does not answer, the process switches alone,
 // at the epoch the proposal would have had, and reconcile retries.
-func (s *Switcher) propose(i int, from uint64, reason Reason) bool {
+func (s *Switcher) propose(ctx context.Context, i int, from uint64, reason Reason) bool {
 	to := s.members[i].engine.Name()
-	ctx, cancel := context.WithTimeout(s.ctx, s.opts.healthTimeout)
-	d, won, err := s.proposer.Propose(ctx, from, to)
+	pctx, cancel := context.WithTimeout(ctx, s.opts.healthTimeout)
+	d, won, err := s.proposer.Propose(pctx, from, to)
 	cancel()
-	if s.ctx.Err() != nil {
+	if ctx.Err() != nil {
 		return false
 	}
 	if err != nil {
@@ -191,14 +191,14 @@ func (s *Switcher) failbackDue(cur int) bool {
 }
 
 // follow applies a source's values until Close.
-func (s *Switcher) follow(src Source) {
+func (s *Switcher) follow(ctx context.Context, src Source) {
 	defer s.wg.Done()
-	err := src.Watch(s.ctx, func(d Desired) {
+	err := src.Watch(ctx, func(d Desired) {
 		if s.setDesired(d) {
 			s.poke()
 		}
 	})
-	if err != nil && s.ctx.Err() == nil {
+	if err != nil && ctx.Err() == nil {
 		s.log.Error("switcher: source stopped", "err", err)
 	}
 }
@@ -209,7 +209,7 @@ const maxPings = 4
 
 // checkHealth pings one engine through its breaker every healthEvery, so
 // that a dead engine trips without traffic and a revived one closes again.
-func (s *Switcher) checkHealth(m *member) {
+func (s *Switcher) checkHealth(ctx context.Context, m *member) {
 	defer s.wg.Done()
 	t := time.NewTicker(s.opts.healthEvery)
 	defer t.Stop()
@@ -218,7 +218,7 @@ func (s *Switcher) checkHealth(m *member) {
 	inflight := make(chan struct{}, maxPings)
 	for {
 		select {
-		case <-s.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
@@ -230,7 +230,7 @@ func (s *Switcher) checkHealth(m *member) {
 		pings.Add(1)
 		go func() {
 			defer pings.Done()
-			s.recordHealth(m, s.ping(m))
+			s.recordHealth(m, s.ping(ctx, m))
 			<-inflight
 		}()
 	}
@@ -255,16 +255,16 @@ func (s *Switcher) recordHealth(m *member, ok bool) {
 	}
 }
 
-func (s *Switcher) ping(m *member) bool {
+func (s *Switcher) ping(ctx context.Context, m *member) bool {
 	done, err := m.breaker.Allow()
 	if err != nil {
 		return false // open: wait for half-open
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, s.opts.healthTimeout)
-	err = m.engine.Ping(ctx)
+	pctx, cancel := context.WithTimeout(ctx, s.opts.healthTimeout)
+	err = m.engine.Ping(pctx)
 	cancel()
-	if s.ctx.Err() != nil {
-		done(s.ctx.Err()) // closing: excluded, says nothing of the engine
+	if ctx.Err() != nil {
+		done(ctx.Err()) // closing: excluded, says nothing of the engine
 		return false
 	}
 	if err != nil && !errors.Is(err, locker.ErrUnavailable) {

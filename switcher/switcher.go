@@ -43,9 +43,8 @@ type Switcher struct {
 
 	retried atomic.Int64 // acquisitions that failed on an engine and went again
 
-	kick   chan struct{} // something changed: the decider looks again
-	ctx    context.Context
-	cancel context.CancelFunc
+	kick   chan struct{}      // something changed: the decider looks again
+	cancel context.CancelFunc // ends the context of the switcher's goroutines
 	wg     sync.WaitGroup
 	events chan Event
 }
@@ -128,21 +127,22 @@ func New(engines []locker.Engine, opts ...Option) (*Switcher, error) {
 		sw.current = i
 	}
 	sw.switchedAt = time.Now()
-	sw.ctx, sw.cancel = context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	sw.cancel = cancel
 	sw.wg.Add(2 + len(sw.members))
-	go sw.decide()
-	go sw.deliver()
+	go sw.decide(ctx)
+	go sw.deliver(ctx)
 	for _, m := range sw.members {
-		go sw.checkHealth(m)
+		go sw.checkHealth(ctx, m)
 	}
 	for _, src := range s.sources {
 		sw.wg.Add(1)
-		go sw.follow(src)
+		go sw.follow(ctx, src)
 		if a, ok := src.(Announcer); ok {
 			kick := make(chan struct{}, 1)
 			sw.announced = append(sw.announced, kick)
 			sw.wg.Add(1)
-			go sw.announce(a, kick)
+			go sw.announce(ctx, a, kick)
 		}
 	}
 	return sw, nil
@@ -401,11 +401,11 @@ func (s *Switcher) startWait(ctx context.Context, i int) (context.Context, func(
 }
 
 // deliver calls the OnSwitch hook in order, off the switching goroutine.
-func (s *Switcher) deliver() {
+func (s *Switcher) deliver(ctx context.Context) {
 	defer s.wg.Done()
 	for {
 		select {
-		case <-s.ctx.Done():
+		case <-ctx.Done():
 			return
 		case ev := <-s.events:
 			if s.opts.onSwitch != nil {
