@@ -119,6 +119,25 @@ func acquire(in locker.Locker, ctx context.Context, wait bool) (bool, error) {
 	return in.TryLock()
 }
 
+// route is the switcher's state that one attempt is made against.
+type route struct {
+	engine, previous int
+	epoch            uint64
+	since            time.Time     // of the last switch
+	switched         chan struct{} // closes at the next switch
+}
+
+// route returns the current route, or ErrClosed.
+func (l *switchLocker) route() (route, error) {
+	s := l.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return route{}, fmt.Errorf("switcher: acquire %q: %w", l.name, locker.ErrClosed)
+	}
+	return route{engine: s.current, previous: s.previous, epoch: s.epoch, since: s.switchedAt, switched: s.switched}, nil
+}
+
 // take makes the outermost acquisition on the engine current now, and goes
 // again on the engine current next when that one fails or a switch moves
 // the wait, as long as the caller's budget lasts. Errors are raw (see
@@ -127,71 +146,36 @@ func (l *switchLocker) take(ctx context.Context, wait bool) (bool, error) {
 	s := l.s
 	var outage time.Time // since when the current engine's breaker has been open
 	for moved := false; ; {
-		s.mu.Lock()
-		closed, i, epoch, switched := s.closed, s.current, s.epoch, s.switched
-		prev, since := s.previous, s.switchedAt
-		s.mu.Unlock()
-		if closed {
-			return false, fmt.Errorf("switcher: acquire %q: %w", l.name, locker.ErrClosed)
+		r, err := l.route()
+		if err != nil {
+			return false, err
 		}
-		m := s.members[i]
+		m := s.members[r.engine]
 		done, err := m.allow()
 		if err != nil { // open, or half-open and busy: the decider moves on
-			s.poke()
-			err = fmt.Errorf("switcher: acquire %q: %w: %s: %w", l.name, locker.ErrUnavailable, m.engine.Name(), err)
 			if outage.IsZero() {
 				outage = time.Now()
 			}
-			// A waiting caller gives every engine the outage wait to come
-			// back; one that does not wait only lets the decider move to
-			// an engine that works.
-			limit := s.opts.outageWait
-			if !wait {
-				if s.nextUsable(i) < 0 {
-					return false, err
-				}
-				limit = s.opts.healthTimeout
-			}
-			if time.Since(outage) > limit {
+			if err := l.rideOut(ctx, r, outage, wait, err); err != nil {
 				return false, err
-			}
-			if werr := awaitSwitch(ctx, switched, retryPause); werr != nil {
-				return false, fmt.Errorf("%w: %w", werr, err)
 			}
 			continue
 		}
 		outage = time.Time{}
-		if s.opts.safeSwitch > 0 && prev != i && time.Since(since) < s.opts.safeSwitch {
-			if ok, err := l.drainPrevious(ctx, prev, since.Add(s.opts.safeSwitch), wait); !ok || err != nil {
-				done(nil)
-				return false, err
-			}
-		}
-		in, err := l.innerFor(i)
-		if err != nil {
-			done(nil)
+		in, err := l.prepare(ctx, r, wait)
+		if in == nil {
+			done(nil) // says nothing of this engine
 			return false, err
 		}
-		// One attempt first, on the caller's context: most acquisitions are
-		// granted at once, and need no wait that a switch can cancel (a
-		// cancellable context costs the engines a slower path).
-		ok, err := acquire(in, ctx, false)
-		if wait && err == nil && !ok {
-			wctx, stop := s.startWait(ctx, i)
-			ok, err = acquire(in, wctx, true)
-			switchedAway := err != nil && ctx.Err() == nil && wctx.Err() != nil
-			stop()
-			if switchedAway {
-				done(err) // counts only if the engine had not answered
-				moved = true
-				continue
-			}
-		}
-		done(err)
+		ok, switchedAway, err := l.attempt(ctx, r, in, wait)
+		done(err) // counts only if the engine had not answered
 		switch {
+		case switchedAway:
+			moved = true
+			continue
 		case err == nil && ok:
 			l.mu.Lock()
-			l.pinned, l.count, l.epoch = i, 1, epoch
+			l.pinned, l.count, l.epoch = r.engine, 1, r.epoch
 			l.mu.Unlock()
 			return true, nil
 		case err == nil:
@@ -206,10 +190,66 @@ func (l *switchLocker) take(ctx context.Context, wait bool) (bool, error) {
 		s.retried.Add(1)
 		s.poke()
 		moved = true
-		if werr := awaitSwitch(ctx, switched, retryPause); werr != nil {
+		if werr := awaitSwitch(ctx, r.switched, retryPause); werr != nil {
 			return false, fmt.Errorf("%w: %w", werr, err)
 		}
 	}
+}
+
+// rideOut handles a current engine whose breaker refuses calls: the
+// decider is told, and the caller waits for a switch while its patience
+// lasts. A waiting caller gives every engine the outage wait to come back;
+// one that does not wait only lets the decider move to an engine that
+// works. It returns nil to go again, or the error to give up with.
+func (l *switchLocker) rideOut(ctx context.Context, r route, outage time.Time, wait bool, refusal error) error {
+	s := l.s
+	s.poke()
+	m := s.members[r.engine]
+	err := fmt.Errorf("switcher: acquire %q: %w: %s: %w", l.name, locker.ErrUnavailable, m.engine.Name(), refusal)
+	limit := s.opts.outageWait
+	if !wait {
+		if s.nextUsable(r.engine) < 0 {
+			return err
+		}
+		limit = s.opts.healthTimeout
+	}
+	if time.Since(outage) > limit {
+		return err
+	}
+	if werr := awaitSwitch(ctx, r.switched, retryPause); werr != nil {
+		return fmt.Errorf("%w: %w", werr, err)
+	}
+	return nil
+}
+
+// prepare returns this owner's Locker on the route's engine, once, with
+// WithSafeSwitch, no hold of the name can remain on the previous engine;
+// nil when the acquisition ends here (an error, or the name still held
+// there for a caller that does not wait).
+func (l *switchLocker) prepare(ctx context.Context, r route, wait bool) (locker.Handle, error) {
+	s := l.s
+	if s.opts.safeSwitch > 0 && r.previous != r.engine && time.Since(r.since) < s.opts.safeSwitch {
+		if ok, err := l.drainPrevious(ctx, r.previous, r.since.Add(s.opts.safeSwitch), wait); !ok || err != nil {
+			return nil, err
+		}
+	}
+	return l.innerFor(r.engine)
+}
+
+// attempt acquires with in on the route's engine: once on the caller's
+// context, since most acquisitions are granted at once and need no wait
+// that a switch can cancel (a cancellable context costs the engines a
+// slower path), then, for a waiting caller, with a wait that a switch away
+// from the engine cancels, which it reports as switchedAway.
+func (l *switchLocker) attempt(ctx context.Context, r route, in locker.Handle, wait bool) (ok, switchedAway bool, err error) {
+	ok, err = acquire(in, ctx, false)
+	if !wait || err != nil || ok {
+		return ok, false, err
+	}
+	wctx, stop := l.s.startWait(ctx, r.engine)
+	defer stop()
+	ok, err = acquire(in, wctx, true)
+	return ok, err != nil && ctx.Err() == nil && wctx.Err() != nil, err
 }
 
 // awaitSwitch waits for a switch (switched closes), at most d, or until

@@ -98,20 +98,8 @@ func New(engines []locker.Engine, opts ...Option) (*Switcher, error) {
 		deferred: -1,
 		id:       memberID(s.name),
 	}
-	seen := make(map[string]int, len(engines))
-	for i, e := range engines {
-		if e == nil {
-			return nil, fmt.Errorf("switcher: New: %w: engines[%d] is nil", locker.ErrInvalidArgument, i)
-		}
-		if j, dup := seen[e.Name()]; dup {
-			return nil, fmt.Errorf("switcher: New: %w: engines[%d] and engines[%d] are both named %q", locker.ErrInvalidArgument, j, i, e.Name())
-		}
-		seen[e.Name()] = i
-		m := &member{engine: e, bypass: !s.customBreaker}
-		m.closed.Store(true)
-		m.report = m.reportFailure
-		m.breaker = sw.newBreaker(m)
-		sw.members = append(sw.members, m)
+	if err := sw.addMembers(engines); err != nil {
+		return nil, err
 	}
 	for _, src := range s.sources {
 		if p, ok := src.(Proposer); ok {
@@ -127,25 +115,51 @@ func New(engines []locker.Engine, opts ...Option) (*Switcher, error) {
 		sw.current = i
 	}
 	sw.switchedAt = time.Now()
-	ctx, cancel := context.WithCancel(context.Background())
-	sw.cancel = cancel
-	sw.wg.Add(2 + len(sw.members))
-	go sw.decide(ctx)
-	go sw.deliver(ctx)
-	for _, m := range sw.members {
-		go sw.checkHealth(ctx, m)
+	sw.start()
+	return sw, nil
+}
+
+// addMembers wraps each engine with its breaker, refusing nil engines and
+// duplicate names.
+func (s *Switcher) addMembers(engines []locker.Engine) error {
+	seen := make(map[string]int, len(engines))
+	for i, e := range engines {
+		if e == nil {
+			return fmt.Errorf("switcher: New: %w: engines[%d] is nil", locker.ErrInvalidArgument, i)
+		}
+		if j, dup := seen[e.Name()]; dup {
+			return fmt.Errorf("switcher: New: %w: engines[%d] and engines[%d] are both named %q", locker.ErrInvalidArgument, j, i, e.Name())
+		}
+		seen[e.Name()] = i
+		m := &member{engine: e, bypass: !s.opts.customBreaker}
+		m.closed.Store(true)
+		m.report = m.reportFailure
+		m.breaker = s.newBreaker(m)
+		s.members = append(s.members, m)
 	}
-	for _, src := range s.sources {
-		sw.wg.Add(1)
-		go sw.follow(ctx, src)
+	return nil
+}
+
+// start starts the switcher's goroutines, which Close stops.
+func (s *Switcher) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.wg.Add(2 + len(s.members))
+	go s.decide(ctx)
+	go s.deliver(ctx)
+	for _, m := range s.members {
+		go s.checkHealth(ctx, m)
+	}
+	for _, src := range s.opts.sources {
+		s.wg.Add(1)
+		go s.follow(ctx, src)
 		if a, ok := src.(Announcer); ok {
 			kick := make(chan struct{}, 1)
-			sw.announced = append(sw.announced, kick)
-			sw.wg.Add(1)
-			go sw.announce(ctx, a, kick)
+			s.announced = append(s.announced, kick)
+			s.wg.Add(1)
+			go s.announce(ctx, a, kick)
 		}
 	}
-	return sw, nil
 }
 
 func (s *Switcher) newBreaker(m *member) *gobreaker.TwoStepCircuitBreaker[struct{}] {
