@@ -1,6 +1,10 @@
 package locker
 
-import "errors"
+import (
+	"errors"
+	"strconv"
+	"strings"
+)
 
 // Sentinel errors. Engines wrap them with context; match them with errors.Is.
 // Contention is never an error: TryLock and TryLockTimeout report it as false.
@@ -32,3 +36,44 @@ var (
 	// names it.
 	ErrInvalidArgument = errors.New("locker: invalid argument")
 )
+
+// EngineError is an engine's failure of one request: the engine, the
+// operation, the lock name ("" for a call on the whole engine), the classes
+// of the failure (sentinels of this package: ErrUnavailable, ErrRefused,
+// ErrPermission, ErrLockLost, ErrClosed) and the cause. errors.Is matches
+// every class and the cause; errors.As finds the EngineError.
+type EngineError struct {
+	Engine  string  // the engine's kind: "redis", "etcd", "zk", "mem"
+	Op      string  // "acquire", "release", "renew", "ping", ...
+	Name    string  // the lock name, "" when the call concerns no lock
+	Classes []error // the sentinels the failure belongs to, most general first
+	Err     error   // the cause; nil when the classes say it all
+}
+
+// Error reads "redis: acquire "orders/42": locker: engine unavailable: dial
+// tcp ...: connection refused".
+func (e *EngineError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Engine)
+	b.WriteString(": ")
+	b.WriteString(e.Op)
+	b.WriteString(" ")
+	b.WriteString(strconv.Quote(e.Name))
+	for _, c := range e.Classes {
+		b.WriteString(": ")
+		b.WriteString(c.Error())
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the classes and the cause, for errors.Is and errors.As.
+func (e *EngineError) Unwrap() []error {
+	if e.Err == nil {
+		return e.Classes
+	}
+	return append(e.Classes[:len(e.Classes):len(e.Classes)], e.Err)
+}

@@ -287,18 +287,20 @@ var (
 // fail wraps an error once, at the edge of the engine: ErrClosed and lost
 // leases or keys keep their class, everything else is the engine failing.
 func (e *Engine) fail(op, name string, err error) error {
+	fail := &locker.EngineError{Engine: "etcd", Op: op, Name: name, Err: err}
 	switch {
 	case errors.Is(err, locker.ErrClosed):
-		return fmt.Errorf("etcd: %s %q: %w", op, name, locker.ErrClosed)
+		fail.Classes, fail.Err = []error{locker.ErrClosed}, nil
 	case errors.Is(err, errLeaseGone), errors.Is(err, errKeyGone):
-		return fmt.Errorf("etcd: %s %q: %w: %w", op, name, locker.ErrLockLost, err)
+		fail.Classes = []error{locker.ErrLockLost}
 	case isPermission(err):
-		return fmt.Errorf("etcd: %s %q: %w: %w", op, name, locker.ErrPermission, err)
+		fail.Classes = []error{locker.ErrPermission}
 	case e.refused():
-		return fmt.Errorf("etcd: %s %q: %w: %w: %w", op, name, locker.ErrUnavailable, locker.ErrRefused, err)
+		fail.Classes = []error{locker.ErrUnavailable, locker.ErrRefused}
 	default:
-		return fmt.Errorf("etcd: %s %q: %w: %w", op, name, locker.ErrUnavailable, err)
+		fail.Classes = []error{locker.ErrUnavailable}
 	}
+	return fail
 }
 
 // isPermission tells a refused user (authentication failed, or no

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -167,7 +168,7 @@ func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, 
 	// the subscription is caught by the second attempt.
 	w, err := e.hub.join(ctx, k.channel)
 	if err != nil {
-		if ctx.Err() != nil {
+		if callerDone(ctx, err) {
 			// Redis had answered that the name is held: a subscription
 			// still in flight when the caller gives up is no outage.
 			return false, ctx.Err()
@@ -192,6 +193,21 @@ func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, 
 			return false, ctx.Err() // Redis had answered: the name was held
 		}
 	}
+}
+
+// callerDone reports whether err is the caller's context ending: its own
+// error, or a socket timeout that go-redis set from its deadline
+// (ContextTimeoutEnabled), which can fire a moment before ctx is done.
+func callerDone(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	var ne net.Error
+	if d, ok := ctx.Deadline(); ok && errors.As(err, &ne) && ne.Timeout() && time.Until(d) < time.Millisecond {
+		<-ctx.Done()
+		return true
+	}
+	return false
 }
 
 // attempt is the outcome of one acquire script.
@@ -366,22 +382,22 @@ func (e *Engine) renewPipeline(ctx context.Context, holds []*locker.Hold) ([]*go
 
 // fail wraps an engine error as ErrUnavailable, keeping the cause.
 func (e *Engine) fail(op, name string, err error) error {
-	if isPermission(err) {
-		return fmt.Errorf("redis: %s %q: %w: %w", op, name, locker.ErrPermission, err)
+	switch {
+	case isPermission(err):
+		return &locker.EngineError{Engine: "redis", Op: op, Name: name, Classes: []error{locker.ErrPermission}, Err: err}
+	case errors.Is(err, locker.ErrClosed):
+		return &locker.EngineError{Engine: "redis", Op: op, Name: name, Err: err}
 	}
-	if errors.Is(err, locker.ErrClosed) {
-		return fmt.Errorf("redis: %s %q: %w", op, name, err)
-	}
-	return fmt.Errorf("redis: %s %q: %w", op, name, unavailable(err))
+	return &locker.EngineError{Engine: "redis", Op: op, Name: name, Classes: unavailable(err), Err: err}
 }
 
-// unavailable wraps err as ErrUnavailable, and as ErrRefused too when the
-// server is certainly down: it refused or reset the connection.
-func unavailable(err error) error {
+// unavailable classes a failed request: ErrUnavailable, and ErrRefused too
+// when the server is certainly down (it refused or reset the connection).
+func unavailable(err error) []error {
 	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {
-		return fmt.Errorf("%w: %w: %w", locker.ErrUnavailable, locker.ErrRefused, err)
+		return []error{locker.ErrUnavailable, locker.ErrRefused}
 	}
-	return fmt.Errorf("%w: %w", locker.ErrUnavailable, err)
+	return []error{locker.ErrUnavailable}
 }
 
 // isPermission tells a refused user (NOAUTH, WRONGPASS, NOPERM, or a

@@ -95,7 +95,7 @@ func (h *hub) join(ctx context.Context, ch string) (*waiter, error) {
 		}
 		if err != nil {
 			h.mu.Unlock()
-			return nil, fmt.Errorf("subscribe %q: %w", ch, unavailable(err))
+			return nil, &locker.EngineError{Engine: "redis", Op: "subscribe", Name: ch, Classes: unavailable(err), Err: err}
 		}
 		c = &channel{name: ch, conn: conn, waiters: make(map[*waiter]struct{}), confirmed: make(chan struct{})}
 		h.channels[ch] = c
@@ -113,7 +113,7 @@ func (h *hub) join(ctx context.Context, ch string) (*waiter, error) {
 	case <-ctx.Done():
 		h.leave(w)
 		// Redis had not confirmed the subscription.
-		return nil, fmt.Errorf("subscribe %q: %w", ch, unavailable(ctx.Err()))
+		return nil, &locker.EngineError{Engine: "redis", Op: "subscribe", Name: ch, Classes: unavailable(ctx.Err()), Err: ctx.Err()}
 	}
 	return w, nil
 }

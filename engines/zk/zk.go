@@ -419,16 +419,18 @@ func (e *Engine) worker(f func()) {
 // fail classifies an engine error for the caller: ErrClosed once the engine
 // is closing, ErrUnavailable otherwise, keeping the cause.
 func (e *Engine) fail(op, name string, err error) error {
+	fail := &locker.EngineError{Engine: "zk", Op: op, Name: name, Err: err}
 	switch {
 	case errors.Is(err, errClosed):
-		return fmt.Errorf("zk: %s %q: %w", op, name, locker.ErrClosed)
+		fail.Classes, fail.Err = []error{locker.ErrClosed}, nil
 	case errors.Is(err, errNoServer) || e.refused():
-		return fmt.Errorf("zk: %s %q: %w: %w: %w", op, name, locker.ErrUnavailable, locker.ErrRefused, err)
+		fail.Classes = []error{locker.ErrUnavailable, locker.ErrRefused}
+	case errors.Is(err, gozk.ErrNoAuth) || errors.Is(err, gozk.ErrAuthFailed):
+		fail.Classes = []error{locker.ErrPermission}
+	default:
+		fail.Classes = []error{locker.ErrUnavailable}
 	}
-	if errors.Is(err, gozk.ErrNoAuth) || errors.Is(err, gozk.ErrAuthFailed) {
-		return fmt.Errorf("zk: %s %q: %w: %w", op, name, locker.ErrPermission, err)
-	}
-	return fmt.Errorf("zk: %s %q: %w: %w", op, name, locker.ErrUnavailable, err)
+	return fail
 }
 
 // errNoServer: no server of the ensemble accepts a connection.
