@@ -273,11 +273,8 @@ func testMultiOppositeOrder(t *testing.T, f Factory) {
 	const owners, rounds = 6, 25
 	r := newMultiRig(t, f)
 	names := r.names(3)
-	var inside [3]atomic.Int64
-	var overlaps, total atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, owners)
-	for o := 0; o < owners; o++ {
+	ls := make([]locker.Locker, owners)
+	for o := range ls {
 		// Each owner lists the names in its own order.
 		perm := rand.Perm(len(names))
 		parts := make([]locker.Handle, len(names))
@@ -288,16 +285,31 @@ func testMultiOppositeOrder(t *testing.T, f Factory) {
 		if err != nil {
 			t.Fatalf("NewMultiLock() = %v", err)
 		}
+		ls[o] = m
+	}
+	contend(t, ls, rounds, len(names))
+}
+
+// contend has each Locker run rounds critical sections on its own
+// goroutine, each inside all of names resources, and checks that no
+// resource ever has two owners inside and that every section ran. A
+// deadlock shows as a LockCtx that runs out.
+func contend(t *testing.T, ls []locker.Locker, rounds, names int) {
+	t.Helper()
+	inside := make([]atomic.Int64, names)
+	var overlaps, total atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, len(ls))
+	for _, l := range ls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for range rounds {
-				// A deadlock shows as this deadline.
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				err := m.LockCtx(ctx)
+				err := l.LockCtx(ctx)
 				cancel()
 				if err != nil {
-					errs <- fmt.Errorf("LockCtx() = %w (deadlock?)", err)
+					errs <- fmt.Errorf("LockCtx() = %w", err)
 					return
 				}
 				for i := range inside {
@@ -310,7 +322,7 @@ func testMultiOppositeOrder(t *testing.T, f Factory) {
 				for i := range inside {
 					inside[i].Add(-1)
 				}
-				if err := m.Unlock(); err != nil {
+				if err := l.Unlock(); err != nil {
 					errs <- fmt.Errorf("Unlock() = %w", err)
 					return
 				}
@@ -323,9 +335,9 @@ func testMultiOppositeOrder(t *testing.T, f Factory) {
 		t.Error(err)
 	}
 	if n := overlaps.Load(); n != 0 {
-		t.Errorf("%d overlapping holds among %d owners; want 0", n, owners)
+		t.Errorf("%d overlapping holds among %d owners; want 0", n, len(ls))
 	}
-	if got, want := total.Load(), int64(owners*rounds); got != want {
+	if got, want := total.Load(), int64(len(ls)*rounds); got != want {
 		t.Errorf("%d critical sections ran; want %d", got, want)
 	}
 }
