@@ -44,6 +44,29 @@
 // Contention is not an error: TryLock and TryLockTimeout return false. A
 // cancelled LockCtx returns ctx.Err() itself and leaves nothing behind.
 //
+// # Multi-lock
+//
+// NewMultiLock holds several locks as one: all of them or none. Its parts
+// are Handles of any engines or switchers, mixed. It acquires them in one
+// global order, by lock name, so two owners of overlapping sets never wait
+// for each other in a cycle; the engine is not part of the order, because
+// a Handle names its engine only once granted (a switcher's part is granted
+// by whichever engine is current then), and two parts with one name are
+// refused. One wait budget covers all parts (LockCtx's context,
+// TryLockTimeout's wait; TryLock makes one attempt per part). When a part
+// fails, is contended or the budget ends, the parts already taken are
+// released, each on its own bounded context, before the call returns.
+//
+// A MultiLock re-enters and counts like a mutex; the last Unlock releases
+// every part and joins their errors. Lost closes when any part is lost.
+// Token is the largest of the parts' tokens: it increases with every grant
+// of the same set, so it fences a resource guarded by exactly that set; a
+// resource guarded by one name is fenced with that part's token (Parts).
+// Engine lists the granting engines. Not guaranteed: atomicity on the
+// servers (the parts are granted one by one, so an observer may see some
+// held before the others), nor fairness between a multi-lock and single
+// owners of its names. Package lockertest's RunMulti checks the semantics.
+//
 // # Writing an engine
 //
 // An engine implements Backend (and Renewer if its holds expire unless

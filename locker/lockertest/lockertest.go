@@ -29,7 +29,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -173,46 +172,11 @@ func testExclusion(t *testing.T, f Factory) {
 	const owners, rounds = 16, 12
 	e := open(t, f).Engine
 	name := lockName(t, "x")
-	var inside, overlaps, total atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, owners)
-	for i := 0; i < owners; i++ {
-		l := newLocker(t, e, name)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for r := 0; r < rounds; r++ {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				err := l.LockCtx(ctx)
-				cancel()
-				if err != nil {
-					errs <- fmt.Errorf("LockCtx() = %w", err)
-					return
-				}
-				if inside.Add(1) != 1 {
-					overlaps.Add(1)
-				}
-				total.Add(1)
-				runtime.Gosched()
-				inside.Add(-1)
-				if err := l.Unlock(); err != nil {
-					errs <- fmt.Errorf("Unlock() = %w", err)
-					return
-				}
-			}
-		}()
+	ls := make([]locker.Locker, owners)
+	for i := range ls {
+		ls[i] = newLocker(t, e, name)
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if n := overlaps.Load(); n != 0 {
-		t.Errorf("%d overlapping holds among %d owners; want 0", n, owners)
-	}
-	if got, want := total.Load(), int64(owners*rounds); got != want {
-		t.Errorf("%d critical sections ran; want %d", got, want)
-	}
+	contend(t, ls, rounds, 1)
 }
 
 func testReentry(t *testing.T, f Factory) {
