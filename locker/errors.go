@@ -32,10 +32,6 @@ var (
 	// ErrInvalidName is returned for a name that is empty, not UTF-8 or longer
 	// than MaxNameLen.
 	ErrInvalidName = errors.New("locker: invalid lock name")
-	// ErrUpgrade is returned when an owner that holds only the read side
-	// of a read-write lock asks for the write side: two such owners would
-	// wait for each other forever, so it is refused at once.
-	ErrUpgrade = errors.New("locker: read-to-write upgrade refused")
 	// ErrInvalidArgument is returned for a bad option or argument; the message
 	// names it.
 	ErrInvalidArgument = errors.New("locker: invalid argument")

@@ -102,23 +102,6 @@ func lost(h locker.Lease) bool {
 	}
 }
 
-// acquirer is the raw acquisition path of the engines' Lockers
-// (locker.Front): on failure its error says whether the engine answered.
-type acquirer interface {
-	Acquire(ctx context.Context, wait bool) (bool, error)
-}
-
-func acquire(in locker.Locker, ctx context.Context, wait bool) (bool, error) {
-	if a, ok := in.(acquirer); ok {
-		return a.Acquire(ctx, wait)
-	}
-	if wait {
-		err := in.LockCtx(ctx)
-		return err == nil, err
-	}
-	return in.TryLock()
-}
-
 // route is the switcher's state that one attempt is made against.
 type route struct {
 	engine, previous int
@@ -242,13 +225,13 @@ func (l *switchLocker) prepare(ctx context.Context, r route, wait bool) (locker.
 // slower path), then, for a waiting caller, with a wait that a switch away
 // from the engine cancels, which it reports as switchedAway.
 func (l *switchLocker) attempt(ctx context.Context, r route, in locker.Handle, wait bool) (ok, switchedAway bool, err error) {
-	ok, err = acquire(in, ctx, false)
+	ok, err = locker.Acquire(ctx, in, false)
 	if !wait || err != nil || ok {
 		return ok, false, err
 	}
 	wctx, stop := l.s.startWait(ctx, r.engine)
 	defer stop()
-	ok, err = acquire(in, wctx, true)
+	ok, err = locker.Acquire(wctx, in, true)
 	return ok, err != nil && ctx.Err() == nil && wctx.Err() != nil, err
 }
 
