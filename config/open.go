@@ -114,22 +114,7 @@ func WithSwitcherOptions(opts ...switcher.Option) Option {
 // Open closes whatever it had started. cfg is copied: later changes to it
 // have no effect.
 func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err error) {
-	if ctx == nil {
-		return nil, fmt.Errorf("config: Open: %w: ctx is nil", locker.ErrInvalidArgument)
-	}
-	if cfg == nil {
-		return nil, fmt.Errorf("config: Open: %w: cfg is nil", locker.ErrInvalidArgument)
-	}
-	o := openSettings{logger: slog.Default()}
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("config: Open: %w: nil Option", locker.ErrInvalidArgument)
-		}
-		if err := opt(&o); err != nil {
-			return nil, err
-		}
-	}
-	c, err := cfg.openCopy()
+	c, o, err := prepare(ctx, "Open", cfg, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +134,6 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 	}()
 
 	started, errs := startEngines(ctx, c, log)
-	err = errors.Join(errs...)
 	engines := make([]locker.Engine, 0, len(started))
 	var clients []func() error
 	for _, s := range started {
@@ -159,7 +143,7 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 			clients = append(clients, s.closeClient)
 		}
 	}
-	if err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return nil, callerOr(ctx, err)
 	}
 
@@ -169,6 +153,25 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 	}
 	cleanup = append(cleanup, closeSource)
 
+	sopts := append(switcherOptions(c, log, initial, src), o.switcherOpts...)
+	sw, err := switcher.New(engines, sopts...)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	// The switcher owns the engines now.
+	closers := slices.Concat(clients, []func() error{closeSource})
+	cleanup = slices.Concat(closers, []func() error{sw.Close})
+	return &Switcher{
+		Switcher: sw,
+		source:   src,
+		lockOpts: c.LockOptions(),
+		closers:  closers,
+	}, nil
+}
+
+// switcherOptions returns the switcher options the configuration sets,
+// starting on initial and watching src (nil for none).
+func switcherOptions(c *Config, log *slog.Logger, initial string, src switcher.Source) []switcher.Option {
 	sopts := []switcher.Option{
 		switcher.WithLogger(log),
 		switcher.WithStart(initial),
@@ -190,19 +193,7 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 	if src != nil {
 		sopts = append(sopts, switcher.WithSource(src))
 	}
-	sw, err := switcher.New(engines, append(sopts, o.switcherOpts...)...)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	// The switcher owns the engines now.
-	closers := slices.Concat(clients, []func() error{closeSource})
-	cleanup = slices.Concat(closers, []func() error{sw.Close})
-	return &Switcher{
-		Switcher: sw,
-		source:   src,
-		lockOpts: c.LockOptions(),
-		closers:  closers,
-	}, nil
+	return sopts
 }
 
 // callerOr returns the caller's giving up, when that is why Open failed,
