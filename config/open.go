@@ -246,97 +246,131 @@ func unavailable(err error) error {
 	return fmt.Errorf("%w: %w", locker.ErrUnavailable, err)
 }
 
+// startEngine starts and pings engine i of c, with a client dialled for it.
 func startEngine(ctx context.Context, c *Config, i int, log *slog.Logger) (started, error) {
 	e := &c.Engines[i]
 	field := fmt.Sprintf("engines[%d]", i)
 	switch e.Type {
 	case TypeRedis:
-		tlsConf, err := e.TLS.config(field + ".tls")
-		if err != nil {
-			return started{}, err
-		}
-		client := goredis.NewUniversalClient(&goredis.UniversalOptions{
-			Addrs:                 e.Addrs,
-			DB:                    e.DB,
-			Username:              e.Username,
-			Password:              e.Password,
-			MasterName:            e.MasterName,
-			SentinelUsername:      e.SentinelUsername,
-			SentinelPassword:      e.SentinelPassword,
-			TLSConfig:             tlsConf,
-			DialTimeout:           e.DialTimeout,
-			ContextTimeoutEnabled: true,
-			// One failure surfaces at once, for the switcher's breaker:
-			// go-redis would otherwise dial five times and retry a command
-			// three times, with backoffs, before it reports a dead server.
-			// A stale pooled connection needs no retry: the pool checks
-			// idle connections before it hands them out.
-			DialerRetries: 1,
-			MaxRetries:    -1,
-		})
-		opts := []redis.Option{redis.WithName(e.Name), redis.WithLogger(log)}
-		if e.Prefix != "" {
-			opts = append(opts, redis.WithPrefix(e.Prefix))
-		}
-		eng, err := redis.New(client, opts...)
-		if err != nil {
-			_ = client.Close()
-			return started{}, err
-		}
-		if err := eng.Ping(ctx); err != nil {
-			return started{}, errors.Join(err, closeQuietly(eng.Close, client.Close))
-		}
-		return started{eng, client.Close}, nil
-
+		return startRedis(ctx, e, field, log)
 	case TypeZK:
-		opts := []zk.Option{zk.WithName(e.Name), zk.WithLogger(log)}
-		if e.Prefix != "" {
-			opts = append(opts, zk.WithPrefix(e.Prefix))
-		}
-		if e.SessionTimeout > 0 {
-			opts = append(opts, zk.WithSessionTimeout(e.SessionTimeout))
-		}
-		if e.DialTimeout > 0 {
-			opts = append(opts, zk.WithConnectTimeout(e.DialTimeout))
-		}
-		if e.Auth.Scheme != "" {
-			opts = append(opts, zk.WithAuth(e.Auth.Scheme, e.Auth.Credentials))
-		}
-		if tlsConf, err := e.TLS.config(field + ".tls"); err != nil {
-			return started{}, err
-		} else if tlsConf != nil {
-			opts = append(opts, zk.WithTLS(tlsConf))
-		}
-		eng, err := zk.New(e.Servers, opts...)
-		if err != nil {
-			return started{}, err
-		}
-		if err := eng.Ping(ctx); err != nil {
-			return started{}, errors.Join(err, closeQuietly(eng.Close))
-		}
-		return started{eng, noop}, nil
-
+		return startZK(ctx, e, field, log)
 	case TypeEtcd:
-		client, err := etcdClient(e.Endpoints, e.Username, e.Password, &e.TLS, field, orDefault(e.DialTimeout, c.StartTimeout))
-		if err != nil {
-			return started{}, err
-		}
-		opts := []etcd.Option{etcd.WithName(e.Name), etcd.WithLogger(log)}
-		if e.Prefix != "" {
-			opts = append(opts, etcd.WithPrefix(e.Prefix))
-		}
-		eng, err := etcd.New(client, opts...)
-		if err != nil {
-			_ = closeEtcd(client)
-			return started{}, err
-		}
-		if err := eng.Ping(ctx); err != nil {
-			err = explainTLS(ctx, err, e.Endpoints, &e.TLS, field+".tls")
-			return started{}, errors.Join(err, closeQuietly(eng.Close, func() error { return closeEtcd(client) }))
-		}
-		return started{eng, func() error { return closeEtcd(client) }}, nil
+		return startEtcd(ctx, e, field, orDefault(e.DialTimeout, c.StartTimeout), log)
 	}
 	return started{}, fmt.Errorf("%w: unknown engine type %q", locker.ErrInvalidArgument, e.Type)
+}
+
+func startRedis(ctx context.Context, e *Engine, field string, log *slog.Logger) (started, error) {
+	client, err := engineRedisClient(e, field)
+	if err != nil {
+		return started{}, err
+	}
+	opts := []redis.Option{redis.WithName(e.Name), redis.WithLogger(log)}
+	if e.Prefix != "" {
+		opts = append(opts, redis.WithPrefix(e.Prefix))
+	}
+	eng, err := redis.New(client, opts...)
+	if err != nil {
+		_ = client.Close()
+		return started{}, err
+	}
+	if err := eng.Ping(ctx); err != nil {
+		return started{}, errors.Join(err, closeQuietly(eng.Close, client.Close))
+	}
+	return started{eng, client.Close}, nil
+}
+
+// redisOptions returns the go-redis options of a redis engine.
+func redisOptions(e *Engine, field string) (*goredis.UniversalOptions, error) {
+	tlsConf, err := e.TLS.config(field + ".tls")
+	if err != nil {
+		return nil, err
+	}
+	return &goredis.UniversalOptions{
+		Addrs: e.Addrs, DB: e.DB, Username: e.Username, Password: e.Password,
+		MasterName: e.MasterName, SentinelUsername: e.SentinelUsername, SentinelPassword: e.SentinelPassword,
+		TLSConfig: tlsConf, DialTimeout: e.DialTimeout, ContextTimeoutEnabled: true,
+	}, nil
+}
+
+// engineRedisClient returns the client of a redis engine.
+func engineRedisClient(e *Engine, field string) (goredis.UniversalClient, error) {
+	o, err := redisOptions(e, field)
+	if err != nil {
+		return nil, err
+	}
+	// One failure surfaces at once, for the switcher's breaker:
+	// go-redis would otherwise dial five times and retry a command
+	// three times, with backoffs, before it reports a dead server.
+	// A stale pooled connection needs no retry: the pool checks
+	// idle connections before it hands them out.
+	o.DialerRetries = 1
+	o.MaxRetries = -1
+	return goredis.NewUniversalClient(o), nil
+}
+
+func startZK(ctx context.Context, e *Engine, field string, log *slog.Logger) (started, error) {
+	opts, err := zkOptions(e, field, log)
+	if err != nil {
+		return started{}, err
+	}
+	eng, err := zk.New(e.Servers, opts...)
+	if err != nil {
+		return started{}, err
+	}
+	if err := eng.Ping(ctx); err != nil {
+		return started{}, errors.Join(err, closeQuietly(eng.Close))
+	}
+	return started{eng, noop}, nil
+}
+
+// zkOptions returns the options of a zk engine: the engine dials its own
+// connection.
+func zkOptions(e *Engine, field string, log *slog.Logger) ([]zk.Option, error) {
+	opts := []zk.Option{zk.WithName(e.Name), zk.WithLogger(log)}
+	if e.Prefix != "" {
+		opts = append(opts, zk.WithPrefix(e.Prefix))
+	}
+	if e.SessionTimeout > 0 {
+		opts = append(opts, zk.WithSessionTimeout(e.SessionTimeout))
+	}
+	if e.DialTimeout > 0 {
+		opts = append(opts, zk.WithConnectTimeout(e.DialTimeout))
+	}
+	if e.Auth.Scheme != "" {
+		opts = append(opts, zk.WithAuth(e.Auth.Scheme, e.Auth.Credentials))
+	}
+	tlsConf, err := e.TLS.config(field + ".tls")
+	if err != nil {
+		return nil, err
+	}
+	if tlsConf != nil {
+		opts = append(opts, zk.WithTLS(tlsConf))
+	}
+	return opts, nil
+}
+
+func startEtcd(ctx context.Context, e *Engine, field string, dial time.Duration, log *slog.Logger) (started, error) {
+	client, err := etcdClient(e.Endpoints, e.Username, e.Password, &e.TLS, field, dial)
+	if err != nil {
+		return started{}, err
+	}
+	closeClient := func() error { return closeEtcd(client) }
+	opts := []etcd.Option{etcd.WithName(e.Name), etcd.WithLogger(log)}
+	if e.Prefix != "" {
+		opts = append(opts, etcd.WithPrefix(e.Prefix))
+	}
+	eng, err := etcd.New(client, opts...)
+	if err != nil {
+		_ = closeClient()
+		return started{}, err
+	}
+	if err := eng.Ping(ctx); err != nil {
+		err = explainTLS(ctx, err, e.Endpoints, &e.TLS, field+".tls")
+		return started{}, errors.Join(err, closeQuietly(eng.Close, closeClient))
+	}
+	return started{eng, closeClient}, nil
 }
 
 // closeQuietly runs the closes of a failed start; their errors add nothing
