@@ -24,8 +24,6 @@ import (
 	"github.com/orthrus-go/orthrus/engines/zk"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
-	"github.com/orthrus-go/orthrus/switcher/etcdsource"
-	"github.com/orthrus-go/orthrus/switcher/zksource"
 )
 
 // Switcher is the running switcher Open returns: a *switcher.Switcher
@@ -424,79 +422,39 @@ func closeEtcd(c *clientv3.Client) error {
 // startSource dials the configured source and reads the engine to start
 // with: the shared key's value when it names a known engine, else active.
 func startSource(ctx context.Context, c *Config, engines []locker.Engine, log *slog.Logger) (switcher.Source, string, func() error, error) {
-	known := func(name string) bool {
-		for _, e := range engines {
-			if e.Name() == name {
-				return true
-			}
-		}
-		return false
-	}
-	initial := c.Active
-	pick := func(value, where string) {
-		switch v := strings.TrimSpace(value); {
-		case v == "":
-		case known(v):
-			initial = v
-		default:
-			log.Warn("config: the source names an unknown engine; starting on active", "source", where, "value", v, "active", c.Active)
-		}
+	if t := c.Source.Type; t != SourceFile && t != SourceEtcd && t != SourceZK {
+		return nil, c.Active, noop, nil
 	}
 	sctx, cancel := context.WithTimeout(ctx, c.StartTimeout)
 	defer cancel()
-	s := &c.Source
-	switch s.Type {
-	case SourceFile:
-		src, err := newFileSource(c, log)
-		if err != nil {
-			return nil, "", nil, err
-		}
-		return src, initial, src.close, nil
-
-	case SourceEtcd:
-		client, err := etcdClient(s.Endpoints, s.Username, s.Password, &s.TLS, "source", orDefault(s.DialTimeout, c.StartTimeout))
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("config: source: %w", unavailable(err))
-		}
-		closeClient := func() error { return closeEtcd(client) }
-		resp, err := client.Get(sctx, s.Key)
-		if err != nil {
-			_ = closeClient()
-			return nil, "", nil, fmt.Errorf("config: source: etcd key %q: %w", s.Key, unavailable(err))
-		}
-		if len(resp.Kvs) > 0 {
-			pick(string(resp.Kvs[0].Value), "etcd:"+s.Key)
-		}
-		src, err := etcdsource.New(client, s.Key, etcdsource.WithLogger(log))
-		if err != nil {
-			_ = closeClient()
-			return nil, "", nil, fmt.Errorf("config: source: %w", err)
-		}
-		return src, initial, closeClient, nil
-
-	case SourceZK:
-		conn, closeConn, err := zkConn(sctx, s, c.StartTimeout, log)
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("config: source: zk %q: %w", s.Servers, unavailable(err))
-		}
-		data, err := zkGet(sctx, conn, s.Path)
-		if err != nil && !errors.Is(err, gozk.ErrNoNode) {
-			_ = closeConn()
-			return nil, "", nil, fmt.Errorf("config: source: zk node %q: %w", s.Path, unavailable(err))
-		}
-		pick(string(data), "zk:"+s.Path)
-		opts := []zksource.Option{zksource.WithLogger(log)}
-		if s.Auth.Scheme != "" {
-			opts = append(opts, zksource.WithACL(gozk.AuthACL(gozk.PermAll)))
-		}
-		src, err := zksource.New(conn, s.Path, opts...)
-		if err != nil {
-			_ = closeConn()
-			return nil, "", nil, fmt.Errorf("config: source: %w", err)
-		}
-		return src, initial, closeConn, nil
+	h, err := dialSource(sctx, c, log)
+	if err != nil {
+		return nil, "", nil, err
 	}
-	return nil, initial, noop, nil
+	if h.kind == SourceFile {
+		// The file's active engine is c.Active already.
+		return h.src, c.Active, h.closeFn, nil
+	}
+	data, err := h.readRaw(sctx)
+	if err != nil {
+		_ = h.closeFn()
+		return nil, "", nil, err
+	}
+	return h.src, initialEngine(c, engines, string(data), h.kind+":"+h.where, log), h.closeFn, nil
+}
+
+// initialEngine returns the engine a source's value names when it is one
+// of engines, else the configuration's active engine.
+func initialEngine(c *Config, engines []locker.Engine, value, where string, log *slog.Logger) string {
+	v := strings.TrimSpace(value)
+	if v == "" {
+		return c.Active
+	}
+	if slices.ContainsFunc(engines, func(e locker.Engine) bool { return e.Name() == v }) {
+		return v
+	}
+	log.Warn("config: the source names an unknown engine; starting on active", "source", where, "value", v, "active", c.Active)
+	return c.Active
 }
 
 // zkLogger sends go-zookeeper's messages to slog at Debug level.
@@ -594,23 +552,3 @@ func (d *zkDialer) close() {
 
 // zkCloseTimeout bounds the wait for go-zookeeper's goroutines on close.
 const zkCloseTimeout = 10 * time.Second
-
-// zkGet reads a node within ctx. go-zookeeper takes no context: a read
-// abandoned here ends when the connection is closed.
-func zkGet(ctx context.Context, conn *gozk.Conn, path string) ([]byte, error) {
-	type result struct {
-		data []byte
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		data, _, err := conn.Get(path)
-		done <- result{data, err}
-	}()
-	select {
-	case r := <-done:
-		return r.data, r.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
