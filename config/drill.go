@@ -146,17 +146,14 @@ func (s *DrillScope) Remove(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// redisClient returns a client for a redis engine, as Open dials it.
+// redisClient returns a client for a redis engine, as Open dials it but
+// with go-redis's retries.
 func redisClient(e *Engine, field string) (goredis.UniversalClient, error) {
-	tlsConf, err := e.TLS.config(field + ".tls")
+	o, err := redisOptions(e, field)
 	if err != nil {
 		return nil, err
 	}
-	return goredis.NewUniversalClient(&goredis.UniversalOptions{
-		Addrs: e.Addrs, DB: e.DB, Username: e.Username, Password: e.Password,
-		MasterName: e.MasterName, SentinelUsername: e.SentinelUsername, SentinelPassword: e.SentinelPassword,
-		TLSConfig: tlsConf, DialTimeout: e.DialTimeout, ContextTimeoutEnabled: true,
-	}), nil
+	return goredis.NewUniversalClient(o), nil
 }
 
 // removeRedis deletes every key under the drill prefix, on every master of

@@ -24,8 +24,6 @@ import (
 	"github.com/orthrus-go/orthrus/engines/zk"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
-	"github.com/orthrus-go/orthrus/switcher/etcdsource"
-	"github.com/orthrus-go/orthrus/switcher/zksource"
 )
 
 // Switcher is the running switcher Open returns: a *switcher.Switcher
@@ -114,22 +112,7 @@ func WithSwitcherOptions(opts ...switcher.Option) Option {
 // Open closes whatever it had started. cfg is copied: later changes to it
 // have no effect.
 func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err error) {
-	if ctx == nil {
-		return nil, fmt.Errorf("config: Open: %w: ctx is nil", locker.ErrInvalidArgument)
-	}
-	if cfg == nil {
-		return nil, fmt.Errorf("config: Open: %w: cfg is nil", locker.ErrInvalidArgument)
-	}
-	o := openSettings{logger: slog.Default()}
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("config: Open: %w: nil Option", locker.ErrInvalidArgument)
-		}
-		if err := opt(&o); err != nil {
-			return nil, err
-		}
-	}
-	c, err := cfg.openCopy()
+	c, o, err := prepare(ctx, "Open", cfg, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +132,6 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 	}()
 
 	started, errs := startEngines(ctx, c, log)
-	err = errors.Join(errs...)
 	engines := make([]locker.Engine, 0, len(started))
 	var clients []func() error
 	for _, s := range started {
@@ -159,7 +141,7 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 			clients = append(clients, s.closeClient)
 		}
 	}
-	if err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return nil, callerOr(ctx, err)
 	}
 
@@ -169,6 +151,25 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 	}
 	cleanup = append(cleanup, closeSource)
 
+	sopts := append(switcherOptions(c, log, initial, src), o.switcherOpts...)
+	sw, err := switcher.New(engines, sopts...)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	// The switcher owns the engines now.
+	closers := slices.Concat(clients, []func() error{closeSource})
+	cleanup = slices.Concat(closers, []func() error{sw.Close})
+	return &Switcher{
+		Switcher: sw,
+		source:   src,
+		lockOpts: c.LockOptions(),
+		closers:  closers,
+	}, nil
+}
+
+// switcherOptions returns the switcher options the configuration sets,
+// starting on initial and watching src (nil for none).
+func switcherOptions(c *Config, log *slog.Logger, initial string, src switcher.Source) []switcher.Option {
 	sopts := []switcher.Option{
 		switcher.WithLogger(log),
 		switcher.WithStart(initial),
@@ -190,19 +191,7 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 	if src != nil {
 		sopts = append(sopts, switcher.WithSource(src))
 	}
-	sw, err := switcher.New(engines, append(sopts, o.switcherOpts...)...)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	// The switcher owns the engines now.
-	closers := slices.Concat(clients, []func() error{closeSource})
-	cleanup = slices.Concat(closers, []func() error{sw.Close})
-	return &Switcher{
-		Switcher: sw,
-		source:   src,
-		lockOpts: c.LockOptions(),
-		closers:  closers,
-	}, nil
+	return sopts
 }
 
 // callerOr returns the caller's giving up, when that is why Open failed,
@@ -255,97 +244,131 @@ func unavailable(err error) error {
 	return fmt.Errorf("%w: %w", locker.ErrUnavailable, err)
 }
 
+// startEngine starts and pings engine i of c, with a client dialled for it.
 func startEngine(ctx context.Context, c *Config, i int, log *slog.Logger) (started, error) {
 	e := &c.Engines[i]
 	field := fmt.Sprintf("engines[%d]", i)
 	switch e.Type {
 	case TypeRedis:
-		tlsConf, err := e.TLS.config(field + ".tls")
-		if err != nil {
-			return started{}, err
-		}
-		client := goredis.NewUniversalClient(&goredis.UniversalOptions{
-			Addrs:                 e.Addrs,
-			DB:                    e.DB,
-			Username:              e.Username,
-			Password:              e.Password,
-			MasterName:            e.MasterName,
-			SentinelUsername:      e.SentinelUsername,
-			SentinelPassword:      e.SentinelPassword,
-			TLSConfig:             tlsConf,
-			DialTimeout:           e.DialTimeout,
-			ContextTimeoutEnabled: true,
-			// One failure surfaces at once, for the switcher's breaker:
-			// go-redis would otherwise dial five times and retry a command
-			// three times, with backoffs, before it reports a dead server.
-			// A stale pooled connection needs no retry: the pool checks
-			// idle connections before it hands them out.
-			DialerRetries: 1,
-			MaxRetries:    -1,
-		})
-		opts := []redis.Option{redis.WithName(e.Name), redis.WithLogger(log)}
-		if e.Prefix != "" {
-			opts = append(opts, redis.WithPrefix(e.Prefix))
-		}
-		eng, err := redis.New(client, opts...)
-		if err != nil {
-			_ = client.Close()
-			return started{}, err
-		}
-		if err := eng.Ping(ctx); err != nil {
-			return started{}, errors.Join(err, closeQuietly(eng.Close, client.Close))
-		}
-		return started{eng, client.Close}, nil
-
+		return startRedis(ctx, e, field, log)
 	case TypeZK:
-		opts := []zk.Option{zk.WithName(e.Name), zk.WithLogger(log)}
-		if e.Prefix != "" {
-			opts = append(opts, zk.WithPrefix(e.Prefix))
-		}
-		if e.SessionTimeout > 0 {
-			opts = append(opts, zk.WithSessionTimeout(e.SessionTimeout))
-		}
-		if e.DialTimeout > 0 {
-			opts = append(opts, zk.WithConnectTimeout(e.DialTimeout))
-		}
-		if e.Auth.Scheme != "" {
-			opts = append(opts, zk.WithAuth(e.Auth.Scheme, e.Auth.Credentials))
-		}
-		if tlsConf, err := e.TLS.config(field + ".tls"); err != nil {
-			return started{}, err
-		} else if tlsConf != nil {
-			opts = append(opts, zk.WithTLS(tlsConf))
-		}
-		eng, err := zk.New(e.Servers, opts...)
-		if err != nil {
-			return started{}, err
-		}
-		if err := eng.Ping(ctx); err != nil {
-			return started{}, errors.Join(err, closeQuietly(eng.Close))
-		}
-		return started{eng, noop}, nil
-
+		return startZK(ctx, e, field, log)
 	case TypeEtcd:
-		client, err := etcdClient(e.Endpoints, e.Username, e.Password, &e.TLS, field, orDefault(e.DialTimeout, c.StartTimeout))
-		if err != nil {
-			return started{}, err
-		}
-		opts := []etcd.Option{etcd.WithName(e.Name), etcd.WithLogger(log)}
-		if e.Prefix != "" {
-			opts = append(opts, etcd.WithPrefix(e.Prefix))
-		}
-		eng, err := etcd.New(client, opts...)
-		if err != nil {
-			_ = closeEtcd(client)
-			return started{}, err
-		}
-		if err := eng.Ping(ctx); err != nil {
-			err = explainTLS(ctx, err, e.Endpoints, &e.TLS, field+".tls")
-			return started{}, errors.Join(err, closeQuietly(eng.Close, func() error { return closeEtcd(client) }))
-		}
-		return started{eng, func() error { return closeEtcd(client) }}, nil
+		return startEtcd(ctx, e, field, orDefault(e.DialTimeout, c.StartTimeout), log)
 	}
 	return started{}, fmt.Errorf("%w: unknown engine type %q", locker.ErrInvalidArgument, e.Type)
+}
+
+func startRedis(ctx context.Context, e *Engine, field string, log *slog.Logger) (started, error) {
+	client, err := engineRedisClient(e, field)
+	if err != nil {
+		return started{}, err
+	}
+	opts := []redis.Option{redis.WithName(e.Name), redis.WithLogger(log)}
+	if e.Prefix != "" {
+		opts = append(opts, redis.WithPrefix(e.Prefix))
+	}
+	eng, err := redis.New(client, opts...)
+	if err != nil {
+		_ = client.Close()
+		return started{}, err
+	}
+	if err := eng.Ping(ctx); err != nil {
+		return started{}, errors.Join(err, closeQuietly(eng.Close, client.Close))
+	}
+	return started{eng, client.Close}, nil
+}
+
+// redisOptions returns the go-redis options of a redis engine.
+func redisOptions(e *Engine, field string) (*goredis.UniversalOptions, error) {
+	tlsConf, err := e.TLS.config(field + ".tls")
+	if err != nil {
+		return nil, err
+	}
+	return &goredis.UniversalOptions{
+		Addrs: e.Addrs, DB: e.DB, Username: e.Username, Password: e.Password,
+		MasterName: e.MasterName, SentinelUsername: e.SentinelUsername, SentinelPassword: e.SentinelPassword,
+		TLSConfig: tlsConf, DialTimeout: e.DialTimeout, ContextTimeoutEnabled: true,
+	}, nil
+}
+
+// engineRedisClient returns the client of a redis engine.
+func engineRedisClient(e *Engine, field string) (goredis.UniversalClient, error) {
+	o, err := redisOptions(e, field)
+	if err != nil {
+		return nil, err
+	}
+	// One failure surfaces at once, for the switcher's breaker:
+	// go-redis would otherwise dial five times and retry a command
+	// three times, with backoffs, before it reports a dead server.
+	// A stale pooled connection needs no retry: the pool checks
+	// idle connections before it hands them out.
+	o.DialerRetries = 1
+	o.MaxRetries = -1
+	return goredis.NewUniversalClient(o), nil
+}
+
+func startZK(ctx context.Context, e *Engine, field string, log *slog.Logger) (started, error) {
+	opts, err := zkOptions(e, field, log)
+	if err != nil {
+		return started{}, err
+	}
+	eng, err := zk.New(e.Servers, opts...)
+	if err != nil {
+		return started{}, err
+	}
+	if err := eng.Ping(ctx); err != nil {
+		return started{}, errors.Join(err, closeQuietly(eng.Close))
+	}
+	return started{eng, noop}, nil
+}
+
+// zkOptions returns the options of a zk engine: the engine dials its own
+// connection.
+func zkOptions(e *Engine, field string, log *slog.Logger) ([]zk.Option, error) {
+	opts := []zk.Option{zk.WithName(e.Name), zk.WithLogger(log)}
+	if e.Prefix != "" {
+		opts = append(opts, zk.WithPrefix(e.Prefix))
+	}
+	if e.SessionTimeout > 0 {
+		opts = append(opts, zk.WithSessionTimeout(e.SessionTimeout))
+	}
+	if e.DialTimeout > 0 {
+		opts = append(opts, zk.WithConnectTimeout(e.DialTimeout))
+	}
+	if e.Auth.Scheme != "" {
+		opts = append(opts, zk.WithAuth(e.Auth.Scheme, e.Auth.Credentials))
+	}
+	tlsConf, err := e.TLS.config(field + ".tls")
+	if err != nil {
+		return nil, err
+	}
+	if tlsConf != nil {
+		opts = append(opts, zk.WithTLS(tlsConf))
+	}
+	return opts, nil
+}
+
+func startEtcd(ctx context.Context, e *Engine, field string, dial time.Duration, log *slog.Logger) (started, error) {
+	client, err := etcdClient(e.Endpoints, e.Username, e.Password, &e.TLS, field, dial)
+	if err != nil {
+		return started{}, err
+	}
+	closeClient := func() error { return closeEtcd(client) }
+	opts := []etcd.Option{etcd.WithName(e.Name), etcd.WithLogger(log)}
+	if e.Prefix != "" {
+		opts = append(opts, etcd.WithPrefix(e.Prefix))
+	}
+	eng, err := etcd.New(client, opts...)
+	if err != nil {
+		_ = closeClient()
+		return started{}, err
+	}
+	if err := eng.Ping(ctx); err != nil {
+		err = explainTLS(ctx, err, e.Endpoints, &e.TLS, field+".tls")
+		return started{}, errors.Join(err, closeQuietly(eng.Close, closeClient))
+	}
+	return started{eng, closeClient}, nil
 }
 
 // closeQuietly runs the closes of a failed start; their errors add nothing
@@ -399,79 +422,39 @@ func closeEtcd(c *clientv3.Client) error {
 // startSource dials the configured source and reads the engine to start
 // with: the shared key's value when it names a known engine, else active.
 func startSource(ctx context.Context, c *Config, engines []locker.Engine, log *slog.Logger) (switcher.Source, string, func() error, error) {
-	known := func(name string) bool {
-		for _, e := range engines {
-			if e.Name() == name {
-				return true
-			}
-		}
-		return false
-	}
-	initial := c.Active
-	pick := func(value, where string) {
-		switch v := strings.TrimSpace(value); {
-		case v == "":
-		case known(v):
-			initial = v
-		default:
-			log.Warn("config: the source names an unknown engine; starting on active", "source", where, "value", v, "active", c.Active)
-		}
+	if t := c.Source.Type; t != SourceFile && t != SourceEtcd && t != SourceZK {
+		return nil, c.Active, noop, nil
 	}
 	sctx, cancel := context.WithTimeout(ctx, c.StartTimeout)
 	defer cancel()
-	s := &c.Source
-	switch s.Type {
-	case SourceFile:
-		src, err := newFileSource(c, log)
-		if err != nil {
-			return nil, "", nil, err
-		}
-		return src, initial, src.close, nil
-
-	case SourceEtcd:
-		client, err := etcdClient(s.Endpoints, s.Username, s.Password, &s.TLS, "source", orDefault(s.DialTimeout, c.StartTimeout))
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("config: source: %w", unavailable(err))
-		}
-		closeClient := func() error { return closeEtcd(client) }
-		resp, err := client.Get(sctx, s.Key)
-		if err != nil {
-			_ = closeClient()
-			return nil, "", nil, fmt.Errorf("config: source: etcd key %q: %w", s.Key, unavailable(err))
-		}
-		if len(resp.Kvs) > 0 {
-			pick(string(resp.Kvs[0].Value), "etcd:"+s.Key)
-		}
-		src, err := etcdsource.New(client, s.Key, etcdsource.WithLogger(log))
-		if err != nil {
-			_ = closeClient()
-			return nil, "", nil, fmt.Errorf("config: source: %w", err)
-		}
-		return src, initial, closeClient, nil
-
-	case SourceZK:
-		conn, closeConn, err := zkConn(sctx, s, c.StartTimeout, log)
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("config: source: zk %q: %w", s.Servers, unavailable(err))
-		}
-		data, err := zkGet(sctx, conn, s.Path)
-		if err != nil && !errors.Is(err, gozk.ErrNoNode) {
-			_ = closeConn()
-			return nil, "", nil, fmt.Errorf("config: source: zk node %q: %w", s.Path, unavailable(err))
-		}
-		pick(string(data), "zk:"+s.Path)
-		opts := []zksource.Option{zksource.WithLogger(log)}
-		if s.Auth.Scheme != "" {
-			opts = append(opts, zksource.WithACL(gozk.AuthACL(gozk.PermAll)))
-		}
-		src, err := zksource.New(conn, s.Path, opts...)
-		if err != nil {
-			_ = closeConn()
-			return nil, "", nil, fmt.Errorf("config: source: %w", err)
-		}
-		return src, initial, closeConn, nil
+	h, err := dialSource(sctx, c, log)
+	if err != nil {
+		return nil, "", nil, err
 	}
-	return nil, initial, noop, nil
+	if h.kind == SourceFile {
+		// The file's active engine is c.Active already.
+		return h.src, c.Active, h.closeFn, nil
+	}
+	data, err := h.readRaw(sctx)
+	if err != nil {
+		_ = h.closeFn()
+		return nil, "", nil, err
+	}
+	return h.src, initialEngine(c, engines, string(data), h.kind+":"+h.where, log), h.closeFn, nil
+}
+
+// initialEngine returns the engine a source's value names when it is one
+// of engines, else the configuration's active engine.
+func initialEngine(c *Config, engines []locker.Engine, value, where string, log *slog.Logger) string {
+	v := strings.TrimSpace(value)
+	if v == "" {
+		return c.Active
+	}
+	if slices.ContainsFunc(engines, func(e locker.Engine) bool { return e.Name() == v }) {
+		return v
+	}
+	log.Warn("config: the source names an unknown engine; starting on active", "source", where, "value", v, "active", c.Active)
+	return c.Active
 }
 
 // zkLogger sends go-zookeeper's messages to slog at Debug level.
@@ -569,23 +552,3 @@ func (d *zkDialer) close() {
 
 // zkCloseTimeout bounds the wait for go-zookeeper's goroutines on close.
 const zkCloseTimeout = 10 * time.Second
-
-// zkGet reads a node within ctx. go-zookeeper takes no context: a read
-// abandoned here ends when the connection is closed.
-func zkGet(ctx context.Context, conn *gozk.Conn, path string) ([]byte, error) {
-	type result struct {
-		data []byte
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		data, _, err := conn.Get(path)
-		done <- result{data, err}
-	}()
-	select {
-	case r := <-done:
-		return r.data, r.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}

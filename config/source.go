@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,11 +71,37 @@ func DialSource(ctx context.Context, cfg *Config, opts ...Option) (*SourceHandle
 	if err != nil {
 		return nil, err
 	}
-	log := o.logger
-	s := &c.Source
 	sctx, cancel := context.WithTimeout(ctx, c.StartTimeout)
 	defer cancel()
-	switch s.Type {
+	h, err := dialSource(sctx, c, o.logger)
+	if err != nil {
+		return nil, callerOr(ctx, err)
+	}
+	if h.kind == SourceEtcd {
+		// zkConn waited for a session; the etcd client connects lazily.
+		if _, err := h.readRaw(sctx); err != nil { // answers at all?
+			_ = h.closeFn()
+			return nil, callerOr(ctx, err)
+		}
+	}
+	return h, nil
+}
+
+// readRaw returns the etcd key's or zk node's value, nil when it does not
+// exist.
+func (h *SourceHandle) readRaw(ctx context.Context) ([]byte, error) {
+	data, _, _, err := h.store.get(ctx)
+	if err != nil {
+		noun := map[string]string{SourceEtcd: "etcd key", SourceZK: "zk node"}[h.kind]
+		return nil, fmt.Errorf("config: source: %s %q: %w", noun, h.where, unavailable(err))
+	}
+	return data, nil
+}
+
+// dialSource connects to the source of c, for DialSource and Open; ctx
+// bounds the zk handshake.
+func dialSource(ctx context.Context, c *Config, log *slog.Logger) (*SourceHandle, error) {
+	switch s := &c.Source; s.Type {
 	case SourceFile:
 		if c.file == "" {
 			return nil, &ValidationError{Fields: []*FieldError{{Field: "source.type",
@@ -97,17 +124,12 @@ func DialSource(ctx context.Context, cfg *Config, opts ...Option) (*SourceHandle
 			_ = closeClient()
 			return nil, fmt.Errorf("config: source: %w", err)
 		}
-		h := &SourceHandle{kind: SourceEtcd, where: s.Key, src: src, store: etcdStore{client, s.Key}, closeFn: closeClient}
-		if _, _, _, err := h.store.get(sctx); err != nil { // answers at all?
-			_ = closeClient()
-			return nil, callerOr(ctx, fmt.Errorf("config: source: etcd key %q: %w", s.Key, unavailable(err)))
-		}
-		return h, nil
+		return &SourceHandle{kind: SourceEtcd, where: s.Key, src: src, store: etcdStore{client, s.Key}, closeFn: closeClient}, nil
 
 	case SourceZK:
-		conn, closeConn, err := zkConn(sctx, s, c.StartTimeout, log)
+		conn, closeConn, err := zkConn(ctx, s, c.StartTimeout, log)
 		if err != nil {
-			return nil, callerOr(ctx, fmt.Errorf("config: source: zk %q: %w", s.Servers, unavailable(err)))
+			return nil, fmt.Errorf("config: source: zk %q: %w", s.Servers, unavailable(err))
 		}
 		zopts := []zksource.Option{zksource.WithLogger(log)}
 		acl := gozk.WorldACL(gozk.PermAll)
@@ -121,9 +143,11 @@ func DialSource(ctx context.Context, cfg *Config, opts ...Option) (*SourceHandle
 			return nil, fmt.Errorf("config: source: %w", err)
 		}
 		return &SourceHandle{kind: SourceZK, where: s.Path, src: src, store: zkStore{conn, s.Path, acl}, closeFn: closeConn}, nil
+
+	default:
+		return nil, &ValidationError{Fields: []*FieldError{{Field: "source.type",
+			Msg: fmt.Sprintf("%q: no source to dial (want file, etcd or zk)", s.Type)}}}
 	}
-	return nil, &ValidationError{Fields: []*FieldError{{Field: "source.type",
-		Msg: fmt.Sprintf("%q: no source to dial (want file, etcd or zk)", s.Type)}}}
 }
 
 // Kind returns the source's type: file, etcd or zk.

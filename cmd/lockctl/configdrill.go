@@ -175,37 +175,71 @@ func runFleet(ctx context.Context, f *drillFlags, env *drillEnv, stdout, stderr 
 	if err != nil {
 		return nil, err
 	}
-	ws := make([]*worker, f.processes)
-	defer func() {
-		for _, w := range ws {
-			if w != nil && w.cmd.ProcessState == nil {
-				_ = w.stdin.Close()
-				_ = w.cmd.Process.Kill()
-				_ = w.cmd.Wait()
-			}
-		}
-	}()
+	ws := make(fleet, f.processes)
+	defer ws.kill()
 	for i := range ws {
-		w := &worker{id: fmt.Sprintf("p%d", i+1)}
-		w.cmd = exec.Command(exe, "drill", "--config", f.config, "--worker", strconv.Itoa(i+1), "--drill-id", env.scope.ID(),
-			"--workers", strconv.Itoa(f.workers), "--names", strconv.Itoa(f.names), "--duration", f.duration.String(),
-			"--hold", f.hold.String(), "--ttl", f.ttl.String())
-		w.cmd.Stderr = io.MultiWriter(&prefixed{w: stderr, prefix: w.id + ": "}, &w.stderr)
-		if w.stdin, err = w.cmd.StdinPipe(); err != nil {
+		if ws[i], err = startWorker(exe, f, env.scope.ID(), i+1, stderr); err != nil {
 			return nil, err
 		}
-		pipe, err := w.cmd.StdoutPipe()
-		if err != nil {
-			return nil, err
-		}
-		w.out = bufio.NewReader(pipe)
-		if err := w.cmd.Start(); err != nil {
-			return nil, fmt.Errorf("start worker %s: %w", w.id, err)
-		}
-		ws[i] = w
 	}
+	if err := ws.awaitReady(); err != nil {
+		return nil, err
+	}
+	start := time.Now().Add(200 * time.Millisecond)
+	for _, w := range ws {
+		fmt.Fprintf(w.stdin, "start %d\n", start.UnixNano())
+	}
+	fmt.Fprintf(stdout, "%d workers started on %s\n", len(ws), ws[0].ready)
 
-	// Every worker says "ready ENGINE" once its switcher is open.
+	faults := fleetFaults(ctx, f, env, start, stdout, stderr)
+	reports, err := ws.reports(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return drill.Merge(reports, <-faults), nil
+}
+
+// fleet is the worker processes of a fleet drill; nil entries are not
+// started.
+type fleet []*worker
+
+// startWorker starts worker n (from 1) of a fleet drill: this program
+// again, in --worker mode, with the drill's flags and id.
+func startWorker(exe string, f *drillFlags, drillID string, n int, stderr io.Writer) (*worker, error) {
+	w := &worker{id: fmt.Sprintf("p%d", n)}
+	w.cmd = exec.Command(exe, "drill", "--config", f.config, "--worker", strconv.Itoa(n), "--drill-id", drillID,
+		"--workers", strconv.Itoa(f.workers), "--names", strconv.Itoa(f.names), "--duration", f.duration.String(),
+		"--hold", f.hold.String(), "--ttl", f.ttl.String())
+	w.cmd.Stderr = io.MultiWriter(&prefixed{w: stderr, prefix: w.id + ": "}, &w.stderr)
+	var err error
+	if w.stdin, err = w.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	pipe, err := w.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	w.out = bufio.NewReader(pipe)
+	if err := w.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start worker %s: %w", w.id, err)
+	}
+	return w, nil
+}
+
+// kill ends the workers still running, for a fleet drill that fails.
+func (ws fleet) kill() {
+	for _, w := range ws {
+		if w != nil && w.cmd.ProcessState == nil {
+			_ = w.stdin.Close()
+			_ = w.cmd.Process.Kill()
+			_ = w.cmd.Wait()
+		}
+	}
+}
+
+// awaitReady waits for every worker to say "ready ENGINE", which it does
+// once its switcher is open.
+func (ws fleet) awaitReady() error {
 	var wg sync.WaitGroup
 	for _, w := range ws {
 		wg.Go(func() {
@@ -223,18 +257,15 @@ func runFleet(ctx context.Context, f *drillFlags, env *drillEnv, stdout, stderr 
 		if w.err != nil {
 			_ = w.stdin.Close()
 			_ = w.cmd.Wait()
-			return nil, fmt.Errorf("%w\n%s", w.err, w.stderr.String())
+			return fmt.Errorf("%w\n%s", w.err, w.stderr.String())
 		}
 	}
-	start := time.Now().Add(200 * time.Millisecond)
-	for _, w := range ws {
-		fmt.Fprintf(w.stdin, "start %d\n", start.UnixNano())
-	}
-	fmt.Fprintf(stdout, "%d workers started on %s\n", len(ws), ws[0].ready)
+	return nil
+}
 
-	faults := fleetFaults(ctx, f, env, start, stdout, stderr)
-
-	// The reports; closing stdin on Ctrl-C ends the workers early.
+// reports waits for every worker's report and exit; closing stdin on
+// Ctrl-C ends the workers early.
+func (ws fleet) reports(ctx context.Context) ([]*drill.Report, error) {
 	stopped := make(chan struct{})
 	go func() {
 		select {
@@ -245,6 +276,7 @@ func runFleet(ctx context.Context, f *drillFlags, env *drillEnv, stdout, stderr 
 		case <-stopped:
 		}
 	}()
+	var wg sync.WaitGroup
 	for _, w := range ws {
 		wg.Go(func() {
 			var r drill.Report
@@ -273,7 +305,7 @@ func runFleet(ctx context.Context, f *drillFlags, env *drillEnv, stdout, stderr 
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return drill.Merge(reports, <-faults), nil
+	return reports, nil
 }
 
 // fleetFaults flips the source at --switch-at (offsets from start) and

@@ -80,34 +80,50 @@ func runIdem(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rec, entry, ok, err := gate.Lookup(ctx, "", id)
+	rec, entry, err := findRecord(ctx, gate, id, e.Name)
 	if err != nil {
 		return err
-	}
-	if !ok {
-		return fmt.Errorf("no record of %s on %s", id, e.Name)
 	}
 	if sub == "lookup" {
 		return printRecord(stdout, e.Name, id, rec, entry)
 	}
-	if !*yes {
-		fmt.Fprintf(stdout, "Delete the %s record of %s on %s? The operation can then run again. [y/N] ", rec.State, id, e.Name)
+	return deleteRecord(gate, id, e.Name, rec, *yes, cfg.StartTimeout, stdout)
+}
+
+// findRecord returns the record of operation id, an error when there is
+// none.
+func findRecord(ctx context.Context, gate *idem.Gate, id idem.ID, engine string) (idem.Record, idem.Entry, error) {
+	rec, entry, ok, err := gate.Lookup(ctx, "", id)
+	if err != nil {
+		return idem.Record{}, idem.Entry{}, err
+	}
+	if !ok {
+		return idem.Record{}, idem.Entry{}, fmt.Errorf("no record of %s on %s", id, engine)
+	}
+	return rec, entry, nil
+}
+
+// deleteRecord deletes rec, the record of operation id, once the operator
+// confirms it (or said --yes), within timeout.
+func deleteRecord(gate *idem.Gate, id idem.ID, engine string, rec idem.Record, yes bool, timeout time.Duration, stdout io.Writer) error {
+	if !yes {
+		fmt.Fprintf(stdout, "Delete the %s record of %s on %s? The operation can then run again. [y/N] ", rec.State, id, engine)
 		answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
 			return errors.New("not confirmed; nothing deleted")
 		}
 	}
 	// A fresh bound: the operator may have taken a while to answer.
-	dctx, dcancel := context.WithTimeout(context.Background(), cfg.StartTimeout)
-	defer dcancel()
-	deleted, err := gate.Forget(dctx, "", id)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	deleted, err := gate.Forget(ctx, "", id)
 	if err != nil {
 		return err
 	}
 	if !deleted {
-		return fmt.Errorf("the record of %s on %s was gone already", id, e.Name)
+		return fmt.Errorf("the record of %s on %s was gone already", id, engine)
 	}
-	fmt.Fprintf(stdout, "deleted the %s record of %s on %s\n", rec.State, id, e.Name)
+	fmt.Fprintf(stdout, "deleted the %s record of %s on %s\n", rec.State, id, engine)
 	return nil
 }
 

@@ -51,20 +51,45 @@ func timelineSVG(r *drill.Report) string {
 	w := &svgWriter{total: max(r.Duration, time.Millisecond)}
 	tick := max(r.Tick, time.Millisecond)
 	var body strings.Builder
-	y := 8.0
 
-	// Mark labels in rows, so that none overlaps another: each goes in the
-	// first row where it fits, left of its line when it would run off.
-	type placed struct {
-		m      drill.Mark
-		x      float64
-		row    int
-		anchor string
-		lx     float64
-	}
-	var marks []placed
+	marks, rows := w.placeMarks(chartMarks(r))
+	w.markLabels(&body, marks)
+	top := 8 + float64(rows)*tlRowH + 4
+
+	y := top + 14
+	w.ratePanel(&body, r, tick, y)
+	y += tlPanelH + tlPanelGp
+	w.latencyPanel(&body, r, tick, y)
+	y += tlPanelH + tlPanelGp
+	y = w.failurePanel(&body, r, tick, y)
+	y = w.bandsPanel(&body, r, tick, y+tlPanelGp)
+	w.markLines(&body, marks, y)
+	height := y + 24
+
+	w.printf(`<svg xmlns="http://www.w3.org/2000/svg" id="timeline" width="%d" height="%.0f" viewBox="0 0 %d %.0f" font-family="sans-serif" role="img" aria-label="drill timeline">`+"\n",
+		tlWidth, height, tlWidth, height)
+	w.printf(`<rect width="100%%" height="100%%" fill="#ffffff" />` + "\n")
+	w.b.WriteString(body.String())
+	w.b.WriteString("</svg>\n")
+	return w.b.String()
+}
+
+// placedMark is a mark with its line's x and its label's place.
+type placedMark struct {
+	m      drill.Mark
+	x      float64
+	row    int
+	anchor string
+	lx     float64
+}
+
+// placeMarks puts the mark labels in rows, so that none overlaps another:
+// each goes in the first row where it fits, left of its line when it would
+// run off. It returns the marks placed and the number of rows.
+func (w *svgWriter) placeMarks(ms []drill.Mark) ([]placedMark, int) {
+	var marks []placedMark
 	var rowEnd []float64
-	for _, m := range chartMarks(r) {
+	for _, m := range ms {
 		label := m.Kind + ": " + m.Label
 		x := w.x(m.At)
 		lx, anchor := x+3, "start"
@@ -83,21 +108,37 @@ func timelineSVG(r *drill.Report) string {
 			rowEnd = append(rowEnd, 0)
 		}
 		rowEnd[row] = from + textWidth(label)
-		marks = append(marks, placed{m, x, row, anchor, lx})
+		marks = append(marks, placedMark{m, x, row, anchor, lx})
 	}
-	y += float64(len(rowEnd)) * tlRowH
-	for _, p := range marks {
-		color := "#d62728"
-		if p.m.Kind == "switch" {
-			color = "#444"
-		}
-		w.textTo(&body, p.lx, 8+float64(p.row+1)*tlRowH-4, p.anchor, color, p.m.Kind+": "+p.m.Label)
-	}
-	top := y + 4
+	return marks, len(rowEnd)
+}
 
-	// Acquisitions per second per engine.
-	y = top + 14
-	w.panelTitle(&body, y-4, "acquisitions per second, per engine")
+// markColor is a fault's red or a switch's grey.
+func markColor(m drill.Mark) string {
+	if m.Kind == "switch" {
+		return "#444"
+	}
+	return "#d62728"
+}
+
+// markLabels writes the mark labels above the panels.
+func (w *svgWriter) markLabels(body *strings.Builder, marks []placedMark) {
+	for _, p := range marks {
+		w.textTo(body, p.lx, 8+float64(p.row+1)*tlRowH-4, p.anchor, markColor(p.m), p.m.Kind+": "+p.m.Label)
+	}
+}
+
+// markLines draws each mark's line across every panel, down to bottom.
+func (w *svgWriter) markLines(body *strings.Builder, marks []placedMark, bottom float64) {
+	for _, p := range marks {
+		fmt.Fprintf(body, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="4 3" />`+"\n",
+			p.x, 8+float64(p.row)*tlRowH+2, p.x, bottom, markColor(p.m))
+	}
+}
+
+// ratePanel draws acquisitions per second per engine, with its top at y.
+func (w *svgWriter) ratePanel(body *strings.Builder, r *drill.Report, tick time.Duration, y float64) {
+	w.panelTitle(body, y-4, "acquisitions per second, per engine")
 	peak := 1.0
 	for _, b := range r.Timeline {
 		for _, n := range b.Acquired {
@@ -113,16 +154,18 @@ func timelineSVG(r *drill.Report) string {
 			rate := float64(b.Acquired[e]) / w.width(b, tick).Seconds()
 			pts = append(pts, w.point(b.At+tick, y, rate, peak))
 		}
-		fmt.Fprintf(&body, `<polyline class="series" data-name="%s" data-engine="%s" fill="none" stroke="%s" stroke-width="2" points="%s" />`+"\n",
+		fmt.Fprintf(body, `<polyline class="series" data-name="%s" data-engine="%s" fill="none" stroke="%s" stroke-width="2" points="%s" />`+"\n",
 			html.EscapeString(e), html.EscapeString(e), color, strings.Join(pts, " "))
 		legend = append(legend, e)
 	}
-	w.legend(&body, y, legend, engineColors)
-	w.axes(&body, y, peak, func(v float64) string { return fmt.Sprintf("%.0f/s", v) })
+	w.legend(body, y, legend, engineColors)
+	w.axes(body, y, peak, func(v float64) string { return fmt.Sprintf("%.0f/s", v) })
+}
 
-	// Latency p50 and p99.
-	y += tlPanelH + tlPanelGp
-	w.panelTitle(&body, y-4, "acquisition latency (call to grant)")
+// latencyPanel draws the acquisition latency p50 and p99, with its top at
+// y.
+func (w *svgWriter) latencyPanel(body *strings.Builder, r *drill.Report, tick time.Duration, y float64) {
+	w.panelTitle(body, y-4, "acquisition latency (call to grant)")
 	lpeak := 0.001
 	for _, b := range r.Timeline {
 		lpeak = max(lpeak, b.P99.Seconds()*1000)
@@ -143,22 +186,24 @@ func timelineSVG(r *drill.Report) string {
 		if len(pts) == 1 {
 			pts = append(pts, pts[0])
 		}
-		fmt.Fprintf(&body, `<polyline class="series" data-name="latency %s" fill="none" stroke="%s" stroke-width="1.5" points="%s" />`+"\n",
+		fmt.Fprintf(body, `<polyline class="series" data-name="latency %s" fill="none" stroke="%s" stroke-width="1.5" points="%s" />`+"\n",
 			q, lineColors[i], strings.Join(pts, " "))
 	}
-	w.legend(&body, y, []string{"p50", "p99"}, lineColors)
-	w.axes(&body, y, lpeak, formatMillis)
+	w.legend(body, y, []string{"p50", "p99"}, lineColors)
+	w.axes(body, y, lpeak, formatMillis)
+}
 
-	// Failed acquisitions per second.
-	y += tlPanelH + tlPanelGp
+// failurePanel draws failed acquisitions per second as bars, with its top
+// at y, and returns its bottom.
+func (w *svgWriter) failurePanel(body *strings.Builder, r *drill.Report, tick time.Duration, y float64) float64 {
 	const errH = 60.0
-	w.panelTitle(&body, y-4, "failed acquisitions per second")
+	w.panelTitle(body, y-4, "failed acquisitions per second")
 	epeak := 0.0
 	for _, b := range r.Timeline {
 		epeak = max(epeak, float64(b.Failed)/w.width(b, tick).Seconds())
 	}
 	if epeak == 0 {
-		w.textTo(&body, tlLeft+8, y+errH/2+4, "start", "#2ca02c", "no failed acquisitions")
+		w.textTo(body, tlLeft+8, y+errH/2+4, "start", "#2ca02c", "no failed acquisitions")
 		epeak = 1
 	} else {
 		epeak = niceCeil(epeak)
@@ -168,24 +213,27 @@ func timelineSVG(r *drill.Report) string {
 			}
 			h := float64(b.Failed) / w.width(b, tick).Seconds() / epeak * errH
 			x0, x1 := w.x(b.At), w.x(b.At+tick)
-			fmt.Fprintf(&body, `<rect class="errors" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#d62728" />`+"\n", x0, y+errH-h, max(x1-x0-0.5, 0.5), h)
+			fmt.Fprintf(body, `<rect class="errors" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#d62728" />`+"\n", x0, y+errH-h, max(x1-x0-0.5, 0.5), h)
 		}
 	}
-	w.axesH(&body, y, errH, epeak, func(v float64) string { return fmt.Sprintf("%.0f/s", v) }, 1)
+	w.axesH(body, y, errH, epeak, func(v float64) string { return fmt.Sprintf("%.0f/s", v) }, 1)
+	return y + errH
+}
 
-	// Bands: per process, its current engine, then each engine's breaker.
-	y += errH + tlPanelGp
+// bandsPanel draws, per process, its current engine, then each engine's
+// breaker, one band each, with its top at y, and returns its bottom.
+func (w *svgWriter) bandsPanel(body *strings.Builder, r *drill.Report, tick time.Duration, y float64) float64 {
 	lanes := []*drill.Report{r}
 	if r.Fleet != nil {
 		lanes = r.Fleet.Processes
 	}
-	w.panelTitle(&body, y-4, "engine in use, and each engine's breaker")
+	w.panelTitle(body, y-4, "engine in use, and each engine's breaker")
 	for _, lane := range lanes {
 		name := lane.Process
 		if name != "" {
 			name += " "
 		}
-		w.band(&body, y, name+"engine", lane, tick, func(b drill.Bucket) (string, string) {
+		w.band(body, y, name+"engine", lane, tick, func(b drill.Bucket) (string, string) {
 			for i, e := range r.Engines {
 				if e == b.Current {
 					return e, engineColors[i%len(engineColors)]
@@ -195,7 +243,7 @@ func timelineSVG(r *drill.Report) string {
 		})
 		y += tlRowH
 		for i, e := range r.Engines {
-			w.band(&body, y, name+"breaker "+e, lane, tick, func(b drill.Bucket) (string, string) {
+			w.band(body, y, name+"breaker "+e, lane, tick, func(b drill.Bucket) (string, string) {
 				if i < len(b.Breakers) {
 					return b.Breakers[i], breakerColors[b.Breakers[i]]
 				}
@@ -205,27 +253,10 @@ func timelineSVG(r *drill.Report) string {
 		}
 		y += 4
 	}
-	w.legend(&body, y-float64(len(lanes))*(tlRowH*float64(1+len(r.Engines))+4),
+	w.legend(body, y-float64(len(lanes))*(tlRowH*float64(1+len(r.Engines))+4),
 		[]string{"closed", "half-open", "open"}, []string{breakerColors["closed"], breakerColors["half-open"], breakerColors["open"]})
-	w.xAxis(&body, y+2)
-	height := y + 24
-
-	// Mark lines across every panel.
-	for _, p := range marks {
-		color := "#d62728"
-		if p.m.Kind == "switch" {
-			color = "#444"
-		}
-		fmt.Fprintf(&body, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="4 3" />`+"\n",
-			p.x, 8+float64(p.row)*tlRowH+2, p.x, y, color)
-	}
-
-	w.printf(`<svg xmlns="http://www.w3.org/2000/svg" id="timeline" width="%d" height="%.0f" viewBox="0 0 %d %.0f" font-family="sans-serif" role="img" aria-label="drill timeline">`+"\n",
-		tlWidth, height, tlWidth, height)
-	w.printf(`<rect width="100%%" height="100%%" fill="#ffffff" />` + "\n")
-	w.b.WriteString(body.String())
-	w.b.WriteString("</svg>\n")
-	return w.b.String()
+	w.xAxis(body, y+2)
+	return y
 }
 
 // chartMarks are the marks drawn: the faults and the switches (a fleet's

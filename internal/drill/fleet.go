@@ -60,51 +60,76 @@ func Merge(processes []*Report, faults []Mark) *Report {
 	}
 	first := processes[0]
 	r.Started, r.Engines, r.Names, r.Tick, r.Initial = first.Started, first.Engines, first.Names, first.Tick, first.Initial
-	type tagged struct {
-		Grant
-		p int
+	for _, p := range processes {
+		r.add(p)
 	}
-	var grants []tagged
+	grants := fleetGrants(processes)
+	r.Timeline = mergeTimeline(processes, grants, r.Tick)
+	r.addFleetSwitches(processes, faults)
+	r.Fleet.Split, r.Fleet.LongestSplit = split(processes, r.Duration)
+	r.Fleet.Fencing = fence(processes, grants, r.Duration)
+	return r
+}
+
+// add adds a process's totals, violations and errors to the fleet's, and
+// its report, without its grants, to the fleet's lanes.
+func (r *Report) add(p *Report) {
+	r.Duration = max(r.Duration, p.Duration)
+	r.Workers += p.Workers
+	for e, n := range p.Acquired {
+		r.Acquired[e] += n
+	}
+	r.Failed += p.Failed
+	r.Retried += p.Retried
+	r.Lost += p.Lost
+	r.UnlockErrors += p.UnlockErrors
+	for _, v := range p.Violations {
+		r.Violations = append(r.Violations, p.Process+": "+v)
+	}
+	for _, e := range p.Errors {
+		if len(r.Errors) < maxListed {
+			r.Errors = append(r.Errors, p.Process+": "+e)
+		}
+	}
+	lane := *p
+	lane.Grants = nil
+	r.Fleet.Processes = append(r.Fleet.Processes, &lane)
+}
+
+// fleetGrant is a grant with the index of the process it went to.
+type fleetGrant struct {
+	Grant
+	p int
+}
+
+// fleetGrants returns every process's grants in time order.
+func fleetGrants(processes []*Report) []fleetGrant {
+	var grants []fleetGrant
 	for i, p := range processes {
-		r.Duration = max(r.Duration, p.Duration)
-		r.Workers += p.Workers
-		for e, n := range p.Acquired {
-			r.Acquired[e] += n
-		}
-		r.Failed += p.Failed
-		r.Retried += p.Retried
-		r.Lost += p.Lost
-		r.UnlockErrors += p.UnlockErrors
-		for _, v := range p.Violations {
-			r.Violations = append(r.Violations, p.Process+": "+v)
-		}
-		for _, e := range p.Errors {
-			if len(r.Errors) < maxListed {
-				r.Errors = append(r.Errors, p.Process+": "+e)
-			}
-		}
 		for _, g := range p.Grants {
-			grants = append(grants, tagged{g, i})
+			grants = append(grants, fleetGrant{g, i})
 		}
-		lane := *p
-		lane.Grants = nil
-		r.Fleet.Processes = append(r.Fleet.Processes, &lane)
 	}
 	sort.SliceStable(grants, func(i, j int) bool { return grants[i].At < grants[j].At })
+	return grants
+}
 
-	// The timeline: sums per tick, latencies of all the tick's grants.
+// mergeTimeline returns the fleet's timeline: sums per tick, latencies of
+// all the tick's grants.
+func mergeTimeline(processes []*Report, grants []fleetGrant, tick time.Duration) []Bucket {
 	n := 0
 	for _, p := range processes {
 		n = max(n, len(p.Timeline))
 	}
 	waits := make([][]time.Duration, n)
 	for _, g := range grants {
-		if k := int(g.At / r.Tick); k >= 0 && k < n {
+		if k := int(g.At / tick); k >= 0 && k < n {
 			waits[k] = append(waits[k], g.Wait)
 		}
 	}
+	var timeline []Bucket
 	for k := range n {
-		b := Bucket{At: time.Duration(k) * r.Tick, Acquired: make(map[string]int64)}
+		b := Bucket{At: time.Duration(k) * tick, Acquired: make(map[string]int64)}
 		for _, p := range processes {
 			if k < len(p.Timeline) {
 				for e, c := range p.Timeline[k].Acquired {
@@ -114,9 +139,14 @@ func Merge(processes []*Report, faults []Mark) *Report {
 			}
 		}
 		b.P50, b.P99 = percentiles(waits[k])
-		r.Timeline = append(r.Timeline, b)
+		timeline = append(timeline, b)
 	}
+	return timeline
+}
 
+// addFleetSwitches marks the faults and, after each, the fleet's first
+// switch, and takes the switch latency from the first fault followed.
+func (r *Report) addFleetSwitches(processes []*Report, faults []Mark) {
 	r.Marks = append(r.Marks, faults...)
 	r.Fleet.Switches = followed(processes, faults)
 	for _, s := range r.Fleet.Switches {
@@ -130,9 +160,12 @@ func Merge(processes []*Report, faults []Mark) *Report {
 		}
 	}
 	sort.SliceStable(r.Marks, func(i, j int) bool { return r.Marks[i].At < r.Marks[j].At })
-	r.Fleet.Split, r.Fleet.LongestSplit = split(processes, r.Duration)
+}
 
-	// Fencing: the shared resource sees the writes in time order.
+// fence replays the grants, in time order, as writes to a fenced resource
+// shared by the fleet, and returns what it made of each process's writes
+// in a drill of the given duration.
+func fence(processes []*Report, grants []fleetGrant, duration time.Duration) []Fencing {
 	fencing := make([]Fencing, len(processes))
 	since := make([]time.Duration, len(processes)) // refused since; -1: not refused
 	for i, p := range processes {
@@ -159,12 +192,11 @@ func Merge(processes []*Report, faults []Mark) *Report {
 	}
 	for i := range fencing {
 		if since[i] >= 0 {
-			fencing[i].FencedOut = max(fencing[i].FencedOut, r.Duration-since[i])
-			fencing[i].FencedOutTotal += r.Duration - since[i]
+			fencing[i].FencedOut = max(fencing[i].FencedOut, duration-since[i])
+			fencing[i].FencedOutTotal += duration - since[i]
 		}
 	}
-	r.Fleet.Fencing = fencing
-	return r
+	return fencing
 }
 
 // followed finds, for each fault, the first switch of every process after

@@ -122,105 +122,132 @@ func acquirer(t *testing.T, l locker.Locker) Acquirer {
 // (killed: refused also wrapping ErrRefused, and quickly).
 func unreachable(t *testing.T, h FaultHarness, name string, killed bool) {
 	t.Helper()
-	e := h.Engine
-	failFast := func(what string, err error, took time.Duration) {
-		t.Helper()
-		if !killed {
-			return
-		}
-		if !errors.Is(err, locker.ErrRefused) {
-			t.Errorf("%s against a killed server = %v; want it to wrap ErrRefused", what, err)
-		}
-		if took > refusedWithin {
-			t.Errorf("%s against a killed server took %v; want within %v", what, took, refusedWithin)
-		}
+	c := faultCheck{t: t, killed: killed}
+	c.ping(h.Engine)
+	l := newLocker(t, h.Engine, name)
+	c.tryLock(l, h.RequestTimeout)
+	c.tryLockTimeout(l)
+	for _, cause := range []error{context.DeadlineExceeded, context.Canceled} {
+		c.lockCtx(l, cause)
 	}
+	for _, wait := range []bool{false, true} {
+		c.acquire(l, wait)
+	}
+	if got := l.Token(); got != 0 {
+		t.Errorf("Token() after failed acquisitions = %d; want 0", got)
+	}
+}
 
-	// Ping: at its deadline when frozen, at once when killed.
+// faultCheck checks one call against a server that does not answer.
+type faultCheck struct {
+	t      *testing.T
+	killed bool // else frozen
+}
+
+// failFast checks, against a killed server, that a call was refused, and
+// quickly.
+func (c faultCheck) failFast(what string, err error, took time.Duration) {
+	c.t.Helper()
+	if !c.killed {
+		return
+	}
+	if !errors.Is(err, locker.ErrRefused) {
+		c.t.Errorf("%s against a killed server = %v; want it to wrap ErrRefused", what, err)
+	}
+	if took > refusedWithin {
+		c.t.Errorf("%s against a killed server took %v; want within %v", what, took, refusedWithin)
+	}
+}
+
+// ping: at its deadline when frozen, at once when killed.
+func (c faultCheck) ping(e locker.Engine) {
+	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), faultWait)
 	start := time.Now()
 	err := e.Ping(ctx)
 	took := time.Since(start)
 	cancel()
 	if !errors.Is(err, locker.ErrUnavailable) {
-		t.Errorf("Ping() = %v; want ErrUnavailable", err)
+		c.t.Errorf("Ping() = %v; want ErrUnavailable", err)
 	}
 	if took > faultWait+returnWithin {
-		t.Errorf("Ping(%v deadline) returned after %v; want within %v", faultWait, took, faultWait+returnWithin)
+		c.t.Errorf("Ping(%v deadline) returned after %v; want within %v", faultWait, took, faultWait+returnWithin)
 	}
-	failFast("Ping()", err, took)
+	c.failFast("Ping()", err, took)
+}
 
-	// TryLock: an error, never (false, nil), within the request timeout.
-	l := newLocker(t, e, name)
-	start = time.Now()
+// tryLock: an error, never (false, nil), within the request timeout.
+func (c faultCheck) tryLock(l locker.Locker, requestTimeout time.Duration) {
+	c.t.Helper()
+	start := time.Now()
 	ok, err := l.TryLock()
-	took = time.Since(start)
+	took := time.Since(start)
 	if ok || !errors.Is(err, locker.ErrUnavailable) {
-		t.Errorf("TryLock() = %v, %v; want false, ErrUnavailable", ok, err)
+		c.t.Errorf("TryLock() = %v, %v; want false, ErrUnavailable", ok, err)
 	}
-	if limit := h.RequestTimeout + 500*time.Millisecond; took > limit {
-		t.Errorf("TryLock() returned after %v; want within the request timeout %v", took, h.RequestTimeout)
+	if limit := requestTimeout + 500*time.Millisecond; took > limit {
+		c.t.Errorf("TryLock() returned after %v; want within the request timeout %v", took, requestTimeout)
 	}
-	failFast("TryLock()", err, took)
+	c.failFast("TryLock()", err, took)
+}
 
-	// TryLockTimeout shorter than the request timeout: ran out without an
-	// answer, so an error.
-	start = time.Now()
-	ok, err = l.TryLockTimeout(faultWait)
-	took = time.Since(start)
+// tryLockTimeout shorter than the request timeout: ran out without an
+// answer, so an error.
+func (c faultCheck) tryLockTimeout(l locker.Locker) {
+	c.t.Helper()
+	start := time.Now()
+	ok, err := l.TryLockTimeout(faultWait)
+	took := time.Since(start)
 	if ok || !errors.Is(err, locker.ErrUnavailable) {
-		t.Errorf("TryLockTimeout(%v) = %v, %v; want false, ErrUnavailable", faultWait, ok, err)
+		c.t.Errorf("TryLockTimeout(%v) = %v, %v; want false, ErrUnavailable", faultWait, ok, err)
 	}
 	if took > faultWait+returnWithin {
-		t.Errorf("TryLockTimeout(%v) returned after %v; want within %v", faultWait, took, faultWait+returnWithin)
+		c.t.Errorf("TryLockTimeout(%v) returned after %v; want within %v", faultWait, took, faultWait+returnWithin)
 	}
-	failFast("TryLockTimeout()", err, took)
+	c.failFast("TryLockTimeout()", err, took)
+}
 
-	// LockCtx: exactly ctx.Err() within returnWithin of the deadline or the
-	// cancellation, or, before that, an error wrapping ErrUnavailable.
-	for _, cause := range []error{context.DeadlineExceeded, context.Canceled} {
-		ctx, cancel := context.WithTimeout(context.Background(), faultWait)
-		if cause == context.Canceled {
-			ctx, cancel = context.WithCancel(context.Background())
-			time.AfterFunc(faultWait, cancel)
-		}
-		start := time.Now()
-		err := l.LockCtx(ctx)
-		took := time.Since(start)
-		ended := ctx.Err() != nil
-		cancel()
-		switch {
-		case ended && err != cause:
-			t.Errorf("LockCtx() after its context ended = %v; want %v itself", err, cause)
-		case !ended && !errors.Is(err, locker.ErrUnavailable):
-			t.Errorf("LockCtx() before its context ended = %v; want ErrUnavailable", err)
-		case ended && took > faultWait+returnWithin:
-			t.Errorf("LockCtx() returned %v after its context ended (%v); want within %v", took-faultWait, cause, returnWithin)
-		}
-		if killed {
-			failFast("LockCtx()", err, took)
-		}
+// lockCtx: exactly ctx.Err() within returnWithin of the deadline or the
+// cancellation (cause), or, before that, an error wrapping ErrUnavailable.
+func (c faultCheck) lockCtx(l locker.Locker, cause error) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), faultWait)
+	if cause == context.Canceled {
+		ctx, cancel = context.WithCancel(context.Background())
+		time.AfterFunc(faultWait, cancel)
 	}
+	start := time.Now()
+	err := l.LockCtx(ctx)
+	took := time.Since(start)
+	ended := ctx.Err() != nil
+	cancel()
+	switch {
+	case ended && err != cause:
+		c.t.Errorf("LockCtx() after its context ended = %v; want %v itself", err, cause)
+	case !ended && !errors.Is(err, locker.ErrUnavailable):
+		c.t.Errorf("LockCtx() before its context ended = %v; want ErrUnavailable", err)
+	case ended && took > faultWait+returnWithin:
+		c.t.Errorf("LockCtx() returned %v after its context ended (%v); want within %v", took-faultWait, cause, returnWithin)
+	}
+	c.failFast("LockCtx()", err, took)
+}
 
-	// The raw path says why.
-	for _, wait := range []bool{false, true} {
-		ctx, cancel := context.WithTimeout(context.Background(), faultWait)
-		start := time.Now()
-		ok, err := acquirer(t, l).Acquire(ctx, wait)
-		took := time.Since(start)
-		ended := ctx.Err() != nil
-		cancel()
-		if ok || !errors.Is(err, locker.ErrUnavailable) || (ended && !errors.Is(err, context.DeadlineExceeded)) {
-			t.Errorf("Acquire(ctx, %v) = %v, %v; want false and an error wrapping ErrUnavailable (and DeadlineExceeded once ctx ended)", wait, ok, err)
-		}
-		if took > faultWait+returnWithin {
-			t.Errorf("Acquire(ctx, %v) returned after %v; want within %v", wait, took, faultWait+returnWithin)
-		}
-		failFast("Acquire()", err, took)
+// acquire: the raw path says why.
+func (c faultCheck) acquire(l locker.Locker, wait bool) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), faultWait)
+	start := time.Now()
+	ok, err := acquirer(c.t, l).Acquire(ctx, wait)
+	took := time.Since(start)
+	ended := ctx.Err() != nil
+	cancel()
+	if ok || !errors.Is(err, locker.ErrUnavailable) || (ended && !errors.Is(err, context.DeadlineExceeded)) {
+		c.t.Errorf("Acquire(ctx, %v) = %v, %v; want false and an error wrapping ErrUnavailable (and DeadlineExceeded once ctx ended)", wait, ok, err)
 	}
-	if got := l.Token(); got != 0 {
-		t.Errorf("Token() after failed acquisitions = %d; want 0", got)
+	if took > faultWait+returnWithin {
+		c.t.Errorf("Acquire(ctx, %v) returned after %v; want within %v", wait, took, faultWait+returnWithin)
 	}
+	c.failFast("Acquire()", err, took)
 }
 
 func testPaused(t *testing.T, f FaultFactory) {

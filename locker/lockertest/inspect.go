@@ -17,9 +17,17 @@ func testInspect(t *testing.T, f Factory) {
 		t.Skip("the engine is no locker.Inspector")
 	}
 	stuckEngine, nextEngine := open(t, f).Engine, open(t, f).Engine
-	ctx := context.Background()
 	name := lockName(t, "i")
+	inspectFree(t, op, name)
+	forceOut(t, op, name, stuckEngine, nextEngine)
+	inspectClosed(t, f(t).Engine, name)
+}
 
+// inspectFree checks Inspect and ForceUnlock on a free name and on
+// invalid ones.
+func inspectFree(t *testing.T, op locker.Inspector, name string) {
+	t.Helper()
+	ctx := context.Background()
 	if in, err := op.Inspect(ctx, name); err != nil || in.Holder != nil || len(in.Waiters) != 0 || in.Subscribers != 0 {
 		t.Fatalf("Inspect(free) = %+v, %v; want nothing", in, err)
 	}
@@ -34,7 +42,13 @@ func testInspect(t *testing.T, f Factory) {
 			t.Errorf("ForceUnlock(%q) = %v; want ErrInvalidName", bad, err)
 		}
 	}
+}
 
+// forceOut has the operator see a stuck holder and its waiter, then force
+// the holder out: the waiter gets the name, the holder learns it lost it.
+func forceOut(t *testing.T, op locker.Inspector, name string, stuckEngine, nextEngine locker.Engine) {
+	t.Helper()
+	ctx := context.Background()
 	stuck := newLocker(t, stuckEngine, name, locker.WithOwner("stuck-job"), locker.WithTTL(900*time.Millisecond))
 	next := newLocker(t, nextEngine, name, locker.WithOwner("next-job"))
 	mustLock(t, stuck)
@@ -44,19 +58,7 @@ func testInspect(t *testing.T, f Factory) {
 		defer cancel()
 		done <- next.LockCtx(ctx)
 	}()
-	var in locker.Inspection
-	eventually(t, 10*time.Second, "the waiter visible to Inspect", func() bool {
-		var err error
-		in, err = op.Inspect(ctx, name)
-		return err == nil && len(in.Waiters)+in.Subscribers == 1
-	})
-	h := in.Holder
-	if h == nil || h.Owner != "stuck-job" || h.Token != stuck.Token() || h.TTL < 0 {
-		t.Fatalf("Inspect(held).Holder = %+v; want stuck-job with token %d", h, stuck.Token())
-	}
-	if len(in.Waiters) == 1 && (in.Waiters[0].Owner != "next-job" || in.Waiters[0].Token <= h.Token) {
-		t.Errorf("Inspect(held).Waiters = %+v; want next-job with a token above %d", in.Waiters, h.Token)
-	}
+	h := inspectHeld(t, op, name, stuck.Token())
 
 	removed, err := op.ForceUnlock(ctx, name)
 	if err != nil || removed.Owner != "stuck-job" || removed.Token != h.Token {
@@ -77,8 +79,34 @@ func testInspect(t *testing.T, f Factory) {
 		t.Errorf("the forced-out owner's Unlock() = %v; want ErrLockLost", err)
 	}
 	mustUnlock(t, next)
+}
 
-	closed := f(t).Engine
+// inspectHeld waits until Inspect sees the waiter on name, checks that it
+// names stuck-job, holding with token, and next-job waiting, and returns
+// the holder it saw.
+func inspectHeld(t *testing.T, op locker.Inspector, name string, token uint64) *locker.Holder {
+	t.Helper()
+	var in locker.Inspection
+	eventually(t, 10*time.Second, "the waiter visible to Inspect", func() bool {
+		var err error
+		in, err = op.Inspect(context.Background(), name)
+		return err == nil && len(in.Waiters)+in.Subscribers == 1
+	})
+	h := in.Holder
+	if h == nil || h.Owner != "stuck-job" || h.Token != token || h.TTL < 0 {
+		t.Fatalf("Inspect(held).Holder = %+v; want stuck-job with token %d", h, token)
+	}
+	if len(in.Waiters) == 1 && (in.Waiters[0].Owner != "next-job" || in.Waiters[0].Token <= h.Token) {
+		t.Errorf("Inspect(held).Waiters = %+v; want next-job with a token above %d", in.Waiters, h.Token)
+	}
+	return h
+}
+
+// inspectClosed checks that a closed engine refuses Inspect and
+// ForceUnlock.
+func inspectClosed(t *testing.T, closed locker.Engine, name string) {
+	t.Helper()
+	ctx := context.Background()
 	if err := closed.Close(); err != nil {
 		t.Fatal(err)
 	}
