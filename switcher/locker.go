@@ -40,7 +40,7 @@ func (s *Switcher) NewLocker(name string, opts ...locker.Option) (locker.Locker,
 	}
 	// One owner on every engine: the same owner ID everywhere.
 	opts = append(append([]locker.Option(nil), opts...), locker.WithOwner(st.Owner))
-	l := &switchLocker{s: s, name: name, opts: opts, inner: make([]locker.Locker, len(s.members))}
+	l := &switchLocker{s: s, name: name, owner: st.Owner, opts: opts, inner: make([]locker.Locker, len(s.members))}
 	l.Front = locker.NewFront(name, l.reenter, l.take)
 	return l, nil
 }
@@ -48,9 +48,10 @@ func (s *Switcher) NewLocker(name string, opts ...locker.Option) (locker.Locker,
 // switchLocker is one owner's Locker across the engines of a switcher.
 type switchLocker struct {
 	*locker.Front
-	s    *Switcher
-	name string
-	opts []locker.Option
+	s     *Switcher
+	name  string
+	owner string
+	opts  []locker.Option
 
 	mu     sync.Mutex
 	inner  []locker.Locker // per engine, made on first use
@@ -117,14 +118,20 @@ func acquire(in locker.Locker, ctx context.Context, wait bool) (bool, error) {
 // again on the engine current next when that one fails or a switch moves
 // the wait, as long as the caller's budget lasts. Errors are raw (see
 // locker.Front.Acquire): the Front maps them for the caller.
-func (l *switchLocker) take(ctx context.Context, wait bool) (bool, error) {
+func (l *switchLocker) take(ctx context.Context, wait bool) (ok bool, err error) {
 	s := l.s
+	var obs acquireObs // observes nothing without an observer
+	if s.opts.observer != nil {
+		ctx, obs = l.observeStart(ctx, wait)
+		defer func() { obs.end(ctx, l, ok, err) }()
+	}
 	var outage time.Time // since when the current engine's breaker has been open
 	for moved := false; ; {
 		s.mu.Lock()
 		closed, i, epoch, switched := s.closed, s.current, s.epoch, s.switched
 		prev, since := s.previous, s.switchedAt
 		s.mu.Unlock()
+		obs.attempt(ctx, s, i, epoch)
 		if closed {
 			return false, fmt.Errorf("switcher: acquire %q: %w", l.name, locker.ErrClosed)
 		}

@@ -22,6 +22,7 @@ type settings struct {
 	onSwitch      func(Event)
 	sources       []Source
 	start         string
+	observer      Observer
 }
 
 // Defaults of the options. A killed engine refuses connections and trips

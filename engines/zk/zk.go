@@ -93,6 +93,8 @@ type settings struct {
 	connectTimeout time.Duration
 	logger         *slog.Logger
 	auth           []credential
+
+	observer locker.Observer // nil: nothing observes
 }
 
 // Option configures an Engine.
@@ -278,7 +280,7 @@ func New(servers []string, opts ...Option) (*Engine, error) {
 	e.wg.Add(2)
 	go e.monitor()
 	go e.reaper()
-	e.core = locker.NewCore(s.name, e, logger)
+	e.core = locker.NewCore(s.name, e, logger, locker.ObservedBy(s.observer))
 	return e, nil
 }
 
