@@ -30,9 +30,9 @@
 //	orthrus.switcher.wait.duration   histogram  s             result: the caller's wait across every engine tried
 //	orthrus.switcher.switches        counter    {switch}      from, to, reason: breaker, manual, source, failback
 //	orthrus.switcher.deferred        counter    {switch}      from, to: a source named an engine that is down here
-//	orthrus.switcher.engine.current  gauge      1             engine: 1 for the current engine, 0 for the others
-//	orthrus.switcher.epoch           gauge      1             the switch epoch
-//	orthrus.switcher.breaker.state   gauge      1             engine, state: closed, half_open, open (1 for the state it is in)
+//	orthrus.switcher.engine.current  gauge                    engine: 1 for the current engine, 0 for the others
+//	orthrus.switcher.epoch           gauge                    the switch epoch
+//	orthrus.switcher.breaker.state   gauge                    engine, state: closed, half_open, open (1 for the state it is in)
 //	orthrus.switcher.retries         counter    {retry}       acquisitions that failed on an engine and went again
 //
 // Labels have bounded values: engine and switcher names, and the fixed

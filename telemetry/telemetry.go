@@ -185,14 +185,11 @@ func New(opts ...Option) (*Telemetry, error) {
 	t.deferred, err = m.Int64Counter("orthrus.switcher.deferred", metric.WithUnit("{switch}"),
 		metric.WithDescription("Switches a source asked for that this process deferred, the engine asked for being down here."))
 	add(err)
-	t.current, err = m.Int64ObservableGauge("orthrus.switcher.engine.current", metric.WithUnit("1"),
-		metric.WithDescription("1 for the engine new acquisitions go to, 0 for the others."))
+	t.current, err = m.Int64ObservableGauge("orthrus.switcher.engine.current", metric.WithDescription("1 for the engine new acquisitions go to, 0 for the others."))
 	add(err)
-	t.epoch, err = m.Int64ObservableGauge("orthrus.switcher.epoch", metric.WithUnit("1"),
-		metric.WithDescription("The switch epoch: the high part of the fencing tokens granted now."))
+	t.epoch, err = m.Int64ObservableGauge("orthrus.switcher.epoch", metric.WithDescription("The switch epoch: the high part of the fencing tokens granted now."))
 	add(err)
-	t.breaker, err = m.Int64ObservableGauge("orthrus.switcher.breaker.state", metric.WithUnit("1"),
-		metric.WithDescription("1 for the state each engine's breaker is in (closed, half_open, open), 0 for the others."))
+	t.breaker, err = m.Int64ObservableGauge("orthrus.switcher.breaker.state", metric.WithDescription("1 for the state each engine's breaker is in (closed, half_open, open), 0 for the others."))
 	add(err)
 	t.retries, err = m.Int64ObservableCounter("orthrus.switcher.retries", metric.WithUnit("{retry}"),
 		metric.WithDescription("Acquisitions that failed on an unavailable engine and went again."))
