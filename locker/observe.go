@@ -139,11 +139,12 @@ func (h *Hold) info(engine string) HoldInfo {
 	return HoldInfo{Engine: engine, Name: h.Name, Owner: h.Owner, Token: h.Token}
 }
 
-// markLost closes Lost and, once per hold, reports cause.
+// markLost reports cause, then closes Lost, once per hold: whoever wakes
+// on Lost finds the loss already counted.
 func (h *Hold) markLost(cause LostCause) {
 	h.lostOnce.Do(func() {
-		close(h.lost)
 		h.obs.end(h, cause)
+		close(h.lost)
 	})
 }
 
