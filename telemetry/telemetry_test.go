@@ -58,6 +58,7 @@ type rig struct {
 	*telemetry.Telemetry
 	reg   *prometheus.Registry
 	spans *tracetest.SpanRecorder
+	tp    *sdktrace.TracerProvider
 
 	// Events the tests wait for, sent without blocking.
 	renewed  chan locker.HoldInfo
@@ -80,6 +81,7 @@ func newRig(t *testing.T) *rig {
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(r.spans))
+	r.tp = tp
 	t.Cleanup(func() {
 		_ = mp.Shutdown(context.Background())
 		_ = tp.Shutdown(context.Background())
