@@ -38,6 +38,9 @@ type Telemetry struct {
 	tracer    trace.Tracer
 	meter     metric.Meter
 	nameLabel func(string) string
+	// Span start options made once: a variadic call through an interface
+	// allocates its slice.
+	clientSpan, internalSpan []trace.SpanStartOption
 
 	acquisitions metric.Int64Counter
 	wait         metric.Float64Histogram
@@ -139,7 +142,10 @@ func New(opts ...Option) (*Telemetry, error) {
 		s.tp = otel.GetTracerProvider()
 	}
 	m := s.mp.Meter(ScopeName)
-	t := &Telemetry{tracer: s.tp.Tracer(ScopeName), meter: m, nameLabel: s.nameLabel}
+	t := &Telemetry{tracer: s.tp.Tracer(ScopeName), meter: m, nameLabel: s.nameLabel,
+		clientSpan:   []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)},
+		internalSpan: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)},
+	}
 	empty := map[attrKey]*attrSets{}
 	t.attrs.Store(&empty)
 
@@ -237,18 +243,14 @@ func token(t uint64) attribute.KeyValue { return spanToken.Int64(int64(t)) }
 
 // AcquireStart starts the span of an acquisition and counts a waiter.
 func (t *Telemetry) AcquireStart(ctx context.Context, a locker.Acquisition) context.Context {
-	kind := trace.SpanKindClient // a request to the engine's server
+	kind, where := t.clientSpan, spanEngine.String(a.Engine) // a request to the engine's server
 	if a.Switcher != "" {
-		kind = trace.SpanKindInternal // spans the engines it tries
+		kind, where = t.internalSpan, spanSwitcher.String(a.Switcher) // spans the engines it tries
 	}
-	ctx, span := t.tracer.Start(ctx, "orthrus.lock.acquire", trace.WithSpanKind(kind))
-	if span.IsRecording() {
-		span.SetAttributes(spanName.String(a.Name), spanOwner.String(a.Owner), spanWait.Bool(a.Wait))
-		if a.Switcher != "" {
-			span.SetAttributes(spanSwitcher.String(a.Switcher))
-		} else {
-			span.SetAttributes(spanEngine.String(a.Engine))
-		}
+	ctx, span := t.tracer.Start(ctx, "orthrus.lock.acquire", kind...)
+	if span.IsRecording() { // no attribute slice for a span that drops it
+		// All at once: the SDK grows its slice on every call.
+		span.SetAttributes(where, spanName.String(a.Name), spanOwner.String(a.Owner), spanWait.Bool(a.Wait))
 	}
 	if a.Wait && a.Switcher == "" {
 		t.waiters.Add(ctx, 1, t.sets(a.Engine, "", a.Name).engine.add...)
@@ -259,19 +261,22 @@ func (t *Telemetry) AcquireStart(ctx context.Context, a locker.Acquisition) cont
 // AcquireEnd ends the span of an acquisition and records its result.
 func (t *Telemetry) AcquireEnd(ctx context.Context, a locker.Acquisition, r locker.AcquireResult) {
 	oc := outcomeIndex(r.Outcome)
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.SetAttributes(spanResult.String(string(r.Outcome)))
+	span := trace.SpanFromContext(ctx)
+	if span.IsRecording() {
+		kv := [3]attribute.KeyValue{spanResult.String(string(r.Outcome))}
+		n := 1
 		if a.Switcher != "" && r.Engine != "" {
-			span.SetAttributes(spanEngine.String(r.Engine))
+			kv[n], n = spanEngine.String(r.Engine), n+1
 		}
 		if r.Outcome == locker.OutcomeGranted {
-			span.SetAttributes(token(r.Token))
+			kv[n], n = token(r.Token), n+1
 		}
+		span.SetAttributes(kv[:n]...)
 		if r.Err != nil {
 			span.SetStatus(codes.Error, r.Err.Error())
 		}
 	}
-	trace.SpanFromContext(ctx).End()
+	span.End()
 	waited := r.Waited.Seconds()
 	if a.Switcher != "" {
 		s := t.sets(r.Engine, a.Switcher, a.Name)
@@ -295,7 +300,7 @@ func (t *Telemetry) AcquireEnd(ctx context.Context, a locker.Acquisition, r lock
 
 // ReleaseStart starts the span of a release.
 func (t *Telemetry) ReleaseStart(ctx context.Context, h locker.HoldInfo) context.Context {
-	ctx, span := t.tracer.Start(ctx, "orthrus.lock.release", trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := t.tracer.Start(ctx, "orthrus.lock.release", t.clientSpan...)
 	if span.IsRecording() {
 		span.SetAttributes(spanEngine.String(h.Engine), spanName.String(h.Name), spanOwner.String(h.Owner), token(h.Token))
 	}
