@@ -26,6 +26,7 @@ import (
 	"github.com/orthrus-go/orthrus/switcher"
 	"github.com/orthrus-go/orthrus/switcher/etcdsource"
 	"github.com/orthrus-go/orthrus/switcher/zksource"
+	"github.com/orthrus-go/orthrus/telemetry"
 )
 
 // Switcher is the running switcher Open returns: a *switcher.Switcher
@@ -75,6 +76,7 @@ func (s *Switcher) Close() error {
 type openSettings struct {
 	logger       *slog.Logger
 	switcherOpts []switcher.Option
+	telemetry    []telemetry.Option // nil: no instrumentation (config/telemetry.go)
 }
 
 // Option configures Open.
@@ -139,6 +141,10 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 			Msg: `"file" watches the file the configuration was loaded from: use a Config from Load`}}}
 	}
 	log := o.logger
+	tel, err := o.observer()
+	if err != nil {
+		return nil, err
+	}
 
 	var cleanup []func() error // on failure, run in reverse
 	defer func() {
@@ -149,7 +155,7 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 		}
 	}()
 
-	started, errs := startEngines(ctx, c, log)
+	started, errs := startEngines(ctx, c, log, tel)
 	err = errors.Join(errs...)
 	engines := make([]locker.Engine, 0, len(started))
 	var clients []func() error
@@ -191,6 +197,9 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 	if src != nil {
 		sopts = append(sopts, switcher.WithSource(src))
 	}
+	if tel != nil {
+		sopts = append(sopts, switcher.WithObserver(tel))
+	}
 	sw, err := switcher.New(engines, append(sopts, o.switcherOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -226,7 +235,7 @@ func noop() error { return nil }
 
 // startEngines starts every engine in parallel and returns, per engine,
 // the started engine or its error; the caller closes what started.
-func startEngines(ctx context.Context, c *Config, log *slog.Logger) ([]started, []error) {
+func startEngines(ctx context.Context, c *Config, log *slog.Logger, tel *telemetry.Telemetry) ([]started, []error) {
 	out := make([]started, len(c.Engines))
 	errs := make([]error, len(c.Engines))
 	var wg sync.WaitGroup
@@ -235,7 +244,7 @@ func startEngines(ctx context.Context, c *Config, log *slog.Logger) ([]started, 
 			e := &c.Engines[i]
 			sctx, cancel := context.WithTimeout(ctx, c.StartTimeout)
 			defer cancel()
-			out[i], errs[i] = startEngine(sctx, c, i, log)
+			out[i], errs[i] = startEngine(sctx, c, i, log, tel)
 			if errs[i] != nil {
 				errs[i] = fmt.Errorf("config: engines[%d] %q (%s): %w", i, e.Name, e.Type, unavailable(errs[i]))
 			}
@@ -253,7 +262,7 @@ func unavailable(err error) error {
 	return fmt.Errorf("%w: %w", locker.ErrUnavailable, err)
 }
 
-func startEngine(ctx context.Context, c *Config, i int, log *slog.Logger) (started, error) {
+func startEngine(ctx context.Context, c *Config, i int, log *slog.Logger, tel *telemetry.Telemetry) (started, error) {
 	e := &c.Engines[i]
 	field := fmt.Sprintf("engines[%d]", i)
 	switch e.Type {
@@ -282,6 +291,9 @@ func startEngine(ctx context.Context, c *Config, i int, log *slog.Logger) (start
 			MaxRetries:    -1,
 		})
 		opts := []redis.Option{redis.WithName(e.Name), redis.WithLogger(log)}
+		if tel != nil {
+			opts = append(opts, redis.WithObserver(tel))
+		}
 		if e.Prefix != "" {
 			opts = append(opts, redis.WithPrefix(e.Prefix))
 		}
@@ -297,6 +309,9 @@ func startEngine(ctx context.Context, c *Config, i int, log *slog.Logger) (start
 
 	case TypeZK:
 		opts := []zk.Option{zk.WithName(e.Name), zk.WithLogger(log)}
+		if tel != nil {
+			opts = append(opts, zk.WithObserver(tel))
+		}
 		if e.Prefix != "" {
 			opts = append(opts, zk.WithPrefix(e.Prefix))
 		}
@@ -324,6 +339,9 @@ func startEngine(ctx context.Context, c *Config, i int, log *slog.Logger) (start
 			return started{}, err
 		}
 		opts := []etcd.Option{etcd.WithName(e.Name), etcd.WithLogger(log)}
+		if tel != nil {
+			opts = append(opts, etcd.WithObserver(tel))
+		}
 		if e.Prefix != "" {
 			opts = append(opts, etcd.WithPrefix(e.Prefix))
 		}
