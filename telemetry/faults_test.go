@@ -3,6 +3,9 @@ package telemetry_test
 import (
 	"context"
 	"errors"
+	"os"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,6 +146,8 @@ func TestFaults(t *testing.T) {
 		}
 	}
 
+	checkDocs(t, got)
+
 	// Closing the switcher ends the hold still held on redis-b, and its
 	// gauges.
 	closed = true
@@ -200,5 +205,32 @@ func TestLostCauses(t *testing.T) {
 	})
 	if t.Failed() {
 		t.Logf("gathered:\n%s", dump(got))
+	}
+}
+
+// checkDocs finds every series the dashboard and the alert rules in docs/
+// query among those gathered after a failover: a renamed metric breaks
+// them.
+func checkDocs(t *testing.T, got map[string]float64) {
+	t.Helper()
+	name := regexp.MustCompile(`orthrus_[a-z_]+`)
+	for _, doc := range []string{"../docs/grafana-dashboard.json", "../docs/prometheus-alerts.yaml"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := name.FindAllString(string(b), -1)
+		if len(names) < 5 {
+			t.Errorf("%s names %d metrics; want the dashboard's or the rules'", doc, len(names))
+		}
+		for _, n := range names {
+			found := false
+			for k := range got {
+				found = found || strings.HasPrefix(k, n+"{") || strings.HasPrefix(k, n+"_count{") // a histogram by its name
+			}
+			if !found {
+				t.Errorf("%s queries %s, which the telemetry does not export", doc, n)
+			}
+		}
 	}
 }
