@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"maps"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -44,11 +45,12 @@ func causeIndex(c locker.LostCause) int {
 type opts struct {
 	add []metric.AddOption
 	rec []metric.RecordOption
+	obs []metric.ObserveOption
 }
 
 func newOpts(kv ...attribute.KeyValue) opts {
 	o := metric.WithAttributeSet(attribute.NewSet(kv...))
-	return opts{add: []metric.AddOption{o}, rec: []metric.RecordOption{o}}
+	return opts{add: []metric.AddOption{o}, rec: []metric.RecordOption{o}, obs: []metric.ObserveOption{o}}
 }
 
 // attrKey identifies the attribute sets of one engine, or of one engine
@@ -57,8 +59,12 @@ type attrKey struct {
 	engine, switcher, name string
 }
 
-// attrSets are every attribute set the metrics of one attrKey use.
+// attrSets are every attribute set the metrics of one attrKey use, and
+// its holds and waiters.
 type attrSets struct {
+	holds, waiters atomic.Int64
+	counted        atomic.Bool // holds or waiters were counted: observe them
+
 	engine    opts // engine (and name): holds, waiters
 	result    [len(outcomes)]opts
 	swResult  [len(outcomes)]opts // switcher and result: the switcher's waits
@@ -128,5 +134,13 @@ func (t *Telemetry) sets(engine, switcher, lockName string) *attrSets {
 	m := maps.Clone(old)
 	m[k] = s
 	t.attrs.Store(&m)
+	return s
+}
+
+// counting marks s as having holds or waiters to observe, and returns it.
+func (s *attrSets) counting() *attrSets {
+	if !s.counted.Load() {
+		s.counted.Store(true)
+	}
 	return s
 }

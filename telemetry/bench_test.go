@@ -127,3 +127,27 @@ func median(d []time.Duration) time.Duration {
 	slices.Sort(d)
 	return d[len(d)/2]
 }
+
+// BenchmarkObserve is what a Lock+Unlock cycle costs the Telemetry alone,
+// without the engine: the absolute overhead behind BenchmarkLockUnlock's
+// ratios.
+func BenchmarkObserve(b *testing.B) {
+	noopTel, metricsTel, sdkTel := observers(b)
+	a := locker.Acquisition{Engine: "redis", Name: "orders/42", Owner: "host:1:abc", Wait: true}
+	h := locker.HoldInfo{Engine: "redis", Name: "orders/42", Owner: "host:1:abc", Token: 42}
+	for _, bc := range []struct {
+		name string
+		t    *telemetry.Telemetry
+	}{{"noop", noopTel}, {"sdk-metrics", metricsTel}, {"sdk", sdkTel}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				ctx := bc.t.AcquireStart(context.Background(), a)
+				bc.t.AcquireEnd(ctx, a, locker.AcquireResult{Outcome: locker.OutcomeGranted, Engine: "redis", Token: 42, Waited: time.Millisecond})
+				ctx = bc.t.ReleaseStart(context.Background(), h)
+				bc.t.ReleaseEnd(ctx, h, nil)
+				bc.t.HoldEnd(h, time.Millisecond, locker.LostNone)
+			}
+		})
+	}
+}

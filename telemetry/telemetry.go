@@ -45,8 +45,8 @@ type Telemetry struct {
 	acquisitions metric.Int64Counter
 	wait         metric.Float64Histogram
 	holdTime     metric.Float64Histogram
-	holds        metric.Int64UpDownCounter
-	waiters      metric.Int64UpDownCounter
+	holds        metric.Int64ObservableUpDownCounter // from attrSets.holds, at collection
+	waiters      metric.Int64ObservableUpDownCounter
 	renewals     metric.Int64Counter
 	lost         metric.Int64Counter
 	errs         metric.Int64Counter
@@ -163,10 +163,12 @@ func New(opts ...Option) (*Telemetry, error) {
 		metric.WithDescription("Time from a grant to the end of the hold: released, or lost."),
 		metric.WithExplicitBucketBoundaries(HoldBuckets...))
 	add(err)
-	t.holds, err = m.Int64UpDownCounter("orthrus.lock.holds", metric.WithUnit("{hold}"),
+	// Counted in atomics and observed at collection: an SDK measurement
+	// on every grant, release and wait would cost more than the rest.
+	t.holds, err = m.Int64ObservableUpDownCounter("orthrus.lock.holds", metric.WithUnit("{hold}"),
 		metric.WithDescription("Holds currently held by this process."))
 	add(err)
-	t.waiters, err = m.Int64UpDownCounter("orthrus.lock.waiters", metric.WithUnit("{waiter}"),
+	t.waiters, err = m.Int64ObservableUpDownCounter("orthrus.lock.waiters", metric.WithUnit("{waiter}"),
 		metric.WithDescription("Acquisitions currently waiting (Lock, LockCtx, TryLockTimeout)."))
 	add(err)
 	t.renewals, err = m.Int64Counter("orthrus.lock.renewals", metric.WithUnit("{renewal}"),
@@ -200,6 +202,10 @@ func New(opts ...Option) (*Telemetry, error) {
 	t.retries, err = m.Int64ObservableCounter("orthrus.switcher.retries", metric.WithUnit("{retry}"),
 		metric.WithDescription("Acquisitions that failed on an unavailable engine and went again."))
 	add(err)
+	if err == nil {
+		_, err = m.RegisterCallback(t.observeCounts, t.holds, t.waiters)
+		add(err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("telemetry: New: %w", err)
 	}
@@ -253,7 +259,7 @@ func (t *Telemetry) AcquireStart(ctx context.Context, a locker.Acquisition) cont
 		span.SetAttributes(where, spanName.String(a.Name), spanOwner.String(a.Owner), spanWait.Bool(a.Wait))
 	}
 	if a.Wait && a.Switcher == "" {
-		t.waiters.Add(ctx, 1, t.sets(a.Engine, "", a.Name).engine.add...)
+		t.sets(a.Engine, "", a.Name).counting().waiters.Add(1)
 	}
 	return ctx
 }
@@ -284,15 +290,15 @@ func (t *Telemetry) AcquireEnd(ctx context.Context, a locker.Acquisition, r lock
 		t.swWait.Record(ctx, waited, s.swResult[oc].rec...)
 		return
 	}
-	s := t.sets(a.Engine, "", a.Name)
+	s := t.sets(a.Engine, "", a.Name).counting()
 	t.acquisitions.Add(ctx, 1, s.result[oc].add...)
 	t.wait.Record(ctx, waited, s.result[oc].rec...)
 	if a.Wait {
-		t.waiters.Add(ctx, -1, s.engine.add...)
+		s.waiters.Add(-1)
 	}
 	switch r.Outcome {
 	case locker.OutcomeGranted:
-		t.holds.Add(ctx, 1, s.engine.add...)
+		s.holds.Add(1)
 	case locker.OutcomeUnavailable:
 		t.errs.Add(ctx, 1, s.opAcquire.add...)
 	}
@@ -346,7 +352,7 @@ func (t *Telemetry) Renewed(h locker.HoldInfo, err error) {
 func (t *Telemetry) HoldEnd(h locker.HoldInfo, held time.Duration, cause locker.LostCause) {
 	ctx := context.Background()
 	s := t.sets(h.Engine, "", h.Name)
-	t.holds.Add(ctx, -1, s.engine.add...)
+	s.holds.Add(-1)
 	if cause == locker.LostNone {
 		t.holdTime.Record(ctx, held.Seconds(), s.released.rec...)
 		return
@@ -360,4 +366,16 @@ func (t *Telemetry) HoldEnd(h locker.HoldInfo, held time.Duration, cause locker.
 		span.SetStatus(codes.Error, "hold lost: "+string(cause))
 	}
 	span.End()
+}
+
+// observeCounts reports the holds and waiters of every engine that has
+// had any.
+func (t *Telemetry) observeCounts(_ context.Context, o metric.Observer) error {
+	for _, s := range *t.attrs.Load() {
+		if s.counted.Load() {
+			o.ObserveInt64(t.holds, s.holds.Load(), s.engine.obs...)
+			o.ObserveInt64(t.waiters, s.waiters.Load(), s.engine.obs...)
+		}
+	}
+	return nil
 }
