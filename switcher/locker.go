@@ -48,10 +48,11 @@ func (s *Switcher) NewLocker(name string, opts ...locker.Option) (locker.Locker,
 // switchLocker is one owner's Locker across the engines of a switcher.
 type switchLocker struct {
 	*locker.Front
-	s     *Switcher
-	name  string
-	owner string
-	opts  []locker.Option
+	s    *Switcher
+	name string
+	opts []locker.Option
+
+	owner string // the owner ID, for observers
 
 	mu     sync.Mutex
 	inner  []locker.Locker // per engine, made on first use
