@@ -66,7 +66,7 @@ type rig struct {
 	switched chan switcher.Event
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T, opts ...telemetry.Option) *rig {
 	t.Helper()
 	r := &rig{
 		reg:      prometheus.NewRegistry(),
@@ -86,7 +86,7 @@ func newRig(t *testing.T) *rig {
 		_ = mp.Shutdown(context.Background())
 		_ = tp.Shutdown(context.Background())
 	})
-	r.Telemetry, err = telemetry.New(telemetry.WithMeterProvider(mp), telemetry.WithTracerProvider(tp))
+	r.Telemetry, err = telemetry.New(append([]telemetry.Option{telemetry.WithMeterProvider(mp), telemetry.WithTracerProvider(tp)}, opts...)...)
 	if err != nil {
 		t.Fatalf("telemetry.New() = %v", err)
 	}
@@ -397,4 +397,50 @@ func TestPrometheusScrape(t *testing.T) {
 		}
 	}
 	checkFamily(t, got, "orthrus_switcher_breaker_state", breakers)
+}
+
+// TestLockNames: the opt-in name label, mapped to a small set.
+func TestLockNames(t *testing.T) {
+	r := newRig(t, telemetry.WithLockNames(func(name string) string {
+		if kind, _, ok := strings.Cut(name, "/"); ok {
+			return kind
+		}
+		return "" // no label
+	}))
+	e := newEngine(t, newClient(t, redisA), "redis-a", r)
+	defer e.Close()
+	for _, name := range []string{"orders/1", "orders/2", "misc"} {
+		l := newLocker(t, e, name)
+		if err := l.Lock(); err != nil {
+			t.Fatalf("Lock() = %v", err)
+		}
+		if err := l.Unlock(); err != nil {
+			t.Fatalf("Unlock() = %v", err)
+		}
+	}
+	checkFamily(t, r.gather(t), "orthrus_lock_acquisitions_total", map[string]float64{
+		`orthrus_lock_acquisitions_total{engine="redis-a",name="orders",result="granted"}`: 2,
+		`orthrus_lock_acquisitions_total{engine="redis-a",result="granted"}`:               1,
+	})
+}
+
+func TestOptionsInvalid(t *testing.T) {
+	for name, opt := range map[string]telemetry.Option{
+		"WithMeterProvider":  telemetry.WithMeterProvider(nil),
+		"WithTracerProvider": telemetry.WithTracerProvider(nil),
+		"WithLockNames":      telemetry.WithLockNames(nil),
+		"nil":                nil,
+	} {
+		if _, err := telemetry.New(opt); !errors.Is(err, locker.ErrInvalidArgument) || !strings.Contains(err.Error(), strings.TrimPrefix(name, "nil")) {
+			t.Errorf("New(%s) = %v; want ErrInvalidArgument naming it", name, err)
+		}
+	}
+	for name, err := range map[string]error{
+		"redis.WithObserver(nil)":    func() error { _, err := redis.New(newClient(t, redisA), redis.WithObserver(nil)); return err }(),
+		"switcher.WithObserver(nil)": func() error { _, err := switcher.New(nil, switcher.WithObserver(nil)); return err }(),
+	} {
+		if !errors.Is(err, locker.ErrInvalidArgument) || !strings.Contains(err.Error(), "WithObserver") {
+			t.Errorf("%s: %v; want ErrInvalidArgument naming WithObserver", name, err)
+		}
+	}
 }
