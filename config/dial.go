@@ -101,6 +101,10 @@ func Dial(ctx context.Context, cfg *Config, names []string, opts ...Option) (*En
 			return nil, fmt.Errorf("config: %w: unknown engine %q (want one of %s)", locker.ErrInvalidArgument, n, quoteAll(c.engineNames()))
 		}
 	}
+	tel, err := o.observer()
+	if err != nil {
+		return nil, err
+	}
 	out := &Engines{Dialed: make([]Dialed, len(idx))}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -110,7 +114,7 @@ func Dial(ctx context.Context, cfg *Config, names []string, opts ...Option) (*En
 			sctx, cancel := context.WithTimeout(ctx, c.StartTimeout)
 			defer cancel()
 			t0 := time.Now()
-			s, err := startEngine(sctx, c, i, o.logger)
+			s, err := startEngine(sctx, c, i, o.logger, tel)
 			d := Dialed{Name: e.Name, Took: time.Since(t0)}
 			if err != nil {
 				d.Err = fmt.Errorf("config: engines[%d] %q (%s): %w", i, e.Name, e.Type, unavailable(err))

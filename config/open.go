@@ -24,6 +24,7 @@ import (
 	"github.com/orthrus-go/orthrus/engines/zk"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
+	"github.com/orthrus-go/orthrus/telemetry"
 )
 
 // Switcher is the running switcher Open returns: a *switcher.Switcher
@@ -73,6 +74,7 @@ func (s *Switcher) Close() error {
 type openSettings struct {
 	logger       *slog.Logger
 	switcherOpts []switcher.Option
+	telemetry    []telemetry.Option // nil: no instrumentation (config/telemetry.go)
 }
 
 // Option configures Open.
@@ -121,6 +123,10 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 			Msg: `"file" watches the file the configuration was loaded from: use a Config from Load`}}}
 	}
 	log := o.logger
+	tel, err := o.observer()
+	if err != nil {
+		return nil, err
+	}
 
 	var cleanup []func() error // on failure, run in reverse
 	defer func() {
@@ -131,7 +137,7 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 		}
 	}()
 
-	started, errs := startEngines(ctx, c, log)
+	started, errs := startEngines(ctx, c, log, tel)
 	engines := make([]locker.Engine, 0, len(started))
 	var clients []func() error
 	for _, s := range started {
@@ -151,7 +157,7 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 	}
 	cleanup = append(cleanup, closeSource)
 
-	sopts := append(switcherOptions(c, log, initial, src), o.switcherOpts...)
+	sopts := append(switcherOptions(c, log, initial, src, tel), o.switcherOpts...)
 	sw, err := switcher.New(engines, sopts...)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -168,8 +174,9 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 }
 
 // switcherOptions returns the switcher options the configuration sets,
-// starting on initial and watching src (nil for none).
-func switcherOptions(c *Config, log *slog.Logger, initial string, src switcher.Source) []switcher.Option {
+// starting on initial, watching src (nil for none), observed by tel (nil
+// for none).
+func switcherOptions(c *Config, log *slog.Logger, initial string, src switcher.Source, tel *telemetry.Telemetry) []switcher.Option {
 	sopts := []switcher.Option{
 		switcher.WithLogger(log),
 		switcher.WithStart(initial),
@@ -190,6 +197,9 @@ func switcherOptions(c *Config, log *slog.Logger, initial string, src switcher.S
 	}
 	if src != nil {
 		sopts = append(sopts, switcher.WithSource(src))
+	}
+	if tel != nil {
+		sopts = append(sopts, switcher.WithObserver(tel))
 	}
 	return sopts
 }
@@ -214,7 +224,7 @@ func noop() error { return nil }
 
 // startEngines starts every engine in parallel and returns, per engine,
 // the started engine or its error; the caller closes what started.
-func startEngines(ctx context.Context, c *Config, log *slog.Logger) ([]started, []error) {
+func startEngines(ctx context.Context, c *Config, log *slog.Logger, tel *telemetry.Telemetry) ([]started, []error) {
 	out := make([]started, len(c.Engines))
 	errs := make([]error, len(c.Engines))
 	var wg sync.WaitGroup
@@ -223,7 +233,7 @@ func startEngines(ctx context.Context, c *Config, log *slog.Logger) ([]started, 
 			e := &c.Engines[i]
 			sctx, cancel := context.WithTimeout(ctx, c.StartTimeout)
 			defer cancel()
-			out[i], errs[i] = startEngine(sctx, c, i, log)
+			out[i], errs[i] = startEngine(sctx, c, i, log, tel)
 			if errs[i] != nil {
 				errs[i] = fmt.Errorf("config: engines[%d] %q (%s): %w", i, e.Name, e.Type, unavailable(errs[i]))
 			}
@@ -245,26 +255,29 @@ func unavailable(err error) error {
 }
 
 // startEngine starts and pings engine i of c, with a client dialled for it.
-func startEngine(ctx context.Context, c *Config, i int, log *slog.Logger) (started, error) {
+func startEngine(ctx context.Context, c *Config, i int, log *slog.Logger, tel *telemetry.Telemetry) (started, error) {
 	e := &c.Engines[i]
 	field := fmt.Sprintf("engines[%d]", i)
 	switch e.Type {
 	case TypeRedis:
-		return startRedis(ctx, e, field, log)
+		return startRedis(ctx, e, field, log, tel)
 	case TypeZK:
-		return startZK(ctx, e, field, log)
+		return startZK(ctx, e, field, log, tel)
 	case TypeEtcd:
-		return startEtcd(ctx, e, field, orDefault(e.DialTimeout, c.StartTimeout), log)
+		return startEtcd(ctx, e, field, orDefault(e.DialTimeout, c.StartTimeout), log, tel)
 	}
 	return started{}, fmt.Errorf("%w: unknown engine type %q", locker.ErrInvalidArgument, e.Type)
 }
 
-func startRedis(ctx context.Context, e *Engine, field string, log *slog.Logger) (started, error) {
+func startRedis(ctx context.Context, e *Engine, field string, log *slog.Logger, tel *telemetry.Telemetry) (started, error) {
 	client, err := engineRedisClient(e, field)
 	if err != nil {
 		return started{}, err
 	}
 	opts := []redis.Option{redis.WithName(e.Name), redis.WithLogger(log)}
+	if tel != nil {
+		opts = append(opts, redis.WithObserver(tel))
+	}
 	if e.Prefix != "" {
 		opts = append(opts, redis.WithPrefix(e.Prefix))
 	}
@@ -308,10 +321,13 @@ func engineRedisClient(e *Engine, field string) (goredis.UniversalClient, error)
 	return goredis.NewUniversalClient(o), nil
 }
 
-func startZK(ctx context.Context, e *Engine, field string, log *slog.Logger) (started, error) {
+func startZK(ctx context.Context, e *Engine, field string, log *slog.Logger, tel *telemetry.Telemetry) (started, error) {
 	opts, err := zkOptions(e, field, log)
 	if err != nil {
 		return started{}, err
+	}
+	if tel != nil {
+		opts = append(opts, zk.WithObserver(tel))
 	}
 	eng, err := zk.New(e.Servers, opts...)
 	if err != nil {
@@ -349,13 +365,16 @@ func zkOptions(e *Engine, field string, log *slog.Logger) ([]zk.Option, error) {
 	return opts, nil
 }
 
-func startEtcd(ctx context.Context, e *Engine, field string, dial time.Duration, log *slog.Logger) (started, error) {
+func startEtcd(ctx context.Context, e *Engine, field string, dial time.Duration, log *slog.Logger, tel *telemetry.Telemetry) (started, error) {
 	client, err := etcdClient(e.Endpoints, e.Username, e.Password, &e.TLS, field, dial)
 	if err != nil {
 		return started{}, err
 	}
 	closeClient := func() error { return closeEtcd(client) }
 	opts := []etcd.Option{etcd.WithName(e.Name), etcd.WithLogger(log)}
+	if tel != nil {
+		opts = append(opts, etcd.WithObserver(tel))
+	}
 	if e.Prefix != "" {
 		opts = append(opts, etcd.WithPrefix(e.Prefix))
 	}

@@ -55,6 +55,7 @@ type Hold struct {
 
 	lost     chan struct{}
 	lostOnce sync.Once
+	obs      *holdObs // nil unless the Core has an Observer
 
 	// Scheduling, guarded by the scheduler's mutex.
 	due      time.Time // next renewal, or the end of a fixed lease
@@ -65,7 +66,7 @@ type Hold struct {
 
 // MarkLost closes Lost. It is safe to call more than once and from any
 // goroutine.
-func (h *Hold) MarkLost() { h.lostOnce.Do(func() { close(h.lost) }) }
+func (h *Hold) MarkLost() { h.markLost(LostEngine) }
 
 // Lost is closed when the hold has ended without Unlock.
 func (h *Hold) Lost() <-chan struct{} { return h.lost }
@@ -99,6 +100,8 @@ type Core struct {
 	bgCancel context.CancelFunc
 	idle     chan func(context.Context)
 	stopping chan struct{}
+
+	obs Observer // nil: nothing observes
 }
 
 // workerIdle is how long a worker of Go waits for more work: engines hand
@@ -110,11 +113,14 @@ const workerIdle = 2 * time.Second
 // NewCore starts the renewal loop for an engine named engine. Call Close to
 // stop it. A nil logger means slog.Default(); engines pass one that already
 // names them.
-func NewCore(engine string, b Backend, logger *slog.Logger) *Core {
+func NewCore(engine string, b Backend, logger *slog.Logger, opts ...CoreOption) *Core {
 	if logger == nil {
 		logger = slog.Default()
 	}
 	c := &Core{engine: engine, backend: b, log: logger, holds: make(map[*Hold]struct{})}
+	for _, opt := range opts {
+		opt(c)
+	}
 	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
 	c.idle, c.stopping = make(chan func(context.Context)), make(chan struct{})
 	renewer, _ := b.(Renewer)
@@ -209,7 +215,7 @@ func (c *Core) Close(ctx context.Context) error {
 	c.sched.close()
 	var errs []error
 	for h := range holds {
-		h.MarkLost()
+		h.markLost(LostClosed)
 		if err := c.backend.Release(ctx, h); err != nil && !errors.Is(err, ErrLockLost) {
 			errs = append(errs, err)
 		}
@@ -238,6 +244,9 @@ func (c *Core) waitBackground(ctx context.Context) {
 // granted records a new hold and schedules its renewal or lease end. It
 // reports false, having released the hold, when the engine closed meanwhile.
 func (c *Core) granted(h *Hold) bool {
+	if h.obs != nil {
+		h.obs.granted.Store(monoNow())
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -255,6 +264,9 @@ func (c *Core) granted(h *Hold) bool {
 // release forgets h and ends it on the engine.
 func (c *Core) release(ctx context.Context, h *Hold) error {
 	c.forget(h)
+	if c.obs != nil {
+		return c.observeRelease(ctx, h)
+	}
 	return c.backend.Release(ctx, h)
 }
 
@@ -268,7 +280,7 @@ func (c *Core) forget(h *Hold) {
 // expire ends a fixed lease: the hold is lost, and the engine is told to end
 // it, since not every engine expires holds on its own (ZooKeeper does not).
 func (c *Core) expire(h *Hold) {
-	h.MarkLost()
+	h.markLost(LostLeaseEnd)
 	c.mu.Lock()
 	delete(c.holds, h)
 	c.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // mutex is the Locker every engine returns: one owner, counted re-entry,
@@ -32,7 +33,7 @@ func newMutex(c *Core, name string, s Settings) *mutex {
 }
 
 // take makes the outermost acquisition: a new hold on the engine.
-func (m *mutex) take(ctx context.Context, wait bool) (bool, error) {
+func (m *mutex) take(ctx context.Context, wait bool) (ok bool, err error) {
 	if err := m.core.checkOpen(); err != nil {
 		return false, err
 	}
@@ -47,7 +48,13 @@ func (m *mutex) take(ctx context.Context, wait bool) (bool, error) {
 		lost:           make(chan struct{}),
 		index:          -1,
 	}
-	ok, err := m.core.backend.Acquire(ctx, h, wait)
+	if m.core.obs != nil {
+		var a Acquisition
+		var start time.Time
+		ctx, a, start = m.core.acquireStart(ctx, h, wait)
+		defer func() { m.core.acquireEnd(ctx, a, start, h, ok, err) }()
+	}
+	ok, err = m.core.backend.Acquire(ctx, h, wait)
 	if err != nil {
 		return false, withCtxErr(ctx, err)
 	}

@@ -169,13 +169,14 @@ func (s *scheduler) renew(holds []*Hold) {
 		if i < len(results) {
 			err = results[i]
 		}
+		h.renewed(err)
 		switch {
 		case err == nil:
 			h.due = start.Add(interval(h))
 			h.deadline = start.Add(h.TTL)
 		case errors.Is(err, ErrLockLost) || !now.Before(h.deadline):
 			s.log.Warn("locker: hold lost", "name", h.Name, "owner", h.Owner, "token", h.Token, "err", err)
-			h.MarkLost()
+			h.markLost(lostCause(err))
 			continue
 		default:
 			s.log.Debug("locker: renewal failed, will retry", "name", h.Name, "err", err)

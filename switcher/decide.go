@@ -119,6 +119,7 @@ func (s *Switcher) deferTo(want int) {
 	s.mu.Unlock()
 	s.log.Warn("switcher: the source names an engine that is down here; staying until it is healthy",
 		"current", ev.From, "desired", ev.To, "breaker", s.members[want].breaker.State().String())
+	s.observeSwitch(ev)
 	s.emit(ev)
 }
 

@@ -40,7 +40,7 @@ func (s *Switcher) NewLocker(name string, opts ...locker.Option) (locker.Handle,
 	}
 	// One owner on every engine: the same owner ID everywhere.
 	opts = append(append([]locker.Option(nil), opts...), locker.WithOwner(st.Owner))
-	l := &switchLocker{s: s, name: name, opts: opts, inner: make([]locker.Handle, len(s.members))}
+	l := &switchLocker{s: s, name: name, owner: st.Owner, opts: opts, inner: make([]locker.Handle, len(s.members))}
 	l.Front = locker.NewFront(name, l.reenter, l.take)
 	return l, nil
 }
@@ -51,6 +51,8 @@ type switchLocker struct {
 	s    *Switcher
 	name string
 	opts []locker.Option
+
+	owner string // the owner ID, for observers
 
 	mu     sync.Mutex
 	inner  []locker.Handle // per engine, made on first use
@@ -125,13 +127,19 @@ func (l *switchLocker) route() (route, error) {
 // again on the engine current next when that one fails or a switch moves
 // the wait, as long as the caller's budget lasts. Errors are raw (see
 // locker.Front.Acquire): the Front maps them for the caller.
-func (l *switchLocker) take(ctx context.Context, wait bool) (bool, error) {
+func (l *switchLocker) take(ctx context.Context, wait bool) (ok bool, err error) {
 	s := l.s
+	var obs acquireObs // observes nothing without an observer
+	if s.opts.observer != nil {
+		ctx, obs = l.observeStart(ctx, wait)
+		defer func() { obs.end(ctx, l, ok, err) }()
+	}
 	var outage time.Time // since when the current engine's breaker has been open
 	for moved := false; ; {
 		r, err := l.route()
 		if err != nil {
 			return false, err
+			obs.attempt(ctx, s, r.engine, r.epoch)
 		}
 		m := s.members[r.engine]
 		done, err := m.allow()

@@ -23,6 +23,7 @@ type settings struct {
 	sources       []Source
 	start         string
 	customBreaker bool // WithBreakerSettings: its ReadyToTrip may count successes
+	observer      Observer
 }
 
 // Defaults of the options. A killed engine refuses connections and trips

@@ -47,6 +47,7 @@ type Switcher struct {
 	cancel context.CancelFunc // ends the context of the switcher's goroutines
 	wg     sync.WaitGroup
 	events chan Event
+	detach func() // the observer's, nil without one
 }
 
 var _ locker.Engine = (*Switcher)(nil)
@@ -115,6 +116,9 @@ func New(engines []locker.Engine, opts ...Option) (*Switcher, error) {
 		sw.current = i
 	}
 	sw.switchedAt = time.Now()
+	if s.observer != nil {
+		sw.detach = s.observer.Attach(sw)
+	}
 	sw.start()
 	return sw, nil
 }
@@ -368,6 +372,7 @@ func (s *Switcher) switchTo(i int, reason Reason, epoch uint64) (string, error) 
 		}
 	}
 	s.mu.Unlock()
+	s.observeSwitch(ev)
 	// Waiters on the old engine go to the new one: a dead engine would
 	// never wake them, and a flip should move everyone.
 	for _, w := range moved {
@@ -452,6 +457,9 @@ func (s *Switcher) Close() error {
 	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
+	if s.detach != nil {
+		s.detach()
+	}
 	var errs []error
 	for _, m := range s.members {
 		errs = append(errs, m.engine.Close())

@@ -138,7 +138,8 @@ func runConfigDrill(ctx context.Context, f *drillFlags, logger *slog.Logger, std
 	}
 
 	d := drill.New(f.drillConfig(newProgress(stdout).show))
-	sw, err := config.Open(ctx, env.scope.Config(), config.WithLogger(logger), config.WithSwitcherOptions(switcher.OnSwitch(d.OnSwitch)))
+	sw, err := config.Open(ctx, env.scope.Config(), append(f.serving.configOptions(),
+		config.WithLogger(logger), config.WithSwitcherOptions(switcher.OnSwitch(d.OnSwitch)))...)
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,9 @@ const drillExamples = `  lockctl drill
       source: the fleet's switch spread, split time and fenced-out time
   lockctl drill --config staging.yaml --duration 5m
       the configured engines; break one by hand and watch the failover
+  lockctl drill --config staging.yaml --duration 5m --metrics-addr :9464
+      the same, with the metrics of package telemetry at
+      http://localhost:9464/metrics for Prometheus and the dashboard in docs/
 
 With --config, the drill's locks live under a drill-only prefix of each
 engine ("<prefix>-lockctl-drill-<id>"), removed at the end, and a source it
@@ -76,6 +79,9 @@ type drillFlags struct {
 	switchTo  string
 	report    string
 	processes int
+	metrics   string
+
+	serving *metricsServer // --metrics-addr's, nil without it
 
 	// A worker process of a fleet drill (hidden).
 	worker  int
@@ -96,6 +102,7 @@ func runDrill(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.switchTo, "switch-to", "", "engine --switch-at switches to (default: the next in order)")
 	fs.StringVar(&f.report, "report", "", "write report.html, timeline.svg and report.json into `DIR`")
 	fs.IntVar(&f.processes, "processes", 1, "worker processes on the same --config, each with its own switcher")
+	fs.StringVar(&f.metrics, "metrics-addr", "", "serve Prometheus metrics on `ADDR`/metrics (such as :9464) while the drill runs")
 	fs.IntVar(&f.worker, "worker", 0, "")
 	fs.StringVar(&f.drillID, "drill-id", "", "")
 	hidden := map[string]bool{"worker": true, "drill-id": true}
@@ -118,6 +125,13 @@ func runDrill(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if f.metrics != "" {
+		var err error
+		if f.serving, err = serveMetrics(f.metrics, stdout); err != nil {
+			return err
+		}
+		defer f.serving.close()
+	}
 	switch {
 	case f.worker > 0:
 		return runWorker(ctx, &f, logger, stdout)
@@ -126,7 +140,12 @@ func runDrill(args []string, stdout, stderr io.Writer) error {
 	}
 
 	d := drill.New(f.drillConfig(newProgress(stdout).show))
-	pair, err := startPair(ctx, logger, []switcher.Option{switcher.OnSwitch(d.OnSwitch), switcher.WithLogger(logger)})
+	swOpts := []switcher.Option{switcher.OnSwitch(d.OnSwitch), switcher.WithLogger(logger)}
+	var engOpts []etcd.Option
+	if f.serving != nil {
+		swOpts, engOpts = append(swOpts, switcher.WithObserver(f.serving.tel)), []etcd.Option{etcd.WithObserver(f.serving.tel)}
+	}
+	pair, err := startPair(ctx, logger, swOpts, engOpts...)
 	if err != nil {
 		return err
 	}
@@ -220,6 +239,8 @@ func (f *drillFlags) validate(nargs int) error {
 		return errors.New("--switch-to: needs --switch-at")
 	case f.processes < 1:
 		return fmt.Errorf("--processes: want at least 1, got %d", f.processes)
+	case f.processes > 1 && f.metrics != "":
+		return errors.New("--metrics-addr: not with --processes (each worker process has its own switcher); drill in one process")
 	case f.processes > 1 && f.config == "":
 		return errors.New("--processes: needs --config (the embedded engines live in this process)")
 	case f.worker > 0 && (f.config == "" || f.drillID == ""):
@@ -262,7 +283,7 @@ type pair struct {
 	sw                 *switcher.Switcher
 }
 
-func startPair(ctx context.Context, logger *slog.Logger, opts []switcher.Option) (*pair, error) {
+func startPair(ctx context.Context, logger *slog.Logger, opts []switcher.Option, engOpts ...etcd.Option) (*pair, error) {
 	p := &pair{}
 	var err error
 	if p.primary, err = startEmbedded("etcd-primary"); err != nil {
@@ -282,8 +303,8 @@ func startPair(ctx context.Context, logger *slog.Logger, opts []switcher.Option)
 			return nil, fmt.Errorf("etcd client for %s: %w", srv.name, err)
 		}
 		p.clients = append(p.clients, c)
-		e, err := etcd.New(c, etcd.WithName(srv.name), etcd.WithPrefix("lockctl-drill"),
-			etcd.WithRequestTimeout(500*time.Millisecond), etcd.WithLogger(logger))
+		e, err := etcd.New(c, append([]etcd.Option{etcd.WithName(srv.name), etcd.WithPrefix("lockctl-drill"),
+			etcd.WithRequestTimeout(500 * time.Millisecond), etcd.WithLogger(logger)}, engOpts...)...)
 		if err != nil {
 			p.close()
 			return nil, err

@@ -143,6 +143,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"drill", "--duration", "soon"}, "-duration"},
 		{[]string{"drill", "--config", "x.yaml", "--kill-at", "3s"}, "--kill-at"},
 		{[]string{"drill", "extra"}, "no arguments"},
+		{[]string{"drill", "--config", "x.yaml", "--processes", "2", "--metrics-addr", ":0"}, "--metrics-addr"},
 		{[]string{"nope"}, "unknown command"},
 	} {
 		code, _, errOut := lockctlRun(t, "", tc.args...)

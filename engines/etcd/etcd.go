@@ -53,6 +53,8 @@ type settings struct {
 	prefix  string
 	timeout time.Duration
 	logger  *slog.Logger
+
+	observer locker.Observer // nil: nothing observes
 }
 
 // Option configures an Engine.
@@ -137,7 +139,7 @@ func New(client *clientv3.Client, opts ...Option) (*Engine, error) {
 		done:    make(chan struct{}),
 		leases:  make(map[int64]*lease),
 	}
-	e.core = locker.NewCore(s.name, e, logger)
+	e.core = locker.NewCore(s.name, e, logger, locker.ObservedBy(s.observer))
 	return e, nil
 }
 

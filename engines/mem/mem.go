@@ -32,6 +32,8 @@ type settings struct {
 	prefix string
 	store  *Store
 	logger *slog.Logger
+
+	observer locker.Observer // nil: nothing observes
 }
 
 // Option configures an Engine.
@@ -105,7 +107,7 @@ func New(opts ...Option) (*Engine, error) {
 		s.store = st
 	}
 	e := &Engine{name: s.name, prefix: s.prefix, store: s.store, closing: make(chan struct{})}
-	e.core = locker.NewCore(s.name, e, s.logger.With("engine", s.name))
+	e.core = locker.NewCore(s.name, e, s.logger.With("engine", s.name), locker.ObservedBy(s.observer))
 	return e, nil
 }
 

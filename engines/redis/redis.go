@@ -38,6 +38,8 @@ type settings struct {
 	name   string
 	prefix string
 	logger *slog.Logger
+
+	observer locker.Observer // nil: nothing observes
 }
 
 // Option configures an Engine.
@@ -100,7 +102,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 	if _, ok := client.(*goredis.ClusterClient); ok {
 		e.publish = "spublish"
 	}
-	e.core = locker.NewCore(s.name, e, logger)
+	e.core = locker.NewCore(s.name, e, logger, locker.ObservedBy(s.observer))
 	return e, nil
 }
 

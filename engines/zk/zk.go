@@ -96,6 +96,8 @@ type settings struct {
 	logger         *slog.Logger
 	auth           []credential
 	tls            *tls.Config
+
+	observer locker.Observer // nil: nothing observes
 }
 
 // Option configures an Engine.
@@ -282,7 +284,7 @@ func New(servers []string, opts ...Option) (*Engine, error) {
 	e.wg.Add(2)
 	go e.monitor()
 	go e.reaper()
-	e.core = locker.NewCore(s.name, e, logger)
+	e.core = locker.NewCore(s.name, e, logger, locker.ObservedBy(s.observer))
 	return e, nil
 }
 

@@ -1,0 +1,20 @@
+package zk
+
+import (
+	"fmt"
+
+	"github.com/orthrus-go/orthrus/locker"
+)
+
+// WithObserver reports the engine's acquisitions, releases, renewals and
+// holds to o, for metrics and traces (package telemetry implements it with
+// OpenTelemetry). Default: none, and no observation cost.
+func WithObserver(o locker.Observer) Option {
+	return func(s *settings) error {
+		if o == nil {
+			return fmt.Errorf("zk: WithObserver: %w: observer is nil", locker.ErrInvalidArgument)
+		}
+		s.observer = o
+		return nil
+	}
+}

@@ -1,0 +1,66 @@
+// Package telemetry reports orthrus engines and switchers to
+// OpenTelemetry: metrics an SRE can alert on, and a span per acquisition
+// and release.
+//
+// One *Telemetry observes everything: give it to each engine
+// (redis.WithObserver, etcd.WithObserver, zk.WithObserver,
+// mem.WithObserver) and to the switcher (switcher.WithObserver), or to
+// config.Open with config.WithMeterProvider / config.WithTracerProvider.
+// It uses the OpenTelemetry API only; the application chooses the SDK and
+// the exporter (Prometheus, OTLP). Without providers it uses the global
+// ones, no-ops until the application sets them. An engine without an
+// observer does no observation work at all.
+//
+// # Metrics
+//
+// Per engine (label engine, plus the one named):
+//
+//	orthrus.lock.acquisitions     counter    {acquisition} result: granted, contended, timeout, cancelled, unavailable, error
+//	orthrus.lock.wait.duration    histogram  s             result (buckets 0.1 ms to 30 s, WaitBuckets)
+//	orthrus.lock.hold.duration    histogram  s             end: released, lost (buckets 1 ms to 1 h, HoldBuckets)
+//	orthrus.lock.holds            updown     {hold}        holds held now
+//	orthrus.lock.waiters          updown     {waiter}      acquisitions waiting now
+//	orthrus.lock.renewals         counter    {renewal}     result: ok, failed
+//	orthrus.lock.lost             counter    {hold}        cause: expired, gone, lease_end, engine, closed
+//	orthrus.lock.engine.errors    counter    {error}       operation: acquire, release, renew
+//
+// Per switcher (label switcher):
+//
+//	orthrus.switcher.acquisitions    counter    {acquisition} engine (the one that answered last), result
+//	orthrus.switcher.wait.duration   histogram  s             result: the caller's wait across every engine tried
+//	orthrus.switcher.switches        counter    {switch}      from, to, reason: breaker, manual, source, failback
+//	orthrus.switcher.deferred        counter    {switch}      from, to: a source named an engine that is down here
+//	orthrus.switcher.engine.current  gauge                    engine: 1 for the current engine, 0 for the others
+//	orthrus.switcher.epoch           gauge                    the switch epoch
+//	orthrus.switcher.breaker.state   gauge                    engine, state: closed, half_open, open (1 for the state it is in)
+//	orthrus.switcher.retries         counter    {retry}       acquisitions that failed on an engine and went again
+//
+// Labels have bounded values: engine and switcher names, and the fixed
+// sets above. Lock names are never labels unless WithLockNames maps them
+// to a small set. Through a switcher, an acquisition is counted twice, in
+// different metrics: per engine (each engine it tried; a wait a switch
+// moved counts as cancelled on the engine it left) and per switcher (once,
+// as the caller saw it). The Prometheus exporter names them
+// orthrus_lock_wait_duration_seconds, orthrus_lock_acquisitions_total and
+// so on.
+//
+// # Traces
+//
+// Each acquisition is a span "orthrus.lock.acquire" (kind client on an
+// engine, internal through a switcher, whose engine attempts are its
+// children) with the lock name, owner, result, engine and fencing token;
+// each Unlock that frees a lock is a span "orthrus.lock.release"; a lost
+// hold is a span "orthrus.lock.lost" with its cause; a switch is a span
+// "orthrus.switch". An acquisition moved to another engine gets an event
+// "orthrus.lock.moved" (from, to, epoch) and a link to the switch's span.
+// A release span has no parent (Unlock takes no context): its token ties
+// it to its acquisition.
+//
+// # What is not guaranteed
+//
+// Holds kept alive by the engine itself (ZooKeeper sessions) have no
+// renewals to count. The holds and waiters counts are this process's. A
+// wait moved by a switch that the switcher made through a shared source
+// may find the switch's span not yet recorded: it gets the event, not the
+// link.
+package telemetry

@@ -1,0 +1,145 @@
+package telemetry_test
+
+import (
+	"context"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/switcher"
+)
+
+func attr(s sdktrace.ReadOnlySpan, k attribute.Key) attribute.Value {
+	for _, kv := range s.Attributes() {
+		if kv.Key == k {
+			return kv.Value
+		}
+	}
+	return attribute.Value{}
+}
+
+// TestMovedWaitSpan moves a waiting acquisition with a switch and checks
+// its trace: the switcher's span with the move as an event and a link to
+// the switch's span, one child span per engine it waited on, the release.
+// While it waits, the waiters gauge counts it.
+func TestMovedWaitSpan(t *testing.T) {
+	r := newRig(t)
+	a := newEngine(t, newClient(t, redisA), "redis-a", r)
+	b := newEngine(t, newClient(t, redisB), "redis-b", r)
+	sw, err := switcher.New([]locker.Engine{a, b}, switcher.WithName("sw"), switcher.WithObserver(r))
+	if err != nil {
+		t.Fatalf("switcher.New() = %v", err)
+	}
+	defer sw.Close()
+
+	holder, waiter := newLocker(t, sw, "x"), newLocker(t, sw, "x")
+	if err := holder.Lock(); err != nil {
+		t.Fatalf("Lock() = %v", err)
+	}
+	defer holder.Unlock()
+	// Drain the holder's own acquisition events.
+	for range 2 {
+		await(t, r.started, "holder's acquisition")
+	}
+
+	ctx, parent := r.tp.Tracer("test").Start(context.Background(), "request")
+	done := make(chan error, 1)
+	go func() { done <- waiter.LockCtx(ctx) }()
+	for {
+		if a := await(t, r.started, "waiter's acquisition"); a.Engine == "redis-a" {
+			break
+		}
+	}
+	got := r.gather(t)
+	if k := `orthrus_lock_waiters{engine="redis-a"}`; got[k] != 1 {
+		t.Errorf("%s while waiting = %v; want 1", k, got[k])
+	}
+	if _, err := sw.SwitchEngine(); err != nil {
+		t.Fatalf("SwitchEngine() = %v", err)
+	}
+	if err := await(t, done, "moved LockCtx"); err != nil {
+		t.Fatalf("LockCtx() = %v", err)
+	}
+	if err := waiter.Unlock(); err != nil {
+		t.Fatalf("Unlock() = %v", err)
+	}
+	parent.End()
+
+	var swSpan, switchSpan sdktrace.ReadOnlySpan
+	spans := r.spans.Ended()
+	for _, s := range spans {
+		switch {
+		case s.Name() == "orthrus.switch":
+			switchSpan = s
+		case s.Name() == "orthrus.lock.acquire" && s.Parent().SpanID() == parent.SpanContext().SpanID():
+			swSpan = s
+		}
+	}
+	if switchSpan == nil || swSpan == nil {
+		t.Fatalf("spans: switch %v, switcher's acquisition %v; want both", switchSpan, swSpan)
+	}
+	var onA, onB, release []sdktrace.ReadOnlySpan
+	for _, s := range spans {
+		switch {
+		case s.Name() == "orthrus.lock.acquire" && s.Parent().SpanID() == swSpan.SpanContext().SpanID():
+			if attr(s, "orthrus.engine").AsString() == "redis-a" {
+				onA = append(onA, s)
+			} else {
+				onB = append(onB, s)
+			}
+		case s.Name() == "orthrus.lock.release":
+			release = append(release, s)
+		}
+	}
+	if got := attr(switchSpan, "orthrus.switch.reason").AsString(); got != "manual" {
+		t.Errorf("switch span reason = %q; want manual", got)
+	}
+	if got, want := attr(swSpan, "orthrus.lock.result").AsString(), "granted"; got != want {
+		t.Errorf("switcher's span result = %q; want %q", got, want)
+	}
+	if got := attr(swSpan, "orthrus.engine").AsString(); got != "redis-b" {
+		t.Errorf("switcher's span engine = %q; want redis-b", got)
+	}
+	var moved bool
+	for _, ev := range swSpan.Events() {
+		moved = moved || ev.Name == "orthrus.lock.moved"
+	}
+	if !moved {
+		t.Errorf("switcher's span events = %v; want orthrus.lock.moved", swSpan.Events())
+	}
+	if links := swSpan.Links(); len(links) != 1 || links[0].SpanContext.SpanID() != switchSpan.SpanContext().SpanID() {
+		t.Errorf("switcher's span links = %v; want one, to the switch span %v", links, switchSpan.SpanContext().SpanID())
+	}
+	// The engine spans are children of the switcher's: cancelled on
+	// redis-a (the switch moved the wait), granted on redis-b.
+	check := func(spans []sdktrace.ReadOnlySpan, engine, result string) {
+		t.Helper()
+		if len(spans) != 1 {
+			t.Errorf("%d acquisition spans on %s; want 1", len(spans), engine)
+			return
+		}
+		s := spans[0]
+		if s.Parent().SpanID() != swSpan.SpanContext().SpanID() || s.SpanKind() != trace.SpanKindClient {
+			t.Errorf("%s span: parent %v kind %v; want the switcher's span, client", engine, s.Parent().SpanID(), s.SpanKind())
+		}
+		if got := attr(s, "orthrus.lock.result").AsString(); got != result {
+			t.Errorf("%s span result = %q; want %q", engine, got, result)
+		}
+	}
+	check(onA, "redis-a", "cancelled")
+	check(onB, "redis-b", "granted")
+	if len(onB) == 1 {
+		tok, engTok := uint64(attr(swSpan, "orthrus.lock.token").AsInt64()), uint64(attr(onB[0], "orthrus.lock.token").AsInt64())
+		if tok>>44 != 1 || tok&(1<<44-1) != engTok || engTok == 0 {
+			t.Errorf("tokens: switcher's span %#x, engine's %#x; want epoch 1 above the engine's token", tok, engTok)
+		}
+	}
+	if len(release) != 1 || attr(release[0], "orthrus.engine").AsString() != "redis-b" ||
+		attr(release[0], "orthrus.lock.result").AsString() != "released" || release[0].Status().Code == codes.Error {
+		t.Errorf("release spans = %v; want one on redis-b, released", release)
+	}
+}
