@@ -139,8 +139,8 @@ func (l *switchLocker) take(ctx context.Context, wait bool) (ok bool, err error)
 		r, err := l.route()
 		if err != nil {
 			return false, err
-			obs.attempt(ctx, s, r.engine, r.epoch)
 		}
+		obs.attempt(ctx, s, r.engine, r.epoch)
 		m := s.members[r.engine]
 		done, err := m.allow()
 		if err != nil { // open, or half-open and busy: the decider moves on
