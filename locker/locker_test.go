@@ -3,7 +3,9 @@ package locker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -196,5 +198,156 @@ func TestSchedulerEndsFixedLeases(t *testing.T) {
 		}
 	case <-time.After(10 * d):
 		t.Fatalf("lease of %v not ended after %v", d, 10*d)
+	}
+}
+
+func TestSchedulerCutsChunks(t *testing.T) {
+	var mu sync.Mutex
+	renewed := map[*Hold]int{}
+	r := newRecorder(func(h *Hold) error {
+		mu.Lock()
+		renewed[h]++
+		mu.Unlock()
+		return nil
+	})
+	const n, chunk, ttl = 1000, 64, 600 * time.Millisecond
+	s := startScheduler(r, func(*Hold) {}, slog.Default(), chunk, 3)
+	defer s.close()
+	now := time.Now()
+	for i := 0; i < n; i++ {
+		s.add(newHold("h", ttl, true), now)
+	}
+	// Every hold renewed at least twice: at least 2n/chunk calls.
+	for calls := 0; calls < 2*n/chunk+2; calls++ {
+		<-r.called
+	}
+	for i, size := range r.batchSizes() {
+		if size > chunk {
+			t.Fatalf("Renew call %d carried %d holds; want at most %d", i, size, chunk)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(renewed) != n {
+		t.Errorf("%d holds renewed; want all %d", len(renewed), n)
+	}
+}
+
+// slowRenewer blocks the renewal of the hold named slow until its context
+// ends, and renews every other hold at once.
+type slowRenewer struct {
+	mu      sync.Mutex
+	fast    int
+	blocked chan struct{} // a call for slow has begun
+}
+
+func (r *slowRenewer) Renew(ctx context.Context, hs []*Hold) []error {
+	errs := make([]error, len(hs))
+	for i, h := range hs {
+		if h.Name == "slow" {
+			select {
+			case r.blocked <- struct{}{}:
+			default:
+			}
+			<-ctx.Done()
+			errs[i] = ctx.Err()
+			continue
+		}
+		r.mu.Lock()
+		r.fast++
+		r.mu.Unlock()
+	}
+	return errs
+}
+
+func (r *slowRenewer) renewedFast() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fast
+}
+
+func TestSchedulerSlowChunkDoesNotDelayOthers(t *testing.T) {
+	r := &slowRenewer{blocked: make(chan struct{}, 1)}
+	s := startScheduler(r, func(*Hold) {}, slog.Default(), 1, 2)
+	defer s.close()
+	const ttl = 300 * time.Millisecond
+	slow, fast := newHold("slow", ttl, true), newHold("fast", ttl, true)
+	start := time.Now()
+	s.add(slow, start)
+	s.add(fast, start)
+	// The slow hold's renewals never answer: it is lost at its deadline,
+	// while the other is renewed on time throughout.
+	waitLost(t, slow, 3*ttl)
+	<-r.blocked
+	if d := time.Since(start); d < ttl {
+		t.Errorf("slow hold lost after %v; want not before its TTL %v", d, ttl)
+	}
+	if got := r.renewedFast(); got < 2 {
+		t.Errorf("fast hold renewed %d times while the other chunk hung; want 2 or more", got)
+	}
+	select {
+	case <-fast.Lost():
+		t.Errorf("fast hold lost while another chunk hung")
+	default:
+	}
+}
+
+// logSink is a slog handler that sends each record's message.
+type logSink struct{ msgs chan string }
+
+func (l logSink) Enabled(context.Context, slog.Level) bool { return true }
+func (l logSink) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case l.msgs <- r.Message:
+	default:
+	}
+	return nil
+}
+func (l logSink) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l logSink) WithGroup(string) slog.Handler      { return l }
+
+// lagRenewer takes delay per Renew call, like a server that cannot keep up.
+type lagRenewer struct{ delay time.Duration }
+
+func (r lagRenewer) Renew(ctx context.Context, hs []*Hold) []error {
+	t := time.NewTimer(r.delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return make([]error, len(hs))
+	case <-ctx.Done():
+		errs := make([]error, len(hs))
+		for i := range errs {
+			errs[i] = ctx.Err()
+		}
+		return errs
+	}
+}
+
+func TestSchedulerWarnsWhenBehind(t *testing.T) {
+	sink := logSink{msgs: make(chan string, 1000)}
+	// One worker, one hold per call, 20ms a call: 40 holds need 800ms per
+	// 100ms interval.
+	s := startScheduler(lagRenewer{delay: 20 * time.Millisecond}, func(*Hold) {}, slog.New(sink), 1, 1)
+	defer s.close()
+	const n, ttl = 40, 300 * time.Millisecond
+	holds := make([]*Hold, n)
+	now := time.Now()
+	for i := range holds {
+		holds[i] = newHold(fmt.Sprint("h", i), ttl, true)
+		s.add(holds[i], now)
+	}
+	var got []string
+	timeout := time.After(5 * time.Second)
+	for !slices.Contains(got, "locker: renewal is falling behind") || !slices.Contains(got, "locker: hold lost") {
+		select {
+		case m := <-sink.msgs:
+			got = append(got, m)
+		case <-timeout:
+			t.Fatalf("log = %q; want a warning that renewal is falling behind, then one that holds were lost", got)
+		}
+	}
+	if i, j := slices.Index(got, "locker: renewal is falling behind"), slices.Index(got, "locker: hold lost"); j >= 0 && j < i {
+		t.Errorf("log = %q; want the lag warned of before the first loss", got)
 	}
 }
