@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -76,6 +77,9 @@ func (e *Engine) acquireTry(ctx context.Context, h *locker.Hold, st *holdState) 
 			return false, err
 		}
 		s := e.take(l, st.prefix)
+		if s == nil {
+			continue // retired meanwhile
+		}
 		rctx, cancel := e.bound(ctx)
 		resp, err := e.client.Txn(rctx).
 			If(clientv3.Compare(clientv3.CreateRevision(st.prefix).WithPrefix(), "=", 0)).
@@ -120,6 +124,9 @@ func (e *Engine) acquireWait(ctx context.Context, h *locker.Hold, st *holdState)
 			return false, err
 		}
 		s := e.take(l, st.prefix)
+		if s == nil {
+			continue // retired meanwhile
+		}
 		// The newest key of the range is ours: the next newest, if any, is
 		// our predecessor.
 		rctx, cancel := e.bound(ctx)
@@ -160,16 +167,21 @@ func (e *Engine) acquireWait(ctx context.Context, h *locker.Hold, st *holdState)
 
 // queue waits until the hold's key is the oldest of its lock, watching the
 // key created just before it (pred, seen at revision rev) for its deletion,
-// and takes the hold then. Meanwhile it keeps its lease alive, and it checks
-// its place again when the watch ends, when it renews the lease, and after a
-// failure, with a growing delay: etcd in trouble is ridden out while the
-// lease lives. It returns errRequeue when its key vanished.
+// and takes the hold then. The keeper keeps its lease alive meanwhile, one
+// keep-alive for all the waiters and holds on it. It checks its place again
+// when the watch ends, every TTL of its lease (a fallback should a deletion
+// go unseen), and after a failure, with a growing delay: etcd in trouble is
+// ridden out while the lease lives. It returns errRequeue when its key
+// vanished or its lease ended.
 func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred string, rev int64) error {
 	l := st.shared
 	var (
 		w     *watch        // on pred, nil when none
 		check bool          // pred and rev are stale: ask etcd
 		retry time.Duration // > 0 after a failure: the delay before trying again
+		// recheck is when the place is checked again should the watch miss
+		// the deletion.
+		recheck = time.Now().Add(l.ttl)
 		// failed is the error of the latest request, nil once etcd answered.
 		failed error
 	)
@@ -186,10 +198,8 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 			failed = err
 			switch {
 			case err == nil:
-				pred, rev, check = p, r, false
-				if time.Now().Before(e.refreshDue(l)) {
-					retry = 0
-				}
+				pred, rev, check, retry = p, r, false, 0
+				recheck = time.Now().Add(l.ttl)
 			case errors.Is(err, errKeyGone):
 				e.free(st.slot)
 				return errRequeue
@@ -225,11 +235,11 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 				pending = w.ready
 			}
 		}
-		wait := time.Until(e.refreshDue(l))
+		wait := time.Until(recheck)
 		if check {
-			wait = min(wait, retry)
+			wait = retry
 		}
-		timer.Reset(max(wait, retry, time.Millisecond))
+		timer.Reset(max(wait, time.Millisecond))
 
 		select {
 		case <-ctx.Done():
@@ -259,21 +269,7 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 				check = true
 			}
 		case <-timer.C:
-			if !time.Now().Before(e.refreshDue(l)) {
-				err := e.refresh(ctx, l)
-				failed = err
-				if errors.Is(err, errLeaseGone) {
-					failed = nil
-				}
-				if err != nil && !errors.Is(err, errLeaseGone) && ctx.Err() == nil {
-					e.log.Debug("etcd: renewing a waiter's lease failed, will retry", "name", h.Name, "lease", l.hexID(), "err", err)
-					if e.expired(l) {
-						e.kill(l, err)
-					}
-					retry = backoff(retry)
-				}
-			}
-			check = true // also the fallback should a deletion go unseen
+			check = true
 		}
 	}
 }
@@ -476,55 +472,73 @@ func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
 	return nil
 }
 
-// Renew implements locker.Renewer. For each lease of the batch it deletes
-// the keys of holds given up on, then renews the lease (KeepAliveOnce); then
-// one read-only transaction (per 128 holds) checks that every key still
-// exists with its create revision, which catches a key deleted by hand. A
-// hold is reported renewed only when both succeeded, after the Core took the
-// time: the Core's deadline for it never falls after its lease's end on the
-// server.
+// Renew implements locker.Renewer. The leases are the keeper's: Renew
+// only checks that each hold's key still exists with its create revision,
+// which catches a key deleted by hand (an operator's ForceUnlock), and
+// reports a hold whose lease the keeper retired as lost. The Core hands it
+// chunks of at most 128 holds, several at once; each chunk is one
+// transaction that compares every key's create revision and returns
+// nothing when all match, which is the rule, and reads the keys only when
+// one does not. A lease's keep-alive never waits for these checks.
 func (e *Engine) Renew(ctx context.Context, holds []*locker.Hold) []error {
 	results := make([]error, len(holds))
-	byLease := make(map[*lease][]int)
+	var check []int
+	e.mu.Lock()
 	for i, h := range holds {
 		st, _ := h.State.(*holdState)
-		if st == nil || st.shared == nil {
-			results[i] = e.fail("renew", h.Name, errKeyGone)
-			continue
+		switch {
+		case st == nil || st.shared == nil:
+			results[i] = errKeyGone
+		case st.shared.killed:
+			results[i] = leaseErr(st.shared, errLeaseGone)
+		default:
+			check = append(check, i)
 		}
-		byLease[st.shared] = append(byLease[st.shared], i)
 	}
-	var check []int
-	for l, idx := range byLease {
-		if err := e.refresh(ctx, l); err != nil {
-			for _, i := range idx {
-				results[i] = e.fail("renew", holds[i].Name, leaseErr(l, err))
-			}
-			continue
-		}
-		check = append(check, idx...)
-	}
+	e.mu.Unlock()
+	var wg sync.WaitGroup
 	for len(check) > 0 {
 		chunk := check[:min(len(check), maxTxnOps)]
 		check = check[len(chunk):]
-		ops := make([]clientv3.Op, len(chunk))
-		for j, i := range chunk {
-			ops[j] = clientv3.OpGet(holds[i].State.(*holdState).key, clientv3.WithKeysOnly())
-		}
-		rctx, cancel := e.bound(ctx)
-		resp, err := e.client.Txn(rctx).Then(ops...).Commit()
-		cancel()
-		for j, i := range chunk {
-			h := holds[i]
-			if err != nil {
-				results[i] = e.fail("renew", h.Name, err)
-				continue
-			}
-			kvs := resp.Responses[j].GetResponseRange().Kvs
-			if len(kvs) == 0 || kvs[0].CreateRevision != int64(h.Token) {
-				results[i] = e.fail("renew", h.Name, errKeyGone)
-			}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.checkKeys(ctx, holds, chunk, results)
+		}()
+	}
+	wg.Wait()
+	for i, err := range results {
+		if err != nil {
+			results[i] = e.fail("renew", holds[i].Name, err)
 		}
 	}
 	return results
+}
+
+// checkKeys checks the keys of holds[i] for i in idx in one transaction,
+// and sets results[i] for those that failed.
+func (e *Engine) checkKeys(ctx context.Context, holds []*locker.Hold, idx []int, results []error) {
+	cmps := make([]clientv3.Cmp, len(idx))
+	gets := make([]clientv3.Op, len(idx))
+	for j, i := range idx {
+		key := holds[i].State.(*holdState).key
+		cmps[j] = clientv3.Compare(clientv3.CreateRevision(key), "=", int64(holds[i].Token))
+		gets[j] = clientv3.OpGet(key, clientv3.WithKeysOnly())
+	}
+	rctx, cancel := e.bound(ctx)
+	resp, err := e.client.Txn(rctx).If(cmps...).Else(gets...).Commit()
+	cancel()
+	switch {
+	case err != nil:
+		for _, i := range idx {
+			results[i] = err
+		}
+	case !resp.Succeeded:
+		for j, i := range idx {
+			kvs := resp.Responses[j].GetResponseRange().Kvs
+			if len(kvs) == 0 || kvs[0].CreateRevision != int64(holds[i].Token) {
+				results[i] = errKeyGone
+			}
+		}
+	}
 }
