@@ -127,11 +127,3 @@ func TestWaitersShareKeepAlive(t *testing.T) {
 		}
 	}
 }
-
-func TestWithKeysPerLeaseRejectsBadInput(t *testing.T) {
-	for _, n := range []int{0, -1} {
-		if _, err := etcd.New(newClient(t, endpoint), etcd.WithKeysPerLease(n)); !errors.Is(err, locker.ErrInvalidArgument) {
-			t.Errorf("New(WithKeysPerLease(%d)) = %v; want ErrInvalidArgument", n, err)
-		}
-	}
-}
