@@ -31,7 +31,9 @@ type Backend interface {
 }
 
 // Renewer is implemented by backends whose holds expire unless renewed. Core
-// calls it from one loop per engine with every hold that falls due together.
+// calls it with the holds that fall due together, in chunks of at most 128,
+// several calls at once (see renew.go): Renew must be safe for concurrent
+// use.
 type Renewer interface {
 	// Renew extends each hold by its TTL, in as few round trips as it can,
 	// and returns one result per hold: nil, an error wrapping ErrLockLost
