@@ -20,6 +20,9 @@ type holdState struct {
 	key    string           // slot.key
 	shared *lease           // the lease the key was created on: slot.l
 	fixed  clientv3.LeaseID // the own lease of a WithLease hold, once granted
+	// checked is when the key was last seen with its create revision (the
+	// grant, at first); guarded by Engine.mu.
+	checked time.Time
 }
 
 func (st *holdState) set(s *slot) {
@@ -398,6 +401,7 @@ func (e *Engine) hold(ctx context.Context, h *locker.Hold, st *holdState) error 
 		killed := l.killed
 		if !killed {
 			l.holds[h] = struct{}{}
+			st.checked = time.Now()
 		}
 		e.mu.Unlock()
 		if killed {
@@ -472,17 +476,22 @@ func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
 	return nil
 }
 
-// Renew implements locker.Renewer. The leases are the keeper's: Renew
-// only checks that each hold's key still exists with its create revision,
-// which catches a key deleted by hand (an operator's ForceUnlock), and
-// reports a hold whose lease the keeper retired as lost. The Core hands it
-// chunks of at most 128 holds, several at once; each chunk is one
-// transaction that compares every key's create revision and returns
-// nothing when all match, which is the rule, and reads the keys only when
-// one does not. A lease's keep-alive never waits for these checks.
+// Renew implements locker.Renewer. The keeper keeps the leases, and so the
+// holds, alive: Renew reports a hold lost when its lease was given up, and
+// otherwise checks that its key still exists with its create revision,
+// which catches a key deleted by hand (an operator's ForceUnlock). Each
+// hold's key is checked about once per TTL, not at every renewal: the
+// checks are the bulk of the renewal's cost, and a deletion by hand is
+// rare. The Core hands Renew chunks of at most 128 holds, several at once;
+// the keys of a chunk are checked in one transaction that compares every
+// key's create revision and returns nothing when all match, and reads the
+// keys only when one does not. A check that fails (etcd busy or away) is
+// tried again at the next renewal and loses nothing: the hold lives as long
+// as its lease, whose keep-alive never waits for these checks.
 func (e *Engine) Renew(ctx context.Context, holds []*locker.Hold) []error {
 	results := make([]error, len(holds))
 	var check []int
+	now := time.Now()
 	e.mu.Lock()
 	for i, h := range holds {
 		st, _ := h.State.(*holdState)
@@ -491,7 +500,7 @@ func (e *Engine) Renew(ctx context.Context, holds []*locker.Hold) []error {
 			results[i] = errKeyGone
 		case st.shared.killed:
 			results[i] = leaseErr(st.shared, errLeaseGone)
-		default:
+		case !now.Before(st.checked.Add(h.TTL - h.TTL/6)):
 			check = append(check, i)
 		}
 	}
@@ -503,7 +512,7 @@ func (e *Engine) Renew(ctx context.Context, holds []*locker.Hold) []error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e.checkKeys(ctx, holds, chunk, results)
+			e.checkKeys(ctx, holds, chunk, results, now)
 		}()
 	}
 	wg.Wait()
@@ -516,8 +525,9 @@ func (e *Engine) Renew(ctx context.Context, holds []*locker.Hold) []error {
 }
 
 // checkKeys checks the keys of holds[i] for i in idx in one transaction,
-// and sets results[i] for those that failed.
-func (e *Engine) checkKeys(ctx context.Context, holds []*locker.Hold, idx []int, results []error) {
+// sets results[i] for those that are gone, and records the check, made at
+// now, for the others. A failed check is only logged.
+func (e *Engine) checkKeys(ctx context.Context, holds []*locker.Hold, idx []int, results []error, now time.Time) {
 	cmps := make([]clientv3.Cmp, len(idx))
 	gets := make([]clientv3.Op, len(idx))
 	for j, i := range idx {
@@ -528,17 +538,20 @@ func (e *Engine) checkKeys(ctx context.Context, holds []*locker.Hold, idx []int,
 	rctx, cancel := e.bound(ctx)
 	resp, err := e.client.Txn(rctx).If(cmps...).Else(gets...).Commit()
 	cancel()
-	switch {
-	case err != nil:
-		for _, i := range idx {
-			results[i] = err
-		}
-	case !resp.Succeeded:
-		for j, i := range idx {
+	if err != nil {
+		e.log.Debug("etcd: checking held keys failed, will retry", "keys", len(idx), "err", err)
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for j, i := range idx {
+		if !resp.Succeeded {
 			kvs := resp.Responses[j].GetResponseRange().Kvs
 			if len(kvs) == 0 || kvs[0].CreateRevision != int64(holds[i].Token) {
 				results[i] = errKeyGone
+				continue
 			}
 		}
+		holds[i].State.(*holdState).checked = now
 	}
 }
