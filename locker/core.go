@@ -61,7 +61,6 @@ type Hold struct {
 	// Scheduling, guarded by the scheduler's mutex.
 	due      time.Time // next renewal, or the end of a fixed lease
 	deadline time.Time // the hold is lost if not renewed by then
-	index    int       // position in the scheduler heap; -1 when not in it
 	stopped  bool      // released: the scheduler must drop it
 }
 

@@ -93,7 +93,7 @@ func (r *recorder) batchSizes() []int {
 }
 
 func newHold(name string, ttl time.Duration, renew bool) *Hold {
-	return &Hold{Name: name, TTL: ttl, Renew: renew, ReleaseTimeout: time.Second, lost: make(chan struct{}), index: -1}
+	return &Hold{Name: name, TTL: ttl, Renew: renew, ReleaseTimeout: time.Second, lost: make(chan struct{})}
 }
 
 func waitLost(t *testing.T, h *Hold, within time.Duration) {
@@ -112,8 +112,9 @@ func TestSchedulerBatchesHoldsDueTogether(t *testing.T) {
 	const n, ttl = 50, 300 * time.Millisecond
 	now := time.Now()
 	for i := 0; i < n; i++ {
-		// Granted over 40ms: all within half an interval of each other.
-		s.add(newHold("h", ttl, true), now.Add(time.Duration(i)*800*time.Microsecond))
+		// Granted over 20ms: all within a quarter of an interval of each
+		// other.
+		s.add(newHold("h", ttl, true), now.Add(time.Duration(i)*400*time.Microsecond))
 	}
 	for i := 0; i < 3; i++ {
 		<-r.called

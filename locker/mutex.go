@@ -45,7 +45,6 @@ func (m *mutex) take(ctx context.Context, wait bool) (bool, error) {
 
 		ReleaseTimeout: m.settings.ReleaseTimeout,
 		lost:           make(chan struct{}),
-		index:          -1,
 	}
 	ok, err := m.core.backend.Acquire(ctx, h, wait)
 	if err != nil {

@@ -40,6 +40,9 @@ type scheduler struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// base is the origin of the due times in queue.
+	base time.Time
+
 	mu     sync.Mutex
 	queue  holdHeap
 	next   time.Time // when the idle workers wake up next
@@ -59,6 +62,7 @@ func startScheduler(r Renewer, expire func(*Hold), log *slog.Logger, chunk, work
 		expire:  expire,
 		log:     log,
 		chunk:   chunk,
+		base:    time.Now(),
 		wake:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 	}
@@ -79,11 +83,12 @@ func retryDelay(h *Hold) time.Duration {
 	return min(max(interval(h)/4, 10*time.Millisecond), time.Second)
 }
 
-// ready is when a worker may take h: its due time, or half an interval
-// before it for a renewal.
+// ready is when a worker may take h: its due time, or a quarter of an
+// interval before it for a renewal, so that holds falling due close
+// together share a call.
 func ready(h *Hold) time.Time {
 	if h.Renew {
-		return h.due.Add(-interval(h) / 2)
+		return h.due.Add(-interval(h) / 4)
 	}
 	return h.due
 }
@@ -99,7 +104,7 @@ func (s *scheduler) add(h *Hold, now time.Time) {
 		return // the engine keeps it alive and reports its loss
 	}
 	s.mu.Lock()
-	heap.Push(&s.queue, h)
+	s.push(h)
 	// Only a hold due before the workers wake up needs to wake one: on the
 	// Lock/Unlock hot path that is almost never.
 	early := h.due.Before(s.next)
@@ -109,14 +114,18 @@ func (s *scheduler) add(h *Hold, now time.Time) {
 	}
 }
 
-// remove stops scheduling h; a renewal in flight for it is ignored.
+// remove stops scheduling h; a renewal in flight for it is ignored. It
+// stays in the queue until it falls due, and is dropped then: removing it
+// now would cost a search, on the Unlock path.
 func (s *scheduler) remove(h *Hold) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h.stopped = true
-	if h.index >= 0 {
-		heap.Remove(&s.queue, h.index)
-	}
+}
+
+// push queues h by its due time. Called with s.mu held.
+func (s *scheduler) push(h *Hold) {
+	heap.Push(&s.queue, entry{due: h.due.Sub(s.base), h: h})
 }
 
 func (s *scheduler) poke() {
@@ -172,7 +181,11 @@ func (s *scheduler) take(now time.Time) (renew, expired []*Hold, next time.Time)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for len(s.queue) > 0 && len(renew)+len(expired) < s.chunk {
-		h := s.queue[0]
+		h := s.queue[0].h
+		if h.stopped {
+			heap.Pop(&s.queue)
+			continue
+		}
 		if ready(h).After(now) {
 			break
 		}
@@ -189,9 +202,9 @@ func (s *scheduler) take(now time.Time) (renew, expired []*Hold, next time.Time)
 	s.next = now.Add(time.Hour)
 	if len(s.queue) > 0 {
 		// The head's due time, not the time it is ready: by then the
-		// holds due within half an interval after it are ready too, and
-		// share its call.
-		s.next = s.queue[0].due
+		// holds due within a quarter of an interval after it are ready
+		// too, and share its call.
+		s.next = s.queue[0].h.due
 	}
 	return renew, expired, s.next
 }
@@ -208,7 +221,7 @@ func (s *scheduler) checkLag(h *Hold, now time.Time) {
 	s.warned = now
 	backlog := 1
 	for _, q := range s.queue {
-		if !ready(q).After(now) {
+		if !q.h.stopped && !ready(q.h).After(now) {
 			backlog++
 		}
 	}
@@ -264,7 +277,7 @@ func (s *scheduler) renew(holds []*Hold) {
 			s.log.Debug("locker: renewal failed, will retry", "name", h.Name, "err", err)
 			h.due = now.Add(min(retryDelay(h), h.deadline.Sub(now)))
 		}
-		heap.Push(&s.queue, h)
+		s.push(h)
 	}
 	s.mu.Unlock()
 	switch {
@@ -278,25 +291,25 @@ func (s *scheduler) renew(holds []*Hold) {
 	}
 }
 
+// entry is a hold in the queue, with its due time as an offset from the
+// scheduler's base: comparing entries reads no Hold, which matters with
+// 100k of them.
+type entry struct {
+	due time.Duration
+	h   *Hold
+}
+
 // holdHeap orders holds by due time.
-type holdHeap []*Hold
+type holdHeap []entry
 
 func (q holdHeap) Len() int           { return len(q) }
-func (q holdHeap) Less(i, j int) bool { return q[i].due.Before(q[j].due) }
-func (q holdHeap) Swap(i, j int) {
-	q[i], q[j] = q[j], q[i]
-	q[i].index, q[j].index = i, j
-}
-func (q *holdHeap) Push(x any) {
-	h := x.(*Hold)
-	h.index = len(*q)
-	*q = append(*q, h)
-}
+func (q holdHeap) Less(i, j int) bool { return q[i].due < q[j].due }
+func (q holdHeap) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *holdHeap) Push(x any)        { *q = append(*q, x.(entry)) }
 func (q *holdHeap) Pop() any {
 	old := *q
-	h := old[len(old)-1]
-	old[len(old)-1] = nil
-	h.index = -1
+	e := old[len(old)-1]
+	old[len(old)-1] = entry{}
 	*q = old[:len(old)-1]
-	return h
+	return e
 }

@@ -86,18 +86,21 @@
 // server minimum), after its last refresh.
 //
 // The Core's renewal loop hands Renew chunks of at most 128 holds, four
-// chunks at a time; for each chunk Renew sends one transaction that
-// compares every key's create revision with the hold's token and returns
-// nothing when all match: a key deleted by hand (an operator's
-// ForceUnlock) is noticed at the next renewal, within a third of the TTL.
-// The engine polls rather than watches for such deletions: a watch on the
-// namespace would deliver every release of every process sharing it to
-// every engine, a cost that grows with the fleet, while polling costs each
-// engine N/128 small transactions per third of a TTL, issued in parallel.
-// A hold is lost, Lost closes and Unlock returns ErrLockLost, when its
-// lease ends (revoked, expired, or not refreshed within its life), when its
-// key is deleted, or when the checks fail for its TTL. A hold given up on
-// while its lease lives on has its key deleted before the lease is
+// chunks at a time. Renew reports a hold lost when its lease was given up,
+// and checks each hold's key about once per TTL (not at every renewal: the
+// checks are most of the cost): one transaction per chunk compares every
+// key's create revision with the hold's token and returns nothing when all
+// match. A key deleted by hand (an operator's ForceUnlock) is so noticed
+// within about a TTL and a third. A check that fails, etcd being busy or
+// away, is tried again at the next renewal and loses nothing by itself:
+// the hold lives as long as its lease. The engine polls rather than
+// watches for such deletions: a watch on the namespace would deliver every
+// release of every process sharing it to every engine, a cost that grows
+// with the fleet, while polling costs each engine N/128 small
+// transactions per TTL, issued in parallel. A hold is lost, Lost closes
+// and Unlock returns ErrLockLost, when its lease ends (revoked, expired, or
+// not refreshed within its life), or when its key is deleted. A hold given
+// up on while its lease lives on has its key deleted before the lease is
 // refreshed again, so it never keeps the lock.
 //
 // A fixed lease (locker.WithLease(d)) queues on the shared lease of its TTL,

@@ -191,18 +191,11 @@ func (e *Engine) refresh(ctx context.Context, l *lease) error {
 		e.mu.Unlock()
 		return errLeaseGone
 	}
+	// The Core gives up on a hold only when Renew said its key or its lease
+	// is gone, so no lost hold's key is left to sweep here: only keys of
+	// failed writes and releases.
 	sweep := l.orphans
 	l.orphans = nil
-	// A hold the Core gave up on (renewal failing past its TTL) and that was
-	// not released still has its key on the lease: never keep it alive.
-	for h := range l.holds {
-		select {
-		case <-h.Lost():
-			sweep = append(sweep, h.State.(*holdState).slot)
-			delete(l.holds, h)
-		default:
-		}
-	}
 	e.mu.Unlock()
 
 	if len(sweep) > 0 {

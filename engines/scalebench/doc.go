@@ -14,5 +14,6 @@
 // how many holds were lost over SCALE_HOLD (default 10s), and for
 // ZooKeeper how long the lock's parent nodes took to go after the release.
 // The TTL (SCALE_TTL, default 3s) does not apply to ZooKeeper, whose holds
-// live with its session.
+// live with its session. SCALE_PROFILE=file writes a CPU profile of this
+// process over the steady renewal window.
 package scalebench

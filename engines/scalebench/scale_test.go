@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -202,10 +203,12 @@ func scale(b *testing.B, s setup, n int, ttl, hold time.Duration) {
 	held := time.Now()
 	time.Sleep(ttl / 3)
 	window := max(ttl/3, hold/2)
+	stop := profile(b)
 	client0, server0 := cpu(b, "self"), cpu(b, strconv.Itoa(s.server.Pid()))
 	t0 := time.Now()
 	time.Sleep(window)
 	client1, server1 := cpu(b, "self"), cpu(b, strconv.Itoa(s.server.Pid()))
+	stop()
 	wall := time.Since(t0)
 	b.ReportMetric(100*(client1-client0).Seconds()/wall.Seconds(), "client-cpu-%")
 	b.ReportMetric(100*(server1-server0).Seconds()/wall.Seconds(), "server-cpu-%")
@@ -293,6 +296,26 @@ func probe(b *testing.B, e locker.Engine, name string, ttl time.Duration) (p50, 
 	slices.Sort(ds)
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	return ms(ds[len(ds)/2]), ms(ds[len(ds)*99/100])
+}
+
+// profile writes a CPU profile of the steady renewal to the file
+// SCALE_PROFILE names, if any, for go tool pprof.
+func profile(b *testing.B) (stop func()) {
+	path := os.Getenv("SCALE_PROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}
 }
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat times: 100 on Linux.
