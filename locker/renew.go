@@ -194,8 +194,9 @@ func (s *scheduler) take(now time.Time) (renew, expired []*Hold, next time.Time)
 			expired = append(expired, h)
 			continue
 		}
-		if len(renew) == 0 {
+		if renew == nil {
 			s.checkLag(h, now)
+			renew = make([]*Hold, 0, min(s.chunk, len(s.queue)+1))
 		}
 		renew = append(renew, h)
 	}

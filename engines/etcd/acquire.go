@@ -524,20 +524,23 @@ func (e *Engine) Renew(ctx context.Context, holds []*locker.Hold) []error {
 	return results
 }
 
-// checkKeys checks the keys of holds[i] for i in idx in one transaction,
-// sets results[i] for those that are gone, and records the check, made at
-// now, for the others. A failed check is only logged.
+// checkKeys checks the keys of holds[i] for i in idx, sets results[i] for
+// those that are gone, and records the check, made at now, for the others.
+// The rule, every key in place, costs one transaction of compares that
+// returns nothing; only when one fails are the keys read. A failed check
+// is only logged.
 func (e *Engine) checkKeys(ctx context.Context, holds []*locker.Hold, idx []int, results []error, now time.Time) {
 	cmps := make([]clientv3.Cmp, len(idx))
-	gets := make([]clientv3.Op, len(idx))
 	for j, i := range idx {
-		key := holds[i].State.(*holdState).key
-		cmps[j] = clientv3.Compare(clientv3.CreateRevision(key), "=", int64(holds[i].Token))
-		gets[j] = clientv3.OpGet(key, clientv3.WithKeysOnly())
+		cmps[j] = clientv3.Compare(clientv3.CreateRevision(holds[i].State.(*holdState).key), "=", int64(holds[i].Token))
 	}
 	rctx, cancel := e.bound(ctx)
-	resp, err := e.client.Txn(rctx).If(cmps...).Else(gets...).Commit()
-	cancel()
+	defer cancel()
+	resp, err := e.client.Txn(rctx).If(cmps...).Commit()
+	var gone []bool
+	if err == nil && !resp.Succeeded {
+		gone, err = e.goneKeys(rctx, holds, idx)
+	}
 	if err != nil {
 		e.log.Debug("etcd: checking held keys failed, will retry", "keys", len(idx), "err", err)
 		return
@@ -545,13 +548,29 @@ func (e *Engine) checkKeys(ctx context.Context, holds []*locker.Hold, idx []int,
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for j, i := range idx {
-		if !resp.Succeeded {
-			kvs := resp.Responses[j].GetResponseRange().Kvs
-			if len(kvs) == 0 || kvs[0].CreateRevision != int64(holds[i].Token) {
-				results[i] = errKeyGone
-				continue
-			}
+		if gone != nil && gone[j] {
+			results[i] = errKeyGone
+			continue
 		}
 		holds[i].State.(*holdState).checked = now
 	}
+}
+
+// goneKeys reads the keys of holds[i] for i in idx and tells which are
+// gone, or hold another create revision.
+func (e *Engine) goneKeys(ctx context.Context, holds []*locker.Hold, idx []int) ([]bool, error) {
+	gets := make([]clientv3.Op, len(idx))
+	for j, i := range idx {
+		gets[j] = clientv3.OpGet(holds[i].State.(*holdState).key, clientv3.WithKeysOnly())
+	}
+	resp, err := e.client.Txn(ctx).Then(gets...).Commit()
+	if err != nil {
+		return nil, err
+	}
+	gone := make([]bool, len(idx))
+	for j, i := range idx {
+		kvs := resp.Responses[j].GetResponseRange().Kvs
+		gone[j] = len(kvs) == 0 || kvs[0].CreateRevision != int64(holds[i].Token)
+	}
+	return gone, nil
 }
