@@ -352,3 +352,29 @@ func TestSchedulerWarnsWhenBehind(t *testing.T) {
 		t.Errorf("log = %q; want the lag warned of before the first loss", got)
 	}
 }
+
+func TestSchedulerCompactsRemovedHolds(t *testing.T) {
+	s := startScheduler(nil, func(*Hold) {}, slog.Default(), renewChunk, 1)
+	defer s.close()
+	const n, removed = 3000, 2000
+	holds := make([]*Hold, n)
+	now := time.Now()
+	for i := range holds {
+		holds[i] = newHold("lease", time.Hour, false)
+		s.add(holds[i], now)
+	}
+	for _, h := range holds[:removed] {
+		s.remove(h)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	live := 0
+	for _, e := range s.queue {
+		if !e.h.stopped {
+			live++
+		}
+	}
+	if len(s.queue) >= n || live != n-removed {
+		t.Errorf("queue of %d holds after %d of %d were removed, %d of them live; want it rebuilt with all %d live ones", len(s.queue), removed, n, live, n-removed)
+	}
+}

@@ -45,6 +45,7 @@ type scheduler struct {
 
 	mu     sync.Mutex
 	queue  holdHeap
+	stale  int       // removed holds still in queue
 	next   time.Time // when the idle workers wake up next
 	warned time.Time // the latest warning that renewal is late
 	wake   chan struct{}
@@ -116,16 +117,51 @@ func (s *scheduler) add(h *Hold, now time.Time) {
 
 // remove stops scheduling h; a renewal in flight for it is ignored. It
 // stays in the queue until it falls due, and is dropped then: removing it
-// now would cost a search, on the Unlock path.
+// now would cost a search on the Unlock path. Once removed holds are half
+// the queue, the queue is rebuilt without them, so that they do not pile
+// up (a long fixed lease released early would stay until its end).
 func (s *scheduler) remove(h *Hold) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h.stopped = true
+	if !h.queued {
+		return
+	}
+	s.stale++
+	if s.stale < minCompact || 2*s.stale < len(s.queue) {
+		return
+	}
+	live := s.queue[:0]
+	for _, e := range s.queue {
+		if e.h.stopped {
+			e.h.queued = false
+			continue
+		}
+		live = append(live, e)
+	}
+	clear(s.queue[len(live):])
+	s.queue, s.stale = live, 0
+	heap.Init(&s.queue)
 }
+
+// minCompact is the least number of removed holds worth rebuilding the
+// queue for.
+const minCompact = 1024
 
 // push queues h by its due time. Called with s.mu held.
 func (s *scheduler) push(h *Hold) {
+	h.queued = true
 	heap.Push(&s.queue, entry{due: h.due.Sub(s.base), h: h})
+}
+
+// pop takes the earliest hold off the queue. Called with s.mu held.
+func (s *scheduler) pop() *Hold {
+	h := heap.Pop(&s.queue).(entry).h
+	h.queued = false
+	if h.stopped {
+		s.stale--
+	}
+	return h
 }
 
 func (s *scheduler) poke() {
@@ -183,13 +219,13 @@ func (s *scheduler) take(now time.Time) (renew, expired []*Hold, next time.Time)
 	for len(s.queue) > 0 && len(renew)+len(expired) < s.chunk {
 		h := s.queue[0].h
 		if h.stopped {
-			heap.Pop(&s.queue)
+			s.pop()
 			continue
 		}
 		if ready(h).After(now) {
 			break
 		}
-		heap.Pop(&s.queue)
+		s.pop()
 		if !h.Renew {
 			expired = append(expired, h)
 			continue
