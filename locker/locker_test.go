@@ -222,9 +222,11 @@ func TestSchedulerCutsChunks(t *testing.T) {
 	for calls := 0; calls < 2*n/chunk+2; calls++ {
 		<-r.called
 	}
+	// A late renewal (a slow machine) may take eight chunks at once.
+	const most = chunk * lateChunk / renewChunk
 	for i, size := range r.batchSizes() {
-		if size > chunk {
-			t.Fatalf("Renew call %d carried %d holds; want at most %d", i, size, chunk)
+		if size > most {
+			t.Fatalf("Renew call %d carried %d holds; want at most %d", i, size, most)
 		}
 	}
 	mu.Lock()

@@ -19,6 +19,9 @@ const (
 	// --max-txn-ops, and a Redis pipeline that takes well under a
 	// millisecond.
 	renewChunk = 128
+	// lateChunk bounds the holds of one Renew call when renewal is late:
+	// fewer, larger calls then catch up at less cost per hold.
+	lateChunk = 8 * renewChunk
 	// renewWorkers bounds the Renew calls in flight at once.
 	renewWorkers = 4
 	// behindEvery rate-limits the warning that renewal is late.
@@ -212,11 +215,16 @@ func (s *scheduler) work() {
 }
 
 // take pops up to a chunk of the holds that are ready, earliest due first,
-// and says when the workers should look again.
+// and says when the workers should look again. When the earliest is past
+// its due time, renewal is late: the chunk may be eight times as large.
 func (s *scheduler) take(now time.Time) (renew, expired []*Hold, next time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for len(s.queue) > 0 && len(renew)+len(expired) < s.chunk {
+	limit := s.chunk
+	if len(s.queue) > 0 && s.queue[0].due < now.Sub(s.base) {
+		limit *= lateChunk / renewChunk
+	}
+	for len(s.queue) > 0 && len(renew)+len(expired) < limit {
 		h := s.queue[0].h
 		if h.stopped {
 			s.pop()
@@ -232,7 +240,7 @@ func (s *scheduler) take(now time.Time) (renew, expired []*Hold, next time.Time)
 		}
 		if renew == nil {
 			s.checkLag(h, now)
-			renew = make([]*Hold, 0, min(s.chunk, len(s.queue)+1))
+			renew = make([]*Hold, 0, min(limit, len(s.queue)+1))
 		}
 		renew = append(renew, h)
 	}

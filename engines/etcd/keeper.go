@@ -77,7 +77,7 @@ func (e *Engine) dueLeases(now time.Time) (due, expired []*lease, next time.Time
 	defer e.mu.Unlock()
 	next = now.Add(time.Hour)
 	for l := range e.leases {
-		if !isClosed(l.ready) || l.err != nil || l.killed || l.keys == 0 {
+		if !l.granted || l.killed || l.keys == 0 {
 			continue // not granted yet, or not kept
 		}
 		switch {

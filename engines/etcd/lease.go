@@ -33,6 +33,7 @@ type lease struct {
 	dead   chan struct{} // closed by kill
 
 	// Guarded by Engine.mu.
+	granted bool                      // id and ttl are set
 	expiry  time.Time                 // at the earliest the server expires the lease: last refresh sent + ttl
 	next    time.Time                 // when the keeper refreshes it next
 	retry   time.Duration             // the keeper's delay after a failed refresh; 0 after a success
@@ -89,7 +90,7 @@ func (e *Engine) sharedLease(ctx context.Context, ttl time.Duration) (*lease, er
 			return nil, locker.ErrClosed
 		}
 		l := e.current[secs]
-		if l != nil && l.keys >= e.perLease && isClosed(l.ready) && l.err == nil {
+		if l != nil && l.keys >= e.perLease && l.granted {
 			// Full: it lives on with its keys, new ones go elsewhere.
 			delete(e.current, secs)
 			l = nil
@@ -141,15 +142,6 @@ func (e *Engine) sharedLease(ctx context.Context, ttl time.Duration) (*lease, er
 	}
 }
 
-func isClosed(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
-}
-
 // grant asks etcd for the lease l stands for and publishes the outcome.
 func (e *Engine) grant(ctx context.Context, l *lease) error {
 	rctx, cancel := e.bound(ctx)
@@ -175,6 +167,7 @@ func (e *Engine) grant(ctx context.Context, l *lease) error {
 		delete(e.leases, l)
 	} else {
 		l.id, l.ttl = resp.ID, time.Duration(resp.TTL)*time.Second
+		l.granted = true
 		l.refreshed(sent, resp.TTL)
 	}
 	close(l.ready)
