@@ -309,11 +309,11 @@ func (l logSink) Handle(_ context.Context, r slog.Record) error {
 func (l logSink) WithAttrs([]slog.Attr) slog.Handler { return l }
 func (l logSink) WithGroup(string) slog.Handler      { return l }
 
-// lagRenewer takes delay per Renew call, like a server that cannot keep up.
+// lagRenewer takes delay per hold, like a server that cannot keep up.
 type lagRenewer struct{ delay time.Duration }
 
 func (r lagRenewer) Renew(ctx context.Context, hs []*Hold) []error {
-	t := time.NewTimer(r.delay)
+	t := time.NewTimer(r.delay * time.Duration(len(hs)))
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -329,8 +329,7 @@ func (r lagRenewer) Renew(ctx context.Context, hs []*Hold) []error {
 
 func TestSchedulerWarnsWhenBehind(t *testing.T) {
 	sink := logSink{msgs: make(chan string, 1000)}
-	// One worker, one hold per call, 20ms a call: 40 holds need 800ms per
-	// 100ms interval.
+	// One worker, 20ms a hold: 40 holds need 800ms per 100ms interval.
 	s := startScheduler(lagRenewer{delay: 20 * time.Millisecond}, func(*Hold) {}, slog.New(sink), 1, 1)
 	defer s.close()
 	const n, ttl = 40, 300 * time.Millisecond
