@@ -340,16 +340,23 @@ func TestSchedulerWarnsWhenBehind(t *testing.T) {
 		s.add(holds[i], now)
 	}
 	var got []string
+	behind, lost := -1, -1
 	timeout := time.After(5 * time.Second)
-	for !slices.Contains(got, "locker: renewal is falling behind") || !slices.Contains(got, "locker: hold lost") {
+	for behind < 0 || lost < 0 {
 		select {
 		case m := <-sink.msgs:
+			switch {
+			case m == "locker: renewal is falling behind" && behind < 0:
+				behind = len(got)
+			case (m == "locker: hold lost" || m == "locker: holds lost") && lost < 0:
+				lost = len(got)
+			}
 			got = append(got, m)
 		case <-timeout:
 			t.Fatalf("log = %q; want a warning that renewal is falling behind, then one that holds were lost", got)
 		}
 	}
-	if i, j := slices.Index(got, "locker: renewal is falling behind"), slices.Index(got, "locker: hold lost"); j >= 0 && j < i {
+	if lost < behind {
 		t.Errorf("log = %q; want the lag warned of before the first loss", got)
 	}
 }
