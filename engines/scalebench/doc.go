@@ -7,7 +7,7 @@
 //
 // For each engine (SCALE_ENGINES, default "redis,etcd,zk") and each N
 // (SCALE_N, a comma-separated list, default 10000) it reports the acquire
-// rate (N distinct names, 32 at a time), the heap per hold, the CPU the
+// rate (N distinct names, 16 at a time), the heap per hold, the CPU the
 // steady renewal costs the client (this process) and the server (read
 // from /proc/<pid>/stat) as % of one core, the Lock+Unlock p50 and p99 of
 // a new name with none held and while the N are held (and their ratio),

@@ -150,7 +150,7 @@ func BenchmarkScale(b *testing.B) {
 }
 
 // concurrency is how many acquisitions run at once.
-const concurrency = 32
+const concurrency = 16
 
 // probes is the number of Lock+Unlock pairs timed for each latency.
 const probes = 1000
