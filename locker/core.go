@@ -31,7 +31,9 @@ type Backend interface {
 }
 
 // Renewer is implemented by backends whose holds expire unless renewed. Core
-// calls it from one loop per engine with every hold that falls due together.
+// calls it with the holds that fall due together, in chunks of at most 128,
+// several calls at once (see renew.go): Renew must be safe for concurrent
+// use.
 type Renewer interface {
 	// Renew extends each hold by its TTL, in as few round trips as it can,
 	// and returns one result per hold: nil, an error wrapping ErrLockLost
@@ -60,7 +62,7 @@ type Hold struct {
 	// Scheduling, guarded by the scheduler's mutex.
 	due      time.Time // next renewal, or the end of a fixed lease
 	deadline time.Time // the hold is lost if not renewed by then
-	index    int       // position in the scheduler heap; -1 when not in it
+	queued   bool      // in the scheduler's queue
 	stopped  bool      // released: the scheduler must drop it
 }
 

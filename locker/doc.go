@@ -15,9 +15,15 @@
 //
 // A hold never outlives its owner. By default it lives DefaultTTL (30s) and
 // a watchdog renews it every TTL/3 while it is held (WithTTL changes the
-// TTL). WithLease gives a fixed lease with no renewal. One loop per engine
-// renews every hold of that engine, batching the renewals that fall due
-// together. ZooKeeper ties liveness to its session instead; see its package.
+// TTL). WithLease gives a fixed lease with no renewal. The Core of each
+// engine renews its holds in chunks of at most 128 that fall due together,
+// four chunks in flight at a time, so that the cost of one renewal call
+// does not grow with the number of holds and a slow call holds up only its
+// own chunk; each call is bounded by its chunk's earliest deadline and by a
+// third of a TTL. When renewal falls behind anyway (a chunk taken more than
+// half an interval late), a WARN says by how much, before holds are lost;
+// lost holds are reported by Lost, and in one WARN per chunk. ZooKeeper
+// ties liveness to its session instead; see its package.
 //
 // # Lost holds
 //

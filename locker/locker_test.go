@@ -3,6 +3,7 @@ package locker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -91,7 +92,7 @@ func (r *recorder) batchSizes() []int {
 }
 
 func newHold(name string, ttl time.Duration, renew bool) *Hold {
-	return &Hold{Name: name, TTL: ttl, Renew: renew, ReleaseTimeout: time.Second, lost: make(chan struct{}), index: -1}
+	return &Hold{Name: name, TTL: ttl, Renew: renew, ReleaseTimeout: time.Second, lost: make(chan struct{})}
 }
 
 func waitLost(t *testing.T, h *Hold, within time.Duration) {
@@ -110,8 +111,9 @@ func TestSchedulerBatchesHoldsDueTogether(t *testing.T) {
 	const n, ttl = 50, 300 * time.Millisecond
 	now := time.Now()
 	for i := 0; i < n; i++ {
-		// Granted over 40ms: all within half an interval of each other.
-		s.add(newHold("h", ttl, true), now.Add(time.Duration(i)*800*time.Microsecond))
+		// Granted over 20ms: all within a quarter of an interval of each
+		// other.
+		s.add(newHold("h", ttl, true), now.Add(time.Duration(i)*400*time.Microsecond))
 	}
 	for i := 0; i < 3; i++ {
 		<-r.called
@@ -196,5 +198,190 @@ func TestSchedulerEndsFixedLeases(t *testing.T) {
 		}
 	case <-time.After(10 * d):
 		t.Fatalf("lease of %v not ended after %v", d, 10*d)
+	}
+}
+
+func TestSchedulerCutsChunks(t *testing.T) {
+	var mu sync.Mutex
+	renewed := map[*Hold]int{}
+	r := newRecorder(func(h *Hold) error {
+		mu.Lock()
+		renewed[h]++
+		mu.Unlock()
+		return nil
+	})
+	const n, chunk, ttl = 1000, 64, 600 * time.Millisecond
+	s := startScheduler(r, func(*Hold) {}, slog.Default(), chunk, 3)
+	defer s.close()
+	now := time.Now()
+	for i := 0; i < n; i++ {
+		s.add(newHold("h", ttl, true), now)
+	}
+	// Every hold renewed at least twice: at least 2n/chunk calls.
+	for calls := 0; calls < 2*n/chunk+2; calls++ {
+		<-r.called
+	}
+	// A late renewal (a slow machine) may take eight chunks at once.
+	const most = chunk * lateChunk / renewChunk
+	for i, size := range r.batchSizes() {
+		if size > most {
+			t.Fatalf("Renew call %d carried %d holds; want at most %d", i, size, most)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(renewed) != n {
+		t.Errorf("%d holds renewed; want all %d", len(renewed), n)
+	}
+}
+
+// slowRenewer blocks the renewal of the hold named slow until its context
+// ends, and renews every other hold at once.
+type slowRenewer struct {
+	mu      sync.Mutex
+	fast    int
+	blocked chan struct{} // a call for slow has begun
+}
+
+func (r *slowRenewer) Renew(ctx context.Context, hs []*Hold) []error {
+	errs := make([]error, len(hs))
+	for i, h := range hs {
+		if h.Name == "slow" {
+			select {
+			case r.blocked <- struct{}{}:
+			default:
+			}
+			<-ctx.Done()
+			errs[i] = ctx.Err()
+			continue
+		}
+		r.mu.Lock()
+		r.fast++
+		r.mu.Unlock()
+	}
+	return errs
+}
+
+func (r *slowRenewer) renewedFast() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fast
+}
+
+func TestSchedulerSlowChunkDoesNotDelayOthers(t *testing.T) {
+	r := &slowRenewer{blocked: make(chan struct{}, 1)}
+	s := startScheduler(r, func(*Hold) {}, slog.Default(), 1, 2)
+	defer s.close()
+	const ttl = 300 * time.Millisecond
+	slow, fast := newHold("slow", ttl, true), newHold("fast", ttl, true)
+	start := time.Now()
+	s.add(slow, start)
+	s.add(fast, start)
+	// The slow hold's renewals never answer: it is lost at its deadline,
+	// while the other is renewed on time throughout.
+	waitLost(t, slow, 3*ttl)
+	<-r.blocked
+	if d := time.Since(start); d < ttl {
+		t.Errorf("slow hold lost after %v; want not before its TTL %v", d, ttl)
+	}
+	if got := r.renewedFast(); got < 2 {
+		t.Errorf("fast hold renewed %d times while the other chunk hung; want 2 or more", got)
+	}
+	select {
+	case <-fast.Lost():
+		t.Errorf("fast hold lost while another chunk hung")
+	default:
+	}
+}
+
+// logSink is a slog handler that sends each record's message.
+type logSink struct{ msgs chan string }
+
+func (l logSink) Enabled(context.Context, slog.Level) bool { return true }
+func (l logSink) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case l.msgs <- r.Message:
+	default:
+	}
+	return nil
+}
+func (l logSink) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l logSink) WithGroup(string) slog.Handler      { return l }
+
+// lagRenewer takes delay per hold, like a server that cannot keep up.
+type lagRenewer struct{ delay time.Duration }
+
+func (r lagRenewer) Renew(ctx context.Context, hs []*Hold) []error {
+	t := time.NewTimer(r.delay * time.Duration(len(hs)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return make([]error, len(hs))
+	case <-ctx.Done():
+		errs := make([]error, len(hs))
+		for i := range errs {
+			errs[i] = ctx.Err()
+		}
+		return errs
+	}
+}
+
+func TestSchedulerWarnsWhenBehind(t *testing.T) {
+	sink := logSink{msgs: make(chan string, 1000)}
+	// One worker, 20ms a hold: 40 holds need 800ms per 100ms interval.
+	s := startScheduler(lagRenewer{delay: 20 * time.Millisecond}, func(*Hold) {}, slog.New(sink), 1, 1)
+	defer s.close()
+	const n, ttl = 40, 300 * time.Millisecond
+	holds := make([]*Hold, n)
+	now := time.Now()
+	for i := range holds {
+		holds[i] = newHold(fmt.Sprint("h", i), ttl, true)
+		s.add(holds[i], now)
+	}
+	var got []string
+	behind, lost := -1, -1
+	timeout := time.After(5 * time.Second)
+	for behind < 0 || lost < 0 {
+		select {
+		case m := <-sink.msgs:
+			switch {
+			case m == "locker: renewal is falling behind" && behind < 0:
+				behind = len(got)
+			case (m == "locker: hold lost" || m == "locker: holds lost") && lost < 0:
+				lost = len(got)
+			}
+			got = append(got, m)
+		case <-timeout:
+			t.Fatalf("log = %q; want a warning that renewal is falling behind, then one that holds were lost", got)
+		}
+	}
+	if lost < behind {
+		t.Errorf("log = %q; want the lag warned of before the first loss", got)
+	}
+}
+
+func TestSchedulerCompactsRemovedHolds(t *testing.T) {
+	s := startScheduler(nil, func(*Hold) {}, slog.Default(), renewChunk, 1)
+	defer s.close()
+	const n, removed = 3000, 2000
+	holds := make([]*Hold, n)
+	now := time.Now()
+	for i := range holds {
+		holds[i] = newHold("lease", time.Hour, false)
+		s.add(holds[i], now)
+	}
+	for _, h := range holds[:removed] {
+		s.remove(h)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	live := 0
+	for _, e := range s.queue {
+		if !e.h.stopped {
+			live++
+		}
+	}
+	if len(s.queue) >= n || live != n-removed {
+		t.Errorf("queue of %d holds after %d of %d were removed, %d of them live; want it rebuilt with all %d live ones", len(s.queue), removed, n, live, n-removed)
 	}
 }

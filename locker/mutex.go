@@ -46,7 +46,6 @@ func (m *mutex) take(ctx context.Context, wait bool) (ok bool, err error) {
 
 		ReleaseTimeout: m.settings.ReleaseTimeout,
 		lost:           make(chan struct{}),
-		index:          -1,
 	}
 	if m.core.obs != nil {
 		var a Acquisition

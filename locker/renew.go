@@ -9,33 +9,72 @@ import (
 	"time"
 )
 
-// scheduler is the one renewal loop of an engine. Renewed holds fall due
-// every TTL/3; a hold may be renewed up to half an interval early, so that
-// holds falling due close together share one Renew call (one round trip
-// for Redis). Fixed leases fall due when they end.
+// Renewal runs in bounded chunks on a few workers, so that its cost per
+// call does not grow with the number of holds: 100k holds are ~800 calls
+// of 128, four at a time, each small enough not to sit long in front of an
+// acquisition on a shared connection, and a slow or failed call holds up
+// only its own chunk.
+const (
+	// renewChunk bounds the holds of one Renew call: etcd's default
+	// --max-txn-ops, and a Redis pipeline that takes well under a
+	// millisecond.
+	renewChunk = 128
+	// lateChunk bounds the holds of one Renew call when renewal is late:
+	// fewer, larger calls then catch up at less cost per hold.
+	lateChunk = 8 * renewChunk
+	// renewWorkers bounds the Renew calls in flight at once.
+	renewWorkers = 4
+	// behindEvery rate-limits the warning that renewal is late.
+	behindEvery = 5 * time.Second
+)
+
+// scheduler is the one renewal machinery of an engine. Renewed holds fall
+// due every TTL/3; a hold may be renewed up to half an interval early, so
+// that holds falling due close together share one Renew call. Fixed leases
+// fall due when they end. Workers take the holds due, earliest first, at
+// most chunk at a time: a chunk's deadline is its own holds' earliest.
 type scheduler struct {
 	renewer Renewer // nil when the engine keeps holds alive itself
 	expire  func(*Hold)
 	log     *slog.Logger
+	chunk   int
 
-	mu    sync.Mutex
-	queue holdHeap
-	next  time.Time // when the loop wakes up next
-	wake  chan struct{}
-	stop  chan struct{}
-	done  chan struct{}
+	// ctx ends the Renew calls in flight when the scheduler closes.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// base is the origin of the due times in queue.
+	base time.Time
+
+	mu     sync.Mutex
+	queue  holdHeap
+	stale  int       // removed holds still in queue
+	next   time.Time // when the idle workers wake up next
+	warned time.Time // the latest warning that renewal is late
+	wake   chan struct{}
+	stop   chan struct{}
+	wg     sync.WaitGroup
 }
 
 func newScheduler(r Renewer, expire func(*Hold), log *slog.Logger) *scheduler {
+	return startScheduler(r, expire, log, renewChunk, renewWorkers)
+}
+
+func startScheduler(r Renewer, expire func(*Hold), log *slog.Logger, chunk, workers int) *scheduler {
 	s := &scheduler{
 		renewer: r,
 		expire:  expire,
 		log:     log,
+		chunk:   chunk,
+		base:    time.Now(),
 		wake:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
 	}
-	go s.run()
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.wg.Add(workers)
+	for range workers {
+		go s.work()
+	}
 	return s
 }
 
@@ -46,6 +85,16 @@ func interval(h *Hold) time.Duration { return h.TTL / 3 }
 // struggling server.
 func retryDelay(h *Hold) time.Duration {
 	return min(max(interval(h)/4, 10*time.Millisecond), time.Second)
+}
+
+// ready is when a worker may take h: its due time, or a quarter of an
+// interval before it for a renewal, so that holds falling due close
+// together share a call.
+func ready(h *Hold) time.Time {
+	if h.Renew {
+		return h.due.Add(-interval(h) / 4)
+	}
+	return h.due
 }
 
 // add schedules h, granted at now.
@@ -59,9 +108,9 @@ func (s *scheduler) add(h *Hold, now time.Time) {
 		return // the engine keeps it alive and reports its loss
 	}
 	s.mu.Lock()
-	heap.Push(&s.queue, h)
-	// Only a hold due before the loop's next wake-up needs to wake it: on
-	// the Lock/Unlock hot path that is almost never.
+	s.push(h)
+	// Only a hold due before the workers wake up needs to wake one: on the
+	// Lock/Unlock hot path that is almost never.
 	early := h.due.Before(s.next)
 	s.mu.Unlock()
 	if early {
@@ -69,14 +118,53 @@ func (s *scheduler) add(h *Hold, now time.Time) {
 	}
 }
 
-// remove stops scheduling h; a renewal in flight for it is ignored.
+// remove stops scheduling h; a renewal in flight for it is ignored. It
+// stays in the queue until it falls due, and is dropped then: removing it
+// now would cost a search on the Unlock path. Once removed holds are half
+// the queue, the queue is rebuilt without them, so that they do not pile
+// up (a long fixed lease released early would stay until its end).
 func (s *scheduler) remove(h *Hold) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h.stopped = true
-	if h.index >= 0 {
-		heap.Remove(&s.queue, h.index)
+	if !h.queued {
+		return
 	}
+	s.stale++
+	if s.stale < minCompact || 2*s.stale < len(s.queue) {
+		return
+	}
+	live := s.queue[:0]
+	for _, e := range s.queue {
+		if e.h.stopped {
+			e.h.queued = false
+			continue
+		}
+		live = append(live, e)
+	}
+	clear(s.queue[len(live):])
+	s.queue, s.stale = live, 0
+	heap.Init(&s.queue)
+}
+
+// minCompact is the least number of removed holds worth rebuilding the
+// queue for.
+const minCompact = 1024
+
+// push queues h by its due time. Called with s.mu held.
+func (s *scheduler) push(h *Hold) {
+	h.queued = true
+	heap.Push(&s.queue, entry{due: h.due.Sub(s.base), h: h})
+}
+
+// pop takes the earliest hold off the queue. Called with s.mu held.
+func (s *scheduler) pop() *Hold {
+	h := heap.Pop(&s.queue).(entry).h
+	h.queued = false
+	if h.stopped {
+		s.stale--
+	}
+	return h
 }
 
 func (s *scheduler) poke() {
@@ -86,80 +174,130 @@ func (s *scheduler) poke() {
 	}
 }
 
+// close stops the workers, ending the Renew calls in flight.
 func (s *scheduler) close() {
 	close(s.stop)
-	<-s.done
+	s.cancel()
+	s.wg.Wait()
 }
 
-func (s *scheduler) run() {
-	defer close(s.done)
+// work takes chunks of due holds until close. Every idle worker sleeps
+// until the earliest hold is due; the first to wake takes it, the others
+// find nothing and sleep again.
+func (s *scheduler) work() {
+	defer s.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		s.mu.Lock()
-		s.next = time.Now().Add(time.Hour)
-		if len(s.queue) > 0 {
-			s.next = s.queue[0].due
-		}
-		timer.Reset(time.Until(s.next))
-		s.mu.Unlock()
-		select {
-		case <-s.stop:
-			return
-		case <-s.wake:
-			continue
-		case <-timer.C:
-		}
-		renew, expired := s.takeDue(time.Now())
+		renew, expired, next := s.take(time.Now())
 		for _, h := range expired {
 			s.expire(h)
 		}
 		if len(renew) > 0 {
 			s.renew(renew)
 		}
+		if len(renew) == 0 && len(expired) == 0 {
+			timer.Reset(time.Until(next))
+			select {
+			case <-s.stop:
+				return
+			case <-s.wake:
+			case <-timer.C:
+			}
+			continue
+		}
+		select {
+		case <-s.stop:
+			return
+		default:
+		}
 	}
 }
 
-// takeDue pops the holds that are due, and those renewable early enough to
-// join them.
-func (s *scheduler) takeDue(now time.Time) (renew, expired []*Hold) {
+// take pops up to a chunk of the holds that are ready, earliest due first,
+// and says when the workers should look again. When the earliest is past
+// its due time, renewal is late: the chunk may be eight times as large.
+func (s *scheduler) take(now time.Time) (renew, expired []*Hold, next time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for len(s.queue) > 0 {
-		h := s.queue[0]
-		early := h.due
-		if h.Renew {
-			early = h.due.Add(-interval(h) / 2)
+	limit := s.chunk
+	if len(s.queue) > 0 && s.queue[0].due < now.Sub(s.base) {
+		limit *= lateChunk / renewChunk
+	}
+	for len(s.queue) > 0 && len(renew)+len(expired) < limit {
+		h := s.queue[0].h
+		if h.stopped {
+			s.pop()
+			continue
 		}
-		if early.After(now) {
+		if ready(h).After(now) {
 			break
 		}
-		heap.Pop(&s.queue)
-		if h.Renew {
-			renew = append(renew, h)
-		} else {
+		s.pop()
+		if !h.Renew {
 			expired = append(expired, h)
+			continue
 		}
+		if renew == nil {
+			s.checkLag(h, now)
+			renew = make([]*Hold, 0, min(limit, len(s.queue)+1))
+		}
+		renew = append(renew, h)
 	}
-	return renew, expired
+	s.next = now.Add(time.Hour)
+	if len(s.queue) > 0 {
+		// The head's due time, not the time it is ready: by then the
+		// holds due within a quarter of an interval after it are ready
+		// too, and share its call.
+		s.next = s.queue[0].h.due
+	}
+	return renew, expired, s.next
 }
 
+// checkLag warns, at most every behindEvery, when the earliest hold of a
+// chunk is taken more than half an interval past its due time: renewal is
+// falling behind, and holds will be lost at their deadline unless it
+// catches up. Called with s.mu held.
+func (s *scheduler) checkLag(h *Hold, now time.Time) {
+	lag := now.Sub(h.due)
+	if lag <= interval(h)/2 || now.Sub(s.warned) < behindEvery {
+		return
+	}
+	s.warned = now
+	backlog := 1
+	for _, q := range s.queue {
+		if !q.h.stopped && !ready(q.h).After(now) {
+			backlog++
+		}
+	}
+	s.log.Warn("locker: renewal is falling behind",
+		"lag", lag, "left", h.deadline.Sub(now), "backlog", backlog, "holds", len(s.queue)+1)
+}
+
+// renew renews one chunk and schedules each hold again, or marks it lost.
 func (s *scheduler) renew(holds []*Hold) {
 	start := time.Now()
-	// The call may take no longer than the tightest deadline in the batch:
-	// past it the hold is lost whatever the answer.
-	deadline := holds[0].deadline
+	// The call may take no longer than the tightest deadline in the chunk:
+	// past it the hold is lost whatever the answer. Nor longer than an
+	// interval: a call stuck that long is given up and tried again, and
+	// its worker goes back to the other chunks.
+	deadline, limit := holds[0].deadline, interval(holds[0])
 	for _, h := range holds[1:] {
 		if h.deadline.Before(deadline) {
 			deadline = h.deadline
 		}
+		limit = min(limit, interval(h))
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	if d := start.Add(limit); d.Before(deadline) {
+		deadline = d
+	}
+	ctx, cancel := context.WithDeadline(s.ctx, deadline)
 	results := s.renewer.Renew(ctx, holds)
 	cancel()
 
+	var lost []*Hold
+	var lostErr error
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	now := time.Now()
 	for i, h := range holds {
 		if h.stopped {
@@ -175,36 +313,49 @@ func (s *scheduler) renew(holds []*Hold) {
 			h.due = start.Add(interval(h))
 			h.deadline = start.Add(h.TTL)
 		case errors.Is(err, ErrLockLost) || !now.Before(h.deadline):
-			s.log.Warn("locker: hold lost", "name", h.Name, "owner", h.Owner, "token", h.Token, "err", err)
 			h.markLost(lostCause(err))
+			if lost == nil {
+				lostErr = err
+			}
+			lost = append(lost, h)
 			continue
 		default:
 			s.log.Debug("locker: renewal failed, will retry", "name", h.Name, "err", err)
 			h.due = now.Add(min(retryDelay(h), h.deadline.Sub(now)))
 		}
-		heap.Push(&s.queue, h)
+		s.push(h)
+	}
+	s.mu.Unlock()
+	switch {
+	case len(lost) == 1:
+		h := lost[0]
+		s.log.Warn("locker: hold lost", "name", h.Name, "owner", h.Owner, "token", h.Token, "err", lostErr)
+	case len(lost) > 1:
+		// One line for a chunk, not one per hold: a mass loss must be
+		// loud, and not drown the log.
+		s.log.Warn("locker: holds lost", "count", len(lost), "first", lost[0].Name, "err", lostErr)
 	}
 }
 
+// entry is a hold in the queue, with its due time as an offset from the
+// scheduler's base: comparing entries reads no Hold, which matters with
+// 100k of them.
+type entry struct {
+	due time.Duration
+	h   *Hold
+}
+
 // holdHeap orders holds by due time.
-type holdHeap []*Hold
+type holdHeap []entry
 
 func (q holdHeap) Len() int           { return len(q) }
-func (q holdHeap) Less(i, j int) bool { return q[i].due.Before(q[j].due) }
-func (q holdHeap) Swap(i, j int) {
-	q[i], q[j] = q[j], q[i]
-	q[i].index, q[j].index = i, j
-}
-func (q *holdHeap) Push(x any) {
-	h := x.(*Hold)
-	h.index = len(*q)
-	*q = append(*q, h)
-}
+func (q holdHeap) Less(i, j int) bool { return q[i].due < q[j].due }
+func (q holdHeap) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *holdHeap) Push(x any)        { *q = append(*q, x.(entry)) }
 func (q *holdHeap) Pop() any {
 	old := *q
-	h := old[len(old)-1]
-	old[len(old)-1] = nil
-	h.index = -1
+	e := old[len(old)-1]
+	old[len(old)-1] = entry{}
 	*q = old[:len(old)-1]
-	return h
+	return e
 }

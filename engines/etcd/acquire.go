@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -19,6 +20,9 @@ type holdState struct {
 	key    string           // slot.key
 	shared *lease           // the lease the key was created on: slot.l
 	fixed  clientv3.LeaseID // the own lease of a WithLease hold, once granted
+	// checked is when the key was last seen with its create revision (the
+	// grant, at first); guarded by Engine.mu.
+	checked time.Time
 }
 
 func (st *holdState) set(s *slot) {
@@ -76,6 +80,9 @@ func (e *Engine) acquireTry(ctx context.Context, h *locker.Hold, st *holdState) 
 			return false, err
 		}
 		s := e.take(l, st.prefix)
+		if s == nil {
+			continue // retired meanwhile
+		}
 		rctx, cancel := e.bound(ctx)
 		resp, err := e.client.Txn(rctx).
 			If(clientv3.Compare(clientv3.CreateRevision(st.prefix).WithPrefix(), "=", 0)).
@@ -120,6 +127,9 @@ func (e *Engine) acquireWait(ctx context.Context, h *locker.Hold, st *holdState)
 			return false, err
 		}
 		s := e.take(l, st.prefix)
+		if s == nil {
+			continue // retired meanwhile
+		}
 		// The newest key of the range is ours: the next newest, if any, is
 		// our predecessor.
 		rctx, cancel := e.bound(ctx)
@@ -160,16 +170,21 @@ func (e *Engine) acquireWait(ctx context.Context, h *locker.Hold, st *holdState)
 
 // queue waits until the hold's key is the oldest of its lock, watching the
 // key created just before it (pred, seen at revision rev) for its deletion,
-// and takes the hold then. Meanwhile it keeps its lease alive, and it checks
-// its place again when the watch ends, when it renews the lease, and after a
-// failure, with a growing delay: etcd in trouble is ridden out while the
-// lease lives. It returns errRequeue when its key vanished.
+// and takes the hold then. The keeper keeps its lease alive meanwhile, one
+// keep-alive for all the waiters and holds on it. It checks its place again
+// when the watch ends, every TTL of its lease (a fallback should a deletion
+// go unseen), and after a failure, with a growing delay: etcd in trouble is
+// ridden out while the lease lives. It returns errRequeue when its key
+// vanished or its lease ended.
 func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred string, rev int64) error {
 	l := st.shared
 	var (
 		w     *watch        // on pred, nil when none
 		check bool          // pred and rev are stale: ask etcd
 		retry time.Duration // > 0 after a failure: the delay before trying again
+		// recheck is when the place is checked again should the watch miss
+		// the deletion.
+		recheck = time.Now().Add(l.ttl)
 		// failed is the error of the latest request, nil once etcd answered.
 		failed error
 	)
@@ -186,10 +201,8 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 			failed = err
 			switch {
 			case err == nil:
-				pred, rev, check = p, r, false
-				if time.Now().Before(e.refreshDue(l)) {
-					retry = 0
-				}
+				pred, rev, check, retry = p, r, false, 0
+				recheck = time.Now().Add(l.ttl)
 			case errors.Is(err, errKeyGone):
 				e.free(st.slot)
 				return errRequeue
@@ -225,11 +238,11 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 				pending = w.ready
 			}
 		}
-		wait := time.Until(e.refreshDue(l))
+		wait := time.Until(recheck)
 		if check {
-			wait = min(wait, retry)
+			wait = retry
 		}
-		timer.Reset(max(wait, retry, time.Millisecond))
+		timer.Reset(max(wait, time.Millisecond))
 
 		select {
 		case <-ctx.Done():
@@ -259,21 +272,7 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 				check = true
 			}
 		case <-timer.C:
-			if !time.Now().Before(e.refreshDue(l)) {
-				err := e.refresh(ctx, l)
-				failed = err
-				if errors.Is(err, errLeaseGone) {
-					failed = nil
-				}
-				if err != nil && !errors.Is(err, errLeaseGone) && ctx.Err() == nil {
-					e.log.Debug("etcd: renewing a waiter's lease failed, will retry", "name", h.Name, "lease", l.hexID(), "err", err)
-					if e.expired(l) {
-						e.kill(l, err)
-					}
-					retry = backoff(retry)
-				}
-			}
-			check = true // also the fallback should a deletion go unseen
+			check = true
 		}
 	}
 }
@@ -402,6 +401,7 @@ func (e *Engine) hold(ctx context.Context, h *locker.Hold, st *holdState) error 
 		killed := l.killed
 		if !killed {
 			l.holds[h] = struct{}{}
+			st.checked = time.Now()
 		}
 		e.mu.Unlock()
 		if killed {
@@ -476,55 +476,101 @@ func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
 	return nil
 }
 
-// Renew implements locker.Renewer. For each lease of the batch it deletes
-// the keys of holds given up on, then renews the lease (KeepAliveOnce); then
-// one read-only transaction (per 128 holds) checks that every key still
-// exists with its create revision, which catches a key deleted by hand. A
-// hold is reported renewed only when both succeeded, after the Core took the
-// time: the Core's deadline for it never falls after its lease's end on the
-// server.
+// Renew implements locker.Renewer. The keeper keeps the leases, and so the
+// holds, alive: Renew reports a hold lost when its lease was given up, and
+// otherwise checks that its key still exists with its create revision,
+// which catches a key deleted by hand (an operator's ForceUnlock). Each
+// hold's key is checked about once per TTL, not at every renewal: the
+// checks are the bulk of the renewal's cost, and a deletion by hand is
+// rare. The Core hands Renew chunks of at most 128 holds, several at once;
+// the keys of a chunk are checked in one transaction that compares every
+// key's create revision and returns nothing when all match, and reads the
+// keys only when one does not. A check that fails (etcd busy or away) is
+// tried again at the next renewal and loses nothing: the hold lives as long
+// as its lease, whose keep-alive never waits for these checks.
 func (e *Engine) Renew(ctx context.Context, holds []*locker.Hold) []error {
 	results := make([]error, len(holds))
-	byLease := make(map[*lease][]int)
+	var check []int
+	now := time.Now()
+	e.mu.Lock()
 	for i, h := range holds {
 		st, _ := h.State.(*holdState)
-		if st == nil || st.shared == nil {
-			results[i] = e.fail("renew", h.Name, errKeyGone)
-			continue
+		switch {
+		case st == nil || st.shared == nil:
+			results[i] = errKeyGone
+		case st.shared.killed:
+			results[i] = leaseErr(st.shared, errLeaseGone)
+		case !now.Before(st.checked.Add(h.TTL - h.TTL/6)):
+			check = append(check, i)
 		}
-		byLease[st.shared] = append(byLease[st.shared], i)
 	}
-	var check []int
-	for l, idx := range byLease {
-		if err := e.refresh(ctx, l); err != nil {
-			for _, i := range idx {
-				results[i] = e.fail("renew", holds[i].Name, leaseErr(l, err))
-			}
-			continue
-		}
-		check = append(check, idx...)
-	}
+	e.mu.Unlock()
+	var wg sync.WaitGroup
 	for len(check) > 0 {
 		chunk := check[:min(len(check), maxTxnOps)]
 		check = check[len(chunk):]
-		ops := make([]clientv3.Op, len(chunk))
-		for j, i := range chunk {
-			ops[j] = clientv3.OpGet(holds[i].State.(*holdState).key, clientv3.WithKeysOnly())
-		}
-		rctx, cancel := e.bound(ctx)
-		resp, err := e.client.Txn(rctx).Then(ops...).Commit()
-		cancel()
-		for j, i := range chunk {
-			h := holds[i]
-			if err != nil {
-				results[i] = e.fail("renew", h.Name, err)
-				continue
-			}
-			kvs := resp.Responses[j].GetResponseRange().Kvs
-			if len(kvs) == 0 || kvs[0].CreateRevision != int64(h.Token) {
-				results[i] = e.fail("renew", h.Name, errKeyGone)
-			}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.checkKeys(ctx, holds, chunk, results, now)
+		}()
+	}
+	wg.Wait()
+	for i, err := range results {
+		if err != nil {
+			results[i] = e.fail("renew", holds[i].Name, err)
 		}
 	}
 	return results
+}
+
+// checkKeys checks the keys of holds[i] for i in idx, sets results[i] for
+// those that are gone, and records the check, made at now, for the others.
+// The rule, every key in place, costs one transaction of compares that
+// returns nothing; only when one fails are the keys read. A failed check
+// is only logged.
+func (e *Engine) checkKeys(ctx context.Context, holds []*locker.Hold, idx []int, results []error, now time.Time) {
+	cmps := make([]clientv3.Cmp, len(idx))
+	for j, i := range idx {
+		cmps[j] = clientv3.Compare(clientv3.CreateRevision(holds[i].State.(*holdState).key), "=", int64(holds[i].Token))
+	}
+	rctx, cancel := e.bound(ctx)
+	defer cancel()
+	resp, err := e.client.Txn(rctx).If(cmps...).Commit()
+	var gone []bool
+	if err == nil && !resp.Succeeded {
+		gone, err = e.goneKeys(rctx, holds, idx)
+	}
+	if err != nil {
+		e.log.Debug("etcd: checking held keys failed, will retry", "keys", len(idx), "err", err)
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for j, i := range idx {
+		if gone != nil && gone[j] {
+			results[i] = errKeyGone
+			continue
+		}
+		holds[i].State.(*holdState).checked = now
+	}
+}
+
+// goneKeys reads the keys of holds[i] for i in idx and tells which are
+// gone, or hold another create revision.
+func (e *Engine) goneKeys(ctx context.Context, holds []*locker.Hold, idx []int) ([]bool, error) {
+	gets := make([]clientv3.Op, len(idx))
+	for j, i := range idx {
+		gets[j] = clientv3.OpGet(holds[i].State.(*holdState).key, clientv3.WithKeysOnly())
+	}
+	resp, err := e.client.Txn(ctx).Then(gets...).Commit()
+	if err != nil {
+		return nil, err
+	}
+	gone := make([]bool, len(idx))
+	for j, i := range idx {
+		kvs := resp.Responses[j].GetResponseRange().Kvs
+		gone[j] = len(kvs) == 0 || kvs[0].CreateRevision != int64(holds[i].Token)
+	}
+	return gone, nil
 }

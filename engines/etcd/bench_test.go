@@ -97,3 +97,19 @@ func BenchmarkHandoff(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHandoffQueue is BenchmarkHandoff with w owners of one engine
+// queued on one name: their keys ride on one lease that the keeper keeps
+// alive, so the hand-off should not grow with w. Run it with b.N well
+// above w (-benchtime 5000x) so that the queue stays deep.
+func BenchmarkHandoffQueue(b *testing.B) {
+	for _, w := range []int{10, 1000} {
+		b.Run(fmt.Sprintf("W=%d", w), func(b *testing.B) {
+			ms := make([]lockertest.Mutex, w)
+			for i, o := range orthrusOwners(b, w) {
+				ms[i] = o
+			}
+			lockertest.Handoff(b, ms)
+		})
+	}
+}

@@ -15,9 +15,9 @@
 // engine never closes it. Close the engine first: Engine.Close releases the
 // holds still held (their Lost channels close), makes waiting acquisitions
 // return ErrClosed, revokes the engine's leases and stops its watches. The
-// engine starts no goroutine of its own besides the renewal loop shared by
-// all engines (locker.Core) and those of its etcd watcher, and Close stops
-// them all. Close is bounded by locker.DefaultReleaseTimeout when etcd does not
+// engine's goroutines are the renewal workers shared by all engines
+// (locker.Core), its lease keeper and those of its etcd watcher, and Close
+// stops them all. Close is bounded by locker.DefaultReleaseTimeout when etcd does not
 // answer.
 //
 // # Keys
@@ -43,8 +43,9 @@
 //     key had the hold's create revision.
 //   - FIFO: waiters get the lock in the order their keys were created. A
 //     waiter watches only the key just before its own (no herd) and checks
-//     its place again when that key goes; it also checks it whenever it
-//     renews its lease, a fallback should a watch fail silently. TryLock
+//     its place again when that key goes, and once per TTL of its lease, a
+//     fallback should a watch fail silently. The keeper keeps its key alive
+//     with everything else on its lease. TryLock
 //     creates its key only if the range is empty: contention costs one round
 //     trip and leaves nothing behind, and TryLock never jumps the queue.
 //   - Fencing: the token is the key's create revision. It increases with
@@ -62,29 +63,45 @@
 // Liveness comes from etcd leases, which count whole seconds and have a
 // server minimum (by default 1.5 times the election timeout, rounded up: 2s
 // with etcd's default settings). A hold's TTL (locker.WithTTL) is rounded up
-// to whole seconds, and all holds and waiters of the engine with the same
-// rounded TTL share one lease: the number of leases follows the number of
-// distinct TTLs in use, not the number of holds. The engine renews a lease
-// with KeepAliveOnce from the Core's renewal loop (every TTL/3 while a hold is
-// on it), from waiters while they wait, and before an acquisition once a sixth
-// of its life has gone; an idle lease is left to expire and replaced by a new
-// one. So a dead owner's hold ends at most its TTL, rounded up to whole
-// seconds (or the server minimum), after its last renewal.
+// to whole seconds, and holds and waiters of the engine with the same
+// rounded TTL share a lease, up to WithKeysPerLease keys (default 5000) on
+// one: past that, new acquisitions go on a new lease. The number of leases
+// follows the number of distinct TTLs and the number of holds divided by
+// that bound (100k holds: 20 leases), never one lease per hold; and a lease
+// that ends takes only its own share of the holds with it.
 //
-// A renewal reports a hold alive only when its lease was renewed and its key
-// checked (one transaction for the whole batch, 128 keys at most per
-// transaction, etcd's default --max-txn-ops) after the renewal began: Lost
-// then closes before the lease can end on the server. A hold is lost, Lost
-// closes and Unlock returns ErrLockLost, when its lease ends (revoked,
-// expired, or not renewed within its life while etcd was unreachable — all
-// holds on that lease are lost together, and the engine grants a new lease
-// for new acquisitions), when its key is deleted by hand, or when renewals
-// fail for its TTL. A hold given up on while its lease lives on has its key
-// deleted before the lease is renewed again, so it never keeps the lock.
-// Until its first renewal, a new hold may end on the server up to a sixth of
-// its lease (plus the acquisition's round trip) before Lost closes, should
-// etcd become unreachable right after the grant: acquisitions refresh a
-// shared lease only once a sixth of its life has gone, not every time.
+// One keeper per engine keeps every lease that has keys on it alive, with
+// one KeepAliveOnce when a third of its life has gone, on a goroutine of its
+// own per lease: however many holds and waiters ride on a lease, it costs
+// one keep-alive per third of its TTL (1,000 waiters on a name: one, not
+// 1,000), and nothing else the engine does, the checks of the holds'
+// keys in particular, can hold a keep-alive up. A lease without keys is not
+// kept alive: it expires on the server, and the next acquisition grants a
+// new one (or refreshes it first, once a sixth of its life has gone). The
+// engine counts a lease's life from the moment it sent its latest
+// successful refresh; a lease the keeper could not refresh within that life
+// (etcd unreachable) is given up then: every hold on it is lost, Lost
+// closes and a WARN says how many, before the server can end it. So a dead
+// owner's hold ends at most its TTL, rounded up to whole seconds (or the
+// server minimum), after its last refresh.
+//
+// The Core's renewal loop hands Renew chunks of at most 128 holds, four
+// chunks at a time. Renew reports a hold lost when its lease was given up,
+// and checks each hold's key about once per TTL (not at every renewal: the
+// checks are most of the cost): one transaction per chunk compares every
+// key's create revision with the hold's token and returns nothing when all
+// match. A key deleted by hand (an operator's ForceUnlock) is so noticed
+// within about a TTL and a third. A check that fails, etcd being busy or
+// away, is tried again at the next renewal and loses nothing by itself:
+// the hold lives as long as its lease. The engine polls rather than
+// watches for such deletions: a watch on the namespace would deliver every
+// release of every process sharing it to every engine, a cost that grows
+// with the fleet, while polling costs each engine N/128 small
+// transactions per TTL, issued in parallel. A hold is lost, Lost closes
+// and Unlock returns ErrLockLost, when its lease ends (revoked, expired, or
+// not refreshed within its life), or when its key is deleted. A hold given
+// up on while its lease lives on has its key deleted before the lease is
+// refreshed again, so it never keeps the lock.
 //
 // A fixed lease (locker.WithLease(d)) queues on the shared lease of its TTL,
 // then, once granted, moves its key onto a lease of its own, granted then

@@ -37,9 +37,13 @@ type Engine struct {
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
 
-	mu     sync.Mutex
-	closed bool
-	leases map[int64]*lease // shared leases by TTL in whole seconds
+	keeper   *keeper
+	perLease int // WithKeysPerLease
+
+	mu      sync.Mutex
+	closed  bool
+	current map[int64]*lease    // the lease new keys go on, by TTL in whole seconds
+	leases  map[*lease]struct{} // every lease not killed: current ones, and full ones with keys
 }
 
 var (
@@ -49,10 +53,11 @@ var (
 )
 
 type settings struct {
-	name    string
-	prefix  string
-	timeout time.Duration
-	logger  *slog.Logger
+	name     string
+	prefix   string
+	timeout  time.Duration
+	logger   *slog.Logger
+	perLease int
 
 	observer locker.Observer // nil: nothing observes
 }
@@ -100,6 +105,25 @@ func WithRequestTimeout(d time.Duration) Option {
 	}
 }
 
+// DefaultKeysPerLease is how many keys (holds and waiters) share one lease
+// unless WithKeysPerLease says otherwise.
+const DefaultKeysPerLease = 5000
+
+// WithKeysPerLease bounds the keys, holds and waiters, that share one
+// lease: past n, new acquisitions with the same TTL go on another lease. A
+// lease that ends takes all its holds with it, so a smaller n loses fewer
+// holds at once; each lease costs one keep-alive every third of its TTL.
+// Default: DefaultKeysPerLease (5000): 100k holds ride on 20 leases.
+func WithKeysPerLease(n int) Option {
+	return func(s *settings) error {
+		if n < 1 {
+			return fmt.Errorf("etcd: WithKeysPerLease(%d): %w: want at least 1", n, locker.ErrInvalidArgument)
+		}
+		s.perLease = n
+		return nil
+	}
+}
+
 // WithLogger sets the logger for lost holds and leases and connection
 // trouble. Default: slog.Default().
 func WithLogger(l *slog.Logger) Option {
@@ -119,7 +143,7 @@ func New(client *clientv3.Client, opts ...Option) (*Engine, error) {
 	if client == nil {
 		return nil, fmt.Errorf("etcd: New: %w: client is nil", locker.ErrInvalidArgument)
 	}
-	s := settings{name: "etcd", prefix: "orthrus", timeout: DefaultRequestTimeout, logger: slog.Default()}
+	s := settings{name: "etcd", prefix: "orthrus", timeout: DefaultRequestTimeout, logger: slog.Default(), perLease: DefaultKeysPerLease}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("etcd: New: %w: nil Option", locker.ErrInvalidArgument)
@@ -130,16 +154,20 @@ func New(client *clientv3.Client, opts ...Option) (*Engine, error) {
 	}
 	logger := s.logger.With("engine", s.name)
 	e := &Engine{
-		name:    s.name,
-		prefix:  s.prefix,
-		client:  client,
-		watcher: clientv3.NewWatcher(client),
-		timeout: s.timeout,
-		log:     logger,
-		done:    make(chan struct{}),
-		leases:  make(map[int64]*lease),
+		name:     s.name,
+		prefix:   s.prefix,
+		client:   client,
+		watcher:  clientv3.NewWatcher(client),
+		timeout:  s.timeout,
+		log:      logger,
+		done:     make(chan struct{}),
+		keeper:   newKeeper(),
+		perLease: s.perLease,
+		current:  make(map[int64]*lease),
+		leases:   make(map[*lease]struct{}),
 	}
 	e.core = locker.NewCore(s.name, e, logger, locker.ObservedBy(s.observer))
+	go e.keep()
 	return e, nil
 }
 
@@ -222,14 +250,16 @@ func (e *Engine) Close() error {
 		e.closed = true
 		close(e.done)
 		leases := e.leases
-		e.leases = make(map[int64]*lease)
+		e.leases = make(map[*lease]struct{})
+		e.current = make(map[int64]*lease)
 		e.mu.Unlock()
 
+		e.stopKeeper()
 		ctx, cancel := context.WithTimeout(context.Background(), locker.DefaultReleaseTimeout)
 		defer cancel()
 		err = e.core.Close(ctx)
 		// Revoking removes what cancelled waiters could not delete.
-		for _, l := range leases {
+		for l := range leases {
 			select {
 			case <-l.ready:
 			default:

@@ -183,6 +183,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"prefix with a trailing slash", c, etcd.WithPrefix("app/"), "WithPrefix"},
 		{"zero request timeout", c, etcd.WithRequestTimeout(0), "WithRequestTimeout"},
 		{"nil logger", c, etcd.WithLogger(nil), "WithLogger"},
+		{"zero keys per lease", c, etcd.WithKeysPerLease(0), "WithKeysPerLease"},
 		{"nil option", c, nil, "nil Option"},
 	} {
 		e, err := etcd.New(tc.c, tc.opt)

@@ -12,14 +12,17 @@ import (
 	"github.com/orthrus-go/orthrus/locker"
 )
 
-// lease is one etcd lease shared by every hold and waiter of the engine
-// with the same TTL in whole seconds. The engine keeps it alive with
-// KeepAliveOnce: from the Core's renewal loop while holds are on it, from the
-// waiters' own loops while they wait, and before an acquisition when it has
-// aged. Nothing keeps an idle lease alive: it expires on the server, and the
-// next acquisition grants a new one.
+// lease is one etcd lease shared by holds and waiters of the engine with
+// the same TTL in whole seconds, up to a number of keys (WithKeysPerLease):
+// past it new acquisitions go on a new lease, so that one lease that ends
+// takes only its own share of the holds. The keeper (keeper.go) keeps
+// every lease with keys on it alive, apart from the renewal of the holds
+// and the waiters' checks, so that neither can hold up a keep-alive; it
+// sends one KeepAliveOnce per lease every third of its life, however many
+// holds and waiters are on it. Nothing keeps a lease without keys alive:
+// it expires on the server, and the next acquisition grants a new one.
 type lease struct {
-	secs  int64         // the requested TTL, the key in Engine.leases
+	secs  int64         // the requested TTL
 	ready chan struct{} // closed when the grant is done: id and ttl, or err, are set
 	err   error         // the grant failed
 	// gaveUp tells that err came from the granting caller's context, so
@@ -30,7 +33,12 @@ type lease struct {
 	dead   chan struct{} // closed by kill
 
 	// Guarded by Engine.mu.
+	granted bool                      // id and ttl are set
 	expiry  time.Time                 // at the earliest the server expires the lease: last refresh sent + ttl
+	next    time.Time                 // when the keeper refreshes it next
+	retry   time.Duration             // the keeper's delay after a failed refresh; 0 after a success
+	keys    int                       // taken slots: holds, waiters and keys still to delete
+	busy    bool                      // the keeper's refresh is in flight
 	holds   map[*locker.Hold]struct{} // renewed holds whose key is on the lease
 	orphans []*slot                   // keys to delete before the lease is refreshed again
 	slots   map[string]map[int]bool   // taken slot numbers by lock prefix
@@ -53,18 +61,26 @@ type slot struct {
 
 func (l *lease) hexID() string { return strconv.FormatInt(int64(l.id), 16) }
 
-// fresh tells whether an acquisition may use the lease without refreshing
-// it: at most a sixth of its life gone, so that a hold granted now lives on
-// the server for at least five sixths of the lease's TTL even if its first
-// renewal fails. Refreshing on every acquisition would double its cost.
+// fresh tells whether an acquisition may use a lease the keeper does not
+// keep (it has no keys) without refreshing it: at most a sixth of its life
+// gone, so that a hold granted now lives on the server for at least five
+// sixths of the lease's TTL even if the keeper's first refresh fails.
+// Refreshing on every acquisition would double its cost.
 func (l *lease) fresh(now time.Time) bool { return l.expiry.Sub(now) >= l.ttl*5/6 }
 
-// refreshDue is when a waiter refreshes the lease it waits on: when a third
-// of its life has gone, as etcd's own keep-alive does.
-func (l *lease) refreshDue() time.Time { return l.expiry.Add(-l.ttl * 2 / 3) }
+// refreshed records a keep-alive sent at sent that etcd answered with ttl
+// seconds left. Called with Engine.mu held.
+func (l *lease) refreshed(sent time.Time, ttl int64) {
+	if exp := sent.Add(time.Duration(ttl) * time.Second); exp.After(l.expiry) {
+		l.expiry = exp
+	}
+	// As etcd's own keep-alive: when a third of its life has gone.
+	l.next, l.retry = l.expiry.Add(-l.ttl*2/3), 0
+}
 
-// sharedLease returns the live lease for holds of ttl, granting one if
-// needed and refreshing it if it has aged or has keys to sweep.
+// sharedLease returns the live lease for new keys of ttl, granting one if
+// needed, or if the current one is full, and refreshing it first if it has
+// aged and nothing keeps it alive.
 func (e *Engine) sharedLease(ctx context.Context, ttl time.Duration) (*lease, error) {
 	secs := wholeSeconds(ttl)
 	for {
@@ -73,11 +89,17 @@ func (e *Engine) sharedLease(ctx context.Context, ttl time.Duration) (*lease, er
 			e.mu.Unlock()
 			return nil, locker.ErrClosed
 		}
-		l := e.leases[secs]
+		l := e.current[secs]
+		if l != nil && l.keys >= e.perLease && l.granted {
+			// Full: it lives on with its keys, new ones go elsewhere.
+			delete(e.current, secs)
+			l = nil
+		}
 		if l == nil {
 			l = &lease{secs: secs, ready: make(chan struct{}), dead: make(chan struct{}),
 				holds: make(map[*locker.Hold]struct{}), slots: make(map[string]map[int]bool)}
-			e.leases[secs] = l
+			e.current[secs] = l
+			e.leases[l] = struct{}{}
 			e.mu.Unlock()
 			if err := e.grant(ctx, l); err != nil {
 				return nil, err
@@ -99,7 +121,7 @@ func (e *Engine) sharedLease(ctx context.Context, ttl time.Duration) (*lease, er
 		}
 		now := time.Now()
 		e.mu.Lock()
-		killed, expired, fresh, dirty := l.killed, !now.Before(l.expiry), l.fresh(now), len(l.orphans) > 0
+		killed, expired, kept, fresh := l.killed, !now.Before(l.expiry), l.keys > 0, l.fresh(now)
 		e.mu.Unlock()
 		switch {
 		case killed:
@@ -107,7 +129,7 @@ func (e *Engine) sharedLease(ctx context.Context, ttl time.Duration) (*lease, er
 		case expired:
 			e.kill(l, errLeaseGone)
 			continue
-		case fresh && !dirty:
+		case kept || fresh:
 			return l, nil
 		}
 		if err := e.refresh(ctx, l); err != nil {
@@ -139,12 +161,14 @@ func (e *Engine) grant(ctx context.Context, l *lease) error {
 	}
 	if err != nil {
 		l.err, l.gaveUp = err, ctx.Err() != nil
-		if e.leases[l.secs] == l {
-			delete(e.leases, l.secs)
+		if e.current[l.secs] == l {
+			delete(e.current, l.secs)
 		}
+		delete(e.leases, l)
 	} else {
 		l.id, l.ttl = resp.ID, time.Duration(resp.TTL)*time.Second
-		l.expiry = sent.Add(l.ttl)
+		l.granted = true
+		l.refreshed(sent, resp.TTL)
 	}
 	close(l.ready)
 	e.mu.Unlock()
@@ -160,18 +184,11 @@ func (e *Engine) refresh(ctx context.Context, l *lease) error {
 		e.mu.Unlock()
 		return errLeaseGone
 	}
+	// The Core gives up on a hold only when Renew said its key or its lease
+	// is gone, so no lost hold's key is left to sweep here: only keys of
+	// failed writes and releases.
 	sweep := l.orphans
 	l.orphans = nil
-	// A hold the Core gave up on (renewal failing past its TTL) and that was
-	// not released still has its key on the lease: never keep it alive.
-	for h := range l.holds {
-		select {
-		case <-h.Lost():
-			sweep = append(sweep, h.State.(*holdState).slot)
-			delete(l.holds, h)
-		default:
-		}
-	}
 	e.mu.Unlock()
 
 	if len(sweep) > 0 {
@@ -188,6 +205,9 @@ func (e *Engine) refresh(ctx context.Context, l *lease) error {
 		for _, s := range sweep {
 			e.free(s)
 		}
+		if e.isKilled(l) { // retired with its last key
+			return errLeaseGone
+		}
 	}
 	rctx, cancel := e.bound(ctx)
 	sent := time.Now()
@@ -201,11 +221,15 @@ func (e *Engine) refresh(ctx context.Context, l *lease) error {
 		return err
 	}
 	e.mu.Lock()
-	if exp := sent.Add(time.Duration(resp.TTL) * time.Second); exp.After(l.expiry) {
-		l.expiry = exp
-	}
+	l.refreshed(sent, resp.TTL)
 	e.mu.Unlock()
 	return nil
+}
+
+func (e *Engine) isKilled(l *lease) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return l.killed
 }
 
 // expired tells whether the lease may have ended on the server.
@@ -213,13 +237,6 @@ func (e *Engine) expired(l *lease) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return !time.Now().Before(l.expiry)
-}
-
-// refreshDue is when a waiter refreshes the lease it waits on.
-func (e *Engine) refreshDue(l *lease) time.Time {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return l.refreshDue()
 }
 
 // revokeQuiet ends a lease of this engine that holds nothing any longer.
@@ -260,9 +277,10 @@ func (e *Engine) kill(l *lease, cause error) {
 	}
 	l.killed = true
 	close(l.dead)
-	if e.leases[l.secs] == l {
-		delete(e.leases, l.secs)
+	if e.current[l.secs] == l {
+		delete(e.current, l.secs)
 	}
+	delete(e.leases, l)
 	holds := l.holds
 	l.holds = nil
 	e.mu.Unlock()
@@ -274,10 +292,14 @@ func (e *Engine) kill(l *lease, cause error) {
 	}
 }
 
-// take reserves the lowest free slot of l under a lock's prefix.
+// take reserves the lowest free slot of l under a lock's prefix. It
+// returns nil when l was retired meanwhile: the caller gets another lease.
 func (e *Engine) take(l *lease, prefix string) *slot {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if l.killed {
+		return nil
+	}
 	taken := l.slots[prefix]
 	if taken == nil {
 		taken = make(map[int]bool)
@@ -288,18 +310,30 @@ func (e *Engine) take(l *lease, prefix string) *slot {
 		n++
 	}
 	taken[n] = true
+	l.keys++
+	if l.keys == 1 {
+		e.keeper.poke() // from now on the keeper keeps it alive
+	}
 	return &slot{l: l, prefix: prefix, n: n, key: prefix + l.hexID() + "-" + strconv.Itoa(n)}
 }
 
-// free returns a slot whose key is known to be gone.
+// free returns a slot whose key is known to be gone. A lease that new
+// acquisitions no longer use is revoked with its last key.
 func (e *Engine) free(s *slot) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if taken := s.l.slots[s.prefix]; taken != nil {
+	l := s.l
+	if taken := l.slots[s.prefix]; taken != nil && taken[s.n] {
 		delete(taken, s.n)
 		if len(taken) == 0 {
-			delete(s.l.slots, s.prefix)
+			delete(l.slots, s.prefix)
 		}
+		l.keys--
+	}
+	retire := l.keys == 0 && !l.killed && e.current[l.secs] != l && !e.closed
+	e.mu.Unlock()
+	if retire {
+		e.kill(l, nil)
+		e.revokeLater(l.id)
 	}
 }
 

@@ -12,8 +12,7 @@
 // The engine owns one connection and one session; New waits for the session
 // (at most WithConnectTimeout, default 5s) and fails with an error wrapping
 // locker.ErrUnavailable when it does not come. Every lock name has a parent
-// node, <prefix>/<escaped name>, created as a container node that the server
-// deletes once it is empty (ZooKeeper 3.5.3 or later). An acquisition
+// node, <prefix>/<escaped name> (see "Parent nodes" below). An acquisition
 // creates an ephemeral sequential node "_c_<guid>-lock-<sequence>" under it,
 // with the owner ID as data. The lowest sequence holds the lock. Every other
 // node watches only the node just before its own, so a release wakes one
@@ -57,6 +56,28 @@
 // the grant (at once for a fixed lease): a deletion is reported then, and at
 // once afterwards. This, and nothing else, is what locker.WithTTL means
 // here; short holds so cost no watch.
+//
+// # Parent nodes
+//
+// A lock's parent is created by the first acquisition that finds it
+// missing, as a container node (ZooKeeper 3.5.3 or later), and lives as long
+// as nodes come and go under it. Once the engine's last node under a parent
+// has been gone for WithParentLinger (default 5s), the engine deletes the
+// parent, on a goroutine of its own, 16 deletes in flight: a name locked
+// again within the linger pays nothing, one locked later pays one more
+// request to create the parent again. The delete carries the parent's data
+// version that the engine's latest create returned (each create writes the
+// parent in the same transaction), so it fails, harmlessly, when any process
+// acquired the name since, or when the parent has children, which ZooKeeper
+// never deletes: it cannot race with a waiter, and in a fleet the last
+// process to use a name deletes its parent. An acquisition that finds the
+// parent deleted just before its create makes it again. The server's
+// container reaper stays the backstop for parents that a process that died
+// left behind: it deletes about 10k a minute by default
+// (znode.container.maxPerMinute), so 100k of them take some ten minutes,
+// whereas the engine deletes the parents of 100k released names within
+// seconds of the linger. WithParentLinger(0) leaves every parent to the
+// reaper.
 //
 // # Fencing tokens
 //

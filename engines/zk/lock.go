@@ -83,7 +83,7 @@ func (e *Engine) attempt(ctx context.Context, h *locker.Hold, parent string, wai
 	if err != nil {
 		return false, e.fail("acquire", h.Name, err)
 	}
-	n := e.track(c.path, parent)
+	n := e.track(c.path, parent, c.pversion)
 	var children []string
 	if early != nil {
 		children, err = early.waitUntil(ctx, time.Now().Add(e.connectTimeout))
@@ -342,10 +342,12 @@ func (e *Engine) watch(ctx context.Context, path string) (<-chan gozk.Event, err
 	})
 }
 
-// created is a node the engine created: its path and czxid.
+// created is a node the engine created: its path and czxid, and its
+// parent's data version right after (-1 when not known).
 type created struct {
-	path  string
-	czxid int64
+	path     string
+	czxid    int64
+	pversion int32
 }
 
 // create makes the engine's node for one attempt, and the lock's parent and
@@ -378,7 +380,9 @@ func (e *Engine) create(ctx context.Context, parent, guid string, data []byte, s
 	step, cancel := context.WithTimeout(ctx, e.connectTimeout)
 	defer cancel()
 	backoff := minBackoff
-	madeParent := false
+	// The parent is made at most twice: an engine that saw it empty may
+	// delete it again between our making it and our create (parents.go).
+	madeParent := 0
 	for {
 		c, err := start(e, func() (created, error) {
 			res, err := e.conn.Multi(ops...)
@@ -388,7 +392,7 @@ func (e *Engine) create(ctx context.Context, parent, guid string, data []byte, s
 			if len(res) != 2 || res[1].Stat == nil {
 				return created{}, fmt.Errorf("unexpected reply to create: %+v", res)
 			}
-			c := created{path: res[0].String, czxid: res[1].Stat.Mzxid}
+			c := created{path: res[0].String, czxid: res[1].Stat.Mzxid, pversion: res[1].Stat.Version}
 			if e.afterCreate != nil {
 				if ierr := e.afterCreate(c.path); ierr != nil {
 					return created{}, ierr
@@ -400,8 +404,8 @@ func (e *Engine) create(ctx context.Context, parent, guid string, data []byte, s
 		switch {
 		case err == nil:
 			return c, nil
-		case errors.Is(err, gozk.ErrNoNode) && !madeParent:
-			madeParent = true
+		case errors.Is(err, gozk.ErrNoNode) && madeParent < 2:
+			madeParent++
 			if err := e.ensureParent(step, parent); err != nil {
 				return created{}, e.giveUp(ctx, err)
 			}
@@ -421,7 +425,7 @@ func (e *Engine) create(ctx context.Context, parent, guid string, data []byte, s
 				return st, err
 			})
 			if lerr == nil {
-				return created{path: path, czxid: st.Czxid}, nil
+				return created{path: path, czxid: st.Czxid, pversion: -1}, nil
 			}
 			if errors.Is(lerr, gozk.ErrNoNode) {
 				path, lerr = "", nil // gone with its session meanwhile

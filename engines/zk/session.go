@@ -45,6 +45,7 @@ type node struct {
 // forgetLocked stops tracking n. Called with e.mu held.
 func (e *Engine) forgetLocked(n *node) {
 	delete(e.nodes, n.path)
+	e.parentLeftLocked(n.parent)
 	close(n.gone)
 	if n.armTimer != nil {
 		n.armTimer.Stop()
@@ -116,6 +117,7 @@ func (e *Engine) loseLocked(why string, reap bool) {
 		return
 	}
 	close(ep.lost)
+	var lost []*locker.Hold
 	for path, n := range e.nodes {
 		if n.ep != ep {
 			continue
@@ -123,11 +125,19 @@ func (e *Engine) loseLocked(why string, reap bool) {
 		e.forgetLocked(n)
 		if n.hold != nil {
 			n.hold.MarkLost()
-			e.log.Warn("zk: hold lost", "name", n.hold.Name, "owner", n.hold.Owner, "token", n.hold.Token, "why", why)
+			lost = append(lost, n.hold)
 		}
 		if reap {
 			e.reap(reapTask{path: path})
 		}
+	}
+	switch {
+	case len(lost) == 1:
+		h := lost[0]
+		e.log.Warn("zk: hold lost", "name", h.Name, "owner", h.Owner, "token", h.Token, "why", why)
+	case len(lost) > 1:
+		// One line, not one per hold: 100k of them would drown the log.
+		e.log.Warn("zk: holds lost", "count", len(lost), "first", lost[0].Name, "why", why)
 	}
 }
 
@@ -159,7 +169,7 @@ func (e *Engine) lostNode(n *node, why string) {
 // track starts watching for the loss of a node the engine just created.
 // It must be called before the watch on the node is set, so that no
 // deletion event is missed.
-func (e *Engine) track(path, parent string) *node {
+func (e *Engine) track(path, parent string, version int32) *node {
 	n := &node{path: path, parent: parent, name: path[len(parent)+1:], gone: make(chan struct{})}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -170,6 +180,7 @@ func (e *Engine) track(path, parent string) *node {
 		return n
 	}
 	e.nodes[path] = n
+	e.parentUsedLocked(parent, version)
 	return n
 }
 

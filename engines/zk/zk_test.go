@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -169,6 +170,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"empty credentials", []string{zkAddr}, zk.WithAuth("digest", ""), "WithAuth"},
 		{"digest without password", []string{zkAddr}, zk.WithAuth("digest", "user"), "WithAuth"},
 		{"nil logger", []string{zkAddr}, zk.WithLogger(nil), "WithLogger"},
+		{"negative parent linger", []string{zkAddr}, zk.WithParentLinger(-time.Second), "WithParentLinger"},
 		{"nil option", []string{zkAddr}, nil, "nil Option"},
 	} {
 		e, err := zk.New(tc.servers, tc.opt)
@@ -748,5 +750,100 @@ func TestDeletedNodeReportsLost(t *testing.T) {
 		if err := l.Unlock(); !errors.Is(err, locker.ErrLockLost) {
 			t.Errorf("%s: Unlock() = %v; want ErrLockLost", tc.desc, err)
 		}
+	}
+}
+
+// The engine deletes a lock's parent soon after its last node under it
+// went, without waiting for the server's container reaper (every minute).
+func TestEngineDeletesEmptyParents(t *testing.T) {
+	c := admin(t)
+	e := newEngine(t, []string{zkAddr}, zk.WithPrefix("/parents"), zk.WithParentLinger(100*time.Millisecond))
+	defer e.Close()
+	const n = 50
+	base := fmt.Sprintf("%s-%d-", t.Name(), time.Now().UnixNano())
+	for i := range n {
+		l, _ := e.NewLocker(fmt.Sprint(base, i))
+		if err := l.Lock(); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "every empty parent deleted", func() bool {
+		children, _, err := c.Children("/parents")
+		if err != nil {
+			return false
+		}
+		for _, ch := range children {
+			if strings.HasPrefix(ch, base) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// A parent in use by another engine is never deleted under it, and two
+// engines that delete the parent after every release, while they take the
+// name in turns, still exclude each other and never fail.
+func TestParentDeleteRacesNoAcquisition(t *testing.T) {
+	c := admin(t)
+	name := fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano())
+	a := newEngine(t, []string{zkAddr}, zk.WithPrefix("/parents"), zk.WithParentLinger(time.Nanosecond))
+	defer a.Close()
+	b := newEngine(t, []string{zkAddr}, zk.WithPrefix("/parents"), zk.WithParentLinger(time.Nanosecond))
+	defer b.Close()
+
+	la, _ := a.NewLocker(name)
+	lb, _ := b.NewLocker(name)
+	if err := la.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := la.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := lb.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	// a's delete, due at once, finds b's node (or a newer version).
+	time.Sleep(200 * time.Millisecond)
+	if ok, _, err := c.Exists(a.LockPath(name)); !ok || err != nil {
+		t.Errorf("Exists(parent) while another engine holds = %v, %v; want true, nil", ok, err)
+	}
+	if err := lb.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+
+	var inside, overlaps atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, l := range []locker.Locker{la, lb} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 100 {
+				if err := l.Lock(); err != nil {
+					errs <- err
+					return
+				}
+				if inside.Add(1) > 1 {
+					overlaps.Add(1)
+				}
+				inside.Add(-1)
+				if err := l.Unlock(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("Lock/Unlock while parents are deleted = %v; want nil", err)
+	}
+	if n := overlaps.Load(); n > 0 {
+		t.Errorf("%d overlapping holds; want none", n)
 	}
 }

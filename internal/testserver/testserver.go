@@ -117,6 +117,17 @@ type process struct {
 // Addr returns the "127.0.0.1:port" address clients connect to.
 func (s *Server) Addr() string { return s.addr }
 
+// Pid returns the process ID of the running server, 0 when it is stopped:
+// benchmarks read its CPU time from /proc/<pid>/stat.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.cmd.Process.Pid
+}
+
 // Dir returns the server's data directory.
 func (s *Server) Dir() string { return s.dir }
 

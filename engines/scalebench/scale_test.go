@@ -1,0 +1,337 @@
+package scalebench_test
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	gozk "github.com/go-zookeeper/zk"
+	goredis "github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/orthrus-go/orthrus/engines/etcd"
+	"github.com/orthrus-go/orthrus/engines/redis"
+	"github.com/orthrus-go/orthrus/engines/zk"
+	"github.com/orthrus-go/orthrus/internal/testmain"
+	"github.com/orthrus-go/orthrus/internal/testserver"
+	"github.com/orthrus-go/orthrus/locker"
+)
+
+// The servers are started by the benchmark itself, fresh for every run:
+// a plain go test of this package starts nothing.
+func TestMain(m *testing.M) {
+	testmain.Run(m, func() (func(), error) { return func() {}, nil })
+}
+
+// setup is one engine on a fresh server.
+type setup struct {
+	engine locker.Engine
+	server *testserver.Server
+	// parents counts the parents of the benchmark's locks left on the
+	// server (ZooKeeper).
+	parents func() (int, error)
+}
+
+func redisSetup(b *testing.B) setup {
+	s := testserver.Redis(b)
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr()})
+	b.Cleanup(func() { _ = c.Close() })
+	e, err := redis.New(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return setup{engine: e, server: s}
+}
+
+func etcdSetup(b *testing.B) setup {
+	s := testserver.Etcd(b)
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Addr()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Close() })
+	e, err := etcd.New(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return setup{engine: e, server: s}
+}
+
+func zkSetup(b *testing.B) setup {
+	s := testserver.ZooKeeper(b)
+	const prefix = "/scale"
+	e, err := zk.New([]string{s.Addr()}, zk.WithPrefix(prefix))
+	if err != nil {
+		b.Fatal(err)
+	}
+	parents := func() (int, error) {
+		c, _, err := gozk.Connect([]string{s.Addr()}, 10*time.Second, gozk.WithLogger(quiet{}))
+		if err != nil {
+			return 0, err
+		}
+		defer c.Close()
+		children, _, err := c.Children(prefix)
+		left := 0
+		for _, c := range children {
+			if strings.HasPrefix(c, "scale%2F") {
+				left++
+			}
+		}
+		return left, err
+	}
+	return setup{engine: e, server: s, parents: parents}
+}
+
+type quiet struct{}
+
+func (quiet) Printf(string, ...any) {}
+
+var setups = map[string]func(*testing.B) setup{"redis": redisSetup, "etcd": etcdSetup, "zk": zkSetup}
+
+// env reads a benchmark parameter from the environment.
+func env[T any](b *testing.B, key string, def T, parse func(string) (T, error)) T {
+	v := os.Getenv(key)
+	if v == "" {
+		return def
+	}
+	x, err := parse(v)
+	if err != nil {
+		b.Fatalf("%s=%q: %v", key, v, err)
+	}
+	return x
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("want positive integers, got %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func words(s string) ([]string, error) {
+	out := strings.Split(s, ",")
+	for _, w := range out {
+		if setups[w] == nil {
+			return nil, fmt.Errorf("unknown engine %q (want redis, etcd, zk)", w)
+		}
+	}
+	return out, nil
+}
+
+// BenchmarkScale: see the package documentation.
+func BenchmarkScale(b *testing.B) {
+	engines := env(b, "SCALE_ENGINES", []string{"redis", "etcd", "zk"}, words)
+	ns := env(b, "SCALE_N", []int{10000}, ints)
+	ttl := env(b, "SCALE_TTL", 3*time.Second, time.ParseDuration)
+	hold := env(b, "SCALE_HOLD", 10*time.Second, time.ParseDuration)
+	for _, name := range engines {
+		for _, n := range ns {
+			b.Run(fmt.Sprintf("%s/N=%d/TTL=%v", name, n, ttl), func(b *testing.B) {
+				for range b.N {
+					scale(b, setups[name](b), n, ttl, hold)
+				}
+			})
+		}
+	}
+}
+
+// concurrency is how many acquisitions run at once.
+const concurrency = 16
+
+// probes is the number of Lock+Unlock pairs timed for each latency.
+const probes = 1000
+
+func scale(b *testing.B, s setup, n int, ttl, hold time.Duration) {
+	defer s.engine.Close()
+	idle50, idle99 := probe(b, s.engine, "probe-idle", ttl)
+
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	ls := make([]locker.Locker, n)
+	start := time.Now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, concurrency)
+	for range concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				l, err := s.engine.NewLocker(fmt.Sprintf("scale/%d", i), locker.WithTTL(ttl))
+				if err == nil {
+					var ok bool
+					if ok, err = l.TryLock(); err == nil && !ok {
+						err = fmt.Errorf("TryLock(scale/%d) = false; want it free", i)
+					}
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				ls[i] = l
+			}
+		}()
+	}
+	wg.Wait()
+	acquired := time.Since(start)
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(n)/acquired.Seconds(), "acquires/s")
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "heap-B/hold")
+
+	// Steady renewal: let every hold be renewed once, then measure the CPU
+	// over at least a renewal interval (and half the hold time).
+	held := time.Now()
+	time.Sleep(ttl / 3)
+	window := max(ttl/3, hold/2)
+	stop := profile(b)
+	client0, server0 := cpu(b, "self"), cpu(b, strconv.Itoa(s.server.Pid()))
+	t0 := time.Now()
+	time.Sleep(window)
+	client1, server1 := cpu(b, "self"), cpu(b, strconv.Itoa(s.server.Pid()))
+	stop()
+	wall := time.Since(t0)
+	b.ReportMetric(100*(client1-client0).Seconds()/wall.Seconds(), "client-cpu-%")
+	b.ReportMetric(100*(server1-server0).Seconds()/wall.Seconds(), "server-cpu-%")
+
+	p50, p99 := probe(b, s.engine, "probe-busy", ttl)
+	b.ReportMetric(idle50, "idle-p50-ms")
+	b.ReportMetric(idle99, "idle-p99-ms")
+	b.ReportMetric(p50, "p50-ms")
+	b.ReportMetric(p99, "p99-ms")
+	b.ReportMetric(p99/idle99, "p99/idle-p99")
+	if rest := hold - time.Since(held); rest > 0 {
+		time.Sleep(rest)
+	}
+
+	lost := 0
+	for _, l := range ls {
+		select {
+		case <-l.(locker.Lease).Lost():
+			lost++
+		default:
+		}
+	}
+	b.ReportMetric(float64(lost), "lost")
+	start = time.Now()
+	unlockAll(b, ls)
+	b.ReportMetric(float64(n)/time.Since(start).Seconds(), "releases/s")
+
+	if s.parents != nil {
+		released := time.Now()
+		var left int
+		for {
+			var err error
+			if left, err = s.parents(); err != nil {
+				b.Fatal(err)
+			}
+			if left == 0 || time.Since(released) > 90*time.Second {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		b.ReportMetric(float64(left), "parents-left")
+		b.ReportMetric(time.Since(released).Seconds(), "parents-gone-s")
+	}
+}
+
+// unlockAll releases every hold, concurrency at a time; a lost hold's
+// ErrLockLost is counted as lost already.
+func unlockAll(b *testing.B, ls []locker.Locker) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < len(ls); i = int(next.Add(1)) - 1 {
+				if err := ls[i].Unlock(); err != nil {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(failed.Load()), "unlock-errors")
+}
+
+// probe times Lock+Unlock pairs on one new name and returns p50 and p99 in
+// milliseconds.
+func probe(b *testing.B, e locker.Engine, name string, ttl time.Duration) (p50, p99 float64) {
+	l, err := e.NewLocker(name, locker.WithTTL(ttl))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ds := make([]time.Duration, probes)
+	for i := range ds {
+		t := time.Now()
+		if err := l.Lock(); err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Unlock(); err != nil {
+			b.Fatal(err)
+		}
+		ds[i] = time.Since(t)
+	}
+	slices.Sort(ds)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	return ms(ds[len(ds)/2]), ms(ds[len(ds)*99/100])
+}
+
+// profile writes a CPU profile of the steady renewal to the file
+// SCALE_PROFILE names, if any, for go tool pprof.
+func profile(b *testing.B) (stop func()) {
+	path := os.Getenv("SCALE_PROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat times: 100 on Linux.
+const clockTicks = 100
+
+// cpu returns the user and system time of process pid ("self" for this
+// one) from /proc/<pid>/stat.
+func cpu(b *testing.B, pid string) time.Duration {
+	raw, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		b.Fatalf("reading CPU time: %v", err)
+	}
+	// The command name, in parentheses, may hold spaces: fields count
+	// from the last ')'.
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
