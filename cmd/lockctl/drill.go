@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/orthrus-go/orthrus/engines/etcd"
+	"github.com/orthrus-go/orthrus/engines/mem"
 	"github.com/orthrus-go/orthrus/internal/drill"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
@@ -69,6 +70,7 @@ func (o *optDuration) Set(s string) error {
 
 type drillFlags struct {
 	config    string
+	engine    string
 	workers   int
 	names     int
 	duration  time.Duration
@@ -91,7 +93,8 @@ type drillFlags struct {
 func runDrill(args []string, stdout, stderr io.Writer) error {
 	var f drillFlags
 	fs := newFlags("drill", "[flags]", drillExamples, stderr)
-	fs.StringVar(&f.config, "config", "", "config `FILE` of the engines to drill (default: two embedded etcd servers)")
+	fs.StringVar(&f.config, "config", "", "config `FILE` of the engines to drill (default: two embedded engines, see --engine)")
+	fs.StringVar(&f.engine, "engine", "etcd", "the embedded `KIND` without --config: etcd (two in-process etcd servers) or mem (two in-memory engines, no server at all)")
 	fs.IntVar(&f.workers, "workers", 16, "concurrent lock owners (per process)")
 	fs.IntVar(&f.names, "names", 64, "distinct lock names")
 	fs.DurationVar(&f.duration, "duration", 20*time.Second, "how long the workload runs")
@@ -141,29 +144,26 @@ func runDrill(args []string, stdout, stderr io.Writer) error {
 
 	d := drill.New(f.drillConfig(newProgress(stdout).show))
 	swOpts := []switcher.Option{switcher.OnSwitch(d.OnSwitch), switcher.WithLogger(logger)}
-	var engOpts []etcd.Option
 	if f.serving != nil {
-		swOpts, engOpts = append(swOpts, switcher.WithObserver(f.serving.tel)), []etcd.Option{etcd.WithObserver(f.serving.tel)}
+		swOpts = append(swOpts, switcher.WithObserver(f.serving.tel))
 	}
-	pair, err := startPair(ctx, logger, swOpts, engOpts...)
+	sw, primary, kill, stopAll, err := startDrillEngines(ctx, &f, logger, swOpts, stdout)
 	if err != nil {
 		return err
 	}
-	defer pair.close()
+	defer stopAll()
 	var faults []drill.Fault
 	if f.killAt.d > 0 {
-		faults = append(faults, drill.Fault{At: f.killAt.d, Name: "stop " + pair.primary.name, Do: pair.primary.stop})
+		faults = append(faults, drill.Fault{At: f.killAt.d, Name: "stop " + primary, Do: kill})
 	}
 	if f.switchAt > 0 {
-		faults = append(faults, switchFault(f.switchAt, f.switchTo, pair.sw.States, func(_ context.Context, to string) error {
-			_, err := pair.sw.SwitchEngineTo(to)
+		faults = append(faults, switchFault(f.switchAt, f.switchTo, sw.States, func(_ context.Context, to string) error {
+			_, err := sw.SwitchEngineTo(to)
 			return err
 		}))
 	}
 	d.SetFaults(faults)
-	fmt.Fprintf(stdout, "orthrus drill: embedded etcd pair (%s, %s); %d workers on %d names for %v\n",
-		pair.primary.client, pair.secondary.client, f.workers, f.names, f.duration)
-	r, err := d.Run(ctx, pair.sw)
+	r, err := d.Run(ctx, sw)
 	if err != nil {
 		return err
 	}
@@ -241,6 +241,10 @@ func (f *drillFlags) validate(nargs int) error {
 		return fmt.Errorf("--processes: want at least 1, got %d", f.processes)
 	case f.processes > 1 && f.metrics != "":
 		return errors.New("--metrics-addr: not with --processes (each worker process has its own switcher); drill in one process")
+	case f.engine != "etcd" && f.engine != "mem":
+		return fmt.Errorf("--engine: want etcd or mem, got %q", f.engine)
+	case f.config != "" && f.engine != "etcd":
+		return errors.New("--engine: only without --config (the config names its engines)")
 	case f.processes > 1 && f.config == "":
 		return errors.New("--processes: needs --config (the embedded engines live in this process)")
 	case f.worker > 0 && (f.config == "" || f.drillID == ""):
@@ -273,6 +277,35 @@ func switchFault(at time.Duration, to string, current func() []switcher.EngineSt
 		defer cancel()
 		return set(ctx, target)
 	}}
+}
+
+// startDrillEngines starts the embedded engines --engine names and prints
+// what they are: the switcher over them, the primary's name, what stops
+// the primary, and what stops everything.
+func startDrillEngines(ctx context.Context, f *drillFlags, logger *slog.Logger, swOpts []switcher.Option, stdout io.Writer) (*switcher.Switcher, string, func() error, func(), error) {
+	if f.engine == "mem" {
+		var engOpts []mem.Option
+		if f.serving != nil {
+			engOpts = append(engOpts, mem.WithObserver(f.serving.tel))
+		}
+		p, err := startMemPair(logger, swOpts, engOpts...)
+		if err != nil {
+			return nil, "", nil, nil, err
+		}
+		fmt.Fprintf(stdout, "orthrus drill: in-memory pair (no server); %d workers on %d names for %v\n", f.workers, f.names, f.duration)
+		return p.sw, "mem-primary", p.kill, func() { _ = p.sw.Close() }, nil
+	}
+	var engOpts []etcd.Option
+	if f.serving != nil {
+		engOpts = append(engOpts, etcd.WithObserver(f.serving.tel))
+	}
+	p, err := startPair(ctx, logger, swOpts, engOpts...)
+	if err != nil {
+		return nil, "", nil, nil, err
+	}
+	fmt.Fprintf(stdout, "orthrus drill: embedded etcd pair (%s, %s); %d workers on %d names for %v\n",
+		p.primary.client, p.secondary.client, f.workers, f.names, f.duration)
+	return p.sw, p.primary.name, p.primary.stop, p.close, nil
 }
 
 // pair is the drill's default: two embedded etcd servers as primary and

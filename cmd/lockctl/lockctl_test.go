@@ -166,3 +166,20 @@ func TestHelp(t *testing.T) {
 		}
 	}
 }
+
+// The drill with no server at all: two in-memory engines, the primary made
+// to refuse every call at --kill-at.
+func TestDrillInMemory(t *testing.T) {
+	code, out, errOut := lockctlRun(t, "", "drill", "--engine", "mem", "--duration", "2s", "--kill-at", "1s", "--workers", "4", "--names", "8")
+	if code != 0 {
+		t.Fatalf("lockctl drill --engine mem exited %d; want 0\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"in-memory pair (no server)", "stop mem-primary", "switch mem-primary → mem-secondary (breaker)", "failed 0", "violations:      0", "PASS"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if code, _, errOut := lockctlRun(t, "", "drill", "--engine", "foo"); code == 0 || !strings.Contains(errOut, "--engine: want etcd or mem") {
+		t.Errorf("drill --engine foo = exit %d, %q; want an error naming --engine", code, errOut)
+	}
+}
