@@ -198,7 +198,11 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 	for {
 		if check {
 			p, r, err := e.predecessor(ctx, st, h.Token)
-			failed = err
+			if ctx.Err() == nil {
+				// A check the caller's deadline cut short says nothing of
+				// etcd: it had answered that the name was held.
+				failed = err
+			}
 			switch {
 			case err == nil:
 				pred, rev, check, retry = p, r, false, 0
