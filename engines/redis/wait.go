@@ -19,13 +19,20 @@ import (
 const confirmTimeout = 5 * time.Second
 
 // hub multiplexes every waiter of an engine over one pub/sub connection (one
-// per master on Cluster, with sharded pub/sub), and wakes the waiters of a
-// name when its release is published. A channel is subscribed while it has
-// waiters and unsubscribed when the last one leaves.
+// per master on Cluster, with sharded pub/sub). A channel is subscribed
+// while it has waiters and unsubscribed when the last one leaves.
+//
+// A release message wakes one waiter of the channel, the longest waiting:
+// the others would only find the lock taken again, and the one woken is
+// sure to try (a wake-up is never lost, see waiter.wake). A waiter that
+// leaves without the lock passes a wake-up on to the next, since it may
+// have taken one; a reconnection, which may have lost messages, wakes them
+// all.
 type hub struct {
 	client  goredis.UniversalClient
 	cluster *goredis.ClusterClient // nil unless Cluster
 	log     *slog.Logger
+	waiters sync.Pool // of *waiter
 
 	mu       sync.Mutex
 	closed   bool
@@ -54,22 +61,28 @@ func (c *subConn) unsubscribe(ctx context.Context, ch string) error {
 	return c.ps.Unsubscribe(ctx, ch)
 }
 
-// channel is one subscribed release channel and its waiters.
+// channel is one subscribed release channel and its waiters, oldest first.
 type channel struct {
-	name      string
-	conn      *subConn
-	waiters   map[*waiter]struct{}
-	confirmed chan struct{} // closed when the server confirmed the subscription
+	name       string
+	conn       *subConn
+	head, tail *waiter
+	confirmed  chan struct{} // closed when the server confirmed the subscription
 }
 
+// waiter is one Acquire waiting for a release. Pooled: its channel and
+// timer serve many waits.
 type waiter struct {
-	ch   *channel
-	wake chan struct{} // buffered: a wake-up is never lost, never blocks
+	ch         *channel
+	prev, next *waiter
+	// wake is buffered: a wake-up sent while the waiter is between two
+	// attempts makes it try once more rather than being lost.
+	wake  chan struct{}
+	timer *time.Timer // the expiry fallback, owned by the waiting Acquire
 }
 
 func newHub(client goredis.UniversalClient, log *slog.Logger) *hub {
 	cluster, _ := client.(*goredis.ClusterClient)
-	return &hub{
+	h := &hub{
 		client:   client,
 		cluster:  cluster,
 		log:      log,
@@ -77,6 +90,12 @@ func newHub(client goredis.UniversalClient, log *slog.Logger) *hub {
 		channels: make(map[string]*channel),
 		stop:     make(chan struct{}),
 	}
+	h.waiters.New = func() any {
+		t := time.NewTimer(time.Hour)
+		t.Stop()
+		return &waiter{wake: make(chan struct{}, 1), timer: t}
+	}
+	return h
 }
 
 // join registers a waiter on ch and returns once the server has confirmed
@@ -89,42 +108,76 @@ func (h *hub) join(ctx context.Context, ch string) (*waiter, error) {
 	}
 	c := h.channels[ch]
 	if c == nil {
-		conn, err := h.connFor(ctx, ch)
+		// Not the caller's context: its deadline would become the shared
+		// connection's, and a write cut short there breaks the connection
+		// for every waiter.
+		sctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
+		conn, err := h.connFor(sctx, ch)
 		if err == nil {
-			err = conn.subscribe(ctx, ch)
+			err = conn.subscribe(sctx, ch)
 		}
+		cancel()
 		if err != nil {
 			h.mu.Unlock()
 			return nil, fmt.Errorf("subscribe %q: %w", ch, unavailable(err))
 		}
-		c = &channel{name: ch, conn: conn, waiters: make(map[*waiter]struct{}), confirmed: make(chan struct{})}
+		c = &channel{name: ch, conn: conn, confirmed: make(chan struct{})}
 		h.channels[ch] = c
 	}
-	w := &waiter{ch: c, wake: make(chan struct{}, 1)}
-	c.waiters[w] = struct{}{}
+	w := h.waiters.Get().(*waiter)
+	select {
+	case <-w.wake: // left over from its last wait
+	default:
+	}
+	w.ch, w.prev = c, c.tail
+	if c.tail != nil {
+		c.tail.next = w
+	} else {
+		c.head = w
+	}
+	c.tail = w
 	h.mu.Unlock()
 
-	timer := time.NewTimer(confirmTimeout)
-	defer timer.Stop()
+	w.timer.Reset(confirmTimeout)
 	select {
 	case <-c.confirmed:
-	case <-timer.C:
+	case <-w.timer.C:
 		h.log.Warn("redis: subscription not confirmed, waiting on expiry alone", "channel", ch)
 	case <-ctx.Done():
-		h.leave(w)
+		h.leave(w, false)
 		// Redis had not confirmed the subscription.
 		return nil, fmt.Errorf("subscribe %q: %w", ch, unavailable(ctx.Err()))
 	}
+	w.timer.Stop()
 	return w, nil
 }
 
-// leave unregisters w and unsubscribes its channel when it was the last.
-func (h *hub) leave(w *waiter) {
+// leave unregisters w, wakes the next waiter unless w acquired the lock,
+// and unsubscribes the channel when w was the last.
+func (h *hub) leave(w *waiter, acquired bool) {
+	w.timer.Stop()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := w.ch
-	delete(c.waiters, w)
-	if len(c.waiters) > 0 || h.channels[c.name] != c {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		c.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		c.tail = w.prev
+	}
+	w.ch, w.prev, w.next = nil, nil, nil
+	h.waiters.Put(w)
+	if c.head != nil {
+		if !acquired {
+			wake(c.head)
+		}
+		return
+	}
+	if h.channels[c.name] != c {
 		return
 	}
 	delete(h.channels, c.name)
@@ -230,11 +283,12 @@ func (h *hub) confirm(ch string) {
 	}
 }
 
+// wakeChannel wakes the longest waiting waiter of ch.
 func (h *hub) wakeChannel(ch string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if c := h.channels[ch]; c != nil {
-		wakeAll(c)
+	if c := h.channels[ch]; c != nil && c.head != nil {
+		wake(c.head)
 	}
 }
 
@@ -248,12 +302,16 @@ func (h *hub) wakeConn(conn *subConn) {
 	}
 }
 
+func wake(w *waiter) {
+	select {
+	case w.wake <- struct{}{}:
+	default: // already woken: it will try once more
+	}
+}
+
 func wakeAll(c *channel) {
-	for w := range c.waiters {
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
+	for w := c.head; w != nil; w = w.next {
+		wake(w)
 	}
 }
 
