@@ -230,3 +230,134 @@ func TestDeadlineNotUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// infoInt reads a numeric field of INFO section.
+func infoInt(tb testing.TB, c *goredis.Client, section, field string) int64 {
+	tb.Helper()
+	info, err := c.Info(context.Background(), section).Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				tb.Fatalf("INFO %s %s = %q", section, field, v)
+			}
+			return n
+		}
+	}
+	tb.Fatalf("INFO %s has no %s", section, field)
+	return 0
+}
+
+// memory is what fenceMemory measured: Redis used_memory before, right
+// after n names were locked once each, and once the counters expired, which
+// took back after the last Unlock.
+type memory struct {
+	base, peak, after int64
+	back              time.Duration
+	settled           bool // keys gone and used_memory within 10% of base
+}
+
+// fenceMemory locks n distinct names once each, eight owners at a time, on
+// a server of its own, and waits up to idle+wait for Redis to expire their
+// fencing counters.
+func fenceMemory(tb testing.TB, n int, idle, wait time.Duration) memory {
+	ctx := context.Background()
+	s := testserver.Redis(tb)
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), PoolSize: 8})
+	defer c.Close()
+	e, err := redis.New(c, redis.WithFenceIdle(idle), redis.WithPrefix("memory"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer e.Close()
+	// Warm up: scripts loaded, connections open, no key left.
+	l, _ := e.NewLocker("warm")
+	if err := l.Lock(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := l.Unlock(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := c.Del(ctx, e.LockKey("warm")+":fence").Err(); err != nil {
+		tb.Fatal(err)
+	}
+	var m memory
+	m.base = infoInt(tb, c, "memory", "used_memory")
+
+	const owners = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, owners)
+	for o := 0; o < owners; o++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := o; i < n; i += owners {
+				l, err := e.NewLocker("order/" + strconv.Itoa(i))
+				if err == nil {
+					err = l.Lock()
+				}
+				if err == nil {
+					err = l.Unlock()
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		tb.Fatal(err)
+	}
+	done := time.Now()
+	m.peak = infoInt(tb, c, "memory", "used_memory")
+	for time.Since(done) < idle+wait {
+		keys := c.DBSize(ctx).Val()
+		m.after = infoInt(tb, c, "memory", "used_memory")
+		if keys == 0 && m.after <= m.base*11/10 {
+			m.back, m.settled = time.Since(done), true
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return m
+}
+
+// Names locked once leave nothing behind: their fencing counters expire
+// after the idle time and Redis memory returns to where it was. A small
+// run; BenchmarkFenceMemory is the full one.
+func TestFenceMemory(t *testing.T) {
+	const n, idle = 10000, 200 * time.Millisecond
+	m := fenceMemory(t, n, idle, 20*time.Second)
+	t.Logf("%d names: used_memory %d before, %d after locking, %d %v after the last Unlock", n, m.base, m.peak, m.after, m.back)
+	if !m.settled {
+		t.Errorf("used_memory = %d 20s after the idle time; want keys gone and within 10%% of %d", m.after, m.base)
+	}
+	if m.peak < m.base+n*50 {
+		t.Errorf("used_memory after locking %d names = %d from %d; want the counters to show", n, m.peak, m.base)
+	}
+}
+
+// BenchmarkFenceMemory locks 1,000,000 distinct names once each, with the
+// default fence idle time, and reports Redis used_memory before, right
+// after, and once it is back within 10% of before (back-s after the last
+// Unlock). Run it alone: go test -run '^$' -bench FenceMemory -benchtime 1x
+func BenchmarkFenceMemory(b *testing.B) {
+	const n = 1000000
+	for i := 0; i < b.N; i++ {
+		m := fenceMemory(b, n, redis.DefaultFenceIdle, 2*time.Minute)
+		if !m.settled {
+			b.Errorf("used_memory = %d two minutes after the idle time; want within 10%% of %d", m.after, m.base)
+		}
+		mb := func(v int64) float64 { return float64(v) / (1 << 20) }
+		b.ReportMetric(mb(m.base), "base-MB")
+		b.ReportMetric(mb(m.peak), "peak-MB")
+		b.ReportMetric(mb(m.after), "after-MB")
+		b.ReportMetric(m.back.Seconds(), "back-s")
+	}
+}
