@@ -238,32 +238,49 @@ func (e *Engine) granted(st *hold, token int64) {
 func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, error) {
 	st := e.newHold(h)
 	h.State = st
-	ok, _, err := e.try(ctx, st)
-	if ok {
-		h.Token = st.token
-	}
-	if ok || err != nil || !wait {
-		return ok, err
+	mark := e.hub.subscribed()
+	var remaining time.Duration
+	if wait && e.hub.queued(st.lock) {
+		// Others of this process wait for the name: queue behind them
+		// rather than barge in (a releaser locking again would mostly win
+		// over the waiter its release woke). The holder's time left is
+		// unknown: the first wait is bounded by this hold's TTL.
+		remaining = time.Duration(st.ttl) * time.Millisecond
+	} else {
+		ok, left, err := e.try(ctx, st)
+		if ok {
+			h.Token = st.token
+		}
+		if ok || err != nil || !wait {
+			return ok, err
+		}
+		remaining = left
 	}
 	// Subscribe, then try again: a release between the first attempt and
 	// the subscription is caught by the second attempt, and a release after
-	// it is published, since the channel has a subscriber.
-	w, err := e.hub.join(ctx, st.lock+channelSuffix)
+	// it is published, since the channel has a subscriber. When this
+	// process was subscribed already, the release was published and woke
+	// the waiter whose turn it was: no second attempt.
+	w, retry, err := e.hub.join(ctx, st.lock, mark)
 	if err != nil {
 		settle(ctx)
 		return false, fmt.Errorf("redis: acquire %q: %w", h.Name, err)
 	}
 	for {
-		ok, remaining, err := e.try(ctx, st)
-		if ok || err != nil {
-			// A waiter that leaves without the lock may have taken a
-			// wake-up meant for the next one: leave passes it on.
-			e.hub.leave(w, ok)
-			if ok {
-				h.Token = st.token
+		if retry {
+			ok, left, err := e.try(ctx, st)
+			if ok || err != nil {
+				// A waiter that leaves without the lock may have taken a
+				// wake-up meant for the next one: leave passes it on.
+				e.hub.leave(w, ok)
+				if ok {
+					h.Token = st.token
+				}
+				return ok, err
 			}
-			return ok, err
+			remaining = left
 		}
+		retry = true
 		// The release message wakes us; the timer covers an expiry, which
 		// publishes nothing.
 		w.timer.Reset(remaining)

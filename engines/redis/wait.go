@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -37,7 +39,10 @@ type hub struct {
 	mu       sync.Mutex
 	closed   bool
 	conns    map[string]*subConn // by node address; "" when not Cluster
-	channels map[string]*channel
+	channels map[string]*channel // by lock key
+	// confirms counts first confirmations of a subscription; a channel
+	// records the count it got (see join).
+	confirms atomic.Uint64
 	stop     chan struct{} // closed by close
 	wg       sync.WaitGroup
 }
@@ -63,10 +68,12 @@ func (c *subConn) unsubscribe(ctx context.Context, ch string) error {
 
 // channel is one subscribed release channel and its waiters, oldest first.
 type channel struct {
-	name       string
+	key        string // the lock's
+	name       string // the channel's: key + channelSuffix
 	conn       *subConn
 	head, tail *waiter
 	confirmed  chan struct{} // closed when the server confirmed the subscription
+	confirm    uint64        // the hub's confirms once confirmed; 0 before
 }
 
 // waiter is one Acquire waiting for a release. Pooled: its channel and
@@ -98,16 +105,34 @@ func newHub(client goredis.UniversalClient, log *slog.Logger) *hub {
 	return h
 }
 
-// join registers a waiter on ch and returns once the server has confirmed
-// the subscription, so a release published after join returns is seen.
-func (h *hub) join(ctx context.Context, ch string) (*waiter, error) {
+// subscribed is a mark to take before an attempt and pass to join.
+func (h *hub) subscribed() uint64 { return h.confirms.Load() }
+
+// queued reports whether waiters of this process queue for the lock key.
+func (h *hub) queued(key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.channels[key]
+	return c != nil && c.head != nil
+}
+
+// join registers a waiter on the channel of the lock key and returns once the server has confirmed
+// the subscription, so a release published after join returns is seen. It
+// reports whether the caller must try again before it waits: unless the
+// subscription was confirmed before the mark (h.subscribed) taken before
+// the caller's last attempt, a release may have come in between unseen,
+// and, since releases publish only to a channel with subscribers, not even
+// published.
+func (h *hub) join(ctx context.Context, key string, mark uint64) (w *waiter, retry bool, err error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		return nil, fmt.Errorf("subscribe %q: %w", ch, locker.ErrClosed)
+		return nil, false, fmt.Errorf("subscribe %q: %w", key+channelSuffix, locker.ErrClosed)
 	}
-	c := h.channels[ch]
+	c := h.channels[key]
+	retry = c == nil || c.confirm == 0 || c.confirm > mark
 	if c == nil {
+		ch := key + channelSuffix
 		// Not the caller's context: its deadline would become the shared
 		// connection's, and a write cut short there breaks the connection
 		// for every waiter.
@@ -119,12 +144,12 @@ func (h *hub) join(ctx context.Context, ch string) (*waiter, error) {
 		cancel()
 		if err != nil {
 			h.mu.Unlock()
-			return nil, fmt.Errorf("subscribe %q: %w", ch, unavailable(err))
+			return nil, false, fmt.Errorf("subscribe %q: %w", ch, unavailable(err))
 		}
-		c = &channel{name: ch, conn: conn, confirmed: make(chan struct{})}
-		h.channels[ch] = c
+		c = &channel{key: key, name: ch, conn: conn, confirmed: make(chan struct{})}
+		h.channels[key] = c
 	}
-	w := h.waiters.Get().(*waiter)
+	w = h.waiters.Get().(*waiter)
 	select {
 	case <-w.wake: // left over from its last wait
 	default:
@@ -142,14 +167,14 @@ func (h *hub) join(ctx context.Context, ch string) (*waiter, error) {
 	select {
 	case <-c.confirmed:
 	case <-w.timer.C:
-		h.log.Warn("redis: subscription not confirmed, waiting on expiry alone", "channel", ch)
+		h.log.Warn("redis: subscription not confirmed, waiting on expiry alone", "channel", c.name)
 	case <-ctx.Done():
 		h.leave(w, false)
 		// Redis had not confirmed the subscription.
-		return nil, fmt.Errorf("subscribe %q: %w", ch, unavailable(ctx.Err()))
+		return nil, false, fmt.Errorf("subscribe %q: %w", c.name, unavailable(ctx.Err()))
 	}
 	w.timer.Stop()
-	return w, nil
+	return w, retry, nil
 }
 
 // leave unregisters w, wakes the next waiter unless w acquired the lock,
@@ -177,10 +202,10 @@ func (h *hub) leave(w *waiter, acquired bool) {
 		}
 		return
 	}
-	if h.channels[c.name] != c {
+	if h.channels[c.key] != c {
 		return
 	}
-	delete(h.channels, c.name)
+	delete(h.channels, c.key)
 	if h.closed {
 		return
 	}
@@ -271,7 +296,7 @@ func (h *hub) isClosed() bool {
 func (h *hub) confirm(ch string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	c := h.channels[ch]
+	c := h.channels[strings.TrimSuffix(ch, channelSuffix)]
 	if c == nil {
 		return
 	}
@@ -280,6 +305,7 @@ func (h *hub) confirm(ch string) {
 		wakeAll(c)
 	default:
 		close(c.confirmed)
+		c.confirm = h.confirms.Add(1)
 	}
 }
 
@@ -287,7 +313,7 @@ func (h *hub) confirm(ch string) {
 func (h *hub) wakeChannel(ch string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if c := h.channels[ch]; c != nil && c.head != nil {
+	if c := h.channels[strings.TrimSuffix(ch, channelSuffix)]; c != nil && c.head != nil {
 		wake(c.head)
 	}
 }
