@@ -168,6 +168,31 @@ func BenchmarkLockUnlock(b *testing.B) {
 	}
 }
 
+// BenchmarkAlternating runs the uncontended cycle of orthrus, the floor and
+// redislock in turn, cycle by cycle, so that the load of a busy machine
+// falls on all three alike, and reports orthrus's throughput relative to
+// each (x-floor, x-redislock): the steadiest ratios this package measures.
+func BenchmarkAlternating(b *testing.B) {
+	names := []string{"orthrus", "floor", "redislock"}
+	ms := make([]lockertest.Mutex, len(names))
+	for i, name := range names {
+		ms[i] = implementation(b, name)(b, benchName(b))
+		cycle(b, ms[i])
+	}
+	spent := make([]time.Duration, len(ms))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j, m := range ms {
+			t0 := time.Now()
+			cycle(b, m)
+			spent[j] += time.Since(t0)
+		}
+	}
+	for j := 1; j < len(ms); j++ {
+		b.ReportMetric(spent[j].Seconds()/spent[0].Seconds(), "x-"+names[j])
+	}
+}
+
 func cycle(b *testing.B, m lockertest.Mutex) {
 	if err := m.Lock(); err != nil {
 		b.Fatal(err)

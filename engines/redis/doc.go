@@ -36,10 +36,16 @@
 // waiter never leaves the count up. All waiters of an engine share one
 // subscription connection (one per master with Cluster, which uses sharded
 // pub/sub so that a release is not broadcast to every node), and a channel
-// is unsubscribed when its last waiter leaves. A release message wakes one
-// waiter of the process, the longest waiting, rather than all of them to
-// find the lock taken again; a waiter that leaves without the lock hands its
-// turn to the next.
+// is unsubscribed when its last waiter leaves.
+//
+// The waiters of one process queue in turn: a release message wakes one of
+// them, the longest waiting, rather than all of them to find the lock taken
+// again; a waiter that leaves without the lock hands its turn to the next;
+// and a Lock or LockCtx that finds waiters of its own process queued behind
+// them instead of trying first, so that an owner that unlocks and locks
+// again does not take the lock back from the waiter its release woke.
+// TryLock still makes its one attempt. Across processes there is no queue:
+// whoever's attempt reaches Redis first after a release gets the lock.
 //
 // One loop per engine renews every hold every TTL/3, sending the renewals
 // that fall due together in one pipeline.

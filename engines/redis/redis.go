@@ -213,8 +213,9 @@ type hold struct {
 	ttl          int64 // ms
 	token        uint64
 	releaseAfter time.Duration // bound of a release that no caller waits for
-	acquire      [8]any
-	release      [8]any // set once granted, then read only
+	// The acquire script's arguments until granted, then the release
+	// script's, read only from then on.
+	args [8]any
 }
 
 func (e *Engine) newHold(h *locker.Hold) *hold {
@@ -224,14 +225,14 @@ func (e *Engine) newHold(h *locker.Hold) *hold {
 		owner: h.Owner, ttl: ttlMillis(h.TTL), releaseAfter: h.ReleaseTimeout,
 	}
 	// numkeys is a string: go-redis's Cluster routing reads it as one.
-	st.acquire = [8]any{"evalsha", &e.shaAcquire, "2", &st.lock, &st.fence, &st.owner, &st.ttl, &e.idle}
+	st.args = [8]any{"evalsha", &e.shaAcquire, "2", &st.lock, &st.fence, &st.owner, &st.ttl, &e.idle}
 	return st
 }
 
 // granted records the token of a grant and readies the release.
 func (e *Engine) granted(st *hold, token int64) {
 	st.token = uint64(token)
-	st.release = [8]any{"evalsha", &e.shaRelease, "1", &st.lock, &st.token, &st.owner, &e.numsub, &e.publish}
+	st.args = [8]any{"evalsha", &e.shaRelease, "1", &st.lock, &st.token, &st.owner, &e.numsub, &e.publish}
 }
 
 // Acquire implements locker.Backend.
@@ -343,7 +344,7 @@ func (e *Engine) request(ctx context.Context, st *hold) (int64, error) {
 	if st == nil {
 		return 0, e.client.Ping(ctx).Err()
 	}
-	return e.script(ctx, acquireScript, st.acquire[:])
+	return e.script(ctx, acquireScript, st.args[:])
 }
 
 // call is one request made on a worker for a caller who may leave before
@@ -423,7 +424,7 @@ func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
 }
 
 func (e *Engine) release(ctx context.Context, st *hold) error {
-	n, err := e.script(ctx, releaseScript, st.release[:])
+	n, err := e.script(ctx, releaseScript, st.args[:])
 	if err != nil {
 		return e.fail(ctx, "release", st.name, err)
 	}
