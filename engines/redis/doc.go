@@ -17,13 +17,13 @@
 //
 // Acquire, renew and release are each one Lua script run by SHA, with an
 // integer reply. Every write checks the owner and the token, so a late
-// renewal or release never touches a newer owner's hold. A grant is four
-// commands: PTTL of the lock (the remaining time is the reply on
-// contention), INCR of the counter, PEXPIREAT of the counter and SET of the
-// lock. A counter that INCR finds missing (new, expired, or lost in a
-// restart without persistence) starts from the server clock in
-// milliseconds; since a counter only expires once the clock has passed every
-// token it gave, tokens keep increasing (see WithFenceIdle for the clock
+// renewal or release never touches a newer owner's hold. A grant is two
+// commands: INCR of the counter, SET NX PX of the lock (on contention, a
+// PTTL as well: the remaining time is the reply). A counter that INCR finds
+// missing (new, expired, or lost in a restart without persistence) starts
+// from the server clock in milliseconds; since a counter only expires once
+// the clock has passed every token it gave, tokens keep increasing (see
+// WithFenceIdle for the clock
 // steps they survive). Re-entry is counted in the Locker and costs no round
 // trip.
 //

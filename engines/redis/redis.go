@@ -96,11 +96,13 @@ const DefaultFenceIdle = 10 * time.Second
 // per order, say) leave nothing behind; the next grant starts the counter
 // again from the clock in milliseconds, which is past every earlier token.
 // It also bounds the backward step of the server clock that tokens survive.
-// Default: DefaultFenceIdle (10s).
+// At least 1s. Default: DefaultFenceIdle (10s).
 func WithFenceIdle(d time.Duration) Option {
 	return func(s *settings) error {
-		if d < time.Millisecond {
-			return fmt.Errorf("redis: WithFenceIdle(%v): %w: want at least 1ms", d, locker.ErrInvalidArgument)
+		// The counter's expiry moves every refreshEvery tokens: a shorter
+		// idle time could let it expire before the clock passes them.
+		if d < time.Second || d < refreshEvery*time.Millisecond {
+			return fmt.Errorf("redis: WithFenceIdle(%v): %w: want at least 1s", d, locker.ErrInvalidArgument)
 		}
 		s.fenceIdle = d
 		return nil

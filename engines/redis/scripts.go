@@ -12,33 +12,39 @@ import goredis "github.com/redis/go-redis/v9"
 // Returns the token (> 0) when granted, else minus the milliseconds the
 // current hold has left (<= 0).
 //
+// A grant is two commands: INCR of the counter, then SET NX of the lock (an
+// attempt that finds the lock held costs a counter value, and a PTTL).
 // The counter is floored at the server clock in milliseconds whenever it is
-// new, and its key expires (PEXPIREAT) idle ms after the clock passes the
-// token just given: a counter can only be lost (expired, or a restart
-// without persistence) once the clock is past every token it gave, so the
-// floor keeps tokens increasing while an idle name leaves no key behind.
+// new, and its key expires at the clock time token+idle, moved forward every
+// refreshEvery tokens, so that it can only expire (or be lost in a restart
+// without persistence) once the clock has passed every token it gave: the
+// floor keeps tokens increasing while a name left idle leaves no key
+// behind. That needs idle >= refreshEvery ms (WithFenceIdle checks it).
 // Tokens stay near the clock in milliseconds, below 2^41, leaving the high
 // bits to the switcher's epoch. string.format('%d') writes them: Lua prints
 // large numbers in exponent form.
 var acquireScript = goredis.NewScript(`
-local p = redis.call('pttl', KEYS[1])
-if p ~= -2 then
-  if p == -1 then
-    p = tonumber(ARGV[2])
-  end
-  return -p
-end
 local t = redis.call('incr', KEYS[2])
 if t == 1 then
   local now = redis.call('time')
   t = now[1] * 1000 + math.floor(now[2] / 1000)
   redis.call('set', KEYS[2], string.format('%d', t), 'pxat', string.format('%d', t + ARGV[3]))
-else
+elseif t % 256 == 0 then
   redis.call('pexpireat', KEYS[2], string.format('%d', t + ARGV[3]))
 end
-redis.call('set', KEYS[1], string.format('%d', t) .. ':' .. ARGV[1], 'px', ARGV[2])
-return t
+if redis.call('set', KEYS[1], string.format('%d', t) .. ':' .. ARGV[1], 'nx', 'px', ARGV[2]) then
+  return t
+end
+local p = redis.call('pttl', KEYS[1])
+if p == -1 then
+  p = tonumber(ARGV[2])
+end
+return -p
 `)
+
+// refreshEvery is how many tokens apart acquireScript moves the counter's
+// expiry (the 256 in it).
+const refreshEvery = 256
 
 // renewScript: KEYS lock; ARGV token, owner, ttl ms. Returns 1, or 0 when
 // the hold is gone.
