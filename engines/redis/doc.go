@@ -23,9 +23,9 @@
 // missing (new, expired, or lost in a restart without persistence) starts
 // from the server clock in milliseconds; since a counter only expires once
 // the clock has passed every token it gave, tokens keep increasing (see
-// WithFenceIdle for the clock
-// steps they survive). Re-entry is counted in the Locker and costs no round
-// trip.
+// WithFenceIdle for the clock steps they survive); an attempt that finds
+// the lock held uses up a value, so tokens have gaps. Re-entry is counted
+// in the Locker and costs no round trip.
 //
 // A waiter that finds the lock held subscribes to its channel and tries
 // again, so a release between the two is not missed; it then sleeps until a
@@ -57,6 +57,11 @@
 // granted just before it, and a second owner can then get the lock. Use
 // fencing tokens where that matters. A restart without persistence loses
 // every hold; holders learn it at their next renewal (Lost closes).
+//
+// Versions before the fence keys expired kept the lock in a hash. During a
+// rolling upgrade the two exclude each other (both see the key), but
+// Inspect or ForceUnlock of a key the other version wrote fails with
+// ErrUnavailable (WRONGTYPE).
 //
 // # Contexts and failures
 //
