@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -119,13 +120,19 @@ func redsyncImpl(b *testing.B) func(*testing.B, string) lockertest.Mutex {
 	}
 }
 
-// implementations lists the implementations compared: the floor only
-// where there is no waiting.
+// implementations lists the implementations compared, the floor only where
+// there is no waiting. scripts/bench rotates their order from round to round
+// (ORTHRUS_BENCH_ROUND), so that none always runs first.
 func implementations(withFloor bool) []string {
-	if withFloor {
-		return []string{"orthrus", "orthrus-ctx", "floor", "redislock", "redsync"}
+	names := []string{"orthrus", "orthrus-ctx", "floor", "redislock", "redsync"}
+	if !withFloor {
+		names = slices.Delete(names, 2, 3)
 	}
-	return []string{"orthrus", "orthrus-ctx", "redislock", "redsync"}
+	if r, err := strconv.Atoi(os.Getenv("ORTHRUS_BENCH_ROUND")); err == nil && r > 0 {
+		k := r % len(names)
+		names = append(names[k:], names[:k]...)
+	}
+	return names
 }
 
 // implementation builds the named implementation for one sub-benchmark:
