@@ -3,7 +3,9 @@ module github.com/orthrus-go/orthrus
 go 1.26.0
 
 require (
+	github.com/bsm/redislock v0.9.4
 	github.com/fsnotify/fsnotify v1.9.0
+	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/go-viper/mapstructure/v2 v2.4.0
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/goccy/go-yaml v1.19.2

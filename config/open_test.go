@@ -185,6 +185,9 @@ lock: {ttl: 7s}
 		}
 		var ttl time.Duration
 		for _, k := range keys {
+			if strings.HasSuffix(k, ":fence") {
+				continue // the fencing counter, whose TTL is its own
+			}
 			if d, _ := rc.PTTL(context.Background(), k).Result(); d > ttl {
 				ttl = d
 			}

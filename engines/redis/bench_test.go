@@ -2,109 +2,330 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	redsyncgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
+// Benchmarks against the raw-client floor and the Go Redis lock libraries,
+// each over a client of its own on the same server, with its defaults
+// (orthrus's client has ContextTimeoutEnabled, as config.Open builds it).
+// scripts/bench runs them in interleaved rounds and prints the ratios.
+
+// benchTTL is the hold TTL of the peers that take one: orthrus's default.
+const benchTTL = locker.DefaultTTL
+
 // floorDelete is the compare-and-delete of the classic SET NX PX lock.
 var floorDelete = goredis.NewScript(`if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`)
 
-// BenchmarkLockUnlock compares one uncontended Lock+Unlock cycle with the
-// raw-client floor, SET NX PX plus a compare-and-delete EVAL: two round
-// trips each.
-func BenchmarkLockUnlock(b *testing.B) {
-	ctx := context.Background()
-	c := newSingle(b)
-	b.Run("floor", func(b *testing.B) {
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
-			ok, err := c.SetNX(ctx, "bench:floor", "owner", 30*time.Second).Result()
-			if !ok || err != nil {
-				b.Fatalf("SET NX = %v, %v", ok, err)
-			}
-			if err := floorDelete.Run(ctx, c, []string{"bench:floor"}, "owner").Err(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("orthrus", func(b *testing.B) {
-		e := newEngine(b, c)
-		defer e.Close()
-		l, _ := e.NewLocker("bench:orthrus")
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
-			if err := l.Lock(); err != nil {
-				b.Fatal(err)
-			}
-			if err := l.Unlock(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	// LockCtx with a context that can be cancelled: each attempt runs on a
-	// goroutine of the engine, so that the caller returns when it ends.
-	b.Run("orthrus-ctx", func(b *testing.B) {
-		e := newEngine(b, c)
-		defer e.Close()
-		l, _ := e.NewLocker("bench:orthrus-ctx")
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
-			if err := l.LockCtx(ctx); err != nil {
-				b.Fatal(err)
-			}
-			if err := l.Unlock(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	// The two alternate cycle by cycle, so that a busy machine slows both
-	// alike: floor/orthrus is orthrus's throughput relative to the floor.
-	b.Run("interleaved", func(b *testing.B) {
-		e := newEngine(b, c)
-		defer e.Close()
-		l, _ := e.NewLocker("bench:interleaved")
-		var floor, ours time.Duration
-		for i := 0; i < b.N; i++ {
-			t0 := time.Now()
-			if ok, err := c.SetNX(ctx, "bench:floor", "owner", 30*time.Second).Result(); !ok || err != nil {
-				b.Fatalf("SET NX = %v, %v", ok, err)
-			}
-			if err := floorDelete.Run(ctx, c, []string{"bench:floor"}, "owner").Err(); err != nil {
-				b.Fatal(err)
-			}
-			t1 := time.Now()
-			if err := l.Lock(); err != nil {
-				b.Fatal(err)
-			}
-			if err := l.Unlock(); err != nil {
-				b.Fatal(err)
-			}
-			floor, ours = floor+t1.Sub(t0), ours+time.Since(t1)
-		}
-		b.ReportMetric(floor.Seconds()/ours.Seconds(), "floor/orthrus")
-	})
+// owner adapts a pair of calls to lockertest.Mutex.
+type owner struct{ lock, unlock func() error }
+
+func (o owner) Lock() error   { return o.lock() }
+func (o owner) Unlock() error { return o.unlock() }
+
+func benchClient(b *testing.B, contextTimeout bool) *goredis.Client {
+	c := goredis.NewClient(&goredis.Options{Addr: redisAddr, ContextTimeoutEnabled: contextTimeout})
+	b.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
-// BenchmarkHandoff has 8 owners take turns on one name and reports the
-// median hand-off: a woken waiter, not a polling one.
-func BenchmarkHandoff(b *testing.B) {
-	e := newEngine(b, newSingle(b))
-	defer e.Close()
-	owners := make([]lockertest.Mutex, 8)
-	for i := range owners {
-		owners[i], _ = e.NewLocker("bench:handoff")
+func orthrusImpl(b *testing.B) func(*testing.B, string) lockertest.Mutex {
+	e := newEngine(b, benchClient(b, true))
+	b.Cleanup(func() { _ = e.Close() })
+	return func(b *testing.B, name string) lockertest.Mutex {
+		l, err := e.NewLocker(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return l
 	}
-	lockertest.Handoff(b, owners)
+}
+
+// orthrusCtx locks with LockCtx and a context that can be cancelled: the
+// path where each attempt runs on a worker of the engine.
+func orthrusCtx(b *testing.B) func(*testing.B, string) lockertest.Mutex {
+	newMutex := orthrusImpl(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	return func(b *testing.B, name string) lockertest.Mutex {
+		l := newMutex(b, name).(locker.Locker)
+		return owner{lock: func() error { return l.LockCtx(ctx) }, unlock: l.Unlock}
+	}
+}
+
+// floorImpl is SET NX PX and a compare-and-delete script: two round trips,
+// no token, no waiting, no renewal.
+func floorImpl(b *testing.B) func(*testing.B, string) lockertest.Mutex {
+	c := benchClient(b, false)
+	ctx := context.Background()
+	return func(b *testing.B, name string) lockertest.Mutex {
+		key := "bench:floor:" + name
+		return owner{
+			lock: func() error {
+				ok, err := c.SetNX(ctx, key, "owner", benchTTL).Result()
+				if err == nil && !ok {
+					err = errors.New("floor: held")
+				}
+				return err
+			},
+			unlock: func() error { return floorDelete.Run(ctx, c, []string{key}, "owner").Err() },
+		}
+	}
+}
+
+// redislockImpl is github.com/bsm/redislock. It has no blocking wait: a
+// contended Obtain retries on the linear back-off of its README's example.
+func redislockImpl(b *testing.B) func(*testing.B, string) lockertest.Mutex {
+	c := redislock.New(benchClient(b, false))
+	ctx := context.Background()
+	opt := &redislock.Options{RetryStrategy: redislock.LinearBackoff(100 * time.Millisecond)}
+	return func(b *testing.B, name string) lockertest.Mutex {
+		key := "bench:redislock:" + name
+		var l *redislock.Lock
+		return owner{
+			lock: func() (err error) {
+				l, err = c.Obtain(ctx, key, benchTTL, opt)
+				return err
+			},
+			unlock: func() error { return l.Release(ctx) },
+		}
+	}
+}
+
+// redsyncImpl is github.com/go-redsync/redsync/v4 over one pool, with its
+// defaults except the number of tries, unbounded so that a contended Lock
+// waits as the others do.
+func redsyncImpl(b *testing.B) func(*testing.B, string) lockertest.Mutex {
+	rs := redsync.New(redsyncgoredis.NewPool(benchClient(b, false)))
+	return func(b *testing.B, name string) lockertest.Mutex {
+		m := rs.NewMutex("bench:redsync:"+name, redsync.WithTries(1<<30))
+		return owner{lock: m.Lock, unlock: func() error { _, err := m.Unlock(); return err }}
+	}
+}
+
+// implementations lists the implementations compared, the floor only where
+// there is no waiting. scripts/bench rotates their order from round to round
+// (ORTHRUS_BENCH_ROUND), so that none always runs first.
+func implementations(withFloor bool) []string {
+	names := []string{"orthrus", "orthrus-ctx", "floor", "redislock", "redsync"}
+	if !withFloor {
+		names = slices.Delete(names, 2, 3)
+	}
+	if r, err := strconv.Atoi(os.Getenv("ORTHRUS_BENCH_ROUND")); err == nil && r > 0 {
+		k := r % len(names)
+		names = append(names[k:], names[:k]...)
+	}
+	return names
+}
+
+// implementation builds the named implementation for one sub-benchmark:
+// a constructor of owners.
+func implementation(b *testing.B, name string) func(*testing.B, string) lockertest.Mutex {
+	switch name {
+	case "orthrus":
+		return orthrusImpl(b)
+	case "orthrus-ctx":
+		return orthrusCtx(b)
+	case "floor":
+		return floorImpl(b)
+	case "redislock":
+		return redislockImpl(b)
+	case "redsync":
+		return redsyncImpl(b)
+	}
+	b.Fatalf("unknown implementation %q", name)
+	return nil
+}
+
+func benchName(b *testing.B) string { return fmt.Sprintf("%s/%d", b.Name(), time.Now().UnixNano()) }
+
+// BenchmarkLockUnlock is one owner locking and unlocking one name,
+// uncontended: two round trips for every implementation. cpu-us/op is the
+// client process's CPU per cycle.
+func BenchmarkLockUnlock(b *testing.B) {
+	for _, im := range implementations(true) {
+		b.Run(im, func(b *testing.B) {
+			m := implementation(b, im)(b, benchName(b))
+			cycle(b, m) // connection warm
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			for i := 0; i < b.N; i++ {
+				cycle(b, m)
+			}
+			reportCPU(b, cpu0, b.N)
+		})
+	}
+}
+
+// BenchmarkAlternating runs the uncontended cycle of orthrus, the floor and
+// redislock in turn, cycle by cycle, so that the load of a busy machine
+// falls on all three alike, and reports orthrus's throughput relative to
+// each (x-floor, x-redislock): the steadiest ratios this package measures.
+func BenchmarkAlternating(b *testing.B) {
+	names := []string{"orthrus", "floor", "redislock"}
+	ms := make([]lockertest.Mutex, len(names))
+	for i, name := range names {
+		ms[i] = implementation(b, name)(b, benchName(b))
+		cycle(b, ms[i])
+	}
+	spent := make([]time.Duration, len(ms))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j, m := range ms {
+			t0 := time.Now()
+			cycle(b, m)
+			spent[j] += time.Since(t0)
+		}
+	}
+	for j := 1; j < len(ms); j++ {
+		b.ReportMetric(spent[j].Seconds()/spent[0].Seconds(), "x-"+names[j])
+	}
+}
+
+func cycle(b *testing.B, m lockertest.Mutex) {
+	if err := m.Lock(); err != nil {
+		b.Fatal(err)
+	}
+	if err := m.Unlock(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkParallel is eight owners, each locking and unlocking a name of
+// its own: throughput under concurrency, with no contention.
+func BenchmarkParallel(b *testing.B) {
+	const owners = 8
+	for _, im := range implementations(true) {
+		b.Run(im, func(b *testing.B) {
+			newMutex := implementation(b, im)
+			var next atomic.Int64
+			base := benchName(b)
+			b.ReportAllocs()
+			b.SetParallelism((owners + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				m := newMutex(b, fmt.Sprintf("%s/%d", base, next.Add(1)))
+				for pb.Next() {
+					if err := m.Lock(); err != nil {
+						b.Error(err)
+						return
+					}
+					if err := m.Unlock(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkHandoff is eight owners taking turns on one name; an op is one
+// acquisition. It reports the median time from a holder's Unlock to
+// another owner's Lock returning (handoff-ms, the relay to a parked waiter:
+// woken, or polling), how often the owner that just released gets the lock again
+// (self-%: a fair lock hands it to a waiter), the 99.9th percentile of the
+// time in Lock (wait-p999-ms), and the client's allocations and CPU per
+// acquisition.
+func BenchmarkHandoff(b *testing.B) {
+	const owners = 8
+	for _, im := range implementations(false) {
+		b.Run(im, func(b *testing.B) {
+			newMutex := implementation(b, im)
+			name := benchName(b)
+			ms := make([]lockertest.Mutex, owners)
+			for i := range ms {
+				ms[i] = newMutex(b, name)
+			}
+			contend(b, ms)
+		})
+	}
+}
+
+// contend makes owners take b.N turns on one name and reports as
+// BenchmarkHandoff says.
+func contend(b *testing.B, owners []lockertest.Mutex) {
+	var (
+		remaining atomic.Int64
+		mu        sync.Mutex
+		last      = -1
+		released  time.Duration // since start, when the holder called Unlock; 0: none yet
+		handoffs  []time.Duration
+		waits     []time.Duration
+		self      int
+		wg        sync.WaitGroup
+	)
+	errs := make(chan error, len(owners))
+	remaining.Store(int64(b.N))
+	b.ReportAllocs()
+	b.ResetTimer()
+	start, cpu0 := time.Now(), cpuTime()
+	for i, m := range owners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for remaining.Add(-1) >= 0 {
+				t0 := time.Since(start)
+				if err := m.Lock(); err != nil {
+					errs <- err
+					return
+				}
+				t1 := time.Since(start)
+				mu.Lock()
+				switch {
+				case last == i:
+					self++
+				case released != 0:
+					handoffs = append(handoffs, t1-released)
+				}
+				last = i
+				waits = append(waits, t1-t0)
+				released = time.Since(start)
+				mu.Unlock()
+				if err := m.Unlock(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	reportCPU(b, cpu0, b.N)
+	b.StopTimer()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	if len(handoffs) > 0 {
+		slices.Sort(handoffs)
+		b.ReportMetric(ms(handoffs[len(handoffs)/2]), "handoff-ms")
+	}
+	slices.Sort(waits)
+	b.ReportMetric(ms(waits[len(waits)*999/1000]), "wait-p999-ms")
+	b.ReportMetric(100*float64(self)/float64(len(waits)), "self-%")
+}
+
+func reportCPU(b *testing.B, cpu0 time.Duration, n int) {
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(n), "cpu-us/op")
 }
 
 // BenchmarkScale holds 10,000 names with the watchdog on and reports, over

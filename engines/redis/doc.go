@@ -4,28 +4,48 @@
 //
 // # Keys
 //
-// A lock named N lives in the hash <prefix>:{N'} with fields owner and
-// token, and a TTL; N' is N with '%', '{' and '}' percent-escaped, so the
-// hash tag is the whole name and no two names collide. Its fencing counter
-// (<prefix>:{N'}:fence, kept forever, a few bytes per name) and its wake-up
-// channel (<prefix>:{N'}:wake) share the tag, hence the Cluster slot.
+// A lock named N lives in the string <prefix>:{N'} = "<token>:<owner>", with
+// a TTL; N' is N with '%', '{' and '}' percent-escaped, so the hash tag is the
+// whole name and no two names collide. Its fencing counter
+// (<prefix>:{N'}:fence) and its wake-up channel (<prefix>:{N'}:wake) share
+// the tag, hence the Cluster slot. A free name keeps only its counter, and
+// only for a while: the counter expires WithFenceIdle (default 10s) after the
+// server clock passes the last token it gave, so names locked once (one per
+// order, say) leave no key behind.
 //
 // # Algorithm
 //
-// Acquire, renew and release are each one Lua script run by SHA. Every
-// write checks the owner and the token, so a late renewal or release never
-// touches a newer owner's hold. A token is the counter bumped in the
-// acquire script, floored at the server clock in milliseconds so that it
-// keeps increasing even when a restart without persistence loses the
-// counter. Re-entry is counted in the Locker and costs no round trip.
+// Acquire, renew and release are each one Lua script run by SHA, with an
+// integer reply. Every write checks the owner and the token, so a late
+// renewal or release never touches a newer owner's hold. A grant is two
+// commands: INCR of the counter, SET NX PX of the lock (on contention, a
+// PTTL as well: the remaining time is the reply). A counter that INCR finds
+// missing (new, expired, or lost in a restart without persistence) starts
+// from the server clock in milliseconds; since a counter only expires once
+// the clock has passed every token it gave, tokens keep increasing (see
+// WithFenceIdle for the clock steps they survive); an attempt that finds
+// the lock held uses up a value, so tokens have gaps. Re-entry is counted
+// in the Locker and costs no round trip.
 //
 // A waiter that finds the lock held subscribes to its channel and tries
 // again, so a release between the two is not missed; it then sleeps until a
 // release is published or the holder's remaining TTL (returned by the failed
-// attempt) runs out, whichever comes first. All waiters of an engine share
-// one subscription connection (one per master with Cluster, which uses
-// sharded pub/sub so that a release is not broadcast to every node), and a
-// channel is unsubscribed when its last waiter leaves.
+// attempt) runs out, whichever comes first. A release publishes only when
+// the channel has subscribers: Redis counts them itself (PUBSUB NUMSUB), and
+// a waiter that dies takes its subscription with its connection, so a dead
+// waiter never leaves the count up. All waiters of an engine share one
+// subscription connection (one per master with Cluster, which uses sharded
+// pub/sub so that a release is not broadcast to every node), and a channel
+// is unsubscribed when its last waiter leaves.
+//
+// The waiters of one process queue in turn: a release message wakes one of
+// them, the longest waiting, rather than all of them to find the lock taken
+// again; a waiter that leaves without the lock hands its turn to the next;
+// and a Lock or LockCtx that finds waiters of its own process queued behind
+// them instead of trying first, so that an owner that unlocks and locks
+// again does not take the lock back from the waiter its release woke.
+// TryLock still makes its one attempt. Across processes there is no queue:
+// whoever's attempt reaches Redis first after a release gets the lock.
 //
 // One loop per engine renews every hold every TTL/3, sending the renewals
 // that fall due together in one pipeline.
@@ -38,16 +58,27 @@
 // fencing tokens where that matters. A restart without persistence loses
 // every hold; holders learn it at their next renewal (Lost closes).
 //
+// Versions before the fence keys expired kept the lock in a hash. During a
+// rolling upgrade the two exclude each other (both see the key), but
+// Inspect or ForceUnlock of a key the other version wrote fails with
+// ErrUnavailable (WRONGTYPE).
+//
 // # Contexts and failures
 //
 // go-redis honours a context's deadline only with ContextTimeoutEnabled,
-// and its cancellation never: with a context that can end, the engine runs
-// each attempt on a goroutine of its own and returns as soon as the context
-// ends; an attempt that was granted after its caller left is released in
-// the background (Close waits for that, bounded). Commands on a background
-// context (Lock, TryLock) are bounded by the client's ReadTimeout. Set
+// and its cancellation never: with a context that can end (LockCtx,
+// TryLockTimeout), the engine runs each attempt on a worker goroutine of its
+// own and returns as soon as the context ends; an attempt that was granted
+// after its caller left is released in the background (Close waits for that,
+// bounded). The hand-over allocates nothing, but the two goroutine switches
+// it takes cost CPU: an uncontended cycle through LockCtx with a
+// cancellable context is markedly slower than through Lock (see the README's
+// benchmarks). Commands on a background context (Lock, TryLock) run on the
+// caller's goroutine and are bounded by the client's ReadTimeout. Set
 // ContextTimeoutEnabled anyway, so that the abandoned command ends at the
-// deadline too.
+// deadline too; a deadline that passes while a request is on the wire is
+// still reported as the deadline (LockCtx returns ctx.Err()), not as the
+// socket's timeout.
 //
 // # TLS, ACL users and Sentinel
 //

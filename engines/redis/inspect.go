@@ -2,8 +2,10 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -20,27 +22,33 @@ func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, e
 		return locker.Inspection{}, err
 	}
 	k := e.keysFor(name)
-	var fields *goredis.SliceCmd
+	var value *goredis.StringCmd
 	var pttl *goredis.DurationCmd
 	if _, err := e.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		fields = p.HMGet(ctx, k.lock, "owner", "token")
+		value = p.Get(ctx, k.lock)
 		pttl = p.PTTL(ctx, k.lock)
 		return nil
-	}); err != nil {
-		return locker.Inspection{}, e.fail("inspect", name, err)
+	}); err != nil && !errors.Is(err, goredis.Nil) {
+		return locker.Inspection{}, e.fail(ctx, "inspect", name, err)
 	}
 	subs, err := e.subscribers(ctx, k.channel)
 	if err != nil {
-		return locker.Inspection{}, e.fail("inspect", name, err)
+		return locker.Inspection{}, e.fail(ctx, "inspect", name, err)
 	}
 	in := locker.Inspection{Subscribers: subs}
-	if v := fields.Val(); len(v) == 2 && v[0] != nil {
-		owner, _ := v[0].(string)
-		tok, _ := v[1].(string)
-		token, _ := strconv.ParseUint(tok, 10, 64)
-		in.Holder = &locker.Holder{Owner: owner, Token: token, TTL: max(pttl.Val(), 0)}
+	if v, err := value.Result(); err == nil {
+		holder := parseHolder(v)
+		holder.TTL = max(pttl.Val(), 0)
+		in.Holder = &holder
 	}
 	return in, nil
+}
+
+// parseHolder reads a lock's value, "<token>:<owner>".
+func parseHolder(v string) locker.Holder {
+	tok, owner, _ := strings.Cut(v, ":")
+	token, _ := strconv.ParseUint(tok, 10, 64)
+	return locker.Holder{Owner: owner, Token: token}
 }
 
 func (e *Engine) subscribers(ctx context.Context, channel string) (int, error) {
@@ -65,17 +73,14 @@ func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, e
 		return locker.Holder{}, err
 	}
 	k := e.keysFor(name)
-	v, err := forceReleaseScript.Run(ctx, e.client, []string{k.lock, k.channel}, e.publish).Slice()
-	if err != nil {
-		return locker.Holder{}, e.fail("force unlock", name, err)
-	}
-	if len(v) != 2 {
+	v, err := forceReleaseScript.Run(ctx, e.client, []string{k.lock}, e.numsub, e.publish).Text()
+	if errors.Is(err, goredis.Nil) {
 		return locker.Holder{}, fmt.Errorf("redis: force unlock %q: %w", name, locker.ErrNotHeld)
 	}
-	owner, _ := v[0].(string)
-	tok, _ := v[1].(string)
-	token, _ := strconv.ParseUint(tok, 10, 64)
-	return locker.Holder{Owner: owner, Token: token}, nil
+	if err != nil {
+		return locker.Holder{}, e.fail(ctx, "force unlock", name, err)
+	}
+	return parseHolder(v), nil
 }
 
 // checkOperation refuses an operator call with a bad name or on a closed

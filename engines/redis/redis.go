@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -19,13 +18,19 @@ import (
 
 // Engine is the Redis lock engine. It implements locker.Engine.
 type Engine struct {
-	name    string
-	prefix  string
-	client  goredis.UniversalClient
-	publish string // PUBLISH, or SPUBLISH on Cluster
-	hub     *hub
-	core    *locker.Core
-	log     *slog.Logger
+	name   string
+	prefix string
+	client goredis.UniversalClient
+	hub    *hub
+	core   *locker.Core
+	log    *slog.Logger
+	calls  sync.Pool // of *call
+
+	// Script arguments shared by every call, pointed to from the argument
+	// lists so that building one allocates nothing.
+	idle                             int64  // fence idle time, ms
+	numsub, publish                  string // PUBSUB NUMSUB and PUBLISH, or their sharded forms on Cluster
+	shaAcquire, shaRelease, shaRenew string
 }
 
 var (
@@ -35,9 +40,10 @@ var (
 )
 
 type settings struct {
-	name   string
-	prefix string
-	logger *slog.Logger
+	name      string
+	prefix    string
+	logger    *slog.Logger
+	fenceIdle time.Duration
 
 	observer locker.Observer // nil: nothing observes
 }
@@ -82,13 +88,36 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// DefaultFenceIdle is how long a name's fencing counter outlives the clock
+// passing its last token: see WithFenceIdle.
+const DefaultFenceIdle = 10 * time.Second
+
+// WithFenceIdle sets how long a name's fencing counter is kept once the
+// server clock has passed the last token it gave. The counter of a name that
+// is not locked again within that time expires, so names locked once (one
+// per order, say) leave nothing behind; the next grant starts the counter
+// again from the clock in milliseconds, which is past every earlier token.
+// It also bounds the backward step of the server clock that tokens survive.
+// At least 1s. Default: DefaultFenceIdle (10s).
+func WithFenceIdle(d time.Duration) Option {
+	return func(s *settings) error {
+		// The counter's expiry moves every refreshEvery tokens: a shorter
+		// idle time could let it expire before the clock passes them.
+		if d < time.Second || d < refreshEvery*time.Millisecond {
+			return fmt.Errorf("redis: WithFenceIdle(%v): %w: want at least 1s", d, locker.ErrInvalidArgument)
+		}
+		s.fenceIdle = d
+		return nil
+	}
+}
+
 // New returns an engine over client: a single node, Sentinel (failover) or
 // Cluster client. The engine never closes client.
 func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 	if client == nil {
 		return nil, fmt.Errorf("redis: New: %w: client is nil", locker.ErrInvalidArgument)
 	}
-	s := settings{name: "redis", prefix: "orthrus", logger: slog.Default()}
+	s := settings{name: "redis", prefix: "orthrus", logger: slog.Default(), fenceIdle: DefaultFenceIdle}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("redis: New: %w: nil Option", locker.ErrInvalidArgument)
@@ -98,9 +127,18 @@ func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 		}
 	}
 	logger := s.logger.With("engine", s.name)
-	e := &Engine{name: s.name, prefix: s.prefix, client: client, publish: "publish", hub: newHub(client, logger), log: logger}
+	e := &Engine{
+		name: s.name, prefix: s.prefix, client: client, hub: newHub(client, logger), log: logger,
+		idle: s.fenceIdle.Milliseconds(), numsub: "numsub", publish: "publish",
+		shaAcquire: acquireScript.Hash(), shaRelease: releaseScript.Hash(), shaRenew: renewScript.Hash(),
+	}
 	if _, ok := client.(*goredis.ClusterClient); ok {
-		e.publish = "spublish"
+		e.numsub, e.publish = "shardnumsub", "spublish"
+	}
+	e.calls.New = func() any {
+		c := &call{e: e, done: make(chan result, 1)}
+		c.run = c.exec
+		return c
 	}
 	e.core = locker.NewCore(s.name, e, logger, locker.ObservedBy(s.observer))
 	return e, nil
@@ -119,12 +157,8 @@ func (e *Engine) Ping(ctx context.Context) error {
 	if e.core.Closed() {
 		return fmt.Errorf("redis: ping: %w", locker.ErrClosed)
 	}
-	err, cerr := answer(e, ctx, func() error { return e.client.Ping(ctx).Err() }, nil)
-	if cerr != nil {
-		err = cerr
-	}
-	if err != nil {
-		return e.fail("ping", "", err)
+	if _, err := e.do(ctx, nil); err != nil {
+		return e.fail(ctx, "ping", "", err)
 	}
 	return nil
 }
@@ -137,11 +171,11 @@ func (e *Engine) Close() error {
 	return errors.Join(e.core.Close(ctx), e.hub.close())
 }
 
-// LockKey returns the Redis key that holds the named lock: a hash with
-// fields owner and token, and a TTL. For inspection and operator tools.
+// LockKey returns the Redis key that holds the named lock: a string
+// "<token>:<owner>" with a TTL. For inspection and operator tools.
 func (e *Engine) LockKey(name string) string { return e.keysFor(name).lock }
 
-// keys are the Redis keys of one lock name, computed once per hold.
+// keys are the Redis keys of one lock name.
 type keys struct {
 	lock, fence, channel string
 }
@@ -150,196 +184,262 @@ type keys struct {
 // '{', '}' and '%' escaped so that the tag is the whole name and escaping
 // never makes two names collide.
 func (e *Engine) keysFor(name string) keys {
-	tag := e.prefix + ":{" + nameEscaper.Replace(name) + "}"
-	return keys{lock: tag, fence: tag + ":fence", channel: tag + ":wake"}
+	fence := e.fenceKey(name)
+	lock := fence[:len(fence)-len(fenceSuffix)]
+	return keys{lock: lock, fence: fence, channel: lock + channelSuffix}
 }
+
+// fenceKey is the fencing counter's key; the lock key is its prefix, so one
+// allocation makes both.
+func (e *Engine) fenceKey(name string) string {
+	return e.prefix + ":{" + nameEscaper.Replace(name) + "}" + fenceSuffix
+}
+
+// Suffixes of the counter key and the channel; the scripts know the
+// channel's too.
+const (
+	fenceSuffix   = ":fence"
+	channelSuffix = ":wake"
+)
 
 var nameEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
 func ttlMillis(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
 
+// hold is the engine's part of a hold (locker.Hold.State): its keys and the
+// argument lists of its scripts, built once per acquisition and shared by
+// its attempts, renewals and release. go-redis writes the pointers in them
+// as the values they point to, so no argument is boxed on its own.
+type hold struct {
+	name         string
+	lock, fence  string
+	owner        string
+	ttl          int64 // ms
+	token        uint64
+	releaseAfter time.Duration // bound of a release that no caller waits for
+	// The acquire script's arguments until granted, then the release
+	// script's, read only from then on.
+	args [8]any
+}
+
+func (e *Engine) newHold(h *locker.Hold) *hold {
+	fence := e.fenceKey(h.Name)
+	st := &hold{
+		name: h.Name, lock: fence[:len(fence)-len(fenceSuffix)], fence: fence,
+		owner: h.Owner, ttl: ttlMillis(h.TTL), releaseAfter: h.ReleaseTimeout,
+	}
+	// numkeys is a string: go-redis's Cluster routing reads it as one.
+	st.args = [8]any{"evalsha", &e.shaAcquire, "2", &st.lock, &st.fence, &st.owner, &st.ttl, &e.idle}
+	return st
+}
+
+// granted records the token of a grant and readies the release.
+func (e *Engine) granted(st *hold, token int64) {
+	st.token = uint64(token)
+	st.args = [8]any{"evalsha", &e.shaRelease, "1", &st.lock, &st.token, &st.owner, &e.numsub, &e.publish}
+}
+
 // Acquire implements locker.Backend.
 func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, error) {
-	k := e.keysFor(h.Name)
-	h.State = k
-	ok, _, err := e.try(ctx, h, k)
-	if ok || err != nil || !wait {
-		return ok, err
+	st := e.newHold(h)
+	h.State = st
+	mark := e.hub.subscribed()
+	var remaining time.Duration
+	if wait && e.hub.queued(st.lock) {
+		// Others of this process wait for the name: queue behind them
+		// rather than barge in (a releaser locking again would mostly win
+		// over the waiter its release woke). The holder's time left is
+		// unknown: the first wait is bounded by this hold's TTL.
+		remaining = time.Duration(st.ttl) * time.Millisecond
+	} else {
+		ok, left, err := e.try(ctx, st)
+		if ok {
+			h.Token = st.token
+		}
+		if ok || err != nil || !wait {
+			return ok, err
+		}
+		remaining = left
 	}
 	// Subscribe, then try again: a release between the first attempt and
-	// the subscription is caught by the second attempt.
-	w, err := e.hub.join(ctx, k.channel)
+	// the subscription is caught by the second attempt, and a release after
+	// it is published, since the channel has a subscriber. When this
+	// process was subscribed already, the release was published and woke
+	// the waiter whose turn it was: no second attempt.
+	w, retry, err := e.hub.join(ctx, st.lock, mark)
 	if err != nil {
-		if callerDone(ctx, err) {
-			// Redis had answered that the name is held: a subscription
-			// still in flight when the caller gives up is no outage.
+		settle(ctx)
+		if ctx.Err() != nil {
+			// The name was held, or others of this process wait for it: a
+			// subscription still in flight when the caller gives up is
+			// no outage.
 			return false, ctx.Err()
 		}
 		return false, fmt.Errorf("redis: acquire %q: %w", h.Name, err)
 	}
-	defer e.hub.leave(w)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
 	for {
-		ok, remaining, err := e.try(ctx, h, k)
-		if ok || err != nil {
-			return ok, err
+		if retry {
+			ok, left, err := e.try(ctx, st)
+			if ok || err != nil {
+				// A waiter that leaves without the lock may have taken a
+				// wake-up meant for the next one: leave passes it on.
+				e.hub.leave(w, ok)
+				if ok {
+					h.Token = st.token
+				}
+				return ok, err
+			}
+			remaining = left
 		}
+		retry = true
 		// The release message wakes us; the timer covers an expiry, which
 		// publishes nothing.
-		timer.Reset(remaining)
+		w.timer.Reset(remaining)
 		select {
 		case <-w.wake:
-		case <-timer.C:
+		case <-w.timer.C:
 		case <-ctx.Done():
+			e.hub.leave(w, false)
 			return false, ctx.Err() // Redis had answered: the name was held
 		}
 	}
 }
 
-// callerDone reports whether err is the caller's context ending: its own
-// error, or a socket timeout that go-redis set from its deadline
-// (ContextTimeoutEnabled), which can fire a moment before ctx is done.
-func callerDone(ctx context.Context, err error) bool {
-	if ctx.Err() != nil {
-		return true
-	}
-	var ne net.Error
-	if d, ok := ctx.Deadline(); ok && errors.As(err, &ne) && ne.Timeout() && time.Until(d) < time.Millisecond {
-		<-ctx.Done()
-		return true
-	}
-	return false
-}
-
-// attempt is the outcome of one acquire script.
-type attempt struct {
-	ok        bool
-	token     uint64
-	remaining time.Duration // on contention, how long the current hold has left
-	err       error
-}
-
 // try makes one attempt, which gives up when ctx ends even though Redis
-// has not answered (see answer): with an error wrapping ErrUnavailable. A
+// has not answered (see do): with an error wrapping ErrUnavailable. A
 // grant that comes after that is released.
-func (e *Engine) try(ctx context.Context, h *locker.Hold, k keys) (bool, time.Duration, error) {
-	var a attempt
-	if ctx.Done() == nil {
-		a = e.run(ctx, h, k) // Lock, TryLock: nothing to give up on
-	} else {
-		var err error
-		a, err = answer(e, ctx, func() attempt { return e.run(ctx, h, k) }, func(bg context.Context, a attempt) {
-			if a.ok {
-				e.releaseLate(bg, h.Name, h.Owner, a.token, h.ReleaseTimeout, k)
-			}
-		})
-		if err != nil {
-			return false, 0, e.fail("acquire", h.Name, err)
-		}
+func (e *Engine) try(ctx context.Context, st *hold) (bool, time.Duration, error) {
+	r, err := e.do(ctx, st)
+	if err != nil {
+		return false, 0, e.fail(ctx, "acquire", st.name, err)
 	}
-	if a.err != nil {
-		return false, 0, a.err
+	if r > 0 {
+		e.granted(st, r)
+		return true, 0, nil
 	}
-	h.Token = a.token
-	return a.ok, a.remaining, nil
+	return false, max(time.Duration(-r)*time.Millisecond, time.Millisecond), nil
 }
 
-// releaseLate releases a grant whose caller had given up.
-func (e *Engine) releaseLate(bg context.Context, name, owner string, token uint64, timeout time.Duration, k keys) {
-	ctx, cancel := context.WithTimeout(bg, timeout)
-	defer cancel()
-	if err := e.release(ctx, name, owner, token, k); err != nil {
-		e.log.Warn("redis: releasing a grant whose caller gave up failed; it ends with its TTL", "name", name, "err", err)
-	}
-}
-
-// answer runs f and returns its result, or ctx.Err() as soon as ctx ends.
-// go-redis honours a context's deadline at most (with
-// ContextTimeoutEnabled), never its cancellation, so with a context that
-// can end f runs on a goroutine of the Core; late, if not nil, gets a
-// result that comes after the caller left, to undo it.
-func answer[T any](e *Engine, ctx context.Context, f func() T, late func(context.Context, T)) (T, error) {
+// do runs the acquire script of st, or PING when st is nil, and returns its
+// reply, or ctx.Err() as soon as ctx ends. go-redis honours a context's
+// deadline at most (with ContextTimeoutEnabled), never its cancellation, so
+// with a context that can end the request runs on a worker of the Core
+// (see call); without one (Lock, TryLock), here.
+func (e *Engine) do(ctx context.Context, st *hold) (int64, error) {
 	if ctx.Done() == nil {
-		return f(), nil
+		return e.request(ctx, st)
 	}
-	var state atomic.Int32 // running, delivered or abandoned
-	ch := make(chan T, 1)
-	started := e.core.Go(func(bg context.Context) {
-		v := f()
-		if state.CompareAndSwap(running, delivered) {
-			ch <- v
-			return
-		}
-		if late != nil {
-			late(bg, v)
-		}
-	})
-	var zero T
-	if !started {
-		return zero, locker.ErrClosed
+	c := e.calls.Get().(*call)
+	c.ctx, c.st = ctx, st
+	c.state.Store(running)
+	if !e.core.Go(c.run) {
+		c.recycle()
+		return 0, locker.ErrClosed
 	}
 	select {
-	case v := <-ch:
-		return v, nil
+	case r := <-c.done:
+		c.recycle()
+		return r.v, r.err
 	case <-ctx.Done():
-		if state.CompareAndSwap(running, abandoned) {
-			return zero, ctx.Err()
+		if c.state.CompareAndSwap(running, abandoned) {
+			return 0, ctx.Err() // the worker recycles c
 		}
-		return <-ch, nil // delivered just now
+		r := <-c.done // delivered just now
+		c.recycle()
+		return r.v, r.err
 	}
 }
 
-// States of a call whose caller may leave.
+func (e *Engine) request(ctx context.Context, st *hold) (int64, error) {
+	if st == nil {
+		return 0, e.client.Ping(ctx).Err()
+	}
+	return e.script(ctx, acquireScript, st.args[:])
+}
+
+// call is one request made on a worker for a caller who may leave before
+// the answer: pooled, with its function bound once, so that handing it over
+// allocates nothing.
+type call struct {
+	e     *Engine
+	run   func(context.Context) // exec
+	done  chan result           // buffered: the worker never blocks
+	state atomic.Int32          // running, delivered or abandoned
+
+	// The request, set by do and cleared by recycle.
+	ctx context.Context
+	st  *hold
+}
+
+type result struct {
+	v   int64
+	err error
+}
+
+// States of a call.
 const (
 	running int32 = iota
 	delivered
 	abandoned
 )
 
-// run runs the acquire script for h.
-func (e *Engine) run(ctx context.Context, h *locker.Hold, k keys) attempt {
-	res, err := acquireScript.Run(ctx, e.client, []string{k.lock, k.fence}, h.Owner, ttlMillis(h.TTL)).Slice()
-	if err != nil {
-		return attempt{err: e.fail("acquire", h.Name, err)}
+func (c *call) exec(bg context.Context) {
+	v, err := c.e.request(c.ctx, c.st)
+	if c.state.CompareAndSwap(running, delivered) {
+		c.done <- result{v, err}
+		return
 	}
-	if len(res) != 2 {
-		return attempt{err: e.fail("acquire", h.Name, fmt.Errorf("unexpected reply %v", res))}
+	// The caller left: undo a grant that came after that.
+	if st := c.st; st != nil && err == nil && v > 0 {
+		c.e.granted(st, v)
+		c.e.releaseLate(bg, st)
 	}
-	if granted, _ := res[0].(int64); granted == 1 {
-		tok, err := parseToken(res[1])
-		if err != nil {
-			return attempt{err: e.fail("acquire", h.Name, err)}
-		}
-		return attempt{ok: true, token: tok}
-	}
-	remaining, _ := res[1].(int64)
-	if remaining <= 0 { // expiring right now
-		remaining = 1
-	}
-	return attempt{remaining: time.Duration(remaining) * time.Millisecond}
+	c.recycle()
 }
 
-func parseToken(v any) (uint64, error) {
-	s, ok := v.(string)
-	if !ok {
-		return 0, fmt.Errorf("token reply %T, want string", v)
+func (c *call) recycle() {
+	c.ctx, c.st = nil, nil
+	c.e.calls.Put(c)
+}
+
+// releaseLate releases a grant whose caller had given up.
+func (e *Engine) releaseLate(bg context.Context, st *hold) {
+	ctx, cancel := context.WithTimeout(bg, st.releaseAfter)
+	defer cancel()
+	if err := e.release(ctx, st); err != nil {
+		e.log.Warn("redis: releasing a grant whose caller gave up failed; it ends with its TTL", "name", st.name, "err", err)
 	}
-	return strconv.ParseUint(s, 10, 64)
+}
+
+// script runs a script by its SHA with args (EVALSHA, the SHA, numkeys,
+// ...) and returns its integer reply. A server that lacks the script (it
+// restarted, or was flushed) gets it loaded, once.
+func (e *Engine) script(ctx context.Context, s *goredis.Script, args []any) (int64, error) {
+	cmd := goredis.NewIntCmd(ctx, args...)
+	_ = e.client.Process(ctx, cmd)
+	v, err := cmd.Result()
+	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err = s.Load(ctx, e.client).Err(); err == nil {
+			cmd = goredis.NewIntCmd(ctx, args...)
+			_ = e.client.Process(ctx, cmd)
+			v, err = cmd.Result()
+		}
+	}
+	return v, err
 }
 
 // Release implements locker.Backend.
 func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
-	return e.release(ctx, h.Name, h.Owner, h.Token, h.State.(keys))
+	return e.release(ctx, h.State.(*hold))
 }
 
-func (e *Engine) release(ctx context.Context, name, owner string, token uint64, k keys) error {
-	n, err := releaseScript.Run(ctx, e.client, []string{k.lock, k.channel}, owner, strconv.FormatUint(token, 10), e.publish).Int()
+func (e *Engine) release(ctx context.Context, st *hold) error {
+	n, err := e.script(ctx, releaseScript, st.args[:])
 	if err != nil {
-		return e.fail("release", name, err)
+		return e.fail(ctx, "release", st.name, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("redis: release %q: %w", name, locker.ErrLockLost)
+		return fmt.Errorf("redis: release %q: %w", st.name, locker.ErrLockLost)
 	}
 	return nil
 }
@@ -357,22 +457,23 @@ func (e *Engine) Renew(ctx context.Context, holds []*locker.Hold) []error {
 	for i, h := range holds {
 		switch {
 		case cmds == nil:
-			results[i] = e.fail("renew", h.Name, err)
+			results[i] = e.fail(ctx, "renew", h.Name, err)
 		case cmds[i].Err() != nil:
-			results[i] = e.fail("renew", h.Name, cmds[i].Err())
-		case cmds[i].Val() == int64(0):
+			results[i] = e.fail(ctx, "renew", h.Name, cmds[i].Err())
+		case cmds[i].Val() == 0:
 			results[i] = fmt.Errorf("redis: renew %q: %w", h.Name, locker.ErrLockLost)
 		}
 	}
 	return results
 }
 
-func (e *Engine) renewPipeline(ctx context.Context, holds []*locker.Hold) ([]*goredis.Cmd, error) {
-	cmds := make([]*goredis.Cmd, len(holds))
+func (e *Engine) renewPipeline(ctx context.Context, holds []*locker.Hold) ([]*goredis.IntCmd, error) {
+	cmds := make([]*goredis.IntCmd, len(holds))
 	_, err := e.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for i, h := range holds {
-			k := h.State.(keys)
-			cmds[i] = renewScript.EvalSha(ctx, p, []string{k.lock}, h.Owner, strconv.FormatUint(h.Token, 10), ttlMillis(h.TTL))
+			st := h.State.(*hold)
+			cmds[i] = goredis.NewIntCmd(ctx, "evalsha", &e.shaRenew, "1", &st.lock, &st.token, &st.owner, &st.ttl)
+			_ = p.Process(ctx, cmds[i])
 		}
 		return nil
 	})
@@ -383,7 +484,8 @@ func (e *Engine) renewPipeline(ctx context.Context, holds []*locker.Hold) ([]*go
 }
 
 // fail wraps an engine error as ErrUnavailable, keeping the cause.
-func (e *Engine) fail(op, name string, err error) error {
+func (e *Engine) fail(ctx context.Context, op, name string, err error) error {
+	settle(ctx)
 	switch {
 	case isPermission(err):
 		return &locker.EngineError{Engine: "redis", Op: op, Name: name, Classes: []error{locker.ErrPermission}, Err: err}
@@ -391,6 +493,16 @@ func (e *Engine) fail(op, name string, err error) error {
 		return &locker.EngineError{Engine: "redis", Op: op, Name: name, Err: err}
 	}
 	return &locker.EngineError{Engine: "redis", Op: op, Name: name, Classes: unavailable(err), Err: err}
+}
+
+// settle waits for ctx to be done when its deadline has passed. With
+// ContextTimeoutEnabled the deadline is the socket's too, and the socket
+// can time out a moment before ctx's own timer marks it done: a caller that
+// checks ctx.Err() next must see the deadline, not a network error.
+func settle(ctx context.Context) {
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		<-ctx.Done()
+	}
 }
 
 // unavailable classes a failed request: ErrUnavailable, and ErrRefused too

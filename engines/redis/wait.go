@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -19,18 +21,28 @@ import (
 const confirmTimeout = 5 * time.Second
 
 // hub multiplexes every waiter of an engine over one pub/sub connection (one
-// per master on Cluster, with sharded pub/sub), and wakes the waiters of a
-// name when its release is published. A channel is subscribed while it has
-// waiters and unsubscribed when the last one leaves.
+// per master on Cluster, with sharded pub/sub). A channel is subscribed
+// while it has waiters and unsubscribed when the last one leaves.
+//
+// A release message wakes one waiter of the channel, the longest waiting:
+// the others would only find the lock taken again, and the one woken is
+// sure to try (a wake-up is never lost, see waiter.wake). A waiter that
+// leaves without the lock passes a wake-up on to the next, since it may
+// have taken one; a reconnection, which may have lost messages, wakes them
+// all.
 type hub struct {
 	client  goredis.UniversalClient
 	cluster *goredis.ClusterClient // nil unless Cluster
 	log     *slog.Logger
+	waiters sync.Pool // of *waiter
 
 	mu       sync.Mutex
 	closed   bool
 	conns    map[string]*subConn // by node address; "" when not Cluster
-	channels map[string]*channel
+	channels map[string]*channel // by lock key
+	// confirms counts first confirmations of a subscription; a channel
+	// records the count it got (see join).
+	confirms atomic.Uint64
 	stop     chan struct{} // closed by close
 	wg       sync.WaitGroup
 }
@@ -54,22 +66,30 @@ func (c *subConn) unsubscribe(ctx context.Context, ch string) error {
 	return c.ps.Unsubscribe(ctx, ch)
 }
 
-// channel is one subscribed release channel and its waiters.
+// channel is one subscribed release channel and its waiters, oldest first.
 type channel struct {
-	name      string
-	conn      *subConn
-	waiters   map[*waiter]struct{}
-	confirmed chan struct{} // closed when the server confirmed the subscription
+	key        string // the lock's
+	name       string // the channel's: key + channelSuffix
+	conn       *subConn
+	head, tail *waiter
+	confirmed  chan struct{} // closed when the server confirmed the subscription
+	confirm    uint64        // the hub's confirms once confirmed; 0 before
 }
 
+// waiter is one Acquire waiting for a release. Pooled: its channel and
+// timer serve many waits.
 type waiter struct {
-	ch   *channel
-	wake chan struct{} // buffered: a wake-up is never lost, never blocks
+	ch         *channel
+	prev, next *waiter
+	// wake is buffered: a wake-up sent while the waiter is between two
+	// attempts makes it try once more rather than being lost.
+	wake  chan struct{}
+	timer *time.Timer // the expiry fallback, owned by the waiting Acquire
 }
 
 func newHub(client goredis.UniversalClient, log *slog.Logger) *hub {
 	cluster, _ := client.(*goredis.ClusterClient)
-	return &hub{
+	h := &hub{
 		client:   client,
 		cluster:  cluster,
 		log:      log,
@@ -77,57 +97,115 @@ func newHub(client goredis.UniversalClient, log *slog.Logger) *hub {
 		channels: make(map[string]*channel),
 		stop:     make(chan struct{}),
 	}
+	h.waiters.New = func() any {
+		t := time.NewTimer(time.Hour)
+		t.Stop()
+		return &waiter{wake: make(chan struct{}, 1), timer: t}
+	}
+	return h
 }
 
-// join registers a waiter on ch and returns once the server has confirmed
-// the subscription, so a release published after join returns is seen.
-func (h *hub) join(ctx context.Context, ch string) (*waiter, error) {
+// subscribed is a mark to take before an attempt and pass to join.
+func (h *hub) subscribed() uint64 { return h.confirms.Load() }
+
+// queued reports whether waiters of this process queue for the lock key.
+func (h *hub) queued(key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.channels[key]
+	return c != nil && c.head != nil
+}
+
+// join registers a waiter on the channel of the lock key and returns once the server has confirmed
+// the subscription, so a release published after join returns is seen. It
+// reports whether the caller must try again before it waits: unless the
+// subscription was confirmed before the mark (h.subscribed) taken before
+// the caller's last attempt, a release may have come in between unseen,
+// and, since releases publish only to a channel with subscribers, not even
+// published.
+func (h *hub) join(ctx context.Context, key string, mark uint64) (w *waiter, retry bool, err error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		return nil, fmt.Errorf("subscribe %q: %w", ch, locker.ErrClosed)
+		return nil, false, fmt.Errorf("subscribe %q: %w", key+channelSuffix, locker.ErrClosed)
 	}
-	c := h.channels[ch]
+	c := h.channels[key]
+	retry = c == nil || c.confirm == 0 || c.confirm > mark
 	if c == nil {
-		conn, err := h.connFor(ctx, ch)
+		ch := key + channelSuffix
+		// Not the caller's context: its deadline would become the shared
+		// connection's, and a write cut short there breaks the connection
+		// for every waiter.
+		sctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
+		conn, err := h.connFor(sctx, ch)
 		if err == nil {
-			err = conn.subscribe(ctx, ch)
+			err = conn.subscribe(sctx, ch)
 		}
+		cancel()
 		if err != nil {
 			h.mu.Unlock()
-			return nil, &locker.EngineError{Engine: "redis", Op: "subscribe", Name: ch, Classes: unavailable(err), Err: err}
+			return nil, false, &locker.EngineError{Engine: "redis", Op: "subscribe", Name: ch, Classes: unavailable(err), Err: err}
 		}
-		c = &channel{name: ch, conn: conn, waiters: make(map[*waiter]struct{}), confirmed: make(chan struct{})}
-		h.channels[ch] = c
+		c = &channel{key: key, name: ch, conn: conn, confirmed: make(chan struct{})}
+		h.channels[key] = c
 	}
-	w := &waiter{ch: c, wake: make(chan struct{}, 1)}
-	c.waiters[w] = struct{}{}
+	w = h.waiters.Get().(*waiter)
+	select {
+	case <-w.wake: // left over from its last wait
+	default:
+	}
+	w.ch, w.prev = c, c.tail
+	if c.tail != nil {
+		c.tail.next = w
+	} else {
+		c.head = w
+	}
+	c.tail = w
 	h.mu.Unlock()
 
-	timer := time.NewTimer(confirmTimeout)
-	defer timer.Stop()
+	w.timer.Reset(confirmTimeout)
 	select {
 	case <-c.confirmed:
-	case <-timer.C:
-		h.log.Warn("redis: subscription not confirmed, waiting on expiry alone", "channel", ch)
+	case <-w.timer.C:
+		h.log.Warn("redis: subscription not confirmed, waiting on expiry alone", "channel", c.name)
 	case <-ctx.Done():
-		h.leave(w)
+		h.leave(w, false)
 		// Redis had not confirmed the subscription.
-		return nil, &locker.EngineError{Engine: "redis", Op: "subscribe", Name: ch, Classes: unavailable(ctx.Err()), Err: ctx.Err()}
+		return nil, false, &locker.EngineError{Engine: "redis", Op: "subscribe", Name: c.name, Classes: unavailable(ctx.Err()), Err: ctx.Err()}
 	}
-	return w, nil
+	w.timer.Stop()
+	return w, retry, nil
 }
 
-// leave unregisters w and unsubscribes its channel when it was the last.
-func (h *hub) leave(w *waiter) {
+// leave unregisters w, wakes the next waiter unless w acquired the lock,
+// and unsubscribes the channel when w was the last.
+func (h *hub) leave(w *waiter, acquired bool) {
+	w.timer.Stop()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := w.ch
-	delete(c.waiters, w)
-	if len(c.waiters) > 0 || h.channels[c.name] != c {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		c.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		c.tail = w.prev
+	}
+	w.ch, w.prev, w.next = nil, nil, nil
+	h.waiters.Put(w)
+	if c.head != nil {
+		if !acquired {
+			wake(c.head)
+		}
 		return
 	}
-	delete(h.channels, c.name)
+	if h.channels[c.key] != c {
+		return
+	}
+	delete(h.channels, c.key)
 	if h.closed {
 		return
 	}
@@ -218,7 +296,7 @@ func (h *hub) isClosed() bool {
 func (h *hub) confirm(ch string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	c := h.channels[ch]
+	c := h.channels[strings.TrimSuffix(ch, channelSuffix)]
 	if c == nil {
 		return
 	}
@@ -227,14 +305,16 @@ func (h *hub) confirm(ch string) {
 		wakeAll(c)
 	default:
 		close(c.confirmed)
+		c.confirm = h.confirms.Add(1)
 	}
 }
 
+// wakeChannel wakes the longest waiting waiter of ch.
 func (h *hub) wakeChannel(ch string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if c := h.channels[ch]; c != nil {
-		wakeAll(c)
+	if c := h.channels[strings.TrimSuffix(ch, channelSuffix)]; c != nil && c.head != nil {
+		wake(c.head)
 	}
 }
 
@@ -248,12 +328,16 @@ func (h *hub) wakeConn(conn *subConn) {
 	}
 }
 
+func wake(w *waiter) {
+	select {
+	case w.wake <- struct{}{}:
+	default: // already woken: it will try once more
+	}
+}
+
 func wakeAll(c *channel) {
-	for w := range c.waiters {
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
+	for w := c.head; w != nil; w = w.next {
+		wake(w)
 	}
 }
 
