@@ -13,5 +13,5 @@ package redis
 // sends when it connects.
 const ACLCommands = "ping hello auth " +
 	"evalsha eval script|load " + // the scripts
-	"exists incr set time hset hmget pexpire pttl del publish spublish " + // inside them, and Inspect
+	"exists get incr set time hset hmget pexpire pexpireat pttl del publish spublish " + // inside them, and Inspect
 	"subscribe unsubscribe ssubscribe sunsubscribe pubsub|numsub pubsub|shardnumsub" // waiters, Inspect

@@ -33,6 +33,10 @@ type FaultFactory func(t *testing.T) FaultHarness
 const (
 	// returnWithin bounds how long after its context ends a call returns.
 	returnWithin = 100 * time.Millisecond
+	// callWithin bounds the other calls whose own deadline passed (Ping,
+	// TryLockTimeout, Acquire): looser, as they also build their error on
+	// a loaded machine.
+	callWithin = 2 * returnWithin
 	// refusedWithin bounds how long a call takes to fail against a killed
 	// server, which the engine must tell at once, not at a timeout.
 	refusedWithin = 250 * time.Millisecond
@@ -170,8 +174,8 @@ func (c faultCheck) ping(e locker.Engine) {
 	if !errors.Is(err, locker.ErrUnavailable) {
 		c.t.Errorf("Ping() = %v; want ErrUnavailable", err)
 	}
-	if took > faultWait+returnWithin {
-		c.t.Errorf("Ping(%v deadline) returned after %v; want within %v", faultWait, took, faultWait+returnWithin)
+	if took > faultWait+callWithin {
+		c.t.Errorf("Ping(%v deadline) returned after %v; want within %v", faultWait, took, faultWait+callWithin)
 	}
 	c.failFast("Ping()", err, took)
 }
@@ -201,8 +205,8 @@ func (c faultCheck) tryLockTimeout(l locker.Locker) {
 	if ok || !errors.Is(err, locker.ErrUnavailable) {
 		c.t.Errorf("TryLockTimeout(%v) = %v, %v; want false, ErrUnavailable", faultWait, ok, err)
 	}
-	if took > faultWait+returnWithin {
-		c.t.Errorf("TryLockTimeout(%v) returned after %v; want within %v", faultWait, took, faultWait+returnWithin)
+	if took > faultWait+callWithin {
+		c.t.Errorf("TryLockTimeout(%v) returned after %v; want within %v", faultWait, took, faultWait+callWithin)
 	}
 	c.failFast("TryLockTimeout()", err, took)
 }
@@ -244,8 +248,8 @@ func (c faultCheck) acquire(l locker.Locker, wait bool) {
 	if ok || !errors.Is(err, locker.ErrUnavailable) || (ended && !errors.Is(err, context.DeadlineExceeded)) {
 		c.t.Errorf("Acquire(ctx, %v) = %v, %v; want false and an error wrapping ErrUnavailable (and DeadlineExceeded once ctx ended)", wait, ok, err)
 	}
-	if took > faultWait+returnWithin {
-		c.t.Errorf("Acquire(ctx, %v) returned after %v; want within %v", wait, took, faultWait+returnWithin)
+	if took > faultWait+callWithin {
+		c.t.Errorf("Acquire(ctx, %v) returned after %v; want within %v", wait, took, faultWait+callWithin)
 	}
 	c.failFast("Acquire()", err, took)
 }
