@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/orthrus-go/orthrus/engines/zk"
+	"github.com/orthrus-go/orthrus/internal/zkcall"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -131,7 +132,7 @@ func (s *DrillScope) Remove(ctx context.Context) error {
 				err = s.removeEtcd(ectx, e, fmt.Sprintf("engines[%d]", i))
 			case TypeZK:
 				err = s.withZK(ectx, e, func(conn *gozk.Conn) error {
-					_, err := zkCall(ectx, func() (struct{}, error) {
+					_, err := zkcall.Do(ectx, func() (struct{}, error) {
 						return struct{}{}, removeTree(conn, e.Prefix, s.missing[e.Name])
 					})
 					return err

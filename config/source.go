@@ -14,6 +14,7 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/orthrus-go/orthrus/internal/zkcall"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
 	"github.com/orthrus-go/orthrus/switcher/etcdsource"
@@ -302,7 +303,7 @@ func (z zkStore) get(ctx context.Context) ([]byte, bool, uint64, error) {
 		data []byte
 		st   *gozk.Stat
 	}
-	r, err := zkCall(ctx, func() (got, error) {
+	r, err := zkcall.Do(ctx, func() (got, error) {
 		data, st, err := z.conn.Get(z.path)
 		return got{data, st}, err
 	})
@@ -317,7 +318,7 @@ func (z zkStore) get(ctx context.Context) ([]byte, bool, uint64, error) {
 }
 
 func (z zkStore) put(ctx context.Context, data []byte) error {
-	_, err := zkCall(ctx, func() (struct{}, error) {
+	_, err := zkcall.Do(ctx, func() (struct{}, error) {
 		_, err := z.conn.Set(z.path, data, -1)
 		if errors.Is(err, gozk.ErrNoNode) {
 			_, err = z.conn.Create(z.path, data, 0, z.acl)
@@ -330,7 +331,7 @@ func (z zkStore) put(ctx context.Context, data []byte) error {
 // remove deletes the node, then the parents that did not exist before,
 // deepest first, while they are empty.
 func (z zkStore) remove(ctx context.Context, parents []string) error {
-	_, err := zkCall(ctx, func() (struct{}, error) {
+	_, err := zkcall.Do(ctx, func() (struct{}, error) {
 		if err := z.conn.Delete(z.path, -1); err != nil && !errors.Is(err, gozk.ErrNoNode) {
 			return struct{}{}, err
 		}
@@ -341,7 +342,7 @@ func (z zkStore) remove(ctx context.Context, parents []string) error {
 
 // missing returns the node's ancestors that do not exist, shallowest first.
 func (z zkStore) missing(ctx context.Context) ([]string, error) {
-	return zkCall(ctx, func() ([]string, error) {
+	return zkcall.Do(ctx, func() ([]string, error) {
 		var out []string
 		for i := 1; i < len(z.path); i++ {
 			if z.path[i] != '/' {
@@ -357,25 +358,4 @@ func (z zkStore) missing(ctx context.Context) ([]string, error) {
 		}
 		return out, nil
 	})
-}
-
-// zkCall runs f, go-zookeeper requests that take no context, and waits for
-// it or ctx; requests abandoned here end when the connection is closed.
-func zkCall[T any](ctx context.Context, f func() (T, error)) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		v, err := f()
-		done <- result{v, err}
-	}()
-	select {
-	case r := <-done:
-		return r.v, r.err
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	}
 }

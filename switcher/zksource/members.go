@@ -9,6 +9,7 @@ import (
 
 	gozk "github.com/go-zookeeper/zk"
 
+	"github.com/orthrus-go/orthrus/internal/zkcall"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
 )
@@ -34,7 +35,7 @@ func (s *Source) Announce(ctx context.Context, m switcher.Member) error {
 	if err != nil {
 		return fmt.Errorf("zksource: announce %q: %w", m.ID, err)
 	}
-	_, err = call(ctx, func() (struct{}, error) { return struct{}{}, s.announce(s.memberPath(m.ID), data) })
+	_, err = zkcall.Do(ctx, func() (struct{}, error) { return struct{}{}, s.announce(s.memberPath(m.ID), data) })
 	if err != nil {
 		return fmt.Errorf("zksource: announce %q: %w: %w", m.ID, locker.ErrUnavailable, err)
 	}
@@ -55,7 +56,7 @@ func (s *Source) announce(path string, data []byte) error {
 
 // Retract implements switcher.Announcer.
 func (s *Source) Retract(ctx context.Context, id string) error {
-	_, err := call(ctx, func() (struct{}, error) {
+	_, err := zkcall.Do(ctx, func() (struct{}, error) {
 		err := s.conn.Delete(s.memberPath(id), -1)
 		if errors.Is(err, gozk.ErrNoNode) {
 			err = nil
@@ -78,7 +79,7 @@ func (s *Source) Retract(ctx context.Context, id string) error {
 // Members implements switcher.Roster: the Members announced by live
 // sessions. A record it cannot decode is skipped.
 func (s *Source) Members(ctx context.Context) ([]switcher.Member, error) {
-	ms, err := call(ctx, func() ([]switcher.Member, error) {
+	ms, err := zkcall.Do(ctx, func() ([]switcher.Member, error) {
 		names, _, err := s.conn.Children(s.membersPath())
 		if errors.Is(err, gozk.ErrNoNode) {
 			return nil, nil

@@ -10,6 +10,7 @@ import (
 
 	gozk "github.com/go-zookeeper/zk"
 
+	"github.com/orthrus-go/orthrus/internal/zkcall"
 	"github.com/orthrus-go/orthrus/internal/zkpath"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
@@ -101,7 +102,7 @@ func (s *Source) Set(ctx context.Context, engine string) error {
 	if strings.TrimSpace(engine) == "" {
 		return fmt.Errorf("zksource: set %q: %w: engine name is empty", s.path, locker.ErrInvalidArgument)
 	}
-	_, err := call(ctx, func() (struct{}, error) { return struct{}{}, s.set([]byte(engine)) })
+	_, err := zkcall.Do(ctx, func() (struct{}, error) { return struct{}{}, s.set([]byte(engine)) })
 	if err != nil {
 		if permanent(err) {
 			return fmt.Errorf("zksource: set %q: %w", s.path, err)
@@ -144,7 +145,7 @@ func (s *Source) Propose(ctx context.Context, from uint64, engine string) (switc
 	if strings.TrimSpace(engine) == "" {
 		return switcher.Desired{}, false, fmt.Errorf("zksource: propose %q: %w: engine name is empty", s.path, locker.ErrInvalidArgument)
 	}
-	p, err := call(ctx, func() (proposal, error) { return s.propose(from, engine) })
+	p, err := zkcall.Do(ctx, func() (proposal, error) { return s.propose(from, engine) })
 	if err != nil {
 		return switcher.Desired{}, false, fmt.Errorf("zksource: propose %q: %w: %w", s.path, locker.ErrUnavailable, err)
 	}
@@ -250,7 +251,7 @@ type existsResult struct {
 // node does not exist, the watch fires on its creation; when it was created
 // between the two reads, the channel is nil.
 func (s *Source) read(ctx context.Context, apply func(switcher.Desired)) (<-chan gozk.Event, bool, error) {
-	got, err := call(ctx, func() (getResult, error) {
+	got, err := zkcall.Do(ctx, func() (getResult, error) {
 		data, stat, ch, err := s.conn.GetW(s.path)
 		return getResult{data, stat, ch}, err
 	})
@@ -261,7 +262,7 @@ func (s *Source) read(ctx context.Context, apply func(switcher.Desired)) (<-chan
 	if !errors.Is(err, gozk.ErrNoNode) {
 		return nil, false, err
 	}
-	ex, err := call(ctx, func() (existsResult, error) {
+	ex, err := zkcall.Do(ctx, func() (existsResult, error) {
 		ok, _, ch, err := s.conn.ExistsW(s.path)
 		return existsResult{ok, ch}, err
 	})
@@ -281,28 +282,6 @@ func (s *Source) apply(data []byte, version int32, apply func(switcher.Desired))
 		return
 	}
 	apply(switcher.Desired{Engine: name, Epoch: uint64(version) + 1})
-}
-
-// call runs f, a go-zookeeper request, and waits for it or ctx. go-zookeeper
-// requests take no context; one abandoned here ends in the background when
-// ZooKeeper answers or the connection gives it up.
-func call[T any](ctx context.Context, f func() (T, error)) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		v, err := f()
-		done <- result{v, err}
-	}()
-	select {
-	case r := <-done:
-		return r.v, r.err
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	}
 }
 
 // pause waits d, or less when ctx is done first; it reports whether ctx is
