@@ -1,30 +1,15 @@
 package switcher_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
-	"github.com/orthrus-go/orthrus/switcher"
 )
 
 // TestMultiConformance runs the multi-lock suite over switchers: each part
 // is pinned to the engine that granted it.
-func TestMultiConformance(t *testing.T) {
-	lockertest.RunMulti(t, func(t *testing.T) lockertest.Harness {
-		p, pc := redisEngine(t, "primary", primaryAddr)
-		s, _ := redisEngine(t, "secondary", secondaryAddr)
-		sw, err := switcher.New([]locker.Engine{p, s})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return lockertest.Harness{
-			Engine: sw,
-			Expire: func(ctx context.Context, name string) error { return pc.Del(ctx, p.LockKey(name)).Err() },
-		}
-	})
-}
+func TestMultiConformance(t *testing.T) { lockertest.RunMulti(t, harness) }
 
 // TestMultiPartsStayPinned: a multi-lock taken on the primary keeps its
 // parts there across a switch; the next acquisition goes to the secondary.

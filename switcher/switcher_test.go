@@ -66,20 +66,22 @@ func newSwitcher(t testing.TB, addrs [2]string, opts ...switcher.Option) (*switc
 	return sw, [2]*goredis.Client{pc, sc}
 }
 
-func TestConformance(t *testing.T) {
-	lockertest.Run(t, func(t *testing.T) lockertest.Harness {
-		p, pc := redisEngine(t, "primary", primaryAddr)
-		s, _ := redisEngine(t, "secondary", secondaryAddr)
-		sw, err := switcher.New([]locker.Engine{p, s})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return lockertest.Harness{
-			Engine: sw,
-			Expire: func(ctx context.Context, name string) error { return pc.Del(ctx, p.LockKey(name)).Err() },
-		}
-	})
+// harness is a switcher over the two shared Redis servers, for the
+// conformance suites.
+func harness(t *testing.T) lockertest.Harness {
+	p, pc := redisEngine(t, "primary", primaryAddr)
+	s, _ := redisEngine(t, "secondary", secondaryAddr)
+	sw, err := switcher.New([]locker.Engine{p, s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lockertest.Harness{
+		Engine: sw,
+		Expire: func(ctx context.Context, name string) error { return pc.Del(ctx, p.LockKey(name)).Err() },
+	}
 }
+
+func TestConformance(t *testing.T) { lockertest.Run(t, harness) }
 
 func TestNewRejectsBadInput(t *testing.T) {
 	a, _ := redisEngine(t, "a", primaryAddr)
