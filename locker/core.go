@@ -53,7 +53,23 @@ type Hold struct {
 	// a fixed lease).
 	ReleaseTimeout time.Duration
 	Token          uint64 // fencing token, set by Acquire
-	State          any    // engine-private, set by Acquire
+
+	// Kind says what is held: the mutex, a side of a read-write lock or
+	// permits of a semaphore. Names of different kinds are independent.
+	Kind Kind
+	// Permits is how many permits a KindPermit hold takes (1 otherwise).
+	Permits int
+	// Limit is the permit count a KindPermit hold's semaphore was opened
+	// with; CheckLimit asks Acquire to fail with ErrPermitsMismatch when
+	// the stored count differs (the semaphore's first acquisition).
+	Limit      int
+	CheckLimit bool
+	// Writer is, for a KindRead hold taken while its owner holds the write
+	// side (a downgrade), that write hold: the read is granted at once while
+	// Writer is still held, and later writers must wait for it whatever
+	// their place in line.
+	Writer *Hold
+	State  any // engine-private, set by Acquire
 
 	lost     chan struct{}
 	lostOnce sync.Once

@@ -35,6 +35,13 @@ var (
 	// ErrInvalidArgument is returned for a bad option or argument; the message
 	// names it.
 	ErrInvalidArgument = errors.New("locker: invalid argument")
+	// ErrUpgrade is returned at once by the write side of an RWLock whose
+	// owner holds only its read side: waiting would deadlock against any
+	// other reader doing the same.
+	ErrUpgrade = errors.New("locker: read lock held: upgrade to write refused")
+	// ErrPermitsMismatch is returned by the first acquisition of a Semaphore
+	// opened with a permit count other than the one stored with it.
+	ErrPermitsMismatch = errors.New("locker: semaphore permit count differs from the stored one")
 )
 
 // EngineError is an engine's failure of one request: the engine, the

@@ -38,3 +38,37 @@ type Inspector interface {
 	// once, or at its next renewal). ErrNotHeld when the name is free.
 	ForceUnlock(ctx context.Context, name string) (Holder, error)
 }
+
+// FamilyInspection is what an engine knows of one read-write lock or
+// semaphore name.
+type FamilyInspection struct {
+	// Holders are the current holds, oldest grant first: for a read-write
+	// lock, the writer or the readers (a downgrading owner shows twice);
+	// for a semaphore, the permit holds.
+	Holders []FamilyHolder
+	// Waiters are the queued waiters, first in line first, on engines that
+	// queue them (ZooKeeper, etcd; on Redis, the writers waiting to write).
+	Waiters []FamilyHolder
+	// Permits is a semaphore's stored permit count; 0 for a read-write lock
+	// and for a semaphore never acquired.
+	Permits int
+}
+
+// FamilyHolder is one hold or waiter of a read-write lock or semaphore.
+type FamilyHolder struct {
+	Holder
+	Kind    Kind // KindRead, KindWrite or KindPermit
+	Permits int  // permits held or wanted; 1 for lock sides
+}
+
+// FamilyInspector is implemented by engines that tell operators about the
+// read-write locks and semaphores they hold (lockctl holders --kind), and
+// that let an operator change a semaphore's count.
+type FamilyInspector interface {
+	// InspectFamily reports the holds and waiters of the read-write lock
+	// (KindRead or KindWrite) or the semaphore (KindPermit) named name.
+	InspectFamily(ctx context.Context, kind Kind, name string) (FamilyInspection, error)
+	// SetPermits stores n as the permit count of semaphore name: later
+	// acquisitions honour it; holds already granted stay.
+	SetPermits(ctx context.Context, name string, n int) error
+}

@@ -57,6 +57,8 @@ type Engine interface {
 	Name() string
 	// NewLocker returns a new owner's Handle on the named lock.
 	NewLocker(name string, opts ...Option) (Handle, error)
+	// NewRWLock and NewSemaphore return the rest of the lock family.
+	Family
 	// Ping reports whether the engine's server answers; its errors wrap
 	// ErrUnavailable or ErrClosed.
 	Ping(ctx context.Context) error
@@ -64,4 +66,51 @@ type Engine interface {
 	// started and makes later calls return ErrClosed. It never closes a client
 	// the caller passed in.
 	Close() error
+}
+
+// RWLock is one owner's read-write lock on a name: many owners may hold the
+// read side at once, or one owner the write side. Both sides re-enter and
+// count, as a Locker does. The owner may take the read side while it holds
+// the write side (a downgrade: release the write side after and the read
+// hold stays); taking the write side while holding only the read side is
+// refused at once with ErrUpgrade, never a deadlock. A mutex, a read-write
+// lock and a semaphore of the same name are independent of each other.
+type RWLock interface {
+	// ReadLock is the shared side.
+	ReadLock() Handle
+	// WriteLock is the exclusive side.
+	WriteLock() Handle
+}
+
+// Semaphore is a named set of permits shared by every owner that opens it
+// with the same count. Each acquisition takes n permits at once, all or
+// none, as one hold: a Handle whose Unlock returns them, whose Lost closes
+// when they expire under their holder, and whose Token fences like a lock's.
+type Semaphore interface {
+	// Name is the semaphore name given to NewSemaphore.
+	Name() string
+	// Acquire waits until n permits are free and takes them, or returns
+	// ctx.Err() leaving nothing behind.
+	Acquire(ctx context.Context, n int) (Handle, error)
+	// TryAcquire makes one attempt: (nil, nil) when fewer than n permits are
+	// free.
+	TryAcquire(n int) (Handle, error)
+	// NewPermit returns a new owner's Handle on n permits, not yet taken:
+	// its Lock, LockCtx, TryLock and TryLockTimeout take them (re-entering
+	// counts the hold, it takes no more permits) and Unlock returns them.
+	// Acquire and TryAcquire are shorthands over it.
+	NewPermit(n int) (Handle, error)
+}
+
+// Family is implemented by engines (and the switcher) that offer the lock
+// family beside the mutex.
+type Family interface {
+	// NewRWLock returns a new owner's read-write lock on name.
+	NewRWLock(name string, opts ...Option) (RWLock, error)
+	// NewSemaphore returns a semaphore of permits permits on name. The
+	// engine stores the count with the semaphore: the first acquisition of
+	// a Semaphore whose count differs from the stored one fails with
+	// ErrPermitsMismatch; after that, acquisitions honour the stored count,
+	// which an operator may change (lockctl).
+	NewSemaphore(name string, permits int, opts ...Option) (Semaphore, error)
 }

@@ -15,6 +15,10 @@ type mutex struct {
 	core     *Core
 	name     string
 	settings Settings
+	kind     Kind
+	permits  int        // KindPermit: permits per hold
+	sem      *semaphore // KindPermit: the semaphore the permits belong to
+	rw       *rwLock    // KindRead, KindWrite: both sides of the lock
 
 	mu    sync.Mutex
 	count int
@@ -27,8 +31,11 @@ var (
 )
 
 func newMutex(c *Core, name string, s Settings) *mutex {
-	m := &mutex{core: c, name: name, settings: s}
-	m.Front = NewFront(name, m.reenter, m.take)
+	return initMutex(&mutex{core: c, name: name, settings: s})
+}
+
+func initMutex(m *mutex) *mutex {
+	m.Front = NewFront(m.name, m.reenter, m.take)
 	return m
 }
 
@@ -46,6 +53,12 @@ func (m *mutex) take(ctx context.Context, wait bool) (ok bool, err error) {
 
 		ReleaseTimeout: m.settings.ReleaseTimeout,
 		lost:           make(chan struct{}),
+
+		Kind:    m.kind,
+		Permits: 1,
+	}
+	if err := m.prepare(h); err != nil {
+		return false, err
 	}
 	if m.core.obs != nil {
 		var a Acquisition
@@ -54,6 +67,9 @@ func (m *mutex) take(ctx context.Context, wait bool) (ok bool, err error) {
 		defer func() { m.core.acquireEnd(ctx, a, start, h, ok, err) }()
 	}
 	ok, err = m.core.backend.Acquire(ctx, h, wait)
+	if err == nil && m.sem != nil {
+		m.sem.checked.Store(true)
+	}
 	if err != nil {
 		return false, withCtxErr(ctx, err)
 	}
@@ -67,6 +83,36 @@ func (m *mutex) take(ctx context.Context, wait bool) (ok bool, err error) {
 	m.hold, m.count = h, 1
 	m.mu.Unlock()
 	return true, nil
+}
+
+// prepare fills in what a hold of the read-write lock or the semaphore
+// needs from its siblings, and refuses an upgrade.
+func (m *mutex) prepare(h *Hold) error {
+	switch m.kind {
+	case KindPermit:
+		h.Permits, h.Limit = m.permits, m.sem.permits
+		h.CheckLimit = !m.sem.checked.Load()
+	case KindWrite:
+		if m.rw.read.held() {
+			return fmt.Errorf("%s: write lock %q: %w", m.core.engine, m.name, ErrUpgrade)
+		}
+	case KindRead:
+		h.Writer = m.rw.write.current()
+	}
+	return nil
+}
+
+// held reports whether the owner holds this lock now.
+func (m *mutex) held() bool { return m.current() != nil }
+
+// current is the hold of this lock now; nil when not held or lost.
+func (m *mutex) current() *Hold {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.hold == nil || m.hold.isLost() {
+		return nil
+	}
+	return m.hold
 }
 
 // withCtxErr makes an acquisition's error wrap ctx.Err() once ctx is done,

@@ -122,6 +122,16 @@ func (e *Engine) NewLocker(name string, opts ...locker.Option) (locker.Handle, e
 	return e.core.NewLocker(name, opts...)
 }
 
+// NewRWLock returns a new owner's read-write lock on name.
+func (e *Engine) NewRWLock(name string, opts ...locker.Option) (locker.RWLock, error) {
+	return e.core.NewRWLock(name, opts...)
+}
+
+// NewSemaphore returns a semaphore of permits permits on name.
+func (e *Engine) NewSemaphore(name string, permits int, opts ...locker.Option) (locker.Semaphore, error) {
+	return e.core.NewSemaphore(name, permits, opts...)
+}
+
 // Ping reports ErrClosed after Close and nil otherwise: the store is always
 // there. Wrap the engine with package locker/faults to make it fail.
 func (e *Engine) Ping(ctx context.Context) error {

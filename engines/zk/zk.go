@@ -343,6 +343,16 @@ func (e *Engine) NewLocker(name string, opts ...locker.Option) (locker.Handle, e
 	return e.core.NewLocker(name, opts...)
 }
 
+// NewRWLock returns a new owner's read-write lock on name.
+func (e *Engine) NewRWLock(name string, opts ...locker.Option) (locker.RWLock, error) {
+	return e.core.NewRWLock(name, opts...)
+}
+
+// NewSemaphore returns a semaphore of permits permits on name.
+func (e *Engine) NewSemaphore(name string, permits int, opts ...locker.Option) (locker.Semaphore, error) {
+	return e.core.NewSemaphore(name, permits, opts...)
+}
+
 // Ping checks that the ensemble answers a read, within ctx and the connect
 // timeout.
 func (e *Engine) Ping(ctx context.Context) error {

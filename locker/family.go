@@ -1,0 +1,120 @@
+package locker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+)
+
+// rwLock is one owner's read-write lock: two mutexes of the same owner whose
+// holds are of KindRead and KindWrite.
+type rwLock struct {
+	read, write *mutex
+}
+
+func (l *rwLock) ReadLock() Handle  { return l.read }
+func (l *rwLock) WriteLock() Handle { return l.write }
+
+// NewRWLock returns a new owner's read-write lock on name.
+func (c *Core) NewRWLock(name string, opts ...Option) (RWLock, error) {
+	s, err := c.family(KindRead, name, opts)
+	if err != nil {
+		return nil, err
+	}
+	l := &rwLock{}
+	l.read = initMutex(&mutex{core: c, name: name, settings: s, kind: KindRead, rw: l})
+	l.write = initMutex(&mutex{core: c, name: name, settings: s, kind: KindWrite, rw: l})
+	return l, nil
+}
+
+// semaphore is the permits of one name as one process sees them.
+type semaphore struct {
+	core    *Core
+	name    string
+	permits int
+	opts    []Option
+	checked atomic.Bool // an acquisition has compared permits with the stored count
+}
+
+// NewSemaphore returns a semaphore of permits permits on name.
+func (c *Core) NewSemaphore(name string, permits int, opts ...Option) (Semaphore, error) {
+	if _, err := c.family(KindPermit, name, opts); err != nil {
+		return nil, err
+	}
+	if permits < 1 {
+		return nil, fmt.Errorf("%w: NewSemaphore(%q, %d): permits must be at least 1", ErrInvalidArgument, name, permits)
+	}
+	sem := &semaphore{core: c, name: name, permits: permits, opts: opts}
+	return NewSemaphoreOf(name, permits, sem.newPermit), nil
+}
+
+func (s *semaphore) newPermit(n int) (Handle, error) {
+	st, err := Resolve(s.opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.core.checkOpen(); err != nil {
+		return nil, err
+	}
+	return initMutex(&mutex{core: s.core, name: s.name, settings: st, kind: KindPermit, permits: n, sem: s}), nil
+}
+
+// family validates what NewRWLock and NewSemaphore share.
+func (c *Core) family(k Kind, name string, opts []Option) (Settings, error) {
+	if ks, ok := c.backend.(KindSupporter); !ok || !ks.Supports(k) {
+		return Settings{}, fmt.Errorf("%s: %s locks: %w", c.engine, k, errors.ErrUnsupported)
+	}
+	if err := ValidateName(name); err != nil {
+		return Settings{}, err
+	}
+	s, err := Resolve(opts...)
+	if err != nil {
+		return Settings{}, err
+	}
+	return s, c.checkOpen()
+}
+
+// NewSemaphoreOf returns a Semaphore over newPermit, which makes the Handle
+// of n permits (n already checked against permits). Engines get theirs
+// from Core; the switcher uses it over its own permit handles.
+func NewSemaphoreOf(name string, permits int, newPermit func(n int) (Handle, error)) Semaphore {
+	return &permitSet{name: name, permits: permits, newPermit: newPermit}
+}
+
+type permitSet struct {
+	name      string
+	permits   int
+	newPermit func(n int) (Handle, error)
+}
+
+func (s *permitSet) Name() string { return s.name }
+
+func (s *permitSet) NewPermit(n int) (Handle, error) {
+	if n < 1 || n > s.permits {
+		return nil, fmt.Errorf("%w: semaphore %q: n = %d, want 1 to %d", ErrInvalidArgument, s.name, n, s.permits)
+	}
+	return s.newPermit(n)
+}
+
+func (s *permitSet) Acquire(ctx context.Context, n int) (Handle, error) {
+	p, err := s.NewPermit(n)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.LockCtx(ctx); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (s *permitSet) TryAcquire(n int) (Handle, error) {
+	p, err := s.NewPermit(n)
+	if err != nil {
+		return nil, err
+	}
+	if ok, err := p.TryLock(); !ok {
+		return nil, err
+	}
+	return p, nil
+}
