@@ -45,9 +45,12 @@ func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, 
 		// Not worth waiting the connect timeout for a reconnection.
 		return false, e.fail("acquire", h.Name, errNoServer)
 	}
-	parent := e.lockPath(h.Name)
+	parent, attempt := e.lockPath(h.Name), e.attempt
+	if h.Kind != locker.KindMutex {
+		parent, attempt = e.familyPath(h.Kind, h.Name), e.familyAttempt
+	}
 	for restarts := 0; ; restarts++ {
-		ok, err := e.attempt(ctx, h, parent, wait)
+		ok, err := attempt(ctx, h, parent, wait)
 		if !errors.Is(err, errRestart) {
 			return ok, err
 		}
@@ -73,7 +76,7 @@ func (e *Engine) attempt(ctx context.Context, h *locker.Hold, parent string, wai
 	guid := newGUID()
 	sent, unexpect := e.wire.expect(guid)
 	var early *pending[[]string]
-	c, err := e.create(ctx, parent, guid, []byte(h.Owner), sent, func() {
+	c, err := e.create(ctx, newNode{parent: parent, guid: guid, marker: lockMarker, data: []byte(h.Owner)}, sent, func() {
 		early = start(e, func() ([]string, error) {
 			children, _, err := e.conn.Children(parent)
 			return children, err
@@ -342,6 +345,17 @@ func (e *Engine) watch(ctx context.Context, path string) (<-chan gozk.Event, err
 	})
 }
 
+// newNode is what create makes: a node marker+sequence of guid under
+// parent, with data; with check, only if the node check exists (a
+// downgrade's write node), failing with errCheckFailed otherwise.
+type newNode struct {
+	parent, guid, marker, check string
+	data                        []byte
+}
+
+// errCheckFailed: the node a create was conditional on does not exist.
+var errCheckFailed = errors.New("zk: the node the create depends on is gone")
+
 // created is a node the engine created: its path and czxid, and its
 // parent's data version right after (-1 when not known).
 type created struct {
@@ -364,10 +378,14 @@ type created struct {
 //
 // onSent is called, once, on the caller's goroutine, if sent is closed
 // while the first create is in flight.
-func (e *Engine) create(ctx context.Context, parent, guid string, data []byte, sent <-chan struct{}, onSent func()) (created, error) {
+func (e *Engine) create(ctx context.Context, nn newNode, sent <-chan struct{}, onSent func()) (created, error) {
+	parent, guid := nn.parent, nn.guid
 	ops := []any{
-		&gozk.CreateRequest{Path: parent + "/" + protectedPrefix + guid + lockMarker, Data: data, Acl: e.acl, Flags: gozk.FlagEphemeral | gozk.FlagSequence},
+		&gozk.CreateRequest{Path: parent + "/" + protectedPrefix + guid + nn.marker, Data: nn.data, Acl: e.acl, Flags: gozk.FlagEphemeral | gozk.FlagSequence},
 		&gozk.SetDataRequest{Path: parent, Data: nil, Version: -1},
+	}
+	if nn.check != "" {
+		ops = append([]any{&gozk.CheckVersionRequest{Path: nn.check, Version: -1}}, ops...)
 	}
 	orphan := func(c created, err error) {
 		switch {
@@ -386,13 +404,17 @@ func (e *Engine) create(ctx context.Context, parent, guid string, data []byte, s
 	for {
 		c, err := start(e, func() (created, error) {
 			res, err := e.conn.Multi(ops...)
+			if err != nil && nn.check != "" && len(res) > 0 && errors.Is(res[0].Error, gozk.ErrNoNode) {
+				return created{}, errCheckFailed
+			}
 			if err != nil {
 				return created{}, err
 			}
-			if len(res) != 2 || res[1].Stat == nil {
+			if len(res) != len(ops) || res[len(ops)-1].Stat == nil {
 				return created{}, fmt.Errorf("unexpected reply to create: %+v", res)
 			}
-			c := created{path: res[0].String, czxid: res[1].Stat.Mzxid, pversion: res[1].Stat.Version}
+			last := res[len(ops)-1].Stat
+			c := created{path: res[len(ops)-2].String, czxid: last.Mzxid, pversion: last.Version}
 			if e.afterCreate != nil {
 				if ierr := e.afterCreate(c.path); ierr != nil {
 					return created{}, ierr
@@ -402,8 +424,8 @@ func (e *Engine) create(ctx context.Context, parent, guid string, data []byte, s
 		}, orphan).waitNotify(step, sent, onSent)
 		sent = nil
 		switch {
-		case err == nil:
-			return c, nil
+		case err == nil, errors.Is(err, errCheckFailed):
+			return c, err
 		case errors.Is(err, gozk.ErrNoNode) && madeParent < 2:
 			madeParent++
 			if err := e.ensureParent(step, parent); err != nil {
@@ -495,8 +517,8 @@ func (e *Engine) findOwn(ctx context.Context, parent, guid string) (string, erro
 }
 
 // ensureParent creates the lock's parent as a container node, which the
-// server deletes once its last child is gone, and the namespace above it
-// when missing.
+// server deletes once its last child is gone, and the persistent nodes
+// above it (the namespace, the family's) when missing.
 func (e *Engine) ensureParent(ctx context.Context, parent string) error {
 	mk := func() error {
 		_, err := do(e, ctx, func() (string, error) {
@@ -509,20 +531,20 @@ func (e *Engine) ensureParent(ctx context.Context, parent string) error {
 	}
 	err := mk()
 	if errors.Is(err, gozk.ErrNoNode) {
-		if err = e.ensureRoot(ctx); err == nil {
+		if err = e.ensureDir(ctx, parent[:strings.LastIndexByte(parent, '/')]); err == nil {
 			err = mk()
 		}
 	}
 	return err
 }
 
-// ensureRoot creates the namespace's nodes, as persistent nodes.
-func (e *Engine) ensureRoot(ctx context.Context) error {
-	for i := 1; i <= len(e.root); i++ {
-		if i < len(e.root) && e.root[i] != '/' {
+// ensureDir creates dir and the nodes above it, as persistent nodes.
+func (e *Engine) ensureDir(ctx context.Context, dir string) error {
+	for i := 1; i <= len(dir); i++ {
+		if i < len(dir) && dir[i] != '/' {
 			continue
 		}
-		p := e.root[:i]
+		p := dir[:i]
 		_, err := do(e, ctx, func() (string, error) { return e.conn.Create(p, nil, gozk.FlagPersistent, e.acl) })
 		if err != nil && !errors.Is(err, gozk.ErrNodeExists) {
 			return err
