@@ -66,8 +66,8 @@ type Hold struct {
 	CheckLimit bool
 	// Writer is, for a KindRead hold taken while its owner holds the write
 	// side (a downgrade), that write hold: the read is granted at once while
-	// Writer is still held, and later writers must wait for it whatever
-	// their place in line.
+	// Writer is still held, with Writer's token, and later writers must wait
+	// for it whatever their place in line.
 	Writer *Hold
 	State  any // engine-private, set by Acquire
 

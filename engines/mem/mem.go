@@ -21,10 +21,12 @@ type Engine struct {
 }
 
 var (
-	_ locker.Engine    = (*Engine)(nil)
-	_ locker.Backend   = (*Engine)(nil)
-	_ locker.Renewer   = (*Engine)(nil)
-	_ locker.Inspector = (*Engine)(nil)
+	_ locker.Engine          = (*Engine)(nil)
+	_ locker.Backend         = (*Engine)(nil)
+	_ locker.Renewer         = (*Engine)(nil)
+	_ locker.Inspector       = (*Engine)(nil)
+	_ locker.FamilyInspector = (*Engine)(nil)
+	_ locker.KindSupporter   = (*Engine)(nil)
 )
 
 type settings struct {
@@ -150,22 +152,25 @@ func (e *Engine) Close() error {
 	return e.core.Close(ctx)
 }
 
-func (e *Engine) key(name string) lockKey { return lockKey{prefix: e.prefix, name: name} }
+func (e *Engine) key(name string, k locker.Kind) lockKey {
+	return lockKey{prefix: e.prefix, name: name, class: keyClass(k)}
+}
 
-// Acquire implements locker.Backend. A waiter queues behind the holder and
-// the waiters before it; the store hands it the lock when its turn comes,
-// with the token it was given when it queued.
+// Supports implements locker.KindSupporter: every kind.
+func (e *Engine) Supports(locker.Kind) bool { return true }
+
+// Acquire implements locker.Backend. A waiter queues behind the holds and
+// the waiters before it; the store hands it the lock when its turn comes.
 func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, error) {
-	en := &entry{key: e.key(h.Name), hold: h}
+	en := &entry{key: e.key(h.Name, h.Kind), hold: h}
 	h.State = en
-	if !wait {
-		ok := e.store.tryAcquire(en)
+	ok, err := e.store.acquire(en, wait)
+	if err != nil {
+		return false, fmt.Errorf("mem: acquire %q: %w", h.Name, err)
+	}
+	if ok || !wait {
 		h.Token = en.token
 		return ok, nil
-	}
-	if e.store.enqueue(en) {
-		h.Token = en.token
-		return true, nil
 	}
 	select {
 	case <-en.granted:
@@ -207,7 +212,7 @@ func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, e
 	if err := e.checkOperation("inspect", name); err != nil {
 		return locker.Inspection{}, err
 	}
-	return e.store.inspect(e.key(name)), nil
+	return e.store.inspect(e.key(name, locker.KindMutex)), nil
 }
 
 // ForceUnlock removes the current hold of name whoever owns it, hands the
@@ -217,11 +222,33 @@ func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, e
 	if err := e.checkOperation("force unlock", name); err != nil {
 		return locker.Holder{}, err
 	}
-	h, ok := e.store.forceRelease(e.key(name))
+	h, ok := e.store.forceRelease(e.key(name, locker.KindMutex))
 	if !ok {
 		return locker.Holder{}, fmt.Errorf("mem: force unlock %q: %w", name, locker.ErrNotHeld)
 	}
 	return h, nil
+}
+
+// InspectFamily reports the holds and waiters of the read-write lock
+// (KindRead or KindWrite) or semaphore (KindPermit) name, and a
+// semaphore's stored count.
+func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name string) (locker.FamilyInspection, error) {
+	if err := e.checkOperation("inspect", name); err != nil {
+		return locker.FamilyInspection{}, err
+	}
+	return e.store.inspectFamily(e.key(name, kind)), nil
+}
+
+// SetPermits stores n as the permit count of semaphore name.
+func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
+	if err := e.checkOperation("set permits", name); err != nil {
+		return err
+	}
+	if n < 1 {
+		return fmt.Errorf("mem: set permits %q: %w: n = %d, want at least 1", name, locker.ErrInvalidArgument, n)
+	}
+	e.store.setPermits(e.key(name, locker.KindPermit), n)
+	return nil
 }
 
 func (e *Engine) checkOperation(op, name string) error {

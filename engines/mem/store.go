@@ -2,6 +2,7 @@ package mem
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ type Store struct {
 	mu       sync.Mutex
 	revision uint64 // last token issued, for every name: tokens never repeat
 	locks    map[lockKey]*lock
+	permits  map[lockKey]int // stored count of each semaphore ever acquired
 }
 
 // StoreOption configures a Store.
@@ -42,7 +44,7 @@ func WithClock(c clockwork.Clock) StoreOption {
 
 // NewStore returns an empty store.
 func NewStore(opts ...StoreOption) (*Store, error) {
-	s := &Store{clock: clockwork.NewRealClock(), locks: make(map[lockKey]*lock)}
+	s := &Store{clock: clockwork.NewRealClock(), locks: make(map[lockKey]*lock), permits: make(map[lockKey]int)}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("mem: NewStore: %w: nil StoreOption", locker.ErrInvalidArgument)
@@ -54,77 +56,114 @@ func NewStore(opts ...StoreOption) (*Store, error) {
 	return s, nil
 }
 
-// lockKey is a lock name inside an engine's namespace.
-type lockKey struct{ prefix, name string }
+// lockKey is a lock name inside an engine's namespace; the mutex, the
+// read-write lock and the semaphore of one name are three locks.
+type lockKey struct {
+	prefix, name string
+	class        locker.Kind // KindMutex, KindWrite (both sides) or KindPermit
+}
 
-// lock is one name: its holder and the waiters queued behind it. A lock is
-// in the store only while it has a holder or a waiter.
+// keyClass is the lock a hold of kind k belongs to.
+func keyClass(k locker.Kind) locker.Kind {
+	if k == locker.KindRead {
+		return locker.KindWrite
+	}
+	return k
+}
+
+// lock is one name: its holds and the waiters queued behind them. A lock is
+// in the store only while it has a hold or a waiter.
 type lock struct {
-	holder *entry
-	queue  []*entry // first in line first
+	holders []*entry // oldest grant first
+	queue   []*entry // first in line first
 }
 
 // entry is a hold or a queued waiter.
 type entry struct {
-	key   lockKey
-	hold  *locker.Hold
+	key  lockKey
+	hold *locker.Hold
+
 	token uint64 // given when queued, so grants follow the queue's order
 
 	// Holder only.
 	deadline time.Time
 	timer    clockwork.Timer
 
-	// Waiter only: closed when the waiter becomes the holder.
+	// Waiter only: closed when the waiter becomes a holder.
 	granted chan struct{}
 }
 
 // now is the store's time.
 func (s *Store) now() time.Time { return s.clock.Now() }
 
-// lookup returns the lock of k after ending a hold whose time ran out, so
-// that every operation sees expiries at once, whenever the expiry timer
+// lookup returns the lock of k after ending the holds whose time ran out,
+// so that every operation sees expiries at once, whenever the expiry timer
 // fires. Called with s.mu held; nil when k has no lock.
 func (s *Store) lookup(k lockKey) *lock {
 	l := s.locks[k]
 	if l == nil {
 		return nil
 	}
-	if h := l.holder; h != nil && !s.now().Before(h.deadline) {
-		s.endHolder(l)
-		h.hold.MarkLost()
+	now := s.now()
+	for _, h := range slices.Clone(l.holders) {
+		if !now.Before(h.deadline) {
+			s.endHold(l, h)
+			h.hold.MarkLost()
+		}
 	}
 	return s.cleanup(k, l)
 }
 
 // cleanup drops l from the store when nobody holds or waits for it.
 func (s *Store) cleanup(k lockKey, l *lock) *lock {
-	if l.holder == nil && len(l.queue) == 0 {
+	if len(l.holders) == 0 && len(l.queue) == 0 {
 		delete(s.locks, k)
 		return nil
 	}
 	return l
 }
 
-// grant makes e the holder of l until its TTL runs out.
+// fits reports whether e may be granted next to the holds of l, ignoring
+// the queue.
+func (s *Store) fits(l *lock, e *entry) bool {
+	switch e.hold.Kind {
+	case locker.KindRead:
+		return !slices.ContainsFunc(l.holders, func(h *entry) bool { return h.hold.Kind == locker.KindWrite })
+	case locker.KindPermit:
+		used := 0
+		for _, h := range l.holders {
+			used += h.hold.Permits
+		}
+		return used+e.hold.Permits <= s.permits[e.key]
+	}
+	return len(l.holders) == 0
+}
+
+// grant makes e a holder of l until its TTL runs out.
 func (s *Store) grant(l *lock, e *entry) {
-	l.holder = e
+	l.holders = append(l.holders, e)
 	e.deadline = s.now().Add(e.hold.TTL)
 	e.timer = s.clock.AfterFunc(e.hold.TTL, func() { s.expire(e.key) })
 }
 
-// endHolder removes the holder of l and hands the lock to the first
-// waiter, whose Acquire returns.
-func (s *Store) endHolder(l *lock) {
-	l.holder.timer.Stop()
-	l.holder = nil
-	if len(l.queue) == 0 {
-		return
+// endHold removes h from the holders of l and grants the waiters that fit
+// now, first in line first: strict FIFO, so a reader behind a waiting
+// writer waits and writers never starve.
+func (s *Store) endHold(l *lock, h *entry) {
+	h.timer.Stop()
+	l.holders = slices.DeleteFunc(l.holders, func(x *entry) bool { return x == h })
+	s.promote(l)
+}
+
+// promote grants the waiters at the head of l's queue while they fit.
+func (s *Store) promote(l *lock) {
+	for len(l.queue) > 0 && s.fits(l, l.queue[0]) {
+		next := l.queue[0]
+		l.queue[0] = nil
+		l.queue = l.queue[1:]
+		s.grant(l, next)
+		close(next.granted)
 	}
-	next := l.queue[0]
-	l.queue[0] = nil
-	l.queue = l.queue[1:]
-	s.grant(l, next)
-	close(next.granted)
 }
 
 // expire runs when a holder's timer fires: lookup ends the hold if its
@@ -135,42 +174,60 @@ func (s *Store) expire(k lockKey) {
 	s.lookup(k)
 }
 
-// tryAcquire grants e at once if nobody holds or waits for its name.
-func (s *Store) tryAcquire(e *entry) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.lookup(e.key) != nil {
-		return false
+// admit checks a semaphore's count, storing it on first use, and grants a
+// downgrade. It reports (granted, error); (false, nil) means go on.
+func (s *Store) admit(l *lock, e *entry) (bool, error) {
+	h := e.hold
+	switch h.Kind {
+	case locker.KindPermit:
+		stored, ok := s.permits[e.key]
+		if !ok {
+			s.permits[e.key], stored = h.Limit, h.Limit
+		}
+		if h.CheckLimit && stored != h.Limit {
+			return false, fmt.Errorf("%w: opened with %d, stored %d", locker.ErrPermitsMismatch, h.Limit, stored)
+		}
+	case locker.KindRead:
+		if h.Writer != nil && l != nil && slices.Contains(l.holders, h.Writer.State.(*entry)) {
+			l.holders = append(l.holders, e)
+			e.token = h.Writer.Token
+			e.deadline = s.now().Add(h.TTL)
+			e.timer = s.clock.AfterFunc(h.TTL, func() { s.expire(e.key) })
+			return true, nil
+		}
 	}
-	l := &lock{}
-	s.locks[e.key] = l
-	s.revision++
-	e.token = s.revision
-	s.grant(l, e)
-	return true
+	return false, nil
 }
 
-// enqueue grants e at once if it can, and queues it otherwise. It reports
-// whether e was granted.
-func (s *Store) enqueue(e *entry) bool {
+// acquire grants e at once if it fits and nobody waits before it. With
+// wait, it queues e otherwise; without, it leaves nothing.
+func (s *Store) acquire(e *entry, wait bool) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.revision++
-	e.token = s.revision
 	l := s.lookup(e.key)
+	if ok, err := s.admit(l, e); ok || err != nil {
+		return ok, err
+	}
 	if l == nil {
 		l = &lock{}
 		s.locks[e.key] = l
-		s.grant(l, e)
-		return true
 	}
-	e.granted = make(chan struct{})
-	l.queue = append(l.queue, e)
-	return false
+	s.revision++
+	e.token = s.revision
+	if len(l.queue) == 0 && s.fits(l, e) {
+		s.grant(l, e)
+		return true, nil
+	}
+	if wait {
+		e.granted = make(chan struct{})
+		l.queue = append(l.queue, e)
+	}
+	s.cleanup(e.key, l)
+	return false, nil
 }
 
-// abandon takes a waiter that gave up out of the queue, or, if the lock was
-// handed to it meanwhile, releases it to the next waiter.
+// abandon takes a waiter that gave up out of the queue, or, if it was
+// granted meanwhile, releases it.
 func (s *Store) abandon(e *entry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -178,15 +235,11 @@ func (s *Store) abandon(e *entry) {
 	if l == nil {
 		return
 	}
-	if l.holder == e {
-		s.endHolder(l)
-	} else {
-		for i, w := range l.queue {
-			if w == e {
-				l.queue = append(l.queue[:i], l.queue[i+1:]...)
-				break
-			}
-		}
+	if slices.Contains(l.holders, e) {
+		s.endHold(l, e)
+	} else if i := slices.Index(l.queue, e); i >= 0 {
+		l.queue = slices.Delete(l.queue, i, i+1)
+		s.promote(l) // a permit waiter may have blocked smaller ones
 	}
 	s.cleanup(e.key, l)
 }
@@ -196,10 +249,10 @@ func (s *Store) release(e *entry) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.lookup(e.key)
-	if l == nil || l.holder != e {
+	if l == nil || !slices.Contains(l.holders, e) {
 		return false
 	}
-	s.endHolder(l)
+	s.endHold(l, e)
 	s.cleanup(e.key, l)
 	return true
 }
@@ -209,7 +262,7 @@ func (s *Store) renew(e *entry) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.lookup(e.key)
-	if l == nil || l.holder != e {
+	if l == nil || !slices.Contains(l.holders, e) {
 		return false
 	}
 	e.deadline = s.now().Add(e.hold.TTL)
@@ -217,7 +270,11 @@ func (s *Store) renew(e *entry) bool {
 	return true
 }
 
-// inspect reports the holder and the waiters of k.
+func (s *Store) holder(e *entry) locker.Holder {
+	return locker.Holder{Owner: e.hold.Owner, Token: e.token, TTL: max(e.deadline.Sub(s.now()), 0)}
+}
+
+// inspect reports the holder and the waiters of the mutex k.
 func (s *Store) inspect(k lockKey) locker.Inspection {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -225,28 +282,55 @@ func (s *Store) inspect(k lockKey) locker.Inspection {
 	if l == nil {
 		return locker.Inspection{}
 	}
-	in := locker.Inspection{Holder: &locker.Holder{
-		Owner: l.holder.hold.Owner,
-		Token: l.holder.token,
-		TTL:   max(l.holder.deadline.Sub(s.now()), 0),
-	}}
+	h := s.holder(l.holders[0])
+	in := locker.Inspection{Holder: &h}
 	for _, w := range l.queue {
 		in.Waiters = append(in.Waiters, locker.Holder{Owner: w.hold.Owner, Token: w.token})
 	}
 	return in
 }
 
-// forceRelease ends the hold of k whoever owns it; its owner sees Lost at
-// once.
+// inspectFamily reports the holds and waiters of the read-write lock or
+// semaphore k.
+func (s *Store) inspectFamily(k lockKey) locker.FamilyInspection {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := locker.FamilyInspection{Permits: s.permits[k]}
+	l := s.lookup(k)
+	if l == nil {
+		return in
+	}
+	for _, h := range l.holders {
+		in.Holders = append(in.Holders, locker.FamilyHolder{Holder: s.holder(h), Kind: h.hold.Kind, Permits: h.hold.Permits})
+	}
+	for _, w := range l.queue {
+		in.Waiters = append(in.Waiters, locker.FamilyHolder{Holder: locker.Holder{Owner: w.hold.Owner, Token: w.token}, Kind: w.hold.Kind, Permits: w.hold.Permits})
+	}
+	return in
+}
+
+// setPermits stores n as the count of semaphore k and grants the waiters
+// that fit it now.
+func (s *Store) setPermits(k lockKey, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.permits[k] = n
+	if l := s.lookup(k); l != nil {
+		s.promote(l)
+	}
+}
+
+// forceRelease ends the oldest hold of k whoever owns it; its owner sees
+// Lost at once.
 func (s *Store) forceRelease(k lockKey) (locker.Holder, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.lookup(k)
-	if l == nil {
+	if l == nil || len(l.holders) == 0 {
 		return locker.Holder{}, false
 	}
-	h := l.holder
-	s.endHolder(l)
+	h := l.holders[0]
+	s.endHold(l, h)
 	s.cleanup(k, l)
 	h.hold.MarkLost()
 	return locker.Holder{Owner: h.hold.Owner, Token: h.token}, true
