@@ -15,6 +15,7 @@ import (
 
 	"github.com/orthrus-go/orthrus/engines/zk"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
 // familyEngines opens n engines, each with its own session: n processes.
@@ -605,3 +606,11 @@ func TestFamilyCancelLeavesNothing(t *testing.T) {
 	unlock(t, rw.WriteLock())
 	unlock(t, p)
 }
+
+func familyHarness(t *testing.T) lockertest.Harness {
+	return lockertest.Harness{Engine: newEngine(t, []string{zkAddr}, zk.WithPrefix("/conformance"))}
+}
+
+func TestRWConformance(t *testing.T) { lockertest.RunRW(t, familyHarness) }
+
+func TestSemaphoreConformance(t *testing.T) { lockertest.RunSemaphore(t, familyHarness) }
