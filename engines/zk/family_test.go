@@ -614,3 +614,142 @@ func familyHarness(t *testing.T) lockertest.Harness {
 func TestRWConformance(t *testing.T) { lockertest.RunRW(t, familyHarness) }
 
 func TestSemaphoreConformance(t *testing.T) { lockertest.RunSemaphore(t, familyHarness) }
+
+// watchedBy waits until each node of parent (in queue order; the count
+// node as zk.PermitsNode) is watched by exactly the sessions want gives
+// it, besides its owner's own.
+func watchedBy(t *testing.T, c *gozk.Conn, parent string, owners []*zk.Engine, want map[string][]*zk.Engine) {
+	t.Helper()
+	session := func(e *zk.Engine) string { return fmt.Sprintf("0x%x", e.SessionID()) }
+	var last string
+	ok := func() bool {
+		nodes, err := familyNodes(c, parent)
+		if err != nil || len(nodes) != len(owners) {
+			last = fmt.Sprintf("nodes %v, %v; want %d", nodes, err, len(owners))
+			return false
+		}
+		w, err := watchers(zkAddr)
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		paths := append(nodes, zk.PermitsNode)
+		for k, n := range paths {
+			key := zk.PermitsNode
+			got := w[parent+"/"+n]
+			if k < len(nodes) {
+				key = fmt.Sprint(k)
+				delete(got, session(owners[k]))
+			}
+			wantSet := map[string]bool{}
+			for _, e := range want[key] {
+				wantSet[session(e)] = true
+			}
+			same := len(got) == len(wantSet)
+			for s := range wantSet {
+				same = same && got[s]
+			}
+			if !same {
+				last = fmt.Sprintf("%s (%s) watched by %v; want %v", key, n, got, wantSet)
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("watches: %s", last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// No herd on the read-write lock: a reader watches the last writer before
+// it, a writer the node just before it; a writer's release wakes the
+// readers up to the next writer, and nothing else.
+func TestRWNoHerd(t *testing.T) {
+	c := admin(t)
+	es := familyEngines(t, 5)
+	name := t.Name()
+	parent := es[0].FamilyPath(locker.KindRead, name)
+	ls := make([]locker.RWLock, len(es))
+	for i, e := range es {
+		ls[i] = rwLock(t, e, name)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lock(t, ls[0].WriteLock())
+	done := make([]<-chan error, len(es))
+	for i, side := range []locker.Handle{ls[1].WriteLock(), ls[2].ReadLock(), ls[3].ReadLock(), ls[4].WriteLock()} {
+		done[i+1] = lockAsync(ctx, side)
+		waitQueued(t, c, parent, i+2)
+	}
+	w1, r2, r3, w4 := es[1], es[2], es[3], es[4]
+	watchedBy(t, c, parent, es, map[string][]*zk.Engine{"0": {w1}, "1": {r2, r3}, "3": {w4}})
+	unlock(t, ls[0].WriteLock())
+	if err := <-done[1]; err != nil {
+		t.Fatal(err)
+	}
+	watchedBy(t, c, parent, []*zk.Engine{w1, r2, r3, w4}, map[string][]*zk.Engine{"0": {r2, r3}, "2": {w4}})
+	unlock(t, ls[1].WriteLock())
+	for _, i := range []int{2, 3} {
+		if err := <-done[i]; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The writer behind them was not woken: its watch on the last reader
+	// is still set.
+	watchedBy(t, c, parent, []*zk.Engine{r2, r3, w4}, map[string][]*zk.Engine{"1": {w4}})
+	unlock(t, ls[2].ReadLock())
+	unlock(t, ls[3].ReadLock())
+	if err := <-done[4]; err != nil {
+		t.Fatal(err)
+	}
+	unlock(t, ls[4].WriteLock())
+}
+
+// No herd on the semaphore: the first waiter watches the holders before it
+// and the count, the others the node just before them; a grant tells the
+// next waiter only.
+func TestSemaphoreNoHerd(t *testing.T) {
+	c := admin(t)
+	es := familyEngines(t, 5)
+	name := t.Name()
+	parent := es[0].FamilyPath(locker.KindPermit, name)
+	ps := make([]locker.Handle, len(es))
+	for i, e := range es {
+		ps[i], _ = semaphore(t, e, name, 2).NewPermit(1)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lock(t, ps[0])
+	lock(t, ps[1])
+	done := make([]<-chan error, len(es))
+	for i := 2; i < len(es); i++ {
+		done[i] = lockAsync(ctx, ps[i])
+		waitQueued(t, c, parent, i+1)
+	}
+	h1, w2, w3, w4 := es[1], es[2], es[3], es[4]
+	watchedBy(t, c, parent, es, map[string][]*zk.Engine{"0": {w2}, "1": {w2}, "2": {w3}, "3": {w4}, zk.PermitsNode: {w2}})
+	unlock(t, ps[0])
+	if err := <-done[2]; err != nil {
+		t.Fatal(err)
+	}
+	// w2's grant moved w3 to the head: it watches the holders and the
+	// count; w2's own watches stay until those nodes change.
+	watchedBy(t, c, parent, []*zk.Engine{h1, w2, w3, w4}, map[string][]*zk.Engine{
+		"0": {w2, w3}, "1": {w3}, "2": {w4}, zk.PermitsNode: {w2, w3},
+	})
+	notDone(t, done[3], "w3")
+	unlock(t, ps[1])
+	if err := <-done[3]; err != nil {
+		t.Fatal(err)
+	}
+	unlock(t, ps[2])
+	unlock(t, ps[3])
+	if err := <-done[4]; err != nil {
+		t.Fatal(err)
+	}
+	unlock(t, ps[4])
+}
