@@ -91,6 +91,49 @@
 // Tokens are comparable only with tokens of the same ensemble, not with
 // tokens of another engine or of an ensemble rebuilt from scratch.
 //
+// # Read-write locks and semaphores
+//
+// NewRWLock and NewSemaphore queue protected ephemeral sequential nodes as
+// the mutex does, under parents of their own, <prefix>/%rw/<escaped name>
+// and <prefix>/%sem/<escaped name> (a name's '%' is escaped, so no mutex
+// collides with them). A node's name says what it holds ("-r-" a reader,
+// "-w-" a writer, "-d<token>-" a downgraded reader, "-p<n>-" n permits), so
+// that one listing decides a grant. Holds end with the session, report
+// Lost, honour fixed leases and leave nothing behind when a wait is
+// cancelled, as the mutex's do; tokens are node czxids.
+//
+// The read-write lock is fair: one queue for both sides. A reader holds
+// when no writer is before it in line and watches only the last writer
+// before it; a writer holds when it is first in line and watches only the
+// node just before it. A reader behind a waiting writer waits, so writers
+// do not starve, and a writer's release wakes the readers queued up to the
+// next writer and no one else. Both sides share the czxid sequence: a
+// writer's token exceeds every earlier reader's. A downgrade (the read
+// side taken while the owner holds the write side) creates its node in one
+// transaction that checks the write node still exists: it holds at once,
+// with the write hold's token, and every writer waits for it whatever its
+// place in line. When the write node is gone, the read side queues as any
+// reader. Taking the write side while holding the read side fails with
+// locker.ErrUpgrade.
+//
+// The semaphore is FIFO. Its permit count is stored in the persistent node
+// <prefix>/%sem/<escaped name>/permits, in decimal, written by the first
+// acquisition that finds none with the count the Semaphore was opened
+// with; it outlives idle periods and every process, and keeps the
+// semaphore's parent (which the engine never deletes). SetPermits changes
+// it. A node holds when its permits and those of every node before it fit
+// the stored count: grants follow the queue, and a large request is not
+// overtaken. The first waiter that does not fit watches the nodes before
+// it and the count node; every other waiter watches only the node before
+// it, which, once granted, changes its data when its successor has to look
+// again. The first acquisition of a Semaphore opened with another count
+// than the stored one fails with locker.ErrPermitsMismatch, naming both,
+// and so does one that wants more permits than are stored (it could never
+// be granted). After SetPermits lowers the count, holds already granted
+// stay, and a waiter may wait for the holders granted under the old count
+// to go. InspectFamily reports the holds and waiters of either, in line
+// order, with one listing and one read per node (lockctl holders --kind).
+//
 // # Names
 //
 // Any name locker.ValidateName accepts, up to locker.MaxNameLen bytes, is
