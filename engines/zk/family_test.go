@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,76 +113,6 @@ func TestSupports(t *testing.T) {
 	}
 }
 
-// Many readers at once, or one writer, over three processes; and the
-// read-write lock of a name is independent of its mutex and semaphore.
-func TestRWExclusion(t *testing.T) {
-	es := familyEngines(t, 3)
-	name := t.Name()
-	var readers, writers, violations, ops atomic.Int64
-	var maxReaders atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 12)
-	const rounds = 40
-	for i := range 12 {
-		e := es[i%len(es)]
-		l := rwLock(t, e, name)
-		write := i%3 == 0
-		wg.Go(func() {
-			for range rounds {
-				side := l.ReadLock()
-				if write {
-					side = l.WriteLock()
-				}
-				if err := side.Lock(); err != nil {
-					errs <- err
-					return
-				}
-				if write {
-					if writers.Add(1) != 1 || readers.Load() != 0 {
-						violations.Add(1)
-					}
-				} else {
-					r := readers.Add(1)
-					for m := maxReaders.Load(); r > m && !maxReaders.CompareAndSwap(m, r); m = maxReaders.Load() {
-					}
-					if writers.Load() != 0 {
-						violations.Add(1)
-					}
-				}
-				ops.Add(1)
-				time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond) // hold a little
-				if write {
-					writers.Add(-1)
-				} else {
-					readers.Add(-1)
-				}
-				if err := side.Unlock(); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	// The mutex and the semaphore of the same name are other locks.
-	m, _ := es[0].NewLocker(name)
-	if ok, err := m.TryLock(); !ok || err != nil {
-		t.Errorf("mutex TryLock() = %v, %v; want true, nil", ok, err)
-	} else {
-		unlock(t, m)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if v := violations.Load(); v != 0 {
-		t.Errorf("%d violations in %d holds; want 0", v, ops.Load())
-	}
-	if maxReaders.Load() < 2 {
-		t.Logf("readers never overlapped (max %d)", maxReaders.Load())
-	}
-}
-
 // Downgrade: the writer takes the read side at once and keeps it after
 // releasing the write side; a writer that queued before the downgrade
 // waits for that read hold; the read hold's token is the write hold's,
@@ -271,20 +198,6 @@ func TestRWDowngradeAfterWriterLost(t *testing.T) {
 	}
 }
 
-func TestRWUpgradeRefused(t *testing.T) {
-	e := familyEngines(t, 1)[0]
-	l := rwLock(t, e, t.Name())
-	lock(t, l.ReadLock())
-	start := time.Now()
-	if err := l.WriteLock().Lock(); !errors.Is(err, locker.ErrUpgrade) {
-		t.Errorf("WriteLock().Lock() = %v; want ErrUpgrade", err)
-	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("refusal took %v; want at once", d)
-	}
-	unlock(t, l.ReadLock())
-}
-
 // Fair order: a reader behind a waiting writer waits; a writer's release
 // wakes the readers up to the next writer, together.
 func TestRWFairOrder(t *testing.T) {
@@ -330,67 +243,6 @@ func TestRWFairOrder(t *testing.T) {
 		t.Fatalf("w5: %v", err)
 	}
 	unlock(t, w5.WriteLock())
-}
-
-// One token sequence per name for both sides: every grant's token exceeds
-// the earlier grants'.
-func TestRWTokensIncrease(t *testing.T) {
-	es := familyEngines(t, 2)
-	name := t.Name()
-	a, b := rwLock(t, es[0], name), rwLock(t, es[1], name)
-	var last uint64
-	for i, side := range []locker.Handle{a.ReadLock(), b.WriteLock(), b.ReadLock(), a.ReadLock(), a.WriteLock(), b.ReadLock()} {
-		lock(t, side)
-		if tok := side.Token(); tok <= last {
-			t.Errorf("grant %d: token %d; want more than %d", i, tok, last)
-		} else {
-			last = tok
-		}
-		// Readers overlap: the next grant may come while this one holds.
-		unlock(t, side)
-	}
-}
-
-// Permits are never exceeded under contention from several processes, and
-// each acquisition takes its permits all at once.
-func TestSemaphoreExclusion(t *testing.T) {
-	es := familyEngines(t, 3)
-	name := t.Name()
-	const permits = 3
-	var inUse, violations, ops atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 9)
-	for i := range 9 {
-		s := semaphore(t, es[i%len(es)], name, permits)
-		wg.Go(func() {
-			for range 30 {
-				n := 1 + rand.IntN(2)
-				p, err := s.Acquire(context.Background(), n)
-				if err != nil {
-					errs <- err
-					return
-				}
-				if inUse.Add(int64(n)) > permits {
-					violations.Add(1)
-				}
-				ops.Add(1)
-				time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
-				inUse.Add(-int64(n))
-				if err := p.Unlock(); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if v := violations.Load(); v != 0 {
-		t.Errorf("%d violations in %d holds; want 0", v, ops.Load())
-	}
 }
 
 // FIFO: a waiter that wants more permits than are free holds up the ones
