@@ -263,8 +263,11 @@ func (e *Engine) familyAttempt(ctx context.Context, h *locker.Hold, parent strin
 		var vd verdict
 		if sem {
 			if v.count, err = e.storedCount(ctx, h, parent, v.count); err != nil {
-				e.discard(n, true)
-				return false, err
+				if errors.Is(err, locker.ErrPermitsMismatch) {
+					e.discard(n, true)
+					return false, err
+				}
+				return false, e.abandon(ctx, h, n, err)
 			}
 			vd = decideSem(v.queue, n.name, h.Permits, v.count)
 		} else {
@@ -275,10 +278,11 @@ func (e *Engine) familyAttempt(ctx context.Context, h *locker.Hold, parent strin
 			e.untrack(n)
 			return false, errRestart
 		case vd.granted:
+			arm := e.armDelay(h)
 			if vd.poke {
-				e.poke(ctx, n, h.Owner)
+				e.poke(n, h.Owner, arm == 0)
 			}
-			if !e.grant(h, n, c.czxid, e.armDelay(h)) {
+			if !e.grant(h, n, c.czxid, arm) {
 				e.discard(n, true)
 				return false, errRestart
 			}
@@ -406,7 +410,7 @@ func (e *Engine) storedCount(ctx context.Context, h *locker.Hold, parent string,
 			return h.Limit, err
 		})
 		if err != nil {
-			return 0, e.fail("acquire", h.Name, err)
+			return 0, err
 		}
 	}
 	switch {
@@ -425,13 +429,23 @@ func (e *Engine) mismatch(name string, err error) error {
 }
 
 // poke changes the data of a semaphore node just granted, which fires the
-// watch its successor set on it. A failure only delays the successor until
-// this hold ends.
-func (e *Engine) poke(ctx context.Context, n *node, owner string) {
-	_, err := do(e, ctx, func() (*gozk.Stat, error) { return e.conn.Set(n.path, []byte(owner), -1) })
-	if err != nil {
-		e.log.Debug("zk: waking the next semaphore waiter failed", "node", n.path, "err", err)
+// watch its successor set on it. It runs in the background, unless now:
+// a hold whose own watch is set at once must not have it used up by the
+// change. A failure only delays the successor until this hold ends.
+func (e *Engine) poke(n *node, owner string, now bool) {
+	run := func() {
+		ctx, cancel := context.WithTimeout(e.ctx, e.connectTimeout)
+		defer cancel()
+		_, err := do(e, ctx, func() (*gozk.Stat, error) { return e.conn.Set(n.path, []byte(owner), -1) })
+		if err != nil && !errors.Is(err, gozk.ErrNoNode) {
+			e.log.Debug("zk: waking the next semaphore waiter failed", "node", n.path, "err", err)
+		}
 	}
+	if now {
+		run()
+		return
+	}
+	e.spawn(run) // once closing, no one is left to wake
 }
 
 // watchAll sets a watch on each of the nodes names under parent that has
