@@ -46,9 +46,25 @@ var _ locker.Engine = (*Switcher)(nil)
 // NewLocker returns a Locker for name with the configuration's lock
 // defaults (Config.LockOptions); opts come after them and take precedence.
 func (s *Switcher) NewLocker(name string, opts ...locker.Option) (locker.Handle, error) {
+	return s.Switcher.NewLocker(name, s.withDefaults(opts)...)
+}
+
+// NewRWLock returns a read-write lock for name with the configuration's
+// lock defaults, as NewLocker does.
+func (s *Switcher) NewRWLock(name string, opts ...locker.Option) (locker.RWLock, error) {
+	return s.Switcher.NewRWLock(name, s.withDefaults(opts)...)
+}
+
+// NewSemaphore returns a semaphore of permits on name with the
+// configuration's lock defaults, as NewLocker does.
+func (s *Switcher) NewSemaphore(name string, permits int, opts ...locker.Option) (locker.Semaphore, error) {
+	return s.Switcher.NewSemaphore(name, permits, s.withDefaults(opts)...)
+}
+
+// withDefaults puts the configuration's lock defaults before opts.
+func (s *Switcher) withDefaults(opts []locker.Option) []locker.Option {
 	all := make([]locker.Option, 0, len(s.lockOpts)+len(opts))
-	all = append(append(all, s.lockOpts...), opts...)
-	return s.Switcher.NewLocker(name, all...)
+	return append(append(all, s.lockOpts...), opts...)
 }
 
 // Source returns the watched source, nil with source.type none. The file,

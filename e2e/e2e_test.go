@@ -47,10 +47,10 @@ const (
 	callTimeout = time.Second
 )
 
-func redisEngine(t *testing.T, name string, s *testserver.Server) locker.Engine {
+func redisEngine(t *testing.T, name, addr string) locker.Engine {
 	t.Helper()
 	c := goredis.NewClient(&goredis.Options{
-		Addr: s.Addr(), DialTimeout: dialTimeout, ReadTimeout: callTimeout, WriteTimeout: callTimeout,
+		Addr: addr, DialTimeout: dialTimeout, ReadTimeout: callTimeout, WriteTimeout: callTimeout,
 		MaxRetries: -1, ContextTimeoutEnabled: true,
 	})
 	t.Cleanup(func() { _ = c.Close() })
@@ -61,18 +61,18 @@ func redisEngine(t *testing.T, name string, s *testserver.Server) locker.Engine 
 	return e
 }
 
-func zkEngine(t *testing.T, name string, s *testserver.Server) locker.Engine {
+func zkEngine(t *testing.T, name, addr string) locker.Engine {
 	t.Helper()
-	e, err := zk.New([]string{s.Addr()}, zk.WithName(name), zk.WithSessionTimeout(2*time.Second))
+	e, err := zk.New([]string{addr}, zk.WithName(name), zk.WithSessionTimeout(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return e
 }
 
-func etcdEngine(t *testing.T, name string, s *testserver.Server) locker.Engine {
+func etcdEngine(t *testing.T, name, addr string) locker.Engine {
 	t.Helper()
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Addr()}, DialTimeout: dialTimeout})
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: dialTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func checkFailover(t *testing.T, r *drill.Report, from, to string, maxLatency ti
 // Drill 1 and 6: SIGKILL a Redis primary; ZooKeeper takes over.
 func TestKillRedisPrimaryZooKeeperTakesOver(t *testing.T) {
 	rs, zs := testserver.Redis(t), testserver.ZooKeeper(t)
-	r, _ := run(t, []locker.Engine{redisEngine(t, "redis", rs), zkEngine(t, "zk", zs)},
+	r, _ := run(t, []locker.Engine{redisEngine(t, "redis", rs.Addr()), zkEngine(t, "zk", zs.Addr())},
 		load(drill.Fault{At: 1500 * time.Millisecond, Name: "kill redis", Do: rs.Kill}))
 	checkFailover(t, r, "redis", "zk", time.Second)
 }
@@ -155,7 +155,7 @@ func TestKillRedisPrimaryZooKeeperTakesOver(t *testing.T) {
 func TestPauseEtcdPrimaryRedisTakesOver(t *testing.T) {
 	es, rs := testserver.Etcd(t), testserver.Redis(t)
 	t.Cleanup(func() { _ = es.Resume() })
-	r, _ := run(t, []locker.Engine{etcdEngine(t, "etcd", es), redisEngine(t, "redis", rs)},
+	r, _ := run(t, []locker.Engine{etcdEngine(t, "etcd", es.Addr()), redisEngine(t, "redis", rs.Addr())},
 		load(drill.Fault{At: 1500 * time.Millisecond, Name: "pause etcd", Do: es.Pause}))
 	// Bounded by the engine's request timeout (1s) plus the health check.
 	checkFailover(t, r, "etcd", "redis", 2*time.Second)
@@ -237,7 +237,7 @@ func TestRestartPrimaryFailsBack(t *testing.T) {
 		drill.Fault{At: 2 * time.Second, Name: "restart redis", Do: rs.Restart},
 	)
 	cfg.Duration = 6 * time.Second
-	r, _ := run(t, []locker.Engine{redisEngine(t, "redis", rs), zkEngine(t, "zk", zs)}, cfg,
+	r, _ := run(t, []locker.Engine{redisEngine(t, "redis", rs.Addr()), zkEngine(t, "zk", zs.Addr())}, cfg,
 		switcher.WithFailback(time.Second), switcher.WithBreaker(3, 500*time.Millisecond))
 	var switches []drill.Mark
 	for _, m := range r.Marks {

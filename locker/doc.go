@@ -46,7 +46,8 @@
 //
 // Errors wrap the sentinels of this package and are matched with errors.Is:
 // ErrNotHeld, ErrLockLost, ErrUnavailable (the engine failed: what a
-// circuit breaker counts), ErrClosed, ErrInvalidName, ErrInvalidArgument.
+// circuit breaker counts), ErrClosed, ErrInvalidName, ErrInvalidArgument,
+// ErrPermission, ErrUpgrade, ErrPermitsMismatch.
 // Contention is not an error: TryLock and TryLockTimeout return false. A
 // cancelled LockCtx returns ctx.Err() itself and leaves nothing behind.
 //
@@ -72,6 +73,40 @@
 // servers (the parts are granted one by one, so an observer may see some
 // held before the others), nor fairness between a multi-lock and single
 // owners of its names. Package lockertest's RunMulti checks the semantics.
+//
+// # Read-write locks
+//
+// Engine.NewRWLock returns one owner's read-write lock: ReadLock and
+// WriteLock are Handles of the same owner. Many owners hold the read side at
+// once, or one owner the write side; each side re-enters and counts. An
+// owner holding the write side may take the read side at once (a
+// downgrade): the read hold gets the writer's token, and a writer that
+// queued meanwhile waits for it, so that releasing the write side then
+// keeps the owner reading with nobody writing. Taking the write side while
+// holding only the read side fails at once with ErrUpgrade: two readers
+// doing it would wait for each other forever. Each hold, read or write, is
+// its own lease with a fencing token, Lost and renewal as a mutex hold has;
+// readers and writers of a name share one token sequence, so a writer's
+// token is above every earlier reader's. Waiting is fair on ZooKeeper, etcd
+// and engines/mem (one queue: a reader behind a waiting writer waits) and
+// writer-preferring on Redis; writers never starve on any engine. The
+// mutex, the read-write lock and the semaphore of one name are three
+// independent locks.
+//
+// # Semaphores
+//
+// Engine.NewSemaphore(name, n) opens a semaphore of n permits. Acquire(ctx,
+// k) takes k permits at once, all or none, as one hold: a Handle whose
+// Unlock returns them, whose Lost closes when they expire under their
+// holder (its TTL and renewal, or the ZooKeeper session), and whose Token
+// fences like a lock's. NewPermit gives that Handle before acquiring, so a
+// permit takes part in everything a Locker does (TryLockTimeout, a
+// MultiLock, the switcher). The count is stored with the semaphore on the
+// server: the first acquisition of a Semaphore opened with another count
+// fails with ErrPermitsMismatch; acquisitions after it honour the stored
+// count, which an operator changes with FamilyInspector.SetPermits
+// (lockctl permits). Waiting is FIFO on ZooKeeper, etcd and engines/mem.
+// Package lockertest's RunRW and RunSemaphore check the semantics.
 //
 // # Writing an engine
 //

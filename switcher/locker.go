@@ -25,34 +25,57 @@ const retryPause = 20 * time.Millisecond
 // pinned there: re-entry, renewal and Unlock go to the granting engine
 // whatever switches happen meanwhile.
 func (s *Switcher) NewLocker(name string, opts ...locker.Option) (locker.Handle, error) {
-	if err := locker.ValidateName(name); err != nil {
+	owner, opts, err := s.prepareOwner(name, opts)
+	if err != nil {
 		return nil, err
+	}
+	l := s.newSwitchLocker(name, owner, func(_ int, e locker.Engine) (locker.Handle, error) {
+		return e.NewLocker(name, opts...)
+	})
+	return l, nil
+}
+
+// prepareOwner validates a new owner's name and options, and pins its owner
+// ID, so that the owner is the same on every engine.
+func (s *Switcher) prepareOwner(name string, opts []locker.Option) (string, []locker.Option, error) {
+	if err := locker.ValidateName(name); err != nil {
+		return "", nil, err
 	}
 	st, err := locker.Resolve(opts...)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
-		return nil, fmt.Errorf("switcher: %w", locker.ErrClosed)
+		return "", nil, fmt.Errorf("switcher: %w", locker.ErrClosed)
 	}
-	// One owner on every engine: the same owner ID everywhere.
-	opts = append(append([]locker.Option(nil), opts...), locker.WithOwner(st.Owner))
-	l := &switchLocker{s: s, name: name, owner: st.Owner, opts: opts, inner: make([]locker.Handle, len(s.members))}
+	return st.Owner, append(append([]locker.Option(nil), opts...), locker.WithOwner(st.Owner)), nil
+}
+
+// newSwitchLocker returns an owner's Locker whose hold on engine e is made
+// by newInner, once per engine.
+func (s *Switcher) newSwitchLocker(name, owner string, newInner func(i int, e locker.Engine) (locker.Handle, error)) *switchLocker {
+	l := &switchLocker{s: s, name: name, owner: owner, newInner: newInner, inner: make([]locker.Handle, len(s.members))}
 	l.Front = locker.NewFront(name, l.reenter, l.take)
-	return l, nil
+	return l
 }
 
 // switchLocker is one owner's Locker across the engines of a switcher.
 type switchLocker struct {
 	*locker.Front
-	s    *Switcher
-	name string
-	opts []locker.Option
+	s        *Switcher
+	name     string
+	newInner func(i int, e locker.Engine) (locker.Handle, error)
 
 	owner string // the owner ID, for observers
+
+	// For a side of a read-write lock, set once before use: check refuses
+	// an acquisition (an upgrade), follow names the engine and epoch an
+	// acquisition must go to (a downgrade goes to the writer's engine).
+	check  func() error
+	follow func() (engine int, epoch uint64, ok bool)
 
 	mu     sync.Mutex
 	inner  []locker.Handle // per engine, made on first use
@@ -71,7 +94,7 @@ func (l *switchLocker) innerFor(i int) (locker.Handle, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.inner[i] == nil {
-		in, err := l.s.members[i].engine.NewLocker(l.name, l.opts...)
+		in, err := l.newInner(i, l.s.members[i].engine)
 		if err != nil {
 			return nil, err
 		}
@@ -134,6 +157,16 @@ func (l *switchLocker) take(ctx context.Context, wait bool) (ok bool, err error)
 		ctx, obs = l.observeStart(ctx, wait)
 		defer func() { obs.end(ctx, l, ok, err) }()
 	}
+	if l.check != nil {
+		if err := l.check(); err != nil {
+			return false, err
+		}
+	}
+	if l.follow != nil {
+		if i, epoch, ok := l.follow(); ok {
+			return l.takeOn(ctx, i, epoch, wait)
+		}
+	}
 	var outage time.Time // since when the current engine's breaker has been open
 	for moved := false; ; {
 		r, err := l.route()
@@ -185,6 +218,32 @@ func (l *switchLocker) take(ctx context.Context, wait bool) (ok bool, err error)
 			return false, fmt.Errorf("%w: %w", werr, err)
 		}
 	}
+}
+
+// takeOn acquires on engine i, whatever the current engine: a downgrade
+// goes where its write hold is, as one hold with the writer's epoch.
+func (l *switchLocker) takeOn(ctx context.Context, i int, epoch uint64, wait bool) (bool, error) {
+	in, err := l.innerFor(i)
+	if err != nil {
+		return false, err
+	}
+	ok, err := locker.Acquire(ctx, in, wait)
+	if ok && err == nil {
+		l.mu.Lock()
+		l.pinned, l.count, l.epoch = i, 1, epoch
+		l.mu.Unlock()
+	}
+	return ok, err
+}
+
+// held returns the engine and epoch of the current hold, if any.
+func (l *switchLocker) held() (engine int, epoch uint64, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.count == 0 || lost(l.inner[l.pinned]) {
+		return 0, 0, false
+	}
+	return l.pinned, l.epoch, true
 }
 
 // rideOut handles a current engine whose breaker refuses calls: the

@@ -92,36 +92,7 @@ type drillFlags struct {
 
 func runDrill(args []string, stdout, stderr io.Writer) error {
 	var f drillFlags
-	fs := newFlags("drill", "[flags]", drillExamples, stderr)
-	fs.StringVar(&f.config, "config", "", "config `FILE` of the engines to drill (default: two embedded engines, see --engine)")
-	fs.StringVar(&f.engine, "engine", "etcd", "the embedded `KIND` without --config: etcd (two in-process etcd servers) or mem (two in-memory engines, no server at all)")
-	fs.IntVar(&f.workers, "workers", 16, "concurrent lock owners (per process)")
-	fs.IntVar(&f.names, "names", 64, "distinct lock names")
-	fs.DurationVar(&f.duration, "duration", 20*time.Second, "how long the workload runs")
-	fs.DurationVar(&f.hold, "hold", 2*time.Millisecond, "time spent inside each critical section")
-	fs.DurationVar(&f.ttl, "ttl", 5*time.Second, "lease TTL of each hold (renewed while held)")
-	fs.Var(&f.killAt, "kill-at", "stop the primary after this `duration`; embedded engines only (default: half of --duration; 0 = never)")
-	fs.DurationVar(&f.switchAt, "switch-at", 0, "switch to the next engine at this offset (0 = never)")
-	fs.StringVar(&f.switchTo, "switch-to", "", "engine --switch-at switches to (default: the next in order)")
-	fs.StringVar(&f.report, "report", "", "write report.html, timeline.svg and report.json into `DIR`")
-	fs.IntVar(&f.processes, "processes", 1, "worker processes on the same --config, each with its own switcher")
-	fs.StringVar(&f.metrics, "metrics-addr", "", "serve Prometheus metrics on `ADDR`/metrics (such as :9464) while the drill runs")
-	fs.IntVar(&f.worker, "worker", 0, "")
-	fs.StringVar(&f.drillID, "drill-id", "", "")
-	hidden := map[string]bool{"worker": true, "drill-id": true}
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: lockctl drill [flags]\n\nFlags:\n")
-		fs.VisitAll(func(fl *flag.Flag) {
-			if !hidden[fl.Name] {
-				printFlag(stderr, fl)
-			}
-		})
-		fmt.Fprintf(stderr, "\nExamples:\n%s", drillExamples)
-	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if err := f.validate(fs.NArg()); err != nil {
+	if err := f.parse(args, stderr); err != nil {
 		return err
 	}
 
@@ -168,6 +139,40 @@ func runDrill(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return finish(&f, r, stdout)
+}
+
+// parse reads and checks the drill's flags.
+func (f *drillFlags) parse(args []string, stderr io.Writer) error {
+	fs := newFlags("drill", "[flags]", drillExamples, stderr)
+	fs.StringVar(&f.config, "config", "", "config `FILE` of the engines to drill (default: two embedded engines, see --engine)")
+	fs.StringVar(&f.engine, "engine", "etcd", "the embedded `KIND` without --config: etcd (two in-process etcd servers) or mem (two in-memory engines, no server at all)")
+	fs.IntVar(&f.workers, "workers", 16, "concurrent lock owners (per process)")
+	fs.IntVar(&f.names, "names", 64, "distinct lock names")
+	fs.DurationVar(&f.duration, "duration", 20*time.Second, "how long the workload runs")
+	fs.DurationVar(&f.hold, "hold", 2*time.Millisecond, "time spent inside each critical section")
+	fs.DurationVar(&f.ttl, "ttl", 5*time.Second, "lease TTL of each hold (renewed while held)")
+	fs.Var(&f.killAt, "kill-at", "stop the primary after this `duration`; embedded engines only (default: half of --duration; 0 = never)")
+	fs.DurationVar(&f.switchAt, "switch-at", 0, "switch to the next engine at this offset (0 = never)")
+	fs.StringVar(&f.switchTo, "switch-to", "", "engine --switch-at switches to (default: the next in order)")
+	fs.StringVar(&f.report, "report", "", "write report.html, timeline.svg and report.json into `DIR`")
+	fs.IntVar(&f.processes, "processes", 1, "worker processes on the same --config, each with its own switcher")
+	fs.StringVar(&f.metrics, "metrics-addr", "", "serve Prometheus metrics on `ADDR`/metrics (such as :9464) while the drill runs")
+	fs.IntVar(&f.worker, "worker", 0, "")
+	fs.StringVar(&f.drillID, "drill-id", "", "")
+	hidden := map[string]bool{"worker": true, "drill-id": true}
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: lockctl drill [flags]\n\nFlags:\n")
+		fs.VisitAll(func(fl *flag.Flag) {
+			if !hidden[fl.Name] {
+				printFlag(stderr, fl)
+			}
+		})
+		fmt.Fprintf(stderr, "\nExamples:\n%s", drillExamples)
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return f.validate(fs.NArg())
 }
 
 // printFlag prints one flag as flag.PrintDefaults does.

@@ -3,6 +3,8 @@
 //	lockctl drill [flags]                  run a lock workload, break an engine, check and report
 //	lockctl status  --config FILE          the source's value, each engine's health, the fleet's switchers
 //	lockctl holders --config FILE NAME     who holds NAME on each engine, and who waits
+//	lockctl holders --config FILE --kind rw|semaphore NAME   the same for a read-write lock or a semaphore
+//	lockctl permits --config FILE NAME N   store N as semaphore NAME's permit count
 //	lockctl unlock  --config FILE --force NAME   remove a stuck hold
 //	lockctl switch  --config FILE ENGINE   write the watched key so the fleet moves
 //	lockctl idem lookup|delete --config FILE --app KEY CONTENT   an idempotency record
@@ -39,6 +41,7 @@ func commands() []command {
 		{"status", "show the source's value, each engine's health, and the fleet's switchers", runStatus},
 		{"holders", "show who holds a lock on each engine, and who waits", runHolders},
 		{"unlock", "remove a stuck hold (asks for confirmation unless --yes)", runUnlock},
+		{"permits", "change the permit count stored with a semaphore on every engine", runPermits},
 		{"switch", "write the watched key so that every switcher moves to ENGINE", runSwitch},
 		{"idem", "look up or delete the idempotency record of an operation (lookup, delete)", runIdem},
 	}

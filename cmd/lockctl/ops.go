@@ -269,10 +269,11 @@ epochs of a fleet sharing an etcd or zk source).
 `
 
 func runHolders(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("holders", "--config FILE [--engine ENGINE] NAME",
-		"  lockctl holders --config locks.yaml orders/42\n  lockctl holders --config locks.yaml --engine zk-backup orders/42\n", stderr)
+	fs := newFlags("holders", "--config FILE [--engine ENGINE] [--kind mutex|rw|semaphore] NAME",
+		"  lockctl holders --config locks.yaml orders/42\n  lockctl holders --config locks.yaml --engine zk-backup orders/42\n  lockctl holders --config locks.yaml --kind semaphore exports\n", stderr)
 	path := fs.String("config", "", "config `FILE`")
 	engine := fs.String("engine", "", "inspect only this `ENGINE` (default: every engine that answers)")
+	kindFlag := fs.String("kind", "mutex", "what NAME is: `mutex`, rw (a read-write lock) or semaphore")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -280,7 +281,24 @@ func runHolders(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg, d, err := dialEngineOp(*path, *engine)
+	kind, err := parseKind(*kindFlag)
+	if err != nil {
+		return err
+	}
+	return eachEngine(*path, *engine, stdout, func(ctx context.Context, tw io.Writer, e locker.Engine) error {
+		if kind != locker.KindMutex {
+			return printFamily(ctx, tw, e, kind, name)
+		}
+		return printMutex(ctx, tw, e, name)
+	})
+}
+
+// eachEngine dials the engines of the config (or only engine), and prints
+// one table with rows that print gives per engine that answered; an engine
+// that did not answer, or whose print failed, gets an error row and makes
+// the result incomplete.
+func eachEngine(path, engine string, stdout io.Writer, print func(ctx context.Context, w io.Writer, e locker.Engine) error) error {
+	cfg, d, err := dialEngineOp(path, engine)
 	if err != nil {
 		return err
 	}
@@ -297,28 +315,9 @@ func runHolders(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(tw, "%s\tunreachable\t%v\t\t\n", dd.Name, cause(dd.Err))
 			continue
 		}
-		e := dd.Engine
-		in, ok := e.(locker.Inspector)
-		if !ok {
-			fmt.Fprintf(tw, "%s\t-\tcannot inspect this engine\t\t\n", e.Name())
-			continue
-		}
-		info, err := in.Inspect(ctx, name)
-		if err != nil {
+		if err := print(ctx, tw, dd.Engine); err != nil {
 			unreachable = append(unreachable, dd.Name)
-			fmt.Fprintf(tw, "%s\terror\t%v\t\t\n", e.Name(), err)
-			continue
-		}
-		if info.Holder == nil {
-			fmt.Fprintf(tw, "%s\tfree\t\t\t\n", e.Name())
-		} else {
-			fmt.Fprintf(tw, "%s\tholder\t%s\t%d\t%s\n", e.Name(), info.Holder.Owner, info.Holder.Token, timeLeft(info.Holder.TTL))
-		}
-		for i, w := range info.Waiters {
-			fmt.Fprintf(tw, "%s\twaiter %d\t%s\t%d\t%s\n", e.Name(), i+1, w.Owner, w.Token, timeLeft(w.TTL))
-		}
-		if info.Subscribers > 0 {
-			fmt.Fprintf(tw, "%s\twaiting\t%d process(es) subscribed\t\t\n", e.Name(), info.Subscribers)
+			fmt.Fprintf(tw, "%s\terror\t%v\t\t\n", dd.Name, err)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -327,6 +326,31 @@ func runHolders(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprint(stdout, "\n"+tokenNote)
 	if len(unreachable) > 0 {
 		return fmt.Errorf("incomplete: %s did not answer", strings.Join(unreachable, ", "))
+	}
+	return nil
+}
+
+// printMutex prints the holder and waiters of the mutex name on e.
+func printMutex(ctx context.Context, w io.Writer, e locker.Engine, name string) error {
+	in, ok := e.(locker.Inspector)
+	if !ok {
+		fmt.Fprintf(w, "%s\t-\tcannot inspect this engine\t\t\n", e.Name())
+		return nil
+	}
+	info, err := in.Inspect(ctx, name)
+	if err != nil {
+		return err
+	}
+	if info.Holder == nil {
+		fmt.Fprintf(w, "%s\tfree\t\t\t\n", e.Name())
+	} else {
+		fmt.Fprintf(w, "%s\tholder\t%s\t%d\t%s\n", e.Name(), info.Holder.Owner, info.Holder.Token, timeLeft(info.Holder.TTL))
+	}
+	for i, h := range info.Waiters {
+		fmt.Fprintf(w, "%s\twaiter %d\t%s\t%d\t%s\n", e.Name(), i+1, h.Owner, h.Token, timeLeft(h.TTL))
+	}
+	if info.Subscribers > 0 {
+		fmt.Fprintf(w, "%s\twaiting\t%d process(es) subscribed\t\t\n", e.Name(), info.Subscribers)
 	}
 	return nil
 }

@@ -112,7 +112,10 @@ func testOps(t *testing.T, path string, names []string) {
 	}
 
 	for _, e := range sw.Engines() {
-		t.Run(e.Name(), func(t *testing.T) { testHolders(t, path, e) })
+		t.Run(e.Name(), func(t *testing.T) {
+			testHolders(t, path, e)
+			testFamilyOps(t, path, e)
+		})
 	}
 
 	// switch rewrites the file in place; status and the running switcher

@@ -109,3 +109,52 @@ func ExampleEngine_ForceUnlock() {
 	// next-job: <nil>
 	// stuck-job: mem: unlock "orders/42": locker: lock lost
 }
+
+func ExampleEngine_NewRWLock() {
+	e, _ := mem.New()
+	defer e.Close()
+	cache, _ := e.NewRWLock("price-cache") // the rebuilder
+	reader, _ := e.NewRWLock("price-cache")
+
+	_ = cache.WriteLock().Lock()
+	ok, _ := reader.ReadLock().TryLock()
+	fmt.Println("reader while rebuilding:", ok)
+
+	// Downgrade: keep reading what was just written, let other readers in.
+	_ = cache.ReadLock().Lock()
+	_ = cache.WriteLock().Unlock()
+	ok, _ = reader.ReadLock().TryLock()
+	fmt.Println("reader after the downgrade:", ok)
+
+	// Upgrading would deadlock against another reader doing the same.
+	_, err := reader.WriteLock().TryLock()
+	fmt.Println(errors.Is(err, locker.ErrUpgrade))
+	_ = reader.ReadLock().Unlock()
+	_ = cache.ReadLock().Unlock()
+	// Output:
+	// reader while rebuilding: false
+	// reader after the downgrade: true
+	// true
+}
+
+func ExampleEngine_NewSemaphore() {
+	e, _ := mem.New()
+	defer e.Close()
+	// At most 3 exports at once across the fleet; each holder's permits
+	// come back if it dies (TTL), and carry a fencing token.
+	exports, _ := e.NewSemaphore("exports", 3)
+	big, _ := exports.Acquire(context.Background(), 2)
+	small, _ := exports.TryAcquire(1)
+	none, _ := exports.TryAcquire(1)
+	fmt.Println("big:", big != nil, "small:", small != nil, "another:", none != nil)
+	_ = big.Unlock()
+	_ = small.Unlock()
+
+	// The count is stored with the semaphore: opening it with another fails.
+	wrong, _ := e.NewSemaphore("exports", 5)
+	_, err := wrong.TryAcquire(1)
+	fmt.Println(errors.Is(err, locker.ErrPermitsMismatch))
+	// Output:
+	// big: true small: true another: false
+	// true
+}

@@ -15,29 +15,46 @@ import (
 // ID), so a hold left behind on the engine never meets the owner's next one.
 // Re-entry is counted in the wrapper and never reaches the engine.
 func (e *Engine) NewLocker(name string, opts ...locker.Option) (locker.Handle, error) {
-	if err := locker.ValidateName(name); err != nil {
-		return nil, err
-	}
-	st, err := locker.Resolve(opts...)
+	st, opts, err := e.prepareOwner(name, opts)
 	if err != nil {
 		return nil, err
 	}
-	if e.isClosed() {
-		return nil, fmt.Errorf("%s: %w", e.name, locker.ErrClosed)
+	return e.newFaultLocker(name, st, func() (locker.Handle, error) { return e.inner.NewLocker(name, opts...) }), nil
+}
+
+// prepareOwner validates a new owner's name and options and pins its owner
+// ID, so that each inner Locker of the owner has it.
+func (e *Engine) prepareOwner(name string, opts []locker.Option) (locker.Settings, []locker.Option, error) {
+	if err := locker.ValidateName(name); err != nil {
+		return locker.Settings{}, nil, err
 	}
-	opts = append(append([]locker.Option(nil), opts...), locker.WithOwner(st.Owner))
-	l := &faultLocker{e: e, name: name, opts: opts, st: st}
+	st, err := locker.Resolve(opts...)
+	if err != nil {
+		return locker.Settings{}, nil, err
+	}
+	if e.isClosed() {
+		return locker.Settings{}, nil, fmt.Errorf("%s: %w", e.name, locker.ErrClosed)
+	}
+	return st, append(append([]locker.Option(nil), opts...), locker.WithOwner(st.Owner)), nil
+}
+
+func (e *Engine) newFaultLocker(name string, st locker.Settings, newInner func() (locker.Handle, error)) *faultLocker {
+	l := &faultLocker{e: e, name: name, st: st, newInner: newInner}
 	l.Front = locker.NewFront(name, l.reenter, l.take)
-	return l, nil
+	return l
 }
 
 // faultLocker is one owner's Locker through the wrapper.
 type faultLocker struct {
 	*locker.Front
-	e    *Engine
-	name string
-	opts []locker.Option
-	st   locker.Settings
+	e        *Engine
+	name     string
+	st       locker.Settings
+	newInner func() (locker.Handle, error) // a fresh inner Locker of the owner
+
+	// For a side of a read-write lock, set once before use: check refuses
+	// an acquisition (an upgrade).
+	check func() error
 
 	mu    sync.Mutex
 	count int
@@ -83,18 +100,24 @@ type acquirer interface {
 // take makes the outermost acquisition through the faults.
 func (l *faultLocker) take(ctx context.Context, wait bool) (bool, error) {
 	e := l.e
+	if l.check != nil {
+		if err := l.check(); err != nil {
+			return false, err
+		}
+	}
 	if err := e.enter(ctx, fmt.Sprintf("acquire %q", l.name)); err != nil {
 		return false, err
 	}
-	in, err := e.inner.NewLocker(l.name, l.opts...)
+	in, err := l.newInner()
 	if err != nil {
 		return false, err
 	}
 	for {
 		cctx, done := e.startCall(ctx)
 		ok, err := acquire(cctx, in, wait)
+		interrupted := cctx.Err() != nil // before done, which cancels cctx
 		done()
-		if err != nil && ctx.Err() == nil && cctx.Err() != nil {
+		if err != nil && ctx.Err() == nil && interrupted {
 			// A fault started while the engine had the request: the request
 			// is lost with the engine. Fail, hang or go again as it says.
 			if err := e.enter(ctx, fmt.Sprintf("acquire %q", l.name)); err != nil {
@@ -213,6 +236,16 @@ func (l *faultLocker) Unlock() error {
 }
 
 func (l *faultLocker) Name() string { return l.name }
+
+// held returns the current hold, nil when none or lost.
+func (l *faultLocker) held() *hold {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cur == nil || l.cur.isLost() {
+		return nil
+	}
+	return l.cur
+}
 
 func (l *faultLocker) Token() uint64 {
 	l.mu.Lock()
