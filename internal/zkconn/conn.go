@@ -28,6 +28,30 @@ type Credential struct {
 	Cred   []byte
 }
 
+// NewCredential checks a credential: a scheme and credentials, and
+// "user:password" for the digest scheme.
+func NewCredential(scheme, cred string) (Credential, error) {
+	switch {
+	case scheme == "":
+		return Credential{}, errors.New("scheme is empty")
+	case cred == "":
+		return Credential{}, errors.New("credentials are empty")
+	case scheme == "digest" && !strings.Contains(cred, ":"):
+		return Credential{}, errors.New(`want "user:password"`)
+	}
+	return Credential{Scheme: scheme, Cred: []byte(cred)}, nil
+}
+
+// ACL is the ACL of the nodes a connection with cfg's credentials creates:
+// with credentials, all permissions to the sessions that share them
+// (CREATOR_ALL_ACL); without, all permissions to all (OPEN_ACL_UNSAFE).
+func (cfg *Config) ACL() []gozk.ACL {
+	if len(cfg.Auth) > 0 {
+		return gozk.AuthACL(gozk.PermAll)
+	}
+	return gozk.WorldACL(gozk.PermAll)
+}
+
 // Config is what Dial needs. Servers, SessionTimeout and ConnectTimeout are
 // required; the callbacks run on go-zookeeper's goroutines (OnEpochLost also
 // on the session monitor's), must not block and must not call into the
@@ -41,6 +65,9 @@ type Config struct {
 	Auth           []Credential
 	TLS            *tls.Config // nil: plain TCP
 	Logger         *slog.Logger
+	// ParentLinger is how long a parent stays once the caller's last node
+	// under it is gone; 0 leaves parents to the server (see ParentUsed).
+	ParentLinger time.Duration
 
 	// OnEpochLost is told that ep ended: the session expired (reap false),
 	// or the ensemble was silent for the session timeout (reap true: the
@@ -51,7 +78,8 @@ type Config struct {
 }
 
 // Conn is one go-zookeeper connection and its session, with the goroutines
-// that serve it: request workers, the session monitor and the reaper.
+// that serve it: request workers, the session monitor, the reaper and the
+// sweeper of empty parents.
 // Close ends them all.
 type Conn struct {
 	cfg    Config
@@ -78,6 +106,12 @@ type Conn struct {
 	reapMu   sync.Mutex
 	reapQ    []orphan
 	reapWake chan struct{}
+
+	// Parents, see parents.go.
+	pmu      sync.Mutex
+	parents  map[string]*parentState
+	idle     []idleParent // oldest first
+	idleWake chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -129,6 +163,8 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 		changed:  make(chan struct{}, 1),
 		work:     make(chan func()),
 		reapWake: make(chan struct{}, 1),
+		parents:  make(map[string]*parentState),
+		idleWake: make(chan struct{}, 1),
 	}
 	client, events, err := gozk.Connect(cfg.Servers, cfg.SessionTimeout,
 		gozk.WithDialer(c.wire.dial),
@@ -163,9 +199,10 @@ func (c *Conn) start(ctx context.Context) error {
 	if got := c.liveness(); got != c.cfg.SessionTimeout {
 		c.log.Info("zk: the server changed the session timeout", "asked", c.cfg.SessionTimeout, "granted", got)
 	}
-	c.wg.Add(2)
+	c.wg.Add(3)
 	go c.monitor()
 	go c.reaper()
+	go c.sweeper()
 	return nil
 }
 
@@ -199,6 +236,9 @@ func (c *Conn) waitSession(ctx context.Context) error {
 
 // Client is the go-zookeeper connection, for requests run through Do.
 func (c *Conn) Client() *gozk.Conn { return c.client }
+
+// ACL is the ACL of the nodes the connection creates (Config.ACL).
+func (c *Conn) ACL() []gozk.ACL { return c.cfg.ACL() }
 
 // Done is closed when Close begins.
 func (c *Conn) Done() <-chan struct{} { return c.done }

@@ -1,10 +1,12 @@
 package zkconn
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -132,4 +134,19 @@ func Sequence(name string) (int64, bool) {
 	}
 	s, err := strconv.ParseInt(name[len(name)-seqDigits:], 10, 64)
 	return s, err == nil && s >= 0
+}
+
+// Queue keeps the sequential nodes among names, ordered by sequence, then
+// by name: a queue of nodes in the order the server made them.
+func Queue(names []string) []string {
+	names = slices.DeleteFunc(names, func(n string) bool {
+		_, ok := Sequence(n)
+		return !ok
+	})
+	slices.SortFunc(names, func(a, b string) int {
+		sa, _ := Sequence(a)
+		sb, _ := Sequence(b)
+		return cmp.Or(cmp.Compare(sa, sb), strings.Compare(a, b))
+	})
+	return names
 }

@@ -1,7 +1,6 @@
 package zkconn
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -37,19 +36,39 @@ func (c *Conn) FindProtected(ctx context.Context, parent, guid string) (string, 
 	if err != nil {
 		return "", err
 	}
-	mine := slices.DeleteFunc(children, func(n string) bool { return !strings.HasPrefix(n, ProtectedPrefix+guid) })
+	mine := Queue(slices.DeleteFunc(children, func(n string) bool { return !strings.HasPrefix(n, ProtectedPrefix+guid) }))
 	if len(mine) == 0 {
 		return "", nil
 	}
-	slices.SortFunc(mine, func(a, b string) int {
-		sa, _ := Sequence(a)
-		sb, _ := Sequence(b)
-		return cmp.Compare(sa, sb)
-	})
 	for _, extra := range mine[1:] {
 		c.Reap(parent + "/" + extra)
 	}
 	return parent + "/" + mine[0], nil
+}
+
+// FindProtectedStat is FindProtected, and the node's Stat when there is
+// one: after a create whose reply was lost, the node it may have made.
+// When it cannot tell, it returns the error and has the node, if any,
+// reaped.
+func (c *Conn) FindProtectedStat(ctx context.Context, parent, guid string) (string, *gozk.Stat, error) {
+	path, err := c.FindProtected(ctx, parent, guid)
+	if err == nil && path != "" {
+		var st *gozk.Stat
+		st, err = Do(ctx, c, func() (*gozk.Stat, error) {
+			_, st, err := c.client.Get(path)
+			return st, err
+		})
+		if err == nil {
+			return path, st, nil
+		}
+		if errors.Is(err, gozk.ErrNoNode) {
+			return "", nil, nil // gone with its session meanwhile
+		}
+	}
+	if err != nil {
+		c.ReapProtected(parent, guid)
+	}
+	return "", nil, err
 }
 
 // Delete deletes path if it has version (-1: any). When an attempt's reply
@@ -68,6 +87,31 @@ func (c *Conn) Delete(ctx context.Context, path string, version int32) (unsure b
 		return true, nil
 	}
 	return false, err
+}
+
+// DeleteLater deletes path on a worker: the caller returns at once, and the
+// node goes as soon as the ensemble answers, within the connect timeout;
+// past that the reaper goes on. Once closing, the end of the session
+// deletes it.
+func (c *Conn) DeleteLater(path string) {
+	c.Spawn(func() {
+		_, err := c.Delete(context.Background(), path, -1) // bounded by Do
+		if err != nil && !errors.Is(err, gozk.ErrNoNode) && !c.Closing() {
+			c.Reap(path)
+		}
+	})
+}
+
+// DeleteNow deletes path within d (and the connect timeout), for a node
+// the ensemble has just answered about; past d, or on failure, the reaper
+// goes on.
+func (c *Conn) DeleteNow(path string, d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), min(d, c.cfg.ConnectTimeout))
+	_, err := c.Delete(ctx, path, -1)
+	cancel()
+	if err != nil && !errors.Is(err, gozk.ErrNoNode) && !errors.Is(err, ErrClosed) {
+		c.Reap(path)
+	}
 }
 
 // orphan is a node given up but not deleted on the spot: a release or a
