@@ -30,9 +30,6 @@ func do[T any](e *Engine, ctx context.Context, f func() (T, error)) (T, error) {
 	return zkconn.Do(ctx, e.zc, f)
 }
 
-// retryable reports whether err may be transient.
-func retryable(err error) bool { return zkconn.Retryable(err) }
-
 // spawn runs f on a worker goroutine that Close waits for; false once the
 // engine is closing.
 func (e *Engine) spawn(f func()) bool { return e.zc.Spawn(f) }

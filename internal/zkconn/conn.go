@@ -53,9 +53,9 @@ func (cfg *Config) ACL() []gozk.ACL {
 }
 
 // Config is what Dial needs. Servers, SessionTimeout and ConnectTimeout are
-// required; the callbacks run on go-zookeeper's goroutines (OnEpochLost also
-// on the session monitor's), must not block and must not call into the
-// connection.
+// required. The callbacks run on go-zookeeper's goroutines (OnEpochLost also
+// on the session monitor's) and may run before Dial returns: they must not
+// block, nor wait for a request; queueing work (Reap, ParentLeft) is fine.
 type Config struct {
 	Servers        []string
 	SessionTimeout time.Duration // asked of the server
@@ -168,7 +168,7 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 	}
 	client, events, err := gozk.Connect(cfg.Servers, cfg.SessionTimeout,
 		gozk.WithDialer(c.wire.dial),
-		gozk.WithLogger(Logger{cfg.Logger}),
+		gozk.WithLogger(logger{cfg.Logger}),
 		gozk.WithLogInfo(false),
 		gozk.WithEventCallback(c.onEvent),
 	)
@@ -434,13 +434,12 @@ func (c *Conn) suspect() {
 	c.epochLost(lost, "no answer from ZooKeeper for the session timeout", true)
 }
 
-// Logger sends go-zookeeper's messages to slog at Debug level.
-type Logger struct{ Log *slog.Logger }
+// logger sends go-zookeeper's messages to slog at Debug level.
+type logger struct{ log *slog.Logger }
 
-// Printf implements gozk.Logger.
-func (l Logger) Printf(format string, args ...any) {
-	if l.Log.Enabled(context.Background(), slog.LevelDebug) {
-		l.Log.Debug("zk: client: " + fmt.Sprintf(format, args...))
+func (l logger) Printf(format string, args ...any) {
+	if l.log.Enabled(context.Background(), slog.LevelDebug) {
+		l.log.Debug("zk: client: " + fmt.Sprintf(format, args...))
 	}
 }
 
