@@ -247,19 +247,23 @@ func (c *Conn) Pause(ctx context.Context, deadline time.Time, backoff *time.Dura
 		defer putTimer(t)
 		late = t.C
 	}
-	select {
-	case <-c.Up():
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.done:
-		return ErrClosed
-	case <-late:
-		return errLate
+	if err := await(ctx, c, c.Up(), late); err != nil {
+		return err
 	}
 	t := getTimer(*backoff)
 	defer putTimer(t)
+	if err := await(ctx, c, t.C, late); err != nil {
+		return err
+	}
+	*backoff = min(*backoff*2, maxBackoff)
+	return nil
+}
+
+// await waits for ready, unless ctx, Close or late come first.
+func await[T any](ctx context.Context, c *Conn, ready <-chan T, late <-chan time.Time) error {
 	select {
-	case <-t.C:
+	case <-ready:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.done:
@@ -267,8 +271,6 @@ func (c *Conn) Pause(ctx context.Context, deadline time.Time, backoff *time.Dura
 	case <-late:
 		return errLate
 	}
-	*backoff = min(*backoff*2, maxBackoff)
-	return nil
 }
 
 // Call runs f, a request on a connection the caller owns, and waits for it
