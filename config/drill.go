@@ -15,7 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/orthrus-go/orthrus/engines/zk"
-	"github.com/orthrus-go/orthrus/internal/zkcall"
+	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -92,7 +92,7 @@ func NewDrillScope(ctx context.Context, cfg *Config, id string, opts ...Option) 
 		if e.Type != TypeZK {
 			continue
 		}
-		err := s.withZK(ctx, e, func(conn *gozk.Conn) error {
+		err := s.withZK(ctx, e, func(conn *zkconn.Conn) error {
 			var err error
 			s.missing[e.Name], err = (zkStore{conn: conn, path: e.Prefix}).missing(ctx)
 			return err
@@ -131,9 +131,9 @@ func (s *DrillScope) Remove(ctx context.Context) error {
 			case TypeEtcd:
 				err = s.removeEtcd(ectx, e, fmt.Sprintf("engines[%d]", i))
 			case TypeZK:
-				err = s.withZK(ectx, e, func(conn *gozk.Conn) error {
-					_, err := zkcall.Do(ectx, func() (struct{}, error) {
-						return struct{}{}, removeTree(conn, e.Prefix, s.missing[e.Name])
+				err = s.withZK(ectx, e, func(conn *zkconn.Conn) error {
+					_, err := zkconn.Do(ectx, conn, func() (struct{}, error) {
+						return struct{}{}, removeTree(conn.Client(), e.Prefix, s.missing[e.Name])
 					})
 					return err
 				})
@@ -210,15 +210,15 @@ func (s *DrillScope) removeEtcd(ctx context.Context, e *Engine, field string) er
 }
 
 // withZK runs fn on a ZooKeeper connection to e's servers, with e's auth.
-func (s *DrillScope) withZK(ctx context.Context, e *Engine, fn func(*gozk.Conn) error) error {
+func (s *DrillScope) withZK(ctx context.Context, e *Engine, fn func(*zkconn.Conn) error) error {
 	src := &Source{Servers: e.Servers, SessionTimeout: e.SessionTimeout, Auth: e.Auth}
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout)
 	defer cancel()
-	conn, closeConn, err := zkConn(sctx, src, s.cfg.StartTimeout, s.log)
+	conn, err := zkConn(sctx, src, s.cfg.StartTimeout, s.log)
 	if err != nil {
 		return err
 	}
-	defer closeConn()
+	defer conn.Close()
 	return fn(conn)
 }
 

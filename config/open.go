@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	gozk "github.com/go-zookeeper/zk"
 	goredis "github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -22,6 +20,7 @@ import (
 	"github.com/orthrus-go/orthrus/engines/etcd"
 	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/engines/zk"
+	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
 	"github.com/orthrus-go/orthrus/telemetry"
@@ -492,98 +491,21 @@ func initialEngine(c *Config, engines []locker.Engine, value, where string, log 
 	return c.Active
 }
 
-// zkLogger sends go-zookeeper's messages to slog at Debug level.
-type zkLogger struct{ log *slog.Logger }
-
-func (l zkLogger) Printf(format string, args ...any) {
-	l.log.Debug("zk: " + fmt.Sprintf(format, args...))
-}
-
-// zkConn connects to the source's ensemble and waits for a session within
-// ctx. The close it returns waits for go-zookeeper's goroutines.
-func zkConn(ctx context.Context, s *Source, startTimeout time.Duration, log *slog.Logger) (*gozk.Conn, func() error, error) {
-	session := make(chan struct{})
-	var once sync.Once
-	dialer := &zkDialer{}
-	conn, events, err := gozk.Connect(s.Servers, orDefault(s.SessionTimeout, zk.DefaultSessionTimeout),
-		gozk.WithDialer(dialer.dial),
-		gozk.WithLogger(zkLogger{log}),
-		gozk.WithLogInfo(false),
-		gozk.WithEventCallback(func(ev gozk.Event) {
-			if ev.State == gozk.StateHasSession {
-				once.Do(func() { close(session) })
-			}
-		}),
-	)
-	if err != nil {
-		return nil, nil, err
-	}
-	// go-zookeeper drops the events nobody reads; it closes the channel
-	// when its goroutines are done.
-	closeConn := func() error {
-		conn.Close()
-		// go-zookeeper reads the handshake without a deadline of ours: a
-		// server that accepts and never answers would hold it for a minute.
-		dialer.close()
-		timer := time.NewTimer(zkCloseTimeout)
-		defer timer.Stop()
-		for {
-			select {
-			case _, ok := <-events:
-				if !ok {
-					return nil
-				}
-			case <-timer.C:
-				return fmt.Errorf("config: source: zk connection still closing after %v", zkCloseTimeout)
-			}
-		}
-	}
-	select {
-	case <-session:
-	case <-ctx.Done():
-		_ = closeConn()
-		return nil, nil, fmt.Errorf("no session within %v: %w", startTimeout, ctx.Err())
+// zkConn connects to the ensemble of s and waits for a session within ctx
+// and timeout; its Close waits for every goroutine it started.
+func zkConn(ctx context.Context, s *Source, timeout time.Duration, log *slog.Logger) (*zkconn.Conn, error) {
+	cfg := zkconn.Config{
+		Servers:        s.Servers,
+		SessionTimeout: orDefault(s.SessionTimeout, zk.DefaultSessionTimeout),
+		ConnectTimeout: timeout,
+		Logger:         log,
 	}
 	if s.Auth.Scheme != "" {
-		if err := conn.AddAuth(s.Auth.Scheme, []byte(s.Auth.Credentials)); err != nil {
-			_ = closeConn()
-			return nil, nil, fmt.Errorf("auth %q: %w", s.Auth.Scheme, err)
+		c, err := zkconn.NewCredential(s.Auth.Scheme, s.Auth.Credentials)
+		if err != nil {
+			return nil, err
 		}
+		cfg.Auth = []zkconn.Credential{c}
 	}
-	return conn, closeConn, nil
+	return zkconn.Dial(ctx, cfg)
 }
-
-// zkDialer dials go-zookeeper's connection (one at a time) and can close
-// it, for a Close that does not wait on a silent server.
-type zkDialer struct {
-	mu     sync.Mutex
-	conn   net.Conn
-	closed bool
-}
-
-func (d *zkDialer) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
-	c, err := net.DialTimeout(network, addr, timeout)
-	if err != nil {
-		return nil, err
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		_ = c.Close()
-		return nil, net.ErrClosed
-	}
-	d.conn = c
-	return c, nil
-}
-
-func (d *zkDialer) close() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.closed = true
-	if d.conn != nil {
-		_ = d.conn.Close()
-	}
-}
-
-// zkCloseTimeout bounds the wait for go-zookeeper's goroutines on close.
-const zkCloseTimeout = 10 * time.Second

@@ -14,7 +14,7 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/orthrus-go/orthrus/internal/zkcall"
+	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
 	"github.com/orthrus-go/orthrus/switcher/etcdsource"
@@ -128,22 +128,16 @@ func dialSource(ctx context.Context, c *Config, log *slog.Logger) (*SourceHandle
 		return &SourceHandle{kind: SourceEtcd, where: s.Key, src: src, store: etcdStore{client, s.Key}, closeFn: closeClient}, nil
 
 	case SourceZK:
-		conn, closeConn, err := zkConn(ctx, s, c.StartTimeout, log)
+		conn, err := zkConn(ctx, s, c.StartTimeout, log)
 		if err != nil {
 			return nil, fmt.Errorf("config: source: zk %q: %w", s.Servers, unavailable(err))
 		}
-		zopts := []zksource.Option{zksource.WithLogger(log)}
-		acl := gozk.WorldACL(gozk.PermAll)
-		if s.Auth.Scheme != "" {
-			acl = gozk.AuthACL(gozk.PermAll)
-			zopts = append(zopts, zksource.WithACL(acl))
-		}
-		src, err := zksource.New(conn, s.Path, zopts...)
+		src, err := zksource.New(conn.Client(), s.Path, zksource.WithLogger(log), zksource.WithACL(conn.ACL()))
 		if err != nil {
-			_ = closeConn()
+			_ = conn.Close()
 			return nil, fmt.Errorf("config: source: %w", err)
 		}
-		return &SourceHandle{kind: SourceZK, where: s.Path, src: src, store: zkStore{conn, s.Path, acl}, closeFn: closeConn}, nil
+		return &SourceHandle{kind: SourceZK, where: s.Path, src: src, store: zkStore{conn, s.Path}, closeFn: conn.Close}, nil
 
 	default:
 		return nil, &ValidationError{Fields: []*FieldError{{Field: "source.type",
@@ -293,9 +287,8 @@ func (etcdStore) missing(context.Context) ([]string, error) { return nil, nil }
 
 // zkStore is the ZooKeeper node of source.type zk.
 type zkStore struct {
-	conn *gozk.Conn
+	conn *zkconn.Conn
 	path string
-	acl  []gozk.ACL
 }
 
 func (z zkStore) get(ctx context.Context) ([]byte, bool, uint64, error) {
@@ -303,8 +296,8 @@ func (z zkStore) get(ctx context.Context) ([]byte, bool, uint64, error) {
 		data []byte
 		st   *gozk.Stat
 	}
-	r, err := zkcall.Do(ctx, func() (got, error) {
-		data, st, err := z.conn.Get(z.path)
+	r, err := zkconn.Do(ctx, z.conn, func() (got, error) {
+		data, st, err := z.conn.Client().Get(z.path)
 		return got{data, st}, err
 	})
 	if errors.Is(err, gozk.ErrNoNode) {
@@ -318,10 +311,10 @@ func (z zkStore) get(ctx context.Context) ([]byte, bool, uint64, error) {
 }
 
 func (z zkStore) put(ctx context.Context, data []byte) error {
-	_, err := zkcall.Do(ctx, func() (struct{}, error) {
-		_, err := z.conn.Set(z.path, data, -1)
+	_, err := zkconn.Do(ctx, z.conn, func() (struct{}, error) {
+		_, err := z.conn.Client().Set(z.path, data, -1)
 		if errors.Is(err, gozk.ErrNoNode) {
-			_, err = z.conn.Create(z.path, data, 0, z.acl)
+			_, err = z.conn.Client().Create(z.path, data, 0, z.conn.ACL())
 		}
 		return struct{}{}, err
 	})
@@ -331,29 +324,26 @@ func (z zkStore) put(ctx context.Context, data []byte) error {
 // remove deletes the node, then the parents that did not exist before,
 // deepest first, while they are empty.
 func (z zkStore) remove(ctx context.Context, parents []string) error {
-	_, err := zkcall.Do(ctx, func() (struct{}, error) {
-		if err := z.conn.Delete(z.path, -1); err != nil && !errors.Is(err, gozk.ErrNoNode) {
+	_, err := zkconn.Do(ctx, z.conn, func() (struct{}, error) {
+		if err := z.conn.Client().Delete(z.path, -1); err != nil && !errors.Is(err, gozk.ErrNoNode) {
 			return struct{}{}, err
 		}
-		return struct{}{}, removeEmpty(z.conn, parents)
+		return struct{}{}, removeEmpty(z.conn.Client(), parents)
 	})
 	return err
 }
 
 // missing returns the node's ancestors that do not exist, shallowest first.
 func (z zkStore) missing(ctx context.Context) ([]string, error) {
-	return zkcall.Do(ctx, func() ([]string, error) {
+	return zkconn.Do(ctx, z.conn, func() ([]string, error) {
 		var out []string
-		for i := 1; i < len(z.path); i++ {
-			if z.path[i] != '/' {
-				continue
-			}
-			ok, _, err := z.conn.Exists(z.path[:i])
+		for _, p := range zkconn.Ancestors(z.path) {
+			ok, _, err := z.conn.Client().Exists(p)
 			if err != nil {
 				return nil, err
 			}
 			if !ok {
-				out = append(out, z.path[:i])
+				out = append(out, p)
 			}
 		}
 		return out, nil

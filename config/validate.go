@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/orthrus-go/orthrus/internal/zkpath"
+	"github.com/orthrus-go/orthrus/internal/zkconn"
 )
 
 var engineTypes = []string{TypeRedis, TypeZK, TypeEtcd}
@@ -179,7 +179,7 @@ func (e *Engine) validate(field string, p *problems) {
 		e.Auth.validate(field+".auth", EnvName(e.Name, "auth.credentials"), p)
 		e.TLS.validate(field+".tls", p)
 		if e.Prefix != "" {
-			if err := zkpath.Check(ensureSlash(e.Prefix)); err != nil {
+			if err := zkconn.CheckPath(ensureSlash(e.Prefix)); err != nil {
 				p.add(field+".prefix", "%q: %v", e.Prefix, err)
 			}
 		}
@@ -224,8 +224,10 @@ func (a *Auth) validate(field, env string, p *problems) {
 	case a.Credentials == "" && a.CredentialsFile != "": // read by Load or Open
 	case a.Credentials == "":
 		p.add(field+".credentials", "empty while auth.scheme is set (set %s)", env)
-	case a.Scheme == "digest" && !strings.Contains(a.Credentials, ":"):
-		p.add(field+".credentials", "want \"user:password\" for the digest scheme")
+	default:
+		if _, err := zkconn.NewCredential(a.Scheme, a.Credentials); err != nil {
+			p.add(field+".credentials", "%v", err)
+		}
 	}
 }
 
@@ -320,7 +322,7 @@ func (s *Source) validate(p *problems) {
 		s.TLS.validate("source.tls", p)
 	case SourceZK:
 		addresses("source.servers", s.Servers, p)
-		if err := zkpath.Check(s.Path); err != nil {
+		if err := zkconn.CheckPath(s.Path); err != nil {
 			p.add("source.path", "%q: %v", s.Path, err)
 		}
 		p.positive("source.session_timeout", s.SessionTimeout)

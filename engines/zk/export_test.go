@@ -3,21 +3,21 @@ package zk
 import (
 	"context"
 
-	"github.com/orthrus-go/orthrus/internal/zkpath"
+	"github.com/orthrus-go/orthrus/internal/zkconn"
 )
 
 // LockPath exposes the parent node of a lock to the tests.
 func (e *Engine) LockPath(name string) string { return e.lockPath(name) }
 
 // EscapeName exposes the name escaping to the tests.
-func EscapeName(name string) string { return escapeName(name) }
+func EscapeName(name string) string { return zkconn.EscapeName(name) }
 
 // LegalRune is ZooKeeper's path character rule, as the engine applies it.
-func LegalRune(r rune) bool { return zkpath.LegalRune(r) }
+func LegalRune(r rune) bool { return zkconn.LegalRune(r) }
 
 // FindOwn exposes the lookup of a protected node by its guid.
 func (e *Engine) FindOwn(ctx context.Context, parent, guid string) (string, error) {
-	return e.findOwn(ctx, parent, guid)
+	return e.zc.FindProtected(ctx, parent, guid)
 }
 
 // SetAfterCreate installs a fault after every successful create; call it

@@ -13,12 +13,13 @@ import (
 
 	gozk "github.com/go-zookeeper/zk"
 
+	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
 // The read-write locks and the semaphores live in namespaces of their own,
 // beside the mutexes' parents: <prefix>/%rw/<escaped name> and
-// <prefix>/%sem/<escaped name>. escapeName writes every '%' of a name as
+// <prefix>/%sem/<escaped name>. zkconn.EscapeName writes every '%' of a name as
 // "%25", so no mutex name maps to "%rw" or "%sem".
 const (
 	rwSpace  = "%rw"
@@ -60,7 +61,7 @@ func (e *Engine) familyPath(k locker.Kind, name string) string {
 	if k == locker.KindPermit {
 		space = semSpace
 	}
-	return e.root + "/" + space + "/" + escapeName(name)
+	return e.root + "/" + space + "/" + zkconn.EscapeName(name)
 }
 
 // entry is one node of a read-write lock or a semaphore, as its name
@@ -75,12 +76,12 @@ type entry struct {
 // parseEntry reads a family node's name; ok is false for other children
 // (a semaphore's permits node).
 func parseEntry(name string) (entry, bool) {
-	const head = len(protectedPrefix) + guidLen
+	const head = len(protectedPrefix) + zkconn.GUIDLen
 	seq, ok := sequence(name)
-	if !ok || !strings.HasPrefix(name, protectedPrefix) || len(name) < head+3+seqDigits {
+	if !ok || !strings.HasPrefix(name, protectedPrefix) || len(name) < head+3+zkconn.SeqDigits {
 		return entry{}, false
 	}
-	body := name[head : len(name)-seqDigits]
+	body := name[head : len(name)-zkconn.SeqDigits]
 	if body[0] != '-' || body[len(body)-1] != '-' {
 		return entry{}, false
 	}
@@ -229,27 +230,27 @@ func (e *Engine) familyAttempt(ctx context.Context, h *locker.Hold, parent strin
 		return ok, err
 	}
 	sem := h.Kind == locker.KindPermit
-	nn := newNode{parent: parent, guid: newGUID(), marker: marker(h), data: []byte(h.Owner)}
-	sent, unexpect := e.wire.expect(nn.guid)
+	guid := zkconn.NewGUID()
+	sent, unexpect := e.zc.Sent(guid)
 	var early *pending[view]
-	c, err := e.create(ctx, nn, sent, func() {
+	c, err := e.create(ctx, zkconn.Protected{Parent: parent, GUID: guid, Suffix: marker(h), Data: []byte(h.Owner), Sent: sent, OnSent: func() {
 		early = start(e, func() (view, error) { return e.look(parent, sem) }, nil)
-	})
+	}})
 	unexpect()
 	if err != nil {
 		return false, e.fail("acquire", h.Name, err)
 	}
-	pversion := c.pversion
+	pversion := c.PVersion
 	if sem {
 		// Its permits node keeps a semaphore's parent: not worth a
 		// delete that would fail.
 		pversion = -1
 	}
-	n := e.track(c.path, parent, pversion)
+	n := e.track(c.Path, parent, pversion)
 	var v view
 	looked := false
 	if early != nil {
-		v, err = early.waitUntil(ctx, time.Now().Add(e.connectTimeout))
+		v, err = early.WaitUntil(ctx, time.Now().Add(e.connectTimeout))
 		looked = err == nil && slices.ContainsFunc(v.queue, func(en entry) bool { return en.name == n.name })
 	}
 	watches := make(map[string]<-chan gozk.Event)
@@ -282,7 +283,7 @@ func (e *Engine) familyAttempt(ctx context.Context, h *locker.Hold, parent strin
 			if vd.poke {
 				e.poke(n, h.Owner, arm == 0)
 			}
-			if !e.grant(h, n, c.czxid, arm) {
+			if !e.grant(h, n, c.Czxid, arm) {
 				e.discard(n, true)
 				return false, errRestart
 			}
@@ -307,7 +308,7 @@ func (e *Engine) familyAttempt(ctx context.Context, h *locker.Hold, parent strin
 				// The session expired, or the engine is closing: the
 				// node went with the session.
 				e.discard(n, false)
-				if e.ctx.Err() != nil {
+				if e.zc.Closing() {
 					return false, e.fail("acquire", h.Name, errClosed)
 				}
 				return false, errRestart
@@ -333,21 +334,25 @@ func (e *Engine) downgrade(ctx context.Context, h *locker.Hold, parent string) (
 		return false, nil, false
 	}
 	w, _ := h.Writer.State.(*node)
-	if w == nil || isClosed(w.gone) {
+	if w == nil {
 		return false, nil, false
 	}
-	nn := newNode{
-		parent: parent, guid: newGUID(), check: w.path, data: []byte(h.Owner),
-		marker: "-" + string(markDown) + strconv.FormatUint(h.Writer.Token, 10) + "-",
+	select {
+	case <-w.gone:
+		return false, nil, false
+	default:
 	}
-	c, err := e.create(ctx, nn, nil, nil)
+	c, err := e.create(ctx, zkconn.Protected{
+		Parent: parent, GUID: zkconn.NewGUID(), Requires: w.path, Data: []byte(h.Owner),
+		Suffix: "-" + string(markDown) + strconv.FormatUint(h.Writer.Token, 10) + "-",
+	})
 	switch {
-	case errors.Is(err, errCheckFailed):
+	case errors.Is(err, zkconn.ErrRequiredGone):
 		return false, nil, false
 	case err != nil:
 		return false, e.fail("acquire", h.Name, err), true
 	}
-	n := e.track(c.path, parent, c.pversion)
+	n := e.track(c.Path, parent, c.PVersion)
 	if !e.grant(h, n, int64(h.Writer.Token), e.armDelay(h)) {
 		e.discard(n, true)
 		return false, errRestart, true
@@ -365,13 +370,13 @@ func (e *Engine) look(parent string, sem bool) (view, error) {
 	children, _, err := e.conn.Children(parent)
 	if err != nil {
 		if count != nil {
-			_, _ = count.wait(context.Background())
+			_, _ = count.Wait(context.Background())
 		}
 		return view{}, err
 	}
 	v := view{queue: entries(children)}
 	if count != nil {
-		if v.count, err = count.wait(context.Background()); err != nil {
+		if v.count, err = count.Wait(context.Background()); err != nil {
 			return view{}, err
 		}
 	}
@@ -434,7 +439,7 @@ func (e *Engine) mismatch(name string, err error) error {
 // change. A failure only delays the successor until this hold ends.
 func (e *Engine) poke(n *node, owner string, now bool) {
 	run := func() {
-		ctx, cancel := context.WithTimeout(e.ctx, e.connectTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), e.connectTimeout)
 		defer cancel()
 		_, err := do(e, ctx, func() (*gozk.Stat, error) { return e.conn.Set(n.path, []byte(owner), -1) })
 		if err != nil && !errors.Is(err, gozk.ErrNoNode) {
@@ -477,8 +482,8 @@ func (e *Engine) watchAll(ctx context.Context, parent string, names []string, wa
 		deadline := time.Now().Add(e.connectTimeout)
 		var first error
 		for i, p := range set {
-			ch, err := p.waitUntil(ctx, deadline)
-			if err != nil && retryable(err) && !isCtx(err) && err != errLate {
+			ch, err := p.WaitUntil(ctx, deadline)
+			if err != nil && zkconn.Retryable(err) && !zkconn.IsCtx(err) {
 				ch, err = e.watch(ctx, parent+"/"+missing[i])
 			}
 			if err == nil {
@@ -517,14 +522,14 @@ func (e *Engine) waitAny(ctx context.Context, n *node, chans []<-chan gozk.Event
 			return gozk.Event{}, waitGone
 		case <-ctx.Done():
 			return gozk.Event{}, waitCtx
-		case <-e.ctx.Done():
+		case <-e.zc.Done():
 			return gozk.Event{}, waitClosed
 		}
 	}
 	cases := []reflect.SelectCase{
 		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(n.gone)},
 		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
-		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(e.ctx.Done())},
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(e.zc.Done())},
 	}
 	for _, ch := range chans {
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})

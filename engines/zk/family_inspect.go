@@ -125,7 +125,7 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 			return nil
 		case errors.Is(err, gozk.ErrNodeExists):
 		case errors.Is(err, gozk.ErrNoNode):
-			if err = e.ensureParent(ctx, parent); err != nil {
+			if err = e.zc.EnsureContainer(ctx, parent, e.acl); err != nil {
 				return e.fail("set permits", name, err)
 			}
 		default:

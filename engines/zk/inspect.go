@@ -1,17 +1,14 @@
 package zk
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
-	"sync"
-	"sync/atomic"
 
 	gozk "github.com/go-zookeeper/zk"
+	"golang.org/x/sync/errgroup"
 
+	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -103,7 +100,7 @@ func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, e
 		if len(first) == 0 {
 			continue // deleted since the listing
 		}
-		err = e.removeVersion(ctx, first[0].path, first[0].version)
+		_, err = e.zc.Delete(ctx, first[0].path, first[0].version)
 		switch {
 		case err == nil:
 			return first[0].holder(), nil
@@ -115,9 +112,6 @@ func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, e
 	return locker.Holder{}, fmt.Errorf("zk: force unlock %q: the lock changed hands %d times meanwhile: it is not stuck; look again", name, forceAttempts)
 }
 
-// closed reports whether Close has begun.
-func (e *Engine) closed() bool { return e.core.Closed() || e.ctx.Err() != nil }
-
 // queue lists the lock nodes under parent, the holder first, then the
 // waiters in line; none when parent does not exist.
 func (e *Engine) queue(ctx context.Context, parent string) ([]string, error) {
@@ -128,33 +122,18 @@ func (e *Engine) queue(ctx context.Context, parent string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	children = slices.DeleteFunc(children, func(c string) bool {
-		_, ok := sequence(c)
-		return !ok
-	})
 	// Ordered as position orders them: by sequence, then by name.
-	slices.SortFunc(children, func(a, b string) int {
-		sa, _ := sequence(a)
-		sb, _ := sequence(b)
-		return cmp.Or(cmp.Compare(sa, sb), strings.Compare(a, b))
-	})
-	return children, nil
+	return zkconn.Queue(children), nil
 }
 
 // readNodes reads the nodes names under parent, at most maxNodeReads at a
 // time, in their order; those deleted meanwhile are left out.
 func (e *Engine) readNodes(ctx context.Context, parent string, names []string) ([]queued, error) {
 	nodes := make([]*queued, len(names))
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-		sem      = make(chan struct{}, maxNodeReads)
-	)
+	var g errgroup.Group
+	g.SetLimit(maxNodeReads)
 	for i, n := range names {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		g.Go(func() error {
 			path := parent + "/" + n
 			q, err := do(e, ctx, func() (*queued, error) {
 				data, st, err := e.conn.Get(path)
@@ -167,17 +146,13 @@ func (e *Engine) readNodes(ctx context.Context, parent string, names []string) (
 			case err == nil:
 				nodes[i] = q
 			case !errors.Is(err, gozk.ErrNoNode):
-				mu.Lock()
-				if firstErr == nil {
-					firstErr = fmt.Errorf("node %s: %w", n, err)
-				}
-				mu.Unlock()
+				return fmt.Errorf("node %s: %w", n, err)
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	var out []queued
 	for _, q := range nodes {
@@ -186,22 +161,4 @@ func (e *Engine) readNodes(ctx context.Context, parent string, names []string) (
 		}
 	}
 	return out, nil
-}
-
-// removeVersion deletes path if it has version. As in remove, a delete
-// that finds no node after an attempt whose reply was lost presumably
-// deleted it itself: that is a success.
-func (e *Engine) removeVersion(ctx context.Context, path string, version int32) error {
-	var lost atomic.Bool
-	_, err := do(e, ctx, func() (struct{}, error) {
-		err := e.conn.Delete(path, version)
-		if err != nil && retryable(err) {
-			lost.Store(true)
-		}
-		return struct{}{}, err
-	})
-	if errors.Is(err, gozk.ErrNoNode) && lost.Load() {
-		return nil
-	}
-	return err
 }

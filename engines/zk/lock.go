@@ -2,19 +2,14 @@ package zk
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
-	"strconv"
-	"strings"
-	"sync/atomic"
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
 
+	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -22,9 +17,8 @@ import (
 // "_c_<guid>-lock-<sequence>". The guid, new for every node, lets the
 // engine find its node after a create whose reply was lost.
 const (
-	protectedPrefix = "_c_"
+	protectedPrefix = zkconn.ProtectedPrefix
 	lockMarker      = "-lock-"
-	seqDigits       = 10 // ZooKeeper appends a %010d sequence number
 )
 
 // errRestart means the engine lost its node while queueing (deleted, or its
@@ -35,7 +29,7 @@ var errRestart = errors.New("zk: lock node vanished while queueing")
 const maxTryRestarts = 2
 
 // lockPath is the parent node of a lock's nodes.
-func (e *Engine) lockPath(name string) string { return e.root + "/" + escapeName(name) }
+func (e *Engine) lockPath(name string) string { return e.root + "/" + zkconn.EscapeName(name) }
 
 // Acquire implements locker.Backend: it queues an ephemeral sequential node
 // under the lock's parent; the lowest node holds, every other watches only
@@ -43,7 +37,7 @@ func (e *Engine) lockPath(name string) string { return e.root + "/" + escapeName
 func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, error) {
 	if e.refused() {
 		// Not worth waiting the connect timeout for a reconnection.
-		return false, e.fail("acquire", h.Name, errNoServer)
+		return false, e.fail("acquire", h.Name, zkconn.ErrNoServer)
 	}
 	parent, attempt := e.lockPath(h.Name), e.attempt
 	if h.Kind != locker.KindMutex {
@@ -73,26 +67,9 @@ func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, 
 // listing sees the new node. Should it not (the connection changed in
 // between), the engine lists again.
 func (e *Engine) attempt(ctx context.Context, h *locker.Hold, parent string, wait bool) (bool, error) {
-	guid := newGUID()
-	sent, unexpect := e.wire.expect(guid)
-	var early *pending[[]string]
-	c, err := e.create(ctx, newNode{parent: parent, guid: guid, marker: lockMarker, data: []byte(h.Owner)}, sent, func() {
-		early = start(e, func() ([]string, error) {
-			children, _, err := e.conn.Children(parent)
-			return children, err
-		}, nil)
-	})
-	unexpect()
+	n, czxid, children, err := e.enqueue(ctx, h, parent)
 	if err != nil {
 		return false, e.fail("acquire", h.Name, err)
-	}
-	n := e.track(c.path, parent, c.pversion)
-	var children []string
-	if early != nil {
-		children, err = early.waitUntil(ctx, time.Now().Add(e.connectTimeout))
-		if err != nil || !slices.Contains(children, n.name) {
-			children = nil
-		}
 	}
 	for {
 		if children == nil {
@@ -107,7 +84,7 @@ func (e *Engine) attempt(ctx context.Context, h *locker.Hold, parent string, wai
 			e.untrack(n)
 			return false, errRestart
 		case first:
-			if !e.grant(h, n, c.czxid, e.armDelay(h)) {
+			if !e.grant(h, n, czxid, e.armDelay(h)) {
 				e.discard(n, true)
 				return false, errRestart
 			}
@@ -116,31 +93,69 @@ func (e *Engine) attempt(ctx context.Context, h *locker.Hold, parent string, wai
 			e.discard(n, true)
 			return false, nil
 		}
-		ch, err := e.watch(ctx, parent+"/"+pred)
-		switch {
-		case err == nil:
-			select {
-			case ev := <-ch:
-				if ev.Type == gozk.EventNotWatching {
-					// The session expired, or the engine is closing: the
-					// node went with the session.
-					e.discard(n, false)
-					if e.ctx.Err() != nil {
-						return false, e.fail("acquire", h.Name, errClosed)
-					}
-					return false, errRestart
-				}
-			case <-n.gone:
-				return false, errRestart
-			case <-ctx.Done():
-				e.drop(n)
-				return false, ctx.Err() // answered: the name was held
-			case <-e.ctx.Done():
-				return false, e.fail("acquire", h.Name, errClosed)
-			}
-		case !errors.Is(err, gozk.ErrNoNode): // NoNode: gone already, look again
-			return false, e.abandon(ctx, h, n, err)
+		if err := e.awaitPred(ctx, h, n, parent+"/"+pred); err != nil {
+			return false, err
 		}
+	}
+}
+
+// enqueue creates and tracks the attempt's node, and returns its token and
+// the listing sent right behind the create (nil when it missed the node).
+func (e *Engine) enqueue(ctx context.Context, h *locker.Hold, parent string) (*node, int64, []string, error) {
+	guid := zkconn.NewGUID()
+	sent, unexpect := e.zc.Sent(guid)
+	var early *pending[[]string]
+	c, err := e.create(ctx, zkconn.Protected{Parent: parent, GUID: guid, Suffix: lockMarker, Data: []byte(h.Owner), Sent: sent, OnSent: func() {
+		early = start(e, func() ([]string, error) {
+			children, _, err := e.conn.Children(parent)
+			return children, err
+		}, nil)
+	}})
+	unexpect()
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	n := e.track(c.Path, parent, c.PVersion)
+	if early == nil {
+		return n, c.Czxid, nil, nil
+	}
+	children, err := early.WaitUntil(ctx, time.Now().Add(e.connectTimeout))
+	if err != nil || !slices.Contains(children, n.name) {
+		children = nil
+	}
+	return n, c.Czxid, children, nil
+}
+
+// awaitPred waits for the deletion of pred, the node just before n. It
+// returns nil when it is time to look again, errRestart when n is lost,
+// or the error Acquire returns.
+func (e *Engine) awaitPred(ctx context.Context, h *locker.Hold, n *node, pred string) error {
+	ch, err := e.watch(ctx, pred)
+	switch {
+	case errors.Is(err, gozk.ErrNoNode):
+		return nil // gone already
+	case err != nil:
+		return e.abandon(ctx, h, n, err)
+	}
+	select {
+	case ev := <-ch:
+		if ev.Type != gozk.EventNotWatching {
+			return nil
+		}
+		// The session expired, or the engine is closing: the node went
+		// with the session.
+		e.discard(n, false)
+		if e.zc.Closing() {
+			return e.fail("acquire", h.Name, errClosed)
+		}
+		return errRestart
+	case <-n.gone:
+		return errRestart
+	case <-ctx.Done():
+		e.drop(n)
+		return ctx.Err() // answered: the name was held
+	case <-e.zc.Done():
+		return e.fail("acquire", h.Name, errClosed)
 	}
 }
 
@@ -161,9 +176,8 @@ func (e *Engine) armDelay(h *locker.Hold) time.Duration {
 func (e *Engine) armLater(n *node, d time.Duration) {
 	run := func() {
 		e.spawn(func() {
-			ctx, cancel := context.WithTimeout(e.ctx, e.connectTimeout)
-			defer cancel()
-			if errors.Is(e.arm(ctx, n), locker.ErrLockLost) {
+			// do is bounded by the connect timeout and Close.
+			if errors.Is(e.arm(context.Background(), n), locker.ErrLockLost) {
 				e.lostNode(n, "node deleted")
 			}
 		})
@@ -214,41 +228,26 @@ func (e *Engine) abandon(ctx context.Context, h *locker.Hold, n *node, err error
 const cleanupTimeout = 250 * time.Millisecond
 
 // drop deletes the node of a caller who gave up, unless the engine already
-// stopped tracking it, on a goroutine of the engine: the caller returns at
-// once even when the ensemble does not answer, and the node goes as soon as
-// it answers, within the connect timeout; past that the reaper goes on.
+// stopped tracking it, in the background: the caller returns at once even
+// when the ensemble does not answer.
 func (e *Engine) drop(n *node) {
-	if !e.untrack(n) {
-		return
+	if e.untrack(n) {
+		e.zc.DeleteLater(n.path)
 	}
-	e.spawn(func() {
-		ctx, cancel := context.WithTimeout(e.ctx, e.connectTimeout)
-		_, err := e.remove(ctx, n.path)
-		cancel()
-		if err != nil && !errors.Is(err, gozk.ErrNoNode) && e.ctx.Err() == nil {
-			e.reap(reapTask{path: n.path})
-		}
-	}) // when closing, the end of the session deletes it
 }
 
 // discard deletes a node the engine no longer wants, unless it already
-// stopped tracking it (gone, or given to the reaper). With now it tries to
-// delete it before returning, on a context of its own, for at most
+// stopped tracking it (gone, or given to the reaper): with now, within
 // cleanupTimeout, for an attempt the ensemble has just answered; otherwise,
 // and when that fails, the reaper does.
 func (e *Engine) discard(n *node, now bool) {
-	if !e.untrack(n) {
-		return
+	switch {
+	case !e.untrack(n):
+	case now:
+		e.zc.DeleteNow(n.path, cleanupTimeout)
+	default:
+		e.reap(reapTask{path: n.path})
 	}
-	if now {
-		ctx, cancel := context.WithTimeout(context.Background(), min(cleanupTimeout, e.connectTimeout))
-		_, err := e.remove(ctx, n.path)
-		cancel()
-		if err == nil || errors.Is(err, gozk.ErrNoNode) || errors.Is(err, errClosed) {
-			return
-		}
-	}
-	e.reap(reapTask{path: n.path})
 }
 
 // position finds own among the lock nodes in children: whether it is
@@ -275,15 +274,6 @@ func position(children []string, own string) (pred string, first, found bool) {
 	return pred, found && pred == "", found
 }
 
-// sequence parses the sequence number ZooKeeper appended to a node name.
-func sequence(name string) (int64, bool) {
-	if len(name) < seqDigits {
-		return 0, false
-	}
-	s, err := strconv.ParseInt(name[len(name)-seqDigits:], 10, 64)
-	return s, err == nil && s >= 0
-}
-
 // Release implements locker.Backend: it deletes the hold's node, which is
 // the hold's own (its name carries a guid of its own), whatever its version.
 func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
@@ -294,7 +284,7 @@ func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
 	e.untrack(n)
 	unsure, err := e.remove(ctx, n.path)
 	switch {
-	case err == nil && unsure && n.ep.isLost():
+	case err == nil && unsure && n.ep.IsLost():
 		// A reply was lost and the session ended: the node may have gone
 		// with the session before the delete.
 		return fmt.Errorf("zk: release %q: %w", h.Name, locker.ErrLockLost)
@@ -308,256 +298,18 @@ func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
 	// The node is deleted in the background once the ensemble answers,
 	// unless the session ends first and takes it along.
 	e.reap(reapTask{path: n.path})
-	return e.fail("release", h.Name, e.giveUp(ctx, err))
+	return e.fail("release", h.Name, e.zc.GiveUp(ctx, err))
 }
-
-// remove deletes a node. When an attempt's reply was lost and a later one
-// finds no node, the first one presumably deleted it: that is a success,
-// but an unsure one.
-func (e *Engine) remove(ctx context.Context, path string) (unsure bool, err error) {
-	var lost atomic.Bool
-	_, err = do(e, ctx, func() (struct{}, error) {
-		err := e.conn.Delete(path, -1)
-		if err != nil && retryable(err) {
-			lost.Store(true)
-		}
-		return struct{}{}, err
-	})
-	if errors.Is(err, gozk.ErrNoNode) && lost.Load() {
-		return true, nil
-	}
-	return false, err
-}
-
-func (e *Engine) children(ctx context.Context, parent string) ([]string, error) {
-	return do(e, ctx, func() ([]string, error) {
-		children, _, err := e.conn.Children(parent)
-		return children, err
-	})
-}
-
-// watch sets a watch on a node that exists: the channel gets its deletion
-// (or a change). It returns ErrNoNode, and sets no watch, when it is gone.
-func (e *Engine) watch(ctx context.Context, path string) (<-chan gozk.Event, error) {
-	return do(e, ctx, func() (<-chan gozk.Event, error) {
-		_, _, ch, err := e.conn.GetW(path)
-		return ch, err
-	})
-}
-
-// newNode is what create makes: a node marker+sequence of guid under
-// parent, with data; with check, only if the node check exists (a
-// downgrade's write node), failing with errCheckFailed otherwise.
-type newNode struct {
-	parent, guid, marker, check string
-	data                        []byte
-}
-
-// errCheckFailed: the node a create was conditional on does not exist.
-var errCheckFailed = errors.New("zk: the node the create depends on is gone")
 
 // created is a node the engine created: its path and czxid, and its
 // parent's data version right after (-1 when not known).
-type created struct {
-	path     string
-	czxid    int64
-	pversion int32
-}
+type created = zkconn.Created
 
-// create makes the engine's node for one attempt, and the lock's parent and
-// the namespace when they are missing.
-//
-// The node is created in one transaction with an empty write to the
-// parent: both get the transaction's zxid, and the parent's mzxid in the
-// reply is so the node's czxid, the token, without another round trip.
-//
-// A create whose reply was lost with the connection may have made the
-// node: the engine looks for the node of guid before trying again, so that
-// no orphan stays in the queue. A create abandoned by the caller is undone
-// in the background.
-//
-// onSent is called, once, on the caller's goroutine, if sent is closed
-// while the first create is in flight.
-func (e *Engine) create(ctx context.Context, nn newNode, sent <-chan struct{}, onSent func()) (created, error) {
-	parent, guid := nn.parent, nn.guid
-	ops := []any{
-		&gozk.CreateRequest{Path: parent + "/" + protectedPrefix + guid + nn.marker, Data: nn.data, Acl: e.acl, Flags: gozk.FlagEphemeral | gozk.FlagSequence},
-		&gozk.SetDataRequest{Path: parent, Data: nil, Version: -1},
-	}
-	if nn.check != "" {
-		ops = append([]any{&gozk.CheckVersionRequest{Path: nn.check, Version: -1}}, ops...)
-	}
-	orphan := func(c created, err error) {
-		switch {
-		case err == nil:
-			e.reap(reapTask{path: c.path})
-		case retryable(err):
-			e.reap(reapTask{parent: parent, guid: guid})
-		}
-	}
-	step, cancel := context.WithTimeout(ctx, e.connectTimeout)
-	defer cancel()
-	backoff := minBackoff
-	// The parent is made at most twice: an engine that saw it empty may
-	// delete it again between our making it and our create (parents.go).
-	madeParent := 0
-	for {
-		c, err := start(e, func() (created, error) {
-			res, err := e.conn.Multi(ops...)
-			if err != nil && nn.check != "" && len(res) > 0 && errors.Is(res[0].Error, gozk.ErrNoNode) {
-				return created{}, errCheckFailed
-			}
-			if err != nil {
-				return created{}, err
-			}
-			if len(res) != len(ops) || res[len(ops)-1].Stat == nil {
-				return created{}, fmt.Errorf("unexpected reply to create: %+v", res)
-			}
-			last := res[len(ops)-1].Stat
-			c := created{path: res[len(ops)-2].String, czxid: last.Mzxid, pversion: last.Version}
-			if e.afterCreate != nil {
-				if ierr := e.afterCreate(c.path); ierr != nil {
-					return created{}, ierr
-				}
-			}
-			return c, nil
-		}, orphan).waitNotify(step, sent, onSent)
-		sent = nil
-		switch {
-		case err == nil, errors.Is(err, errCheckFailed):
-			return c, err
-		case errors.Is(err, gozk.ErrNoNode) && madeParent < 2:
-			madeParent++
-			if err := e.ensureParent(step, parent); err != nil {
-				return created{}, e.giveUp(ctx, err)
-			}
-			continue
-		case !retryable(err):
-			// An abandoned request (err is step's) is the orphan
-			// handler's to undo.
-			return created{}, e.giveUp(ctx, err)
-		}
-		// The connection dropped: the node may exist.
-		path, lerr := e.findOwn(step, parent, guid)
-		if lerr == nil && path != "" {
-			// The token is still to be read.
-			var st *gozk.Stat
-			st, lerr = do(e, step, func() (*gozk.Stat, error) {
-				_, st, err := e.conn.Get(path)
-				return st, err
-			})
-			if lerr == nil {
-				return created{path: path, czxid: st.Czxid, pversion: -1}, nil
-			}
-			if errors.Is(lerr, gozk.ErrNoNode) {
-				path, lerr = "", nil // gone with its session meanwhile
-			}
-		}
-		if lerr != nil {
-			e.reap(reapTask{parent: parent, guid: guid})
-			return created{}, e.giveUp(ctx, lerr)
-		}
-		if step.Err() != nil {
-			return created{}, e.stepErr(ctx, err)
-		}
-		if perr := e.pause(step, time.Time{}, &backoff); perr != nil {
-			return created{}, e.stepErr(ctx, err)
-		}
-	}
-}
-
-// giveUp is the error of a step that failed with err: the caller's own
-// context error, errClosed, errNoAnswer when the step ran out of time, or
-// err itself.
-func (e *Engine) giveUp(ctx context.Context, err error) error {
-	if ctx.Err() != nil || e.ctx.Err() != nil || isCtx(err) {
-		return e.stepErr(ctx, err)
-	}
-	return err
-}
-
-func isCtx(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
-
-// findOwn returns the path of the node of guid under parent, or "" when
-// there is none. Should there be more than one, it keeps the first and has
-// the others deleted.
-func (e *Engine) findOwn(ctx context.Context, parent, guid string) (string, error) {
-	// Sync first, so that the read sees every write the leader committed,
-	// the lost create included.
-	if _, err := do(e, ctx, func() (string, error) { return e.conn.Sync(parent) }); err != nil && !errors.Is(err, gozk.ErrNoNode) {
-		return "", err
-	}
-	children, err := e.children(ctx, parent)
-	if errors.Is(err, gozk.ErrNoNode) {
-		return "", nil
-	}
-	if err != nil {
-		return "", err
-	}
-	var mine []string
-	for _, c := range children {
-		if strings.HasPrefix(c, protectedPrefix+guid) {
-			mine = append(mine, c)
-		}
-	}
-	if len(mine) == 0 {
-		return "", nil
-	}
-	sort.Slice(mine, func(i, j int) bool {
-		si, _ := sequence(mine[i])
-		sj, _ := sequence(mine[j])
-		return si < sj
-	})
-	for _, extra := range mine[1:] {
-		e.reap(reapTask{path: parent + "/" + extra})
-	}
-	return parent + "/" + mine[0], nil
-}
-
-// ensureParent creates the lock's parent as a container node, which the
-// server deletes once its last child is gone, and the persistent nodes
-// above it (the namespace, the family's) when missing.
-func (e *Engine) ensureParent(ctx context.Context, parent string) error {
-	mk := func() error {
-		_, err := do(e, ctx, func() (string, error) {
-			return e.conn.CreateContainer(parent, nil, gozk.FlagContainer, e.acl)
-		})
-		if errors.Is(err, gozk.ErrNodeExists) {
-			return nil
-		}
-		return err
-	}
-	err := mk()
-	if errors.Is(err, gozk.ErrNoNode) {
-		if err = e.ensureDir(ctx, parent[:strings.LastIndexByte(parent, '/')]); err == nil {
-			err = mk()
-		}
-	}
-	return err
-}
-
-// ensureDir creates dir and the nodes above it, as persistent nodes.
-func (e *Engine) ensureDir(ctx context.Context, dir string) error {
-	for i := 1; i <= len(dir); i++ {
-		if i < len(dir) && dir[i] != '/' {
-			continue
-		}
-		p := dir[:i]
-		_, err := do(e, ctx, func() (string, error) { return e.conn.Create(p, nil, gozk.FlagPersistent, e.acl) })
-		if err != nil && !errors.Is(err, gozk.ErrNodeExists) {
-			return err
-		}
-	}
-	return nil
-}
-
-// guidLen is the length of a guid in a node name.
-const guidLen = 32
-
-func newGUID() string {
-	var b [guidLen / 2]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux since Go 1.24.
-	return hex.EncodeToString(b[:])
+// create makes the engine's node for one attempt, "_c_<guid><suffix><seq>"
+// under parent, with the parent and the namespace when they are missing
+// (zkconn.CreateProtected: the token comes in the reply; a create whose
+// reply was lost is found by its guid; one the caller abandoned is undone).
+func (e *Engine) create(ctx context.Context, p zkconn.Protected) (created, error) {
+	p.ACL, p.Check = e.acl, e.afterCreate
+	return e.zc.CreateProtected(ctx, p)
 }

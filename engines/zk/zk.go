@@ -8,12 +8,11 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
 
-	"github.com/orthrus-go/orthrus/internal/zkpath"
+	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -22,14 +21,11 @@ const (
 	DefaultSessionTimeout = 10 * time.Second
 	DefaultConnectTimeout = 5 * time.Second
 	DefaultPrefix         = "/orthrus"
+	// DefaultParentLinger is how long a lock's parent node stays after the
+	// engine's last node under it went, unless WithParentLinger says
+	// otherwise.
+	DefaultParentLinger = 5 * time.Second
 )
-
-// minHandshake is the least time a server gets to answer a handshake.
-const minHandshake = time.Second
-
-// closeTimeout bounds how long Close waits for go-zookeeper's own goroutines
-// after the connection is closed.
-const closeTimeout = 10 * time.Second
 
 // Engine is the ZooKeeper lock engine. It implements locker.Engine. It owns
 // one ZooKeeper connection and its session; Close ends them.
@@ -37,50 +33,20 @@ type Engine struct {
 	name           string
 	root           string
 	acl            []gozk.ACL
-	sessionTimeout time.Duration
 	connectTimeout time.Duration
-	nservers       int // len(servers), for refused
 	log            *slog.Logger
 
-	conn    *gozk.Conn
-	connPtr atomic.Pointer[gozk.Conn] // conn, for the event callback, once New has it
-	events  <-chan gozk.Event         // closed when go-zookeeper's loop has ended
-	wire    *wire
-	core    *locker.Core
+	zc   *zkconn.Conn // the connection, its workers and its reaper
+	conn *gozk.Conn   // zc's client, for requests run through do
+	core *locker.Core
 
-	// ctx is cancelled by Close: it ends the engine's own waits.
-	ctx    context.Context
-	cancel context.CancelFunc
-
-	// Session state, set by the event callback; see session.go.
-	mu      sync.Mutex
-	nodes   map[string]*node // our nodes the server has, by path
-	ep      *epoch           // the current session
-	up      chan struct{}    // closed while a session is connected
-	isUp    bool
-	changed chan struct{} // poked on every session event
-
-	// Goroutines: the monitor, the reaper and the workers that run
-	// requests.
-	gmu     sync.Mutex
-	gclosed bool
-	wg      sync.WaitGroup
-	work    chan func() // to an idle worker
-
-	reapMu   sync.Mutex
-	reapQ    []reapTask
-	reapWake chan struct{}
-
-	// Lock parents, see parents.go; guarded by mu.
-	linger   time.Duration
-	parents  map[string]*parentState
-	idle     []idleParent // oldest first
-	idleWake chan struct{}
+	mu    sync.Mutex
+	nodes map[string]*node // the engine's nodes, by path; see session.go
 
 	closeOnce sync.Once
 
-	// afterCreate, set only by tests, replaces the result of a successful
-	// create, to simulate a reply lost with the connection.
+	// afterCreate, set only by tests (export_test.go), replaces the result
+	// of a successful create, to simulate a reply lost with the connection.
 	afterCreate func(path string) error
 }
 
@@ -89,22 +55,11 @@ var (
 	_ locker.Backend = (*Engine)(nil)
 )
 
-type credential struct {
-	scheme string
-	cred   []byte
-}
-
 type settings struct {
-	name           string
-	prefix         string
-	sessionTimeout time.Duration
-	connectTimeout time.Duration
-	logger         *slog.Logger
-	auth           []credential
-	tls            *tls.Config
-
+	name     string
+	prefix   string
 	observer locker.Observer // nil: nothing observes
-	linger   time.Duration
+	conn     zkconn.Config   // the connection's options
 }
 
 // Option configures an Engine.
@@ -133,7 +88,7 @@ func WithPrefix(prefix string) Option {
 		if !strings.HasPrefix(p, "/") {
 			p = "/" + p
 		}
-		if err := zkpath.Check(p); err != nil {
+		if err := zkconn.CheckPath(p); err != nil {
 			return fmt.Errorf("zk: WithPrefix(%q): %w: %v", prefix, locker.ErrInvalidArgument, err)
 		}
 		s.prefix = p
@@ -152,7 +107,7 @@ func WithSessionTimeout(d time.Duration) Option {
 		if d < time.Millisecond {
 			return fmt.Errorf("zk: WithSessionTimeout(%v): %w: want at least 1ms", d, locker.ErrInvalidArgument)
 		}
-		s.sessionTimeout = d
+		s.conn.SessionTimeout = d
 		return nil
 	}
 }
@@ -169,7 +124,7 @@ func WithConnectTimeout(d time.Duration) Option {
 		if d <= 0 {
 			return fmt.Errorf("zk: WithConnectTimeout(%v): %w: timeout must be positive", d, locker.ErrInvalidArgument)
 		}
-		s.connectTimeout = d
+		s.conn.ConnectTimeout = d
 		return nil
 	}
 }
@@ -183,15 +138,27 @@ func WithConnectTimeout(d time.Duration) Option {
 // credentials, and nodes open to all (OPEN_ACL_UNSAFE).
 func WithAuth(scheme, cred string) Option {
 	return func(s *settings) error {
-		switch {
-		case scheme == "":
-			return fmt.Errorf("zk: WithAuth: %w: scheme is empty", locker.ErrInvalidArgument)
-		case cred == "":
-			return fmt.Errorf("zk: WithAuth(%q): %w: credentials are empty", scheme, locker.ErrInvalidArgument)
-		case scheme == "digest" && !strings.Contains(cred, ":"):
-			return fmt.Errorf("zk: WithAuth(%q): %w: want \"user:password\"", scheme, locker.ErrInvalidArgument)
+		c, err := zkconn.NewCredential(scheme, cred)
+		if err != nil {
+			return fmt.Errorf("zk: WithAuth(%q): %w: %v", scheme, locker.ErrInvalidArgument, err)
 		}
-		s.auth = append(s.auth, credential{scheme: scheme, cred: []byte(cred)})
+		s.conn.Auth = append(s.conn.Auth, c)
+		return nil
+	}
+}
+
+// WithTLS connects to the servers' secure client port (secureClientPort,
+// served by ZooKeeper's Netty connection factory) over TLS with conf: its
+// RootCAs to verify the servers, its Certificates for mutual TLS. When
+// conf.ServerName is empty, each server's host is verified. A server whose
+// handshake fails is skipped like an unreachable one, and New's error says
+// why. Default: no TLS.
+func WithTLS(conf *tls.Config) Option {
+	return func(s *settings) error {
+		if conf == nil {
+			return fmt.Errorf("zk: WithTLS: %w: config is nil", locker.ErrInvalidArgument)
+		}
+		s.conn.TLS = conf.Clone()
 		return nil
 	}
 }
@@ -208,7 +175,7 @@ func WithParentLinger(d time.Duration) Option {
 		if d < 0 {
 			return fmt.Errorf("zk: WithParentLinger(%v): %w: must not be negative", d, locker.ErrInvalidArgument)
 		}
-		s.linger = d
+		s.conn.ParentLinger = d
 		return nil
 	}
 }
@@ -221,7 +188,7 @@ func WithLogger(l *slog.Logger) Option {
 		if l == nil {
 			return fmt.Errorf("zk: WithLogger: %w: logger is nil", locker.ErrInvalidArgument)
 		}
-		s.logger = l
+		s.conn.Logger = l
 		return nil
 	}
 }
@@ -231,108 +198,59 @@ func WithLogger(l *slog.Logger) Option {
 // an ensemble that cannot be reached fails New with an error wrapping
 // locker.ErrUnavailable. The engine owns the connection; Close ends it.
 func New(servers []string, opts ...Option) (*Engine, error) {
-	if len(servers) == 0 {
-		return nil, fmt.Errorf("zk: New: %w: no servers", locker.ErrInvalidArgument)
+	s, err := newSettings(servers, opts)
+	if err != nil {
+		return nil, err
 	}
-	for _, srv := range servers {
-		if strings.TrimSpace(srv) == "" {
-			return nil, fmt.Errorf("zk: New(%q): %w: empty server address", servers, locker.ErrInvalidArgument)
-		}
-	}
-	s := settings{
-		name:           "zk",
-		prefix:         DefaultPrefix,
-		sessionTimeout: DefaultSessionTimeout,
-		connectTimeout: DefaultConnectTimeout,
-		logger:         slog.Default(),
-		linger:         DefaultParentLinger,
-	}
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("zk: New: %w: nil Option", locker.ErrInvalidArgument)
-		}
-		if err := opt(&s); err != nil {
-			return nil, err
-		}
-	}
-	logger := s.logger.With("engine", s.name)
+	logger := s.conn.Logger.With("engine", s.name)
 	e := &Engine{
 		name:           s.name,
 		root:           s.prefix,
-		acl:            gozk.WorldACL(gozk.PermAll),
-		sessionTimeout: s.sessionTimeout,
-		connectTimeout: s.connectTimeout,
-		nservers:       len(servers),
+		acl:            s.conn.ACL(),
+		connectTimeout: s.conn.ConnectTimeout,
 		log:            logger,
-		wire:           newWire(max(min(s.connectTimeout, s.sessionTimeout*2/3), minHandshake)),
 		nodes:          make(map[string]*node),
-		up:             make(chan struct{}),
-		changed:        make(chan struct{}, 1),
-		reapWake:       make(chan struct{}, 1),
-		work:           make(chan func()),
-		linger:         s.linger,
-		parents:        make(map[string]*parentState),
-		idleWake:       make(chan struct{}, 1),
 	}
-	e.wire.tls = s.tls
-	if len(s.auth) > 0 {
-		e.acl = gozk.AuthACL(gozk.PermAll)
-	}
-	e.ctx, e.cancel = context.WithCancel(context.Background())
-
-	conn, events, err := gozk.Connect(servers, s.sessionTimeout,
-		gozk.WithDialer(e.wire.dial),
-		gozk.WithLogger(clientLogger{logger}),
-		gozk.WithLogInfo(false),
-		gozk.WithEventCallback(e.onEvent),
-	)
-	if err != nil {
-		e.cancel()
-		// An address that does not resolve: nothing to connect to.
+	s.conn.Servers, s.conn.Logger = servers, logger
+	s.conn.OnEpochLost, s.conn.OnDeleted = e.epochLost, e.nodeDeleted
+	e.zc, err = zkconn.Dial(context.Background(), s.conn)
+	var auth *zkconn.AuthError
+	switch {
+	case errors.As(err, &auth):
+		return nil, fmt.Errorf("zk: New: WithAuth(%q): %w: %w", auth.Scheme, locker.ErrUnavailable, auth.Err)
+	case err != nil:
 		return nil, fmt.Errorf("zk: New(%q): %w: %w", servers, locker.ErrUnavailable, err)
 	}
-	e.conn, e.events = conn, events
-	e.connPtr.Store(conn)
-	e.sync(conn) // events before the Store were not acted on
-
-	if err := e.waitSession(servers); err != nil {
-		e.shutdown()
-		return nil, err
-	}
-	for _, c := range s.auth {
-		_, err := do(e, e.ctx, func() (struct{}, error) { return struct{}{}, e.conn.AddAuth(c.scheme, c.cred) })
-		if err != nil {
-			e.shutdown()
-			return nil, fmt.Errorf("zk: New: WithAuth(%q): %w: %w", c.scheme, locker.ErrUnavailable, err)
-		}
-	}
-	if got := e.liveness(); got != s.sessionTimeout {
-		logger.Info("zk: the server changed the session timeout", "asked", s.sessionTimeout, "granted", got)
-	}
-	e.wg.Add(3)
-	go e.monitor()
-	go e.reaper()
-	go e.sweeper()
+	e.conn = e.zc.Client()
 	e.core = locker.NewCore(s.name, e, logger, locker.ObservedBy(s.observer))
 	return e, nil
 }
 
-// waitSession waits for the first session, at most the connect timeout.
-func (e *Engine) waitSession(servers []string) error {
-	timer := time.NewTimer(e.connectTimeout)
-	defer timer.Stop()
-	e.mu.Lock()
-	up := e.up
-	e.mu.Unlock()
-	select {
-	case <-up:
-		return nil
-	case <-timer.C:
-		if why := e.wire.failure.Load(); why != nil {
-			return fmt.Errorf("zk: New(%q): %w: no session within %v: %w", servers, locker.ErrUnavailable, e.connectTimeout, *why)
-		}
-		return fmt.Errorf("zk: New(%q): %w: no session within %v", servers, locker.ErrUnavailable, e.connectTimeout)
+// newSettings checks servers and applies opts to the defaults.
+func newSettings(servers []string, opts []Option) (settings, error) {
+	s := settings{name: "zk", prefix: DefaultPrefix, conn: zkconn.Config{
+		SessionTimeout: DefaultSessionTimeout,
+		ConnectTimeout: DefaultConnectTimeout,
+		Logger:         slog.Default(),
+		ParentLinger:   DefaultParentLinger,
+	}}
+	if len(servers) == 0 {
+		return s, fmt.Errorf("zk: New: %w: no servers", locker.ErrInvalidArgument)
 	}
+	for _, srv := range servers {
+		if strings.TrimSpace(srv) == "" {
+			return s, fmt.Errorf("zk: New(%q): %w: empty server address", servers, locker.ErrInvalidArgument)
+		}
+	}
+	for _, opt := range opts {
+		if opt == nil {
+			return s, fmt.Errorf("zk: New: %w: nil Option", locker.ErrInvalidArgument)
+		}
+		if err := opt(&s); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
 }
 
 // Name returns the engine's name.
@@ -360,9 +278,9 @@ func (e *Engine) Ping(ctx context.Context) error {
 		return fmt.Errorf("zk: ping: %w", locker.ErrClosed)
 	}
 	if e.refused() {
-		return e.fail("ping", "/", errNoServer)
+		return e.fail("ping", "/", zkconn.ErrNoServer)
 	}
-	_, err := probe(e, ctx, func() (bool, error) {
+	_, err := zkconn.Probe(ctx, e.zc, func() (bool, error) {
 		ok, _, err := e.conn.Exists("/")
 		return ok, err
 	})
@@ -384,77 +302,9 @@ func (e *Engine) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), locker.DefaultReleaseTimeout)
 		err = e.core.Close(ctx)
 		cancel()
-		e.shutdown()
+		_ = e.zc.Close() // logged there: go-zookeeper's loop did not end
 	})
 	return err
-}
-
-// shutdown stops everything New started.
-func (e *Engine) shutdown() {
-	e.cancel()
-	e.gmu.Lock()
-	e.gclosed = true
-	e.gmu.Unlock()
-	// A graceful close first: the server ends the session and deletes its
-	// nodes at once. Then the sockets, in case a handshake with a frozen
-	// server holds go-zookeeper's loop.
-	e.conn.Close()
-	e.wire.close()
-	e.wg.Wait()
-	timer := time.NewTimer(closeTimeout)
-	defer timer.Stop()
-	for {
-		select {
-		case _, ok := <-e.events:
-			if !ok {
-				return
-			}
-		case <-timer.C:
-			e.log.Warn("zk: go-zookeeper's connection loop did not end", "waited", closeTimeout)
-			return
-		}
-	}
-}
-
-// workerIdle is how long an idle worker waits for more work.
-const workerIdle = 2 * time.Second
-
-// spawn runs f on a worker goroutine that Close waits for: an idle one, or
-// a new one. It reports false, and does not run f, once the engine is
-// closing. Workers outlive their first request by workerIdle, so that the
-// next ones do not pay for a goroutine and for growing its stack, which
-// go-zookeeper's calls need.
-func (e *Engine) spawn(f func()) bool {
-	select {
-	case e.work <- f:
-		return true
-	default:
-	}
-	e.gmu.Lock()
-	defer e.gmu.Unlock()
-	if e.gclosed {
-		return false
-	}
-	e.wg.Add(1)
-	go e.worker(f)
-	return true
-}
-
-func (e *Engine) worker(f func()) {
-	defer e.wg.Done()
-	idle := time.NewTimer(workerIdle)
-	defer idle.Stop()
-	for {
-		f()
-		idle.Reset(workerIdle)
-		select {
-		case f = <-e.work:
-		case <-idle.C:
-			return
-		case <-e.ctx.Done():
-			return
-		}
-	}
 }
 
 // fail classifies an engine error for the caller: ErrClosed once the engine
@@ -464,7 +314,7 @@ func (e *Engine) fail(op, name string, err error) error {
 	switch {
 	case errors.Is(err, errClosed):
 		fail.Classes, fail.Err = []error{locker.ErrClosed}, nil
-	case errors.Is(err, errNoServer) || e.refused():
+	case errors.Is(err, zkconn.ErrNoServer) || e.refused():
 		fail.Classes = []error{locker.ErrUnavailable, locker.ErrRefused}
 	case errors.Is(err, gozk.ErrNoAuth) || errors.Is(err, gozk.ErrAuthFailed):
 		fail.Classes = []error{locker.ErrPermission}
@@ -472,16 +322,4 @@ func (e *Engine) fail(op, name string, err error) error {
 		fail.Classes = []error{locker.ErrUnavailable}
 	}
 	return fail
-}
-
-// errNoServer: no server of the ensemble accepts a connection.
-var errNoServer = errors.New("no ZooKeeper server accepts a connection")
-
-// clientLogger sends go-zookeeper's messages to slog at Debug level.
-type clientLogger struct{ log *slog.Logger }
-
-func (l clientLogger) Printf(format string, args ...any) {
-	if l.log.Enabled(context.Background(), slog.LevelDebug) {
-		l.log.Debug("zk: client: " + fmt.Sprintf(format, args...))
-	}
 }

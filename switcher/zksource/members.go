@@ -5,11 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	gozk "github.com/go-zookeeper/zk"
 
-	"github.com/orthrus-go/orthrus/internal/zkcall"
+	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
 )
@@ -23,9 +22,9 @@ var (
 // watched node (whose data watch never sees children).
 func (s *Source) membersPath() string { return s.path + "/members" }
 
-// memberPath is the node of one Member; a '/' in an ID cannot name a node.
+// memberPath is the node of one Member: any ID, escaped to one node name.
 func (s *Source) memberPath(id string) string {
-	return s.membersPath() + "/" + strings.ReplaceAll(id, "/", "%2F")
+	return s.membersPath() + "/" + zkconn.EscapeName(id)
 }
 
 // Announce implements switcher.Announcer: m goes to an ephemeral node,
@@ -35,7 +34,7 @@ func (s *Source) Announce(ctx context.Context, m switcher.Member) error {
 	if err != nil {
 		return fmt.Errorf("zksource: announce %q: %w", m.ID, err)
 	}
-	_, err = zkcall.Do(ctx, func() (struct{}, error) { return struct{}{}, s.announce(s.memberPath(m.ID), data) })
+	_, err = zkconn.Call(ctx, func() (struct{}, error) { return struct{}{}, s.announce(s.memberPath(m.ID), data) })
 	if err != nil {
 		return fmt.Errorf("zksource: announce %q: %w: %w", m.ID, locker.ErrUnavailable, err)
 	}
@@ -56,7 +55,7 @@ func (s *Source) announce(path string, data []byte) error {
 
 // Retract implements switcher.Announcer.
 func (s *Source) Retract(ctx context.Context, id string) error {
-	_, err := zkcall.Do(ctx, func() (struct{}, error) {
+	_, err := zkconn.Call(ctx, func() (struct{}, error) {
 		err := s.conn.Delete(s.memberPath(id), -1)
 		if errors.Is(err, gozk.ErrNoNode) {
 			err = nil
@@ -79,7 +78,7 @@ func (s *Source) Retract(ctx context.Context, id string) error {
 // Members implements switcher.Roster: the Members announced by live
 // sessions. A record it cannot decode is skipped.
 func (s *Source) Members(ctx context.Context) ([]switcher.Member, error) {
-	ms, err := zkcall.Do(ctx, func() ([]switcher.Member, error) {
+	ms, err := zkconn.Call(ctx, func() ([]switcher.Member, error) {
 		names, _, err := s.conn.Children(s.membersPath())
 		if errors.Is(err, gozk.ErrNoNode) {
 			return nil, nil

@@ -10,8 +10,7 @@ import (
 
 	gozk "github.com/go-zookeeper/zk"
 
-	"github.com/orthrus-go/orthrus/internal/zkcall"
-	"github.com/orthrus-go/orthrus/internal/zkpath"
+	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
 )
@@ -76,7 +75,7 @@ func New(conn *gozk.Conn, path string, opts ...Option) (*Source, error) {
 	if conn == nil {
 		return nil, fmt.Errorf("zksource: New: %w: conn is nil", locker.ErrInvalidArgument)
 	}
-	if err := zkpath.Check(path); err != nil {
+	if err := zkconn.CheckPath(path); err != nil {
 		return nil, fmt.Errorf("zksource: New(%q): %w: %v", path, locker.ErrInvalidArgument, err)
 	}
 	s := settings{logger: slog.Default(), acl: gozk.WorldACL(gozk.PermAll)}
@@ -102,9 +101,9 @@ func (s *Source) Set(ctx context.Context, engine string) error {
 	if strings.TrimSpace(engine) == "" {
 		return fmt.Errorf("zksource: set %q: %w: engine name is empty", s.path, locker.ErrInvalidArgument)
 	}
-	_, err := zkcall.Do(ctx, func() (struct{}, error) { return struct{}{}, s.set([]byte(engine)) })
+	_, err := zkconn.Call(ctx, func() (struct{}, error) { return struct{}{}, s.set([]byte(engine)) })
 	if err != nil {
-		if permanent(err) {
+		if zkconn.Answered(err) { // no permission, bad ACL: not an outage
 			return fmt.Errorf("zksource: set %q: %w", s.path, err)
 		}
 		return fmt.Errorf("zksource: set %q: %w: %w", s.path, locker.ErrUnavailable, err)
@@ -126,11 +125,8 @@ func (s *Source) set(data []byte) error {
 
 // create creates the node with data, and its missing parents.
 func (s *Source) create(data []byte) error {
-	for i := 1; i < len(s.path); i++ {
-		if s.path[i] != '/' {
-			continue
-		}
-		if _, err := s.conn.Create(s.path[:i], nil, 0, s.acl); err != nil && !errors.Is(err, gozk.ErrNodeExists) {
+	for _, p := range zkconn.Ancestors(s.path) {
+		if _, err := s.conn.Create(p, nil, 0, s.acl); err != nil && !errors.Is(err, gozk.ErrNodeExists) {
 			return err
 		}
 	}
@@ -145,7 +141,7 @@ func (s *Source) Propose(ctx context.Context, from uint64, engine string) (switc
 	if strings.TrimSpace(engine) == "" {
 		return switcher.Desired{}, false, fmt.Errorf("zksource: propose %q: %w: engine name is empty", s.path, locker.ErrInvalidArgument)
 	}
-	p, err := zkcall.Do(ctx, func() (proposal, error) { return s.propose(from, engine) })
+	p, err := zkconn.Call(ctx, func() (proposal, error) { return s.propose(from, engine) })
 	if err != nil {
 		return switcher.Desired{}, false, fmt.Errorf("zksource: propose %q: %w: %w", s.path, locker.ErrUnavailable, err)
 	}
@@ -180,16 +176,6 @@ func (s *Source) propose(from uint64, engine string) (proposal, error) {
 		return proposal{}, err
 	}
 	return proposal{d: switcher.Desired{Engine: strings.TrimSpace(string(data)), Epoch: uint64(st.Version) + 1}}, nil
-}
-
-// permanent tells errors that retrying or another server will not cure.
-func permanent(err error) bool {
-	for _, p := range []error{gozk.ErrNoAuth, gozk.ErrInvalidACL, gozk.ErrBadArguments, gozk.ErrInvalidPath, gozk.ErrNoChildrenForEphemerals} {
-		if errors.Is(err, p) {
-			return true
-		}
-	}
-	return false
 }
 
 // Watch calls apply with the node's data, then with every change, until
@@ -251,7 +237,7 @@ type existsResult struct {
 // node does not exist, the watch fires on its creation; when it was created
 // between the two reads, the channel is nil.
 func (s *Source) read(ctx context.Context, apply func(switcher.Desired)) (<-chan gozk.Event, bool, error) {
-	got, err := zkcall.Do(ctx, func() (getResult, error) {
+	got, err := zkconn.Call(ctx, func() (getResult, error) {
 		data, stat, ch, err := s.conn.GetW(s.path)
 		return getResult{data, stat, ch}, err
 	})
@@ -262,7 +248,7 @@ func (s *Source) read(ctx context.Context, apply func(switcher.Desired)) (<-chan
 	if !errors.Is(err, gozk.ErrNoNode) {
 		return nil, false, err
 	}
-	ex, err := zkcall.Do(ctx, func() (existsResult, error) {
+	ex, err := zkconn.Call(ctx, func() (existsResult, error) {
 		ok, _, ch, err := s.conn.ExistsW(s.path)
 		return existsResult{ok, ch}, err
 	})

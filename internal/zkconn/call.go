@@ -1,0 +1,342 @@
+package zkconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	gozk "github.com/go-zookeeper/zk"
+)
+
+var (
+	// ErrClosed: Close has begun.
+	ErrClosed = errors.New("connection closed")
+	// ErrNoAnswer: the ensemble did not answer within the connect timeout.
+	ErrNoAnswer = errors.New("no answer from ZooKeeper")
+	// ErrNoServer: no server of the ensemble accepts a connection.
+	ErrNoServer = errors.New("no ZooKeeper server accepts a connection")
+	// errLate: a request's time ran out.
+	errLate = errors.New("request timed out")
+)
+
+// Backoff between attempts of a request whose connection dropped.
+const (
+	MinBackoff = 10 * time.Millisecond
+	maxBackoff = 500 * time.Millisecond
+)
+
+// answers are the server's answers that another attempt would not change.
+var answers = []error{
+	gozk.ErrNoNode,
+	gozk.ErrNodeExists,
+	gozk.ErrNoAuth,
+	gozk.ErrBadVersion,
+	gozk.ErrNotEmpty,
+	gozk.ErrInvalidACL,
+	gozk.ErrAuthFailed,
+	gozk.ErrBadArguments,
+	gozk.ErrNoChildrenForEphemerals,
+	gozk.ErrInvalidPath,
+	gozk.ErrInvalidFlags,
+	gozk.ErrAPIError,
+}
+
+// Answered reports whether err is an answer of the server (no node, bad
+// version, no permission...), not a failure to reach it.
+func Answered(err error) bool {
+	for _, a := range answers {
+		if errors.Is(err, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// Retryable reports whether err may be transient: the connection dropped
+// or no server could be reached, and the request may succeed once the
+// client has reconnected. Answers, Close and time running out are final.
+func Retryable(err error) bool {
+	return !Answered(err) && !IsCtx(err) && !errors.Is(err, ErrClosed) && !errors.Is(err, errLate)
+}
+
+// IsCtx reports whether err is a context's.
+func IsCtx(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+type result[T any] struct {
+	v   T
+	err error
+}
+
+// Pending is one request running on a worker of the connection.
+// go-zookeeper's calls take no context: the worker lets the caller stop
+// waiting, and the request ends on its own, at the latest when Close
+// closes the connection.
+type Pending[T any] struct {
+	ch    chan result[T]
+	state atomic.Int32 // running, abandoned or delivered
+}
+
+const (
+	running int32 = iota
+	abandoned
+	delivered
+)
+
+// Start runs f on a worker. When the caller has stopped waiting by the time
+// f returns, orphan, if not nil, gets f's result, to undo what the request
+// did. Once Close has begun, f does not run and the result is ErrClosed.
+func Start[T any](c *Conn, f func() (T, error), orphan func(T, error)) *Pending[T] {
+	p := &Pending[T]{ch: make(chan result[T], 1)}
+	ok := c.Spawn(func() {
+		v, err := f()
+		if p.state.CompareAndSwap(running, delivered) {
+			p.ch <- result[T]{v, err}
+			return
+		}
+		if orphan != nil {
+			orphan(v, err)
+		}
+	})
+	if !ok {
+		p.state.Store(delivered)
+		p.ch <- result[T]{err: ErrClosed}
+	}
+	return p
+}
+
+// Wait returns f's result, or ctx.Err() when ctx is done first.
+func (p *Pending[T]) Wait(ctx context.Context) (T, error) {
+	select {
+	case r := <-p.ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		return p.abandon(ctx.Err())
+	}
+}
+
+// abandon gives up waiting with err, unless the result came meanwhile.
+func (p *Pending[T]) abandon(err error) (T, error) {
+	if p.state.CompareAndSwap(running, abandoned) {
+		var zero T
+		return zero, err
+	}
+	r := <-p.ch // delivered just now
+	return r.v, r.err
+}
+
+// WaitNotify is Wait, calling onSent if sent is closed meanwhile.
+func (p *Pending[T]) WaitNotify(ctx context.Context, sent <-chan struct{}, onSent func()) (T, error) {
+	if sent != nil {
+		select {
+		case r := <-p.ch:
+			return r.v, r.err
+		case <-sent:
+			onSent()
+		case <-ctx.Done():
+		}
+	}
+	return p.Wait(ctx)
+}
+
+// WaitUntil is Wait, also bounded by deadline.
+func (p *Pending[T]) WaitUntil(ctx context.Context, deadline time.Time) (T, error) {
+	select {
+	case r := <-p.ch:
+		return r.v, r.err
+	default:
+	}
+	t := getTimer(time.Until(deadline))
+	defer putTimer(t)
+	select {
+	case r := <-p.ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		return p.abandon(ctx.Err())
+	case <-t.C:
+		return p.abandon(errLate)
+	}
+}
+
+// timers recycles the timers that bound requests: a request per round trip
+// makes them part of every acquisition's cost.
+var timers sync.Pool
+
+func getTimer(d time.Duration) *time.Timer {
+	if t, _ := timers.Get().(*time.Timer); t != nil {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+func putTimer(t *time.Timer) {
+	t.Stop() // no stale tick survives Stop since Go 1.23
+	timers.Put(t)
+}
+
+// Do runs the request f, and runs it again after a transient failure (a
+// dropped connection, no server reachable), within ctx and the connect
+// timeout. f must be safe to repeat. It returns f's error, ctx.Err(),
+// ErrClosed, or ErrNoAnswer (wrapping f's last error) when time ran out.
+func Do[T any](ctx context.Context, c *Conn, f func() (T, error)) (T, error) {
+	return retry(ctx, c, f, false)
+}
+
+// Probe is Do, except that it gives up at once with ErrNoServer when the
+// connection is Refused: for a health check, which must tell a dead
+// ensemble at once, whereas a request may ride out a restart.
+func Probe[T any](ctx context.Context, c *Conn, f func() (T, error)) (T, error) {
+	return retry(ctx, c, f, true)
+}
+
+func retry[T any](ctx context.Context, c *Conn, f func() (T, error), fast bool) (T, error) {
+	deadline := time.Now().Add(c.cfg.ConnectTimeout)
+	backoff := MinBackoff
+	for {
+		v, err := Start(c, f, nil).WaitUntil(ctx, deadline)
+		switch {
+		case err == nil, !Retryable(err) && !IsCtx(err) && err != errLate:
+			return v, err
+		case ctx.Err() != nil, err == errLate, !time.Now().Before(deadline):
+			return v, c.StepErr(ctx, err)
+		case fast && c.Refused():
+			// No server to try again on: say so now, not at the deadline.
+			return v, fmt.Errorf("%w: %w", ErrNoServer, err)
+		}
+		if perr := c.Pause(ctx, deadline, &backoff); perr != nil {
+			return v, c.StepErr(ctx, perr)
+		}
+	}
+}
+
+// StepErr explains why a request gave up: the caller's context, Close, or
+// the connect timeout. last is the request's last error.
+func (c *Conn) StepErr(ctx context.Context, last error) error {
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case c.Closing() || errors.Is(last, ErrClosed):
+		return ErrClosed
+	case errors.Is(last, context.DeadlineExceeded), errors.Is(last, errLate):
+		return fmt.Errorf("%w within %v", ErrNoAnswer, c.cfg.ConnectTimeout)
+	default:
+		return fmt.Errorf("%w within %v: %w", ErrNoAnswer, c.cfg.ConnectTimeout, last)
+	}
+}
+
+// GiveUp is the error of a step that failed with err: ctx's error,
+// ErrClosed or ErrNoAnswer when it is why, or err itself.
+func (c *Conn) GiveUp(ctx context.Context, err error) error {
+	if ctx.Err() != nil || c.Closing() || IsCtx(err) {
+		return c.StepErr(ctx, err)
+	}
+	return err
+}
+
+// Pause waits for a connected session, then for the backoff, which it
+// doubles, within ctx and deadline (none when zero).
+func (c *Conn) Pause(ctx context.Context, deadline time.Time, backoff *time.Duration) error {
+	var late <-chan time.Time
+	if !deadline.IsZero() {
+		t := getTimer(time.Until(deadline))
+		defer putTimer(t)
+		late = t.C
+	}
+	if err := await(ctx, c, c.Up(), late); err != nil {
+		return err
+	}
+	t := getTimer(*backoff)
+	defer putTimer(t)
+	if err := await(ctx, c, t.C, late); err != nil {
+		return err
+	}
+	*backoff = min(*backoff*2, maxBackoff)
+	return nil
+}
+
+// await waits for ready, unless ctx, Close or late come first.
+func await[T any](ctx context.Context, c *Conn, ready <-chan T, late <-chan time.Time) error {
+	select {
+	case <-ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.done:
+		return ErrClosed
+	case <-late:
+		return errLate
+	}
+}
+
+// Call runs f, a request on a connection the caller owns, and waits for it
+// or ctx, when it returns ctx.Err(); one attempt, no retries. A request
+// abandoned here ends in the background when ZooKeeper answers or the
+// caller closes the connection, which fails every request in flight.
+func Call[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	done := make(chan result[T], 1)
+	go func() {
+		v, err := f()
+		done <- result[T]{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+// workerIdle is how long an idle worker waits for more work.
+const workerIdle = 2 * time.Second
+
+// Spawn runs f on a worker goroutine that Close waits for: an idle one, or
+// a new one. It reports false, and does not run f, once Close has begun.
+// Workers outlive their request by workerIdle, so that the next ones do not
+// pay for a goroutine and for growing its stack, which go-zookeeper's calls
+// need.
+func (c *Conn) Spawn(f func()) bool {
+	select {
+	case c.work <- f:
+		return true
+	default:
+	}
+	return c.Go(func() { c.worker(f) })
+}
+
+func (c *Conn) worker(f func()) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		f()
+		idle.Reset(workerIdle)
+		select {
+		case f = <-c.work:
+		case <-idle.C:
+			return
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// Go runs f on a goroutine that Close waits for; f must return once Done
+// is closed. It reports false, and does not run f, once Close has begun.
+func (c *Conn) Go(f func()) bool {
+	c.gmu.Lock()
+	defer c.gmu.Unlock()
+	if c.gclosed {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+	return true
+}

@@ -1,0 +1,173 @@
+package zkconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	gozk "github.com/go-zookeeper/zk"
+)
+
+// Protected is a protected ephemeral sequential node to create, as
+// Curator's create().creatingParentContainersIfNeeded().withProtection():
+// "<Parent>/_c_<GUID><Suffix><sequence>".
+type Protected struct {
+	Parent string
+	GUID   string
+	Suffix string
+	Data   []byte
+	ACL    []gozk.ACL
+	// OnSent is called, once, on the caller's goroutine, if Sent is
+	// closed while the first create is in flight.
+	Sent   <-chan struct{}
+	OnSent func()
+	// Requires, if not "", is a node that must exist for the create to
+	// happen, checked in the same transaction: ErrRequiredGone otherwise.
+	Requires string
+	// Check, if not nil, may turn a successful create into a failure:
+	// tests use it to lose a reply.
+	Check func(path string) error
+}
+
+// ErrRequiredGone is CreateProtected's error when Protected.Requires does
+// not exist.
+var ErrRequiredGone = errors.New("zkconn: the node the create requires is gone")
+
+// Created is a node CreateProtected made: its path and czxid, and its
+// parent's data version right after (-1 when not known).
+type Created struct {
+	Path     string
+	Czxid    int64
+	PVersion int32
+}
+
+// CreateProtected creates p's node, and its parent, as a container node,
+// and the parent's ancestors, as persistent nodes, when they are missing.
+//
+// The node is created in one transaction with an empty write to the
+// parent: both get the transaction's zxid, so the parent's mzxid in the
+// reply is the node's czxid, without another round trip, and the parent's
+// version is the one ParentUsed wants.
+//
+// A create whose reply was lost with the connection may have made the
+// node: CreateProtected looks for the node of the guid before trying
+// again, so that no orphan stays behind. A create the caller abandoned is
+// undone in the background.
+func (c *Conn) CreateProtected(ctx context.Context, p Protected) (Created, error) {
+	ops := []any{
+		&gozk.CreateRequest{Path: p.Parent + "/" + ProtectedPrefix + p.GUID + p.Suffix, Data: p.Data, Acl: p.ACL, Flags: gozk.FlagEphemeral | gozk.FlagSequence},
+		&gozk.SetDataRequest{Path: p.Parent, Data: nil, Version: -1},
+	}
+	if p.Requires != "" {
+		ops = append([]any{&gozk.CheckVersionRequest{Path: p.Requires, Version: -1}}, ops...)
+	}
+	orphan := func(cr Created, err error) {
+		switch {
+		case err == nil:
+			c.Reap(cr.Path)
+		case Retryable(err):
+			c.ReapProtected(p.Parent, p.GUID)
+		}
+	}
+	step, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
+	defer cancel()
+	backoff := MinBackoff
+	// The parent is made at most twice: a process that saw it empty may
+	// delete it again between our making it and our create (parents.go).
+	madeParent := 0
+	for sent := p.Sent; ; sent = nil {
+		cr, err := Start(c, func() (Created, error) { return c.multi(ops, p.Check) }, orphan).WaitNotify(step, sent, p.OnSent)
+		switch {
+		case err == nil, errors.Is(err, ErrRequiredGone):
+			return cr, err
+		case errors.Is(err, gozk.ErrNoNode) && madeParent < 2:
+			madeParent++
+			if err := c.makeContainer(step, p.Parent, p.ACL); err != nil {
+				return Created{}, c.GiveUp(ctx, err)
+			}
+			continue
+		case !Retryable(err):
+			// An abandoned request (err is step's) is the orphan
+			// handler's to undo.
+			return Created{}, c.GiveUp(ctx, err)
+		}
+		// The connection dropped: the node may exist.
+		path, st, lerr := c.FindProtectedStat(step, p.Parent, p.GUID)
+		switch {
+		case lerr != nil:
+			return Created{}, c.GiveUp(ctx, lerr)
+		case path != "":
+			return Created{Path: path, Czxid: st.Czxid, PVersion: -1}, nil
+		case step.Err() != nil:
+			return Created{}, c.StepErr(ctx, err)
+		}
+		if perr := c.Pause(step, time.Time{}, &backoff); perr != nil {
+			return Created{}, c.StepErr(ctx, err)
+		}
+	}
+}
+
+// multi runs the create transaction once; ops end with the create and the
+// parent's write, after an optional existence check.
+func (c *Conn) multi(ops []any, check func(string) error) (Created, error) {
+	res, err := c.client.Multi(ops...)
+	checked := len(ops) == 3
+	if err != nil && checked && len(res) > 0 && errors.Is(res[0].Error, gozk.ErrNoNode) {
+		return Created{}, ErrRequiredGone
+	}
+	if err != nil {
+		return Created{}, err
+	}
+	if len(res) != len(ops) || res[len(ops)-1].Stat == nil {
+		return Created{}, fmt.Errorf("unexpected reply to create: %+v", res)
+	}
+	last := res[len(ops)-1].Stat
+	cr := Created{Path: res[len(ops)-2].String, Czxid: last.Mzxid, PVersion: last.Version}
+	if check != nil {
+		if err := check(cr.Path); err != nil {
+			return Created{}, err
+		}
+	}
+	return cr, nil
+}
+
+// EnsureContainer creates parent as a container node, and its missing
+// ancestors as persistent nodes, when it is missing.
+func (c *Conn) EnsureContainer(ctx context.Context, parent string, acl []gozk.ACL) error {
+	return c.makeContainer(ctx, parent, acl)
+}
+
+// makeContainer creates parent as a container node, which the server
+// deletes once its last child is gone, and its missing ancestors as
+// persistent nodes.
+func (c *Conn) makeContainer(ctx context.Context, parent string, acl []gozk.ACL) error {
+	mk := func() error {
+		_, err := Do(ctx, c, func() (string, error) {
+			return c.client.CreateContainer(parent, nil, gozk.FlagContainer, acl)
+		})
+		if errors.Is(err, gozk.ErrNodeExists) {
+			return nil
+		}
+		return err
+	}
+	err := mk()
+	if errors.Is(err, gozk.ErrNoNode) {
+		if err = c.makePath(ctx, Ancestors(parent), acl); err == nil {
+			err = mk()
+		}
+	}
+	return err
+}
+
+// makePath creates the nodes of paths that are missing, in order, as
+// persistent nodes.
+func (c *Conn) makePath(ctx context.Context, paths []string, acl []gozk.ACL) error {
+	for _, p := range paths {
+		_, err := Do(ctx, c, func() (string, error) { return c.client.Create(p, nil, gozk.FlagPersistent, acl) })
+		if err != nil && !errors.Is(err, gozk.ErrNodeExists) {
+			return err
+		}
+	}
+	return nil
+}
