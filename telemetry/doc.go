@@ -61,7 +61,8 @@
 // With every span sampled, traces cost more than the metrics: two SDK
 // spans per Lock+Unlock cycle. The SDK's batching span processor wakes its
 // goroutine for each span it is handed, which a machine with few idle cores
-// feels most (BenchmarkLockUnlock measures it as sdk-batch); sample.
+// feels most (BenchmarkLockUnlock measures it as sdk-batch). Where locks
+// cycle fast, sample (sdktrace.TraceIDRatioBased) rather than record all.
 //
 // # What is not guaranteed
 //
