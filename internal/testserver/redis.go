@@ -97,6 +97,9 @@ func NewRedisCluster(masters int, opts ...Option) (*Cluster, error) {
 				"--cluster-config-file", "nodes.conf",
 				"--cluster-node-timeout", "1000",
 				"--cluster-port", strconv.Itoa(ports[2*i+1]),
+				// A replica syncs at once, not after the default 5s a
+				// master waits for more replicas to share the transfer.
+				"--repl-diskless-sync-delay", "0",
 			)
 			if err != nil {
 				return err
