@@ -1,0 +1,402 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/orthrus-go/orthrus/engines/redis"
+	"github.com/orthrus-go/orthrus/internal/testserver"
+	"github.com/orthrus-go/orthrus/locker"
+)
+
+// The tests here move slots and kill nodes: each runs on a Redis Cluster
+// of its own, not the one TestMain shares.
+
+// clusterClient is a client of c as config.Open builds one: a dead node
+// fails a command at once rather than after go-redis's retries.
+func clusterClient(t *testing.T, c *testserver.Cluster) *goredis.ClusterClient {
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{
+		Addrs:         c.Addrs(),
+		DialTimeout:   300 * time.Millisecond,
+		ReadTimeout:   time.Second,
+		DialerRetries: 1,
+		MaxRetries:    -1,
+	})
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
+// nodeClient is a client of the one node at addr, for CLUSTER commands.
+func nodeClient(t *testing.T, addr string) *goredis.Client {
+	c := goredis.NewClient(&goredis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// masterOf returns the index in c.Servers of the master that serves key.
+func masterOf(ctx context.Context, t *testing.T, c *testserver.Cluster, cc *goredis.ClusterClient, key string) int {
+	t.Helper()
+	cc.ReloadState(ctx)
+	m, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		t.Fatalf("MasterForKey(%q) = %v", key, err)
+	}
+	for i, s := range c.Servers {
+		if s.Addr() == m.Options().Addr {
+			return i
+		}
+	}
+	t.Fatalf("MasterForKey(%q) = %s, not a server of the cluster %v", key, m.Options().Addr, c.Addrs())
+	return -1
+}
+
+// pollFor calls check every 50ms until it returns nil, and fails the test
+// with its last error after timeout: for cluster states that nothing
+// announces.
+func pollFor(t *testing.T, timeout time.Duration, what string, check func(context.Context) error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := check(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v: %v", what, timeout, err)
+		}
+		<-tick.C
+	}
+}
+
+// clusterState checks that the node at addr reports cluster_state:ok.
+func clusterState(c *goredis.Client) func(context.Context) error {
+	return func(ctx context.Context) error {
+		info, err := c.ClusterInfo(ctx).Result()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(info, "cluster_state:ok") {
+			return errors.New("cluster_state not ok")
+		}
+		return nil
+	}
+}
+
+// renewals is a locker.Observer that signals each renewal that succeeded,
+// without blocking (Observer methods run on the renewal loop).
+type renewals struct{ ok chan struct{} }
+
+func newRenewals() *renewals { return &renewals{ok: make(chan struct{}, 1)} }
+
+func (r *renewals) AcquireStart(ctx context.Context, _ locker.Acquisition) context.Context {
+	return ctx
+}
+func (r *renewals) AcquireEnd(context.Context, locker.Acquisition, locker.AcquireResult) {}
+func (r *renewals) ReleaseStart(ctx context.Context, _ locker.HoldInfo) context.Context {
+	return ctx
+}
+func (r *renewals) ReleaseEnd(context.Context, locker.HoldInfo, error)       {}
+func (r *renewals) HoldEnd(locker.HoldInfo, time.Duration, locker.LostCause) {}
+func (r *renewals) Renewed(_ locker.HoldInfo, err error) {
+	if err == nil {
+		select {
+		case r.ok <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// await waits for two successful renewals: the second one started after
+// await was called, so it went through whatever state the cluster is in.
+func (r *renewals) await(t *testing.T, what string) {
+	t.Helper()
+	for range 2 {
+		select {
+		case <-r.ok:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no renewal %s within 10s", what)
+		}
+	}
+}
+
+// A held lock's slot moves to another master while its holder renews it:
+// MIGRATING/IMPORTING, MIGRATE of its keys (the lock and its fencing
+// counter share the slot), SETSLOT NODE. Renewals keep working through the
+// ASK and MOVED redirections; the hold keeps its token and is not lost;
+// another owner, trying and waiting, stays out until Unlock; and the
+// counter moved with the lock, so the next token is higher.
+func TestClusterSlotMigration(t *testing.T) {
+	c := testserver.RedisCluster(t, 3)
+	cc := clusterClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	obs := newRenewals()
+	holders := newEngine(t, cc, redis.WithPrefix("migrate"), redis.WithObserver(obs))
+	defer holders.Close()
+	contenders := newEngine(t, clusterClient(t, c), redis.WithPrefix("migrate"), redis.WithName("contender"))
+	defer contenders.Close()
+
+	const name, ttl = "orders/42", 900 * time.Millisecond // renewed every 300ms
+	holder, _ := holders.NewLocker(name, locker.WithTTL(ttl))
+	if ok, err := holder.TryLock(); !ok || err != nil {
+		t.Fatalf("TryLock() = %v, %v; want true, nil", ok, err)
+	}
+	token := lease(holder).Token()
+	key := holders.LockKey(name)
+	slot, err := cc.ClusterKeySlot(ctx, key).Result()
+	if err != nil {
+		t.Fatalf("CLUSTER KEYSLOT: %v", err)
+	}
+	from := masterOf(ctx, t, c, cc, key)
+	to := (from + 1) % len(c.Servers)
+	src, dst := nodeClient(t, c.Servers[from].Addr()), nodeClient(t, c.Servers[to].Addr())
+	srcID, err := src.ClusterMyID(ctx).Result()
+	if err != nil {
+		t.Fatalf("CLUSTER MYID: %v", err)
+	}
+	dstID, err := dst.ClusterMyID(ctx).Result()
+	if err != nil {
+		t.Fatalf("CLUSTER MYID: %v", err)
+	}
+
+	// A waiter of the other process is queued for the whole migration.
+	waiter, _ := contenders.NewLocker(name)
+	waited := make(chan error, 1)
+	go func() { waited <- waiter.LockCtx(ctx) }()
+	tryer, _ := contenders.NewLocker(name)
+	excluded := func(step string) {
+		t.Helper()
+		obs.await(t, step)
+		if ok, err := tryer.TryLock(); ok || err != nil {
+			t.Errorf("%s: contender TryLock() = %v, %v; want false, nil", step, ok, err)
+			if ok {
+				_ = tryer.Unlock()
+			}
+		}
+		select {
+		case err := <-waited:
+			t.Fatalf("%s: the waiter's LockCtx() returned %v while the lock was held", step, err)
+		case <-lease(holder).Lost():
+			t.Fatalf("%s: Lost() closed; want the hold kept", step)
+		default:
+		}
+	}
+	excluded("before the migration")
+
+	admin := func(c *goredis.Client, args ...any) {
+		t.Helper()
+		if err := c.Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%v on %s: %v", args, c.Options().Addr, err)
+		}
+	}
+	admin(dst, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID)
+	admin(src, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID)
+	excluded("with the slot migrating, its keys on the source")
+
+	keys, err := src.ClusterGetKeysInSlot(ctx, int(slot), 10).Result()
+	if err != nil {
+		t.Fatalf("CLUSTER GETKEYSINSLOT: %v", err)
+	}
+	slices.Sort(keys)
+	if want := []string{key, key + ":fence"}; !slices.Equal(keys, want) {
+		t.Fatalf("keys in slot %d = %q; want %q", slot, keys, want)
+	}
+	host, port, _ := strings.Cut(c.Servers[to].Addr(), ":")
+	migrate := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+	for _, k := range keys {
+		migrate = append(migrate, k)
+	}
+	admin(src, migrate...) // both keys at once: a script never sees them apart
+	excluded("with the keys moved, the slot still migrating (ASK)")
+
+	// The new owner first, so that the slot has an owner throughout.
+	for _, n := range []int{to, from, 3 - from - to} {
+		admin(nodeClient(t, c.Servers[n].Addr()), "CLUSTER", "SETSLOT", slot, "NODE", dstID)
+	}
+	excluded("with the slot moved (MOVED)")
+
+	if got := masterOf(ctx, t, c, cc, key); got != to {
+		t.Errorf("the lock's master after the migration = %s; want %s", c.Servers[got], c.Servers[to])
+	}
+	if got := lease(holder).Token(); got != token {
+		t.Errorf("Token() after the migration = %d; want %d", got, token)
+	}
+	in, err := contenders.Inspect(ctx, name)
+	if err != nil || in.Holder == nil || in.Holder.Token != token {
+		t.Errorf("Inspect() = %+v, %v; want the hold with token %d", in, err, token)
+	}
+	if err := holder.Unlock(); err != nil {
+		t.Fatalf("Unlock() = %v", err)
+	}
+	// The waiter's subscription was on the old master, which dropped it
+	// when the slot left: the release's message does not reach it, and it
+	// tries again when the holder's TTL it last saw runs out.
+	released := time.Now()
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatalf("waiter LockCtx() = %v", err)
+		}
+	case <-time.After(ttl + 5*time.Second):
+		t.Fatalf("the waiter did not get the lock within %v of Unlock", ttl+5*time.Second)
+	}
+	t.Logf("the waiter got the lock %v after Unlock", time.Since(released))
+	if got := lease(waiter).Token(); got <= token {
+		t.Errorf("the waiter's token %d <= the holder's %d: the counter did not move with the lock", got, token)
+	}
+	if err := waiter.Unlock(); err != nil {
+		t.Errorf("waiter Unlock() = %v", err)
+	}
+}
+
+// The master that holds a lock's slot dies (SIGKILL) in a cluster without
+// replicas. Its holds are gone with it: the holder's renewals fail and Lost
+// closes by the end of the TTL; nobody gets the lock meanwhile (the slot
+// has no master). With cluster-require-full-coverage yes (Redis's default)
+// the other masters refuse every command too once the cluster marks the
+// master failed, so their holds are lost as well; with "no" they are kept.
+// The node comes back empty (no persistence): the lock is free, and the
+// next owner's token is higher than the lost one's.
+func TestClusterMasterKilled(t *testing.T) {
+	for _, fullCoverage := range []bool{true, false} {
+		t.Run(fmt.Sprintf("full-coverage=%v", fullCoverage), func(t *testing.T) {
+			var opts []testserver.Option
+			if !fullCoverage {
+				opts = append(opts, testserver.WithArgs("--cluster-require-full-coverage", "no"))
+			}
+			c := testserver.RedisCluster(t, 3, opts...)
+			cc := clusterClient(t, c)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			obs := newRenewals()
+			holders := newEngine(t, cc, redis.WithPrefix("kill"), redis.WithLogger(quietLog), redis.WithObserver(obs))
+			defer holders.Close()
+			contenders := newEngine(t, clusterClient(t, c), redis.WithPrefix("kill"), redis.WithName("contender"))
+			defer contenders.Close()
+
+			const ttl = 1500 * time.Millisecond
+			hold := func(name string) locker.Locker {
+				t.Helper()
+				l, _ := holders.NewLocker(name, locker.WithTTL(ttl))
+				if ok, err := l.TryLock(); !ok || err != nil {
+					t.Fatalf("TryLock(%q) = %v, %v; want true, nil", name, ok, err)
+				}
+				return l
+			}
+			victim := hold("orders/42")
+			lostToken := lease(victim).Token()
+			dead := masterOf(ctx, t, c, cc, holders.LockKey("orders/42"))
+			// A name on another master.
+			var other string
+			for i := 0; other == ""; i++ {
+				if n := fmt.Sprintf("other/%d", i); masterOf(ctx, t, c, cc, holders.LockKey(n)) != dead {
+					other = n
+				}
+			}
+			bystander := hold(other)
+			// Every node gets the three scripts before the kill (a grant,
+			// a release, a renewal round): the engine loads a missing
+			// script on every node at once, which fails while one is
+			// dead, and it misses a NOSCRIPT behind another node's error
+			// in a renewal pipeline.
+			if err := hold("warm-up").Unlock(); err != nil {
+				t.Fatalf("Unlock() = %v", err)
+			}
+			obs.await(t, "before the kill")
+
+			if err := c.Servers[dead].Kill(); err != nil {
+				t.Fatal(err)
+			}
+			killed := time.Now()
+			contender, _ := contenders.NewLocker("orders/42")
+			if ok, err := contender.TryLock(); ok || !errors.Is(err, locker.ErrUnavailable) {
+				t.Errorf("contender TryLock() with the master dead = %v, %v; want false, ErrUnavailable", ok, err)
+			}
+			select {
+			case <-lease(victim).Lost():
+				// Lost at the deadline of the last renewal that worked,
+				// at most a TTL after the kill.
+				if d := time.Since(killed); d > ttl+500*time.Millisecond {
+					t.Errorf("Lost() closed %v after the kill; want within the TTL %v", d, ttl)
+				}
+			case <-time.After(ttl + 5*time.Second):
+				t.Fatalf("Lost() not closed %v after the kill", ttl+5*time.Second)
+			}
+			if err := victim.Unlock(); !errors.Is(err, locker.ErrLockLost) {
+				t.Errorf("Unlock() of the lost hold = %v; want ErrLockLost", err)
+			}
+
+			survivor := nodeClient(t, c.Servers[(dead+1)%len(c.Servers)].Addr())
+			if fullCoverage {
+				select {
+				case <-lease(bystander).Lost():
+				case <-time.After(ttl + 10*time.Second):
+					t.Fatalf("a hold on a live master: Lost() not closed; want it lost to CLUSTERDOWN")
+				}
+				if err := survivor.Ping(ctx).Err(); err != nil {
+					t.Fatalf("PING the survivor: %v", err)
+				}
+				if err := survivor.Get(ctx, "x").Err(); !goredis.IsClusterDownError(err) {
+					t.Errorf("GET on a live master = %v; want CLUSTERDOWN", err)
+				}
+				if err := bystander.Unlock(); !errors.Is(err, locker.ErrLockLost) {
+					t.Errorf("Unlock() of the hold lost to CLUSTERDOWN = %v; want ErrLockLost", err)
+				}
+			} else {
+				// Past the failure detection, renewals keep the hold.
+				pollFor(t, 10*time.Second, "the cluster marks the master failed", func(ctx context.Context) error {
+					nodes, err := survivor.ClusterNodes(ctx).Result()
+					if err != nil {
+						return err
+					}
+					for _, line := range strings.Split(nodes, "\n") {
+						if strings.Contains(line, c.Servers[dead].Addr()) && strings.Contains(line, "fail") && !strings.Contains(line, "fail?") {
+							return nil
+						}
+					}
+					return fmt.Errorf("CLUSTER NODES:\n%s", nodes)
+				})
+				obs.await(t, "with a master failed")
+				select {
+				case <-lease(bystander).Lost():
+					t.Errorf("a hold on a live master: Lost() closed; want it kept")
+				default:
+				}
+				if err := bystander.Unlock(); err != nil {
+					t.Errorf("Unlock() of the hold on a live master = %v", err)
+				}
+			}
+
+			if err := c.Servers[dead].Restart(); err != nil {
+				t.Fatal(err)
+			}
+			pollFor(t, 20*time.Second, "cluster_state:ok after the restart", clusterState(survivor))
+			pollFor(t, 10*time.Second, "the lock free after the restart", func(context.Context) error {
+				ok, err := contender.TryLock()
+				if !ok && err == nil {
+					return errors.New("contended")
+				}
+				return err
+			})
+			// Fencing: the counter died with the node; the acquire script
+			// floors a new one at the clock in milliseconds.
+			if got, old := lease(contender).Token(), lostToken; got <= old {
+				t.Errorf("token after the restart %d <= lost token %d", got, old)
+			}
+			if err := contender.Unlock(); err != nil {
+				t.Errorf("contender Unlock() = %v", err)
+			}
+		})
+	}
+}
