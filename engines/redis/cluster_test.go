@@ -21,14 +21,18 @@ import (
 
 // clusterClient is a client of c as config.Open builds one: a dead node
 // fails a command at once rather than after go-redis's retries.
-func clusterClient(t *testing.T, c *testserver.Cluster) *goredis.ClusterClient {
-	cc := goredis.NewClusterClient(&goredis.ClusterOptions{
+func clusterClient(t *testing.T, c *testserver.Cluster, opts ...func(*goredis.ClusterOptions)) *goredis.ClusterClient {
+	o := &goredis.ClusterOptions{
 		Addrs:         c.Addrs(),
 		DialTimeout:   300 * time.Millisecond,
 		ReadTimeout:   time.Second,
 		DialerRetries: 1,
 		MaxRetries:    -1,
-	})
+	}
+	for _, opt := range opts {
+		opt(o)
+	}
+	cc := goredis.NewClusterClient(o)
 	t.Cleanup(func() { _ = cc.Close() })
 	return cc
 }
@@ -398,5 +402,198 @@ func TestClusterMasterKilled(t *testing.T) {
 				t.Errorf("contender Unlock() = %v", err)
 			}
 		})
+	}
+}
+
+// A master with a replica dies (SIGKILL) and the replica takes over, as
+// with Sentinel (TestSentinelFailover). Holds the replica had not received
+// (the async replication window, forced by freezing the replica) are
+// reported lost, and the next owner's token is higher. Holds it had are
+// kept when the holder's client learns the new master within the TTL
+// (ClusterStateReloadInterval 1s); with go-redis's default of 60s the
+// client keeps sending the slot to the dead master, renewals fail, and the
+// hold is reported lost at its deadline, before its key expires on the new
+// master. Either way a contender trying all along never gets a lock whose
+// holder has not been told it lost it.
+func TestClusterFailover(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		reload time.Duration // the holder's ClusterStateReloadInterval; 0 for go-redis's default
+		kept   bool
+	}{
+		{"reload=1s", time.Second, true},
+		{"reload=default", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testClusterFailover(t, tc.reload, tc.kept) })
+	}
+}
+
+func testClusterFailover(t *testing.T, reload time.Duration, kept bool) {
+	c := testserver.RedisCluster(t, 3, testserver.WithReplicas(1))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	fastReload := func(o *goredis.ClusterOptions) { o.ClusterStateReloadInterval = time.Second }
+	cc := clusterClient(t, c, func(o *goredis.ClusterOptions) { o.ClusterStateReloadInterval = reload })
+	obs := newRenewals()
+	holders := newEngine(t, cc, redis.WithPrefix("failover"), redis.WithLogger(quietLog), redis.WithObserver(obs))
+	defer holders.Close()
+	contenders := newEngine(t, clusterClient(t, c, fastReload), redis.WithPrefix("failover"), redis.WithName("contender"), redis.WithLogger(quietLog))
+	defer contenders.Close()
+
+	// A TTL longer than the failover, so replicated holds can survive it.
+	const ttl = 6 * time.Second
+	hold := func(name string) locker.Locker {
+		t.Helper()
+		l, _ := holders.NewLocker(name, locker.WithTTL(ttl))
+		if ok, err := l.TryLock(); !ok || err != nil {
+			t.Fatalf("TryLock(%q) = %v, %v; want true, nil", name, ok, err)
+		}
+		return l
+	}
+	// The scripts on every node first (see TestClusterMasterKilled).
+	if err := hold("warm-up").Unlock(); err != nil {
+		t.Fatalf("Unlock() = %v", err)
+	}
+	replicated := hold("replicated")
+	token := lease(replicated).Token()
+	obs.await(t, "before the failover")
+	m := masterOf(ctx, t, c, cc, holders.LockKey("replicated"))
+	master, replica := c.Servers[m], c.Servers[3+m]
+	// READONLY lets a replica answer reads of its own slots.
+	readReplica := goredis.NewClient(&goredis.Options{Addr: replica.Addr(),
+		OnConnect: func(ctx context.Context, cn *goredis.Conn) error { return cn.ReadOnly(ctx).Err() }})
+	defer readReplica.Close()
+	pollFor(t, 5*time.Second, "the replica has the hold", func(ctx context.Context) error {
+		return readReplica.Get(ctx, holders.LockKey("replicated")).Err()
+	})
+
+	// Frozen and cut off, the replica misses what the master grants next.
+	if err := replica.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodeClient(t, master.Addr()).Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
+		t.Fatalf("CLIENT KILL TYPE replica: %v", err)
+	}
+	var name string // a name on the same master
+	for i := 0; name == ""; i++ {
+		if n := fmt.Sprintf("unreplicated/%d", i); masterOf(ctx, t, c, cc, holders.LockKey(n)) == m {
+			name = n
+		}
+	}
+	unreplicated := hold(name)
+	lostToken := lease(unreplicated).Token()
+
+	// The contender tries the replicated name throughout, and lets go of
+	// it at once.
+	stop, tried := make(chan struct{}), make(chan []string, 1)
+	go func() {
+		var dup []string
+		l, _ := contenders.NewLocker("replicated")
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				tried <- dup
+				return
+			case <-tick.C:
+			}
+			if ok, _ := l.TryLock(); ok {
+				select {
+				case <-lease(replicated).Lost():
+				default:
+					dup = append(dup, fmt.Sprintf("token %d at %v", lease(l).Token(), time.Now().Format(time.StampMilli)))
+				}
+				_ = l.Unlock()
+			}
+		}
+	}()
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+			<-tried
+		}
+	}()
+
+	if err := master.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := replica.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	pollFor(t, 20*time.Second, "the replica takes over", func(ctx context.Context) error {
+		info, err := readReplica.Info(ctx, "replication").Result()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(info, "role:master") {
+			return errors.New("still a replica")
+		}
+		return nil
+	})
+	t.Logf("failover took %v", time.Since(killed))
+
+	// The hold the new master never saw is reported lost within the TTL.
+	select {
+	case <-lease(unreplicated).Lost():
+	case <-time.After(ttl + 5*time.Second):
+		t.Fatalf("%s: Lost() not closed after the failover", name)
+	}
+	if kept {
+		// Renewed on the new master, and still its holder's.
+		obs.await(t, "after the failover")
+		select {
+		case <-lease(replicated).Lost():
+			t.Fatalf("replicated: Lost() closed; want the hold kept")
+		default:
+		}
+		if in, err := contenders.Inspect(ctx, "replicated"); err != nil || in.Holder == nil || in.Holder.Token != token {
+			t.Errorf("Inspect() = %+v, %v; want the hold with token %d", in, err, token)
+		}
+	} else {
+		select {
+		case <-lease(replicated).Lost():
+			if d := time.Since(killed); d > ttl+time.Second {
+				t.Errorf("replicated: Lost() closed %v after the kill; want within the TTL %v", d, ttl)
+			}
+		case <-time.After(ttl + 5*time.Second):
+			t.Fatalf("replicated: Lost() not closed; want it lost (the client does not know the new master)")
+		}
+		// Its key expires on the new master: the contender gets it.
+		pollFor(t, ttl+5*time.Second, "the contender gets the lost lock", func(ctx context.Context) error {
+			in, err := contenders.Inspect(ctx, "replicated")
+			if err == nil && in.Holder != nil && in.Holder.Token == token {
+				err = errors.New("still held by the lost hold")
+			}
+			return err
+		})
+	}
+	close(stop)
+	if dup := <-tried; len(dup) > 0 {
+		t.Errorf("the contender got the replicated lock while its holder still had it: %v", dup)
+	}
+	if err := replicated.Unlock(); kept && err != nil {
+		t.Errorf("replicated: Unlock() = %v", err)
+	} else if !kept && !errors.Is(err, locker.ErrLockLost) {
+		t.Errorf("replicated: Unlock() of the lost hold = %v; want ErrLockLost", err)
+	}
+
+	c2, _ := contenders.NewLocker(name)
+	if ok, err := c2.TryLock(); !ok || err != nil {
+		t.Fatalf("%s: contender TryLock() = %v, %v; want true, nil", name, ok, err)
+	}
+	// Fencing: the new owner's token is higher than the lost one's,
+	// although the counter the old master bumped was lost too.
+	if got := lease(c2).Token(); got <= lostToken {
+		t.Errorf("%s: token after the failover %d <= lost token %d", name, got, lostToken)
+	}
+	if err := unreplicated.Unlock(); !errors.Is(err, locker.ErrLockLost) {
+		t.Errorf("%s: Unlock() of the lost hold = %v; want ErrLockLost", name, err)
+	}
+	if err := c2.Unlock(); err != nil {
+		t.Errorf("%s: contender Unlock() = %v", name, err)
 	}
 }
