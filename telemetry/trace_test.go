@@ -222,7 +222,7 @@ func TestSpanAttributes(t *testing.T) {
 		s := spans[i]
 		got := map[string]string{}
 		for _, kv := range s.Attributes() {
-			got[string(kv.Key)] = kv.Value.Emit()
+			got[string(kv.Key)] = kv.Value.String()
 		}
 		if s.Name() != w.name || s.SpanKind() != w.kind || s.Status().Code != w.status || !maps.Equal(got, w.attrs) {
 			t.Errorf("span %d = %s, %v, status %v, %v; want %s, %v, status %v, %v",

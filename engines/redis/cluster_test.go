@@ -97,6 +97,19 @@ func clusterState(c *goredis.Client) func(context.Context) error {
 	}
 }
 
+// holdOrFail takes the lock name on e with ttl, or fails the test.
+func holdOrFail(t *testing.T, e *redis.Engine, name string, ttl time.Duration) locker.Locker {
+	t.Helper()
+	l, err := e.NewLocker(name, locker.WithTTL(ttl))
+	if err != nil {
+		t.Fatalf("NewLocker(%q) = %v", name, err)
+	}
+	if ok, err := l.TryLock(); !ok || err != nil {
+		t.Fatalf("TryLock(%q) = %v, %v; want true, nil", name, ok, err)
+	}
+	return l
+}
+
 // renewals is a locker.Observer that signals each renewal that succeeded,
 // without blocking (Observer methods run on the renewal loop).
 type renewals struct{ ok chan struct{} }
@@ -152,10 +165,7 @@ func TestClusterSlotMigration(t *testing.T) {
 	defer contenders.Close()
 
 	const name, ttl = "orders/42", 900 * time.Millisecond // renewed every 300ms
-	holder, _ := holders.NewLocker(name, locker.WithTTL(ttl))
-	if ok, err := holder.TryLock(); !ok || err != nil {
-		t.Fatalf("TryLock() = %v, %v; want true, nil", ok, err)
-	}
+	holder := holdOrFail(t, holders, name, ttl)
 	token := lease(holder).Token()
 	key := holders.LockKey(name)
 	slot, err := cc.ClusterKeySlot(ctx, key).Result()
@@ -290,14 +300,7 @@ func TestClusterMasterKilled(t *testing.T) {
 			defer contenders.Close()
 
 			const ttl = 1500 * time.Millisecond
-			hold := func(name string) locker.Locker {
-				t.Helper()
-				l, _ := holders.NewLocker(name, locker.WithTTL(ttl))
-				if ok, err := l.TryLock(); !ok || err != nil {
-					t.Fatalf("TryLock(%q) = %v, %v; want true, nil", name, ok, err)
-				}
-				return l
-			}
+			hold := func(name string) locker.Locker { return holdOrFail(t, holders, name, ttl) }
 			victim := hold("orders/42")
 			lostToken := lease(victim).Token()
 			dead := masterOf(ctx, t, c, cc, holders.LockKey("orders/42"))
@@ -442,14 +445,7 @@ func testClusterFailover(t *testing.T, reload time.Duration, kept bool) {
 
 	// A TTL longer than the failover, so replicated holds can survive it.
 	const ttl = 6 * time.Second
-	hold := func(name string) locker.Locker {
-		t.Helper()
-		l, _ := holders.NewLocker(name, locker.WithTTL(ttl))
-		if ok, err := l.TryLock(); !ok || err != nil {
-			t.Fatalf("TryLock(%q) = %v, %v; want true, nil", name, ok, err)
-		}
-		return l
-	}
+	hold := func(name string) locker.Locker { return holdOrFail(t, holders, name, ttl) }
 	// The scripts on every node first (see TestClusterMasterKilled).
 	if err := hold("warm-up").Unlock(); err != nil {
 		t.Fatalf("Unlock() = %v", err)
