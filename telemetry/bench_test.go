@@ -37,10 +37,23 @@ func benchLocker(b *testing.B, c goredis.UniversalClient, name string, o locker.
 	return l
 }
 
+// discard is a span exporter that drops what it is given: the SDK's
+// span processing and snapshots are paid, the wire is not.
+type discard struct{}
+
+func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discard) Shutdown(context.Context) error                             { return nil }
+
 // observers returns a Telemetry over no-op providers, one with the SDK's
-// metrics (aggregated for a reader) and no-op traces, and one over the SDK
-// for both (every span sampled and recorded).
-func observers(b *testing.B) (noopTel, metricsTel, sdkTel *telemetry.Telemetry) {
+// metrics (aggregated for a reader) and no-op traces, one over the SDK for
+// both (every span sampled, recorded and exported by the synchronous span
+// processor), and one like it with the batching span processor.
+//
+// The batching processor hands each ended span to its goroutine, which a
+// machine with few idle cores pays for in wake-ups: that cost is the
+// SDK's, not this package's, and it would slow the cycles it is
+// interleaved with, so it is measured on its own.
+func observers(b *testing.B) (noopTel, metricsTel, sdkTel, batchTel *telemetry.Telemetry) {
 	b.Helper()
 	var err error
 	noopTel, err = telemetry.New(telemetry.WithMeterProvider(noop.NewMeterProvider()),
@@ -49,10 +62,12 @@ func observers(b *testing.B) (noopTel, metricsTel, sdkTel *telemetry.Telemetry) 
 		b.Fatal(err)
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSyncer(discard{}))
+	batch := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(discard{}))
 	b.Cleanup(func() {
 		_ = mp.Shutdown(context.Background())
 		_ = tp.Shutdown(context.Background())
+		_ = batch.Shutdown(context.Background())
 	})
 	sdkTel, err = telemetry.New(telemetry.WithMeterProvider(mp), telemetry.WithTracerProvider(tp))
 	if err != nil {
@@ -62,7 +77,11 @@ func observers(b *testing.B) (noopTel, metricsTel, sdkTel *telemetry.Telemetry) 
 	if err != nil {
 		b.Fatal(err)
 	}
-	return noopTel, metricsTel, sdkTel
+	batchTel, err = telemetry.New(telemetry.WithMeterProvider(mp), telemetry.WithTracerProvider(batch))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return noopTel, metricsTel, sdkTel, batchTel
 }
 
 func cycle(b *testing.B, l locker.Locker) {
@@ -76,17 +95,18 @@ func cycle(b *testing.B, l locker.Locker) {
 
 // BenchmarkLockUnlock is one uncontended Redis Lock+Unlock cycle with no
 // observer, with a Telemetry over no-op providers, over the SDK's metrics
-// alone, and over the SDK's metrics and traces. "interleaved" alternates
-// the four cycle by cycle, so that a busy machine slows them alike, and
-// reports each observed cycle's time relative to the unobserved one.
+// alone, and over the SDK's metrics and traces (synchronous, then
+// batching span processor). "interleaved" alternates the first four cycle
+// by cycle, so that a busy machine slows them alike, and reports each
+// observed cycle's time relative to the unobserved one.
 func BenchmarkLockUnlock(b *testing.B) {
 	c := goredis.NewClient(&goredis.Options{Addr: redisA})
 	defer c.Close()
-	noopTel, metricsTel, sdkTel := observers(b)
+	noopTel, metricsTel, sdkTel, batchTel := observers(b)
 	for _, bc := range []struct {
 		name string
 		o    locker.Observer
-	}{{"none", nil}, {"noop", noopTel}, {"sdk-metrics", metricsTel}, {"sdk", sdkTel}} {
+	}{{"none", nil}, {"noop", noopTel}, {"sdk-metrics", metricsTel}, {"sdk", sdkTel}, {"sdk-batch", batchTel}} {
 		b.Run(bc.name, func(b *testing.B) {
 			l := benchLocker(b, c, "bench-"+bc.name, bc.o)
 			b.ReportAllocs()
@@ -132,13 +152,13 @@ func median(d []time.Duration) time.Duration {
 // without the engine: the absolute overhead behind BenchmarkLockUnlock's
 // ratios.
 func BenchmarkObserve(b *testing.B) {
-	noopTel, metricsTel, sdkTel := observers(b)
+	noopTel, metricsTel, sdkTel, batchTel := observers(b)
 	a := locker.Acquisition{Engine: "redis", Name: "orders/42", Owner: "host:1:abc", Wait: true}
 	h := locker.HoldInfo{Engine: "redis", Name: "orders/42", Owner: "host:1:abc", Token: 42}
 	for _, bc := range []struct {
 		name string
 		t    *telemetry.Telemetry
-	}{{"noop", noopTel}, {"sdk-metrics", metricsTel}, {"sdk", sdkTel}} {
+	}{{"noop", noopTel}, {"sdk-metrics", metricsTel}, {"sdk", sdkTel}, {"sdk-batch", batchTel}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

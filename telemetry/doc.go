@@ -54,7 +54,15 @@
 // "orthrus.switch". An acquisition moved to another engine gets an event
 // "orthrus.lock.moved" (from, to, epoch) and a link to the switch's span.
 // A release span has no parent (Unlock takes no context): its token ties
-// it to its acquisition.
+// it to its acquisition. A span's attributes are set when it ends, in one
+// write (each write takes the span's lock and may grow its attribute
+// slice): a span processor's OnStart sees none.
+//
+// With every span sampled, traces cost more than the metrics: two SDK
+// spans per Lock+Unlock cycle. The SDK's batching span processor wakes its
+// goroutine for each span it is handed, which a machine with few idle cores
+// feels most (BenchmarkLockUnlock measures it as sdk-batch). Where locks
+// cycle fast, sample (sdktrace.TraceIDRatioBased) rather than record all.
 //
 // # What is not guaranteed
 //

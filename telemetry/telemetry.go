@@ -64,6 +64,10 @@ type Telemetry struct {
 	attrMu sync.Mutex
 	attrs  atomic.Pointer[map[attrKey]*attrSets]
 
+	// Buffers of span attributes (*spanAttrs): attributes passed to a
+	// Span, an interface, would escape to the heap on every call.
+	attrBufs sync.Pool
+
 	// The latest switches' spans, for the links of the waits they move.
 	switchMu    sync.Mutex
 	switchSpans []switchSpan
@@ -243,21 +247,46 @@ const (
 	spanEpoch    = attribute.Key("orthrus.switch.epoch")
 )
 
+// spanAttrs holds the attributes of one SetAttributes call.
+type spanAttrs struct {
+	kv [7]attribute.KeyValue // the most a span gets: a switcher's acquisition
+	n  int
+}
+
+func (b *spanAttrs) put(kv attribute.KeyValue) {
+	b.kv[b.n] = kv
+	b.n++
+}
+
+func (t *Telemetry) spanAttrs() *spanAttrs {
+	if b, ok := t.attrBufs.Get().(*spanAttrs); ok {
+		return b
+	}
+	return new(spanAttrs)
+}
+
+// setSpanAttrs sets b's attributes on span, which copies them, and
+// returns b to the pool.
+func (t *Telemetry) setSpanAttrs(span trace.Span, b *spanAttrs) {
+	span.SetAttributes(b.kv[:b.n]...)
+	clear(b.kv[:b.n]) // keep no lock names or owners alive
+	b.n = 0
+	t.attrBufs.Put(b)
+}
+
 // token makes a fencing token an attribute value; tokens stay below 2^63
 // (the switcher's epoch sits at bit 44).
 func token(t uint64) attribute.KeyValue { return spanToken.Int64(int64(t)) }
 
 // AcquireStart starts the span of an acquisition and counts a waiter.
+// The span's attributes are set by AcquireEnd, in one write: each write
+// takes the span's lock and may grow its attribute slice.
 func (t *Telemetry) AcquireStart(ctx context.Context, a locker.Acquisition) context.Context {
-	kind, where := t.clientSpan, spanEngine.String(a.Engine) // a request to the engine's server
+	kind := t.clientSpan // a request to the engine's server
 	if a.Switcher != "" {
-		kind, where = t.internalSpan, spanSwitcher.String(a.Switcher) // spans the engines it tries
+		kind = t.internalSpan // spans the engines it tries
 	}
-	ctx, span := t.tracer.Start(ctx, "orthrus.lock.acquire", kind...)
-	if span.IsRecording() { // no attribute slice for a span that drops it
-		// All at once: the SDK grows its slice on every call.
-		span.SetAttributes(where, spanName.String(a.Name), spanOwner.String(a.Owner), spanWait.Bool(a.Wait))
-	}
+	ctx, _ = t.tracer.Start(ctx, "orthrus.lock.acquire", kind...)
 	if a.Wait && a.Switcher == "" {
 		t.sets(a.Engine, "", a.Name).counting().waiters.Add(1)
 	}
@@ -269,15 +298,23 @@ func (t *Telemetry) AcquireEnd(ctx context.Context, a locker.Acquisition, r lock
 	oc := outcomeIndex(r.Outcome)
 	span := trace.SpanFromContext(ctx)
 	if span.IsRecording() {
-		kv := [3]attribute.KeyValue{spanResult.String(string(r.Outcome))}
-		n := 1
-		if a.Switcher != "" && r.Engine != "" {
-			kv[n], n = spanEngine.String(r.Engine), n+1
+		b := t.spanAttrs()
+		if a.Switcher != "" {
+			b.put(spanSwitcher.String(a.Switcher))
+			if r.Engine != "" {
+				b.put(spanEngine.String(r.Engine))
+			}
+		} else {
+			b.put(spanEngine.String(a.Engine))
 		}
+		b.put(spanName.String(a.Name))
+		b.put(spanOwner.String(a.Owner))
+		b.put(spanWait.Bool(a.Wait))
+		b.put(spanResult.String(string(r.Outcome)))
 		if r.Outcome == locker.OutcomeGranted {
-			kv[n], n = token(r.Token), n+1
+			b.put(token(r.Token))
 		}
-		span.SetAttributes(kv[:n]...)
+		t.setSpanAttrs(span, b)
 		if r.Err != nil {
 			span.SetStatus(codes.Error, r.Err.Error())
 		}
@@ -304,31 +341,37 @@ func (t *Telemetry) AcquireEnd(ctx context.Context, a locker.Acquisition, r lock
 	}
 }
 
-// ReleaseStart starts the span of a release.
-func (t *Telemetry) ReleaseStart(ctx context.Context, h locker.HoldInfo) context.Context {
-	ctx, span := t.tracer.Start(ctx, "orthrus.lock.release", t.clientSpan...)
-	if span.IsRecording() {
-		span.SetAttributes(spanEngine.String(h.Engine), spanName.String(h.Name), spanOwner.String(h.Owner), token(h.Token))
-	}
+// ReleaseStart starts the span of a release; ReleaseEnd sets its
+// attributes.
+func (t *Telemetry) ReleaseStart(ctx context.Context, _ locker.HoldInfo) context.Context {
+	ctx, _ = t.tracer.Start(ctx, "orthrus.lock.release", t.clientSpan...)
 	return ctx
 }
 
 // ReleaseEnd ends the span of a release and counts a failed one.
 func (t *Telemetry) ReleaseEnd(ctx context.Context, h locker.HoldInfo, err error) {
 	lost := errors.Is(err, locker.ErrLockLost)
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+	span := trace.SpanFromContext(ctx)
+	if span.IsRecording() {
+		result := "released"
 		switch {
-		case err == nil:
-			span.SetAttributes(spanResult.String("released"))
 		case lost:
-			span.SetAttributes(spanResult.String("lost"))
-			span.SetStatus(codes.Error, err.Error())
-		default:
-			span.SetAttributes(spanResult.String("error"))
+			result = "lost"
+		case err != nil:
+			result = "error"
+		}
+		b := t.spanAttrs()
+		b.put(spanEngine.String(h.Engine))
+		b.put(spanName.String(h.Name))
+		b.put(spanOwner.String(h.Owner))
+		b.put(token(h.Token))
+		b.put(spanResult.String(result))
+		t.setSpanAttrs(span, b)
+		if err != nil {
 			span.SetStatus(codes.Error, err.Error())
 		}
 	}
-	trace.SpanFromContext(ctx).End()
+	span.End()
 	if err != nil && !lost {
 		t.errs.Add(ctx, 1, t.sets(h.Engine, "", "").opRelease.add...)
 	}
@@ -361,8 +404,13 @@ func (t *Telemetry) HoldEnd(h locker.HoldInfo, held time.Duration, cause locker.
 	t.lost.Add(ctx, 1, s.lostCause[causeIndex(cause)].add...)
 	_, span := t.tracer.Start(ctx, "orthrus.lock.lost")
 	if span.IsRecording() {
-		span.SetAttributes(spanEngine.String(h.Engine), spanName.String(h.Name), spanOwner.String(h.Owner),
-			token(h.Token), spanCause.String(string(cause)))
+		b := t.spanAttrs()
+		b.put(spanEngine.String(h.Engine))
+		b.put(spanName.String(h.Name))
+		b.put(spanOwner.String(h.Owner))
+		b.put(token(h.Token))
+		b.put(spanCause.String(string(cause)))
+		t.setSpanAttrs(span, b)
 		span.SetStatus(codes.Error, "hold lost: "+string(cause))
 	}
 	span.End()

@@ -2,6 +2,9 @@ package telemetry_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"maps"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -148,5 +151,82 @@ func TestMovedWaitSpan(t *testing.T) {
 	if len(release) != 1 || attr(release[0], "orthrus.engine").AsString() != "redis-b" ||
 		attr(release[0], "orthrus.lock.result").AsString() != "released" || release[0].Status().Code == codes.Error {
 		t.Errorf("release spans = %v; want one on redis-b, released", release)
+	}
+}
+
+// TestSpanAttributes checks every attribute of the acquisition, release
+// and lost-hold spans of one engine: a wait granted, a try contended, a
+// release, and a hold whose key was deleted (its release finds it lost).
+func TestSpanAttributes(t *testing.T) {
+	r := newRig(t)
+	c := newClient(t, redisA)
+	e := newEngine(t, c, "redis-a", r)
+	defer e.Close()
+	holder := newLocker(t, e, "x", locker.WithOwner("holder"))
+	other := newLocker(t, e, "x", locker.WithOwner("other"))
+	if err := holder.Lock(); err != nil {
+		t.Fatalf("Lock() = %v", err)
+	}
+	granted := holder.(locker.Lease).Token()
+	if ok, err := other.TryLock(); ok || err != nil {
+		t.Fatalf("TryLock() = %v, %v; want false, nil", ok, err)
+	}
+	if err := holder.Unlock(); err != nil {
+		t.Fatalf("Unlock() = %v", err)
+	}
+	gone := newLocker(t, e, "gone", locker.WithOwner("holder"))
+	if ok, err := gone.TryLock(); !ok || err != nil {
+		t.Fatalf("TryLock() = %v, %v; want true, nil", ok, err)
+	}
+	goneToken := gone.(locker.Lease).Token()
+	if err := c.Del(context.Background(), e.LockKey("gone")).Err(); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	if err := gone.Unlock(); !errors.Is(err, locker.ErrLockLost) {
+		t.Fatalf("Unlock() = %v; want ErrLockLost", err)
+	}
+
+	type want struct {
+		name   string
+		kind   trace.SpanKind
+		status codes.Code
+		attrs  map[string]string
+	}
+	tok := func(t uint64) string { return fmt.Sprint(t) }
+	wants := []want{
+		{"orthrus.lock.acquire", trace.SpanKindClient, codes.Unset, map[string]string{
+			"orthrus.engine": "redis-a", "orthrus.lock.name": "x", "orthrus.lock.owner": "holder",
+			"orthrus.lock.wait": "true", "orthrus.lock.result": "granted", "orthrus.lock.token": tok(granted)}},
+		{"orthrus.lock.acquire", trace.SpanKindClient, codes.Unset, map[string]string{
+			"orthrus.engine": "redis-a", "orthrus.lock.name": "x", "orthrus.lock.owner": "other",
+			"orthrus.lock.wait": "false", "orthrus.lock.result": "contended"}},
+		{"orthrus.lock.release", trace.SpanKindClient, codes.Unset, map[string]string{
+			"orthrus.engine": "redis-a", "orthrus.lock.name": "x", "orthrus.lock.owner": "holder",
+			"orthrus.lock.token": tok(granted), "orthrus.lock.result": "released"}},
+		{"orthrus.lock.acquire", trace.SpanKindClient, codes.Unset, map[string]string{
+			"orthrus.engine": "redis-a", "orthrus.lock.name": "gone", "orthrus.lock.owner": "holder",
+			"orthrus.lock.wait": "false", "orthrus.lock.result": "granted", "orthrus.lock.token": tok(goneToken)}},
+		// The release ends before the hold is reported lost.
+		{"orthrus.lock.release", trace.SpanKindClient, codes.Error, map[string]string{
+			"orthrus.engine": "redis-a", "orthrus.lock.name": "gone", "orthrus.lock.owner": "holder",
+			"orthrus.lock.token": tok(goneToken), "orthrus.lock.result": "lost"}},
+		{"orthrus.lock.lost", trace.SpanKindInternal, codes.Error, map[string]string{
+			"orthrus.engine": "redis-a", "orthrus.lock.name": "gone", "orthrus.lock.owner": "holder",
+			"orthrus.lock.token": tok(goneToken), "orthrus.lock.lost.cause": "gone"}},
+	}
+	spans := r.spans.Ended()
+	if len(spans) != len(wants) {
+		t.Fatalf("%d spans ended; want %d", len(spans), len(wants))
+	}
+	for i, w := range wants {
+		s := spans[i]
+		got := map[string]string{}
+		for _, kv := range s.Attributes() {
+			got[string(kv.Key)] = kv.Value.String()
+		}
+		if s.Name() != w.name || s.SpanKind() != w.kind || s.Status().Code != w.status || !maps.Equal(got, w.attrs) {
+			t.Errorf("span %d = %s, %v, status %v, %v; want %s, %v, status %v, %v",
+				i, s.Name(), s.SpanKind(), s.Status().Code, got, w.name, w.kind, w.status, w.attrs)
+		}
 	}
 }

@@ -114,6 +114,33 @@
 // whose writes are acknowledged by a quorum. TestSentinelFailover shows
 // both cases with a master, a replica and three Sentinels.
 //
+// # Redis Cluster
+//
+// A name's keys share one slot, so each hold lives on one master. When its
+// slot migrates (resharding), the lock and its counter move together with
+// MIGRATE and requests follow go-redis's ASK and MOVED redirections: holds
+// keep their token and stay exclusive, and tokens keep increasing. A waiter
+// subscribed before the move loses its subscription (Redis drops a slot's
+// shard channels when the slot leaves) and tries again when the holder's
+// TTL it last saw runs out, not at the release.
+//
+// A master that dies without a replica takes its holds with it: renewals
+// fail, Lost closes at the hold's deadline (at most a TTL after the last
+// renewal that worked), and its names answer ErrUnavailable until it is
+// back, empty without persistence (tokens still increase, as above). With
+// cluster-require-full-coverage yes, Redis's default, the other masters
+// refuse every command once the cluster marks the master failed
+// (cluster-node-timeout), so every hold in the cluster is lost; set it to
+// no to keep them. With a replica, the failover loses the holds the replica
+// had not received, as with Sentinel, and keeps the others only if the
+// holder's client learns the new master within the TTL: a ClusterClient
+// reloads its slot map on a redirection or every ClusterStateReloadInterval
+// (default 60s), not when a master stops answering, so build it with an
+// interval well below the TTL (goredis.UniversalOptions cannot set it).
+// Without that the holds are reported lost, never held twice.
+// TestClusterSlotMigration, TestClusterMasterKilled and TestClusterFailover
+// show each case.
+//
 // # Errors
 //
 // Errors wrap locker.ErrUnavailable when Redis cannot be reached or times

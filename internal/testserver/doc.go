@@ -24,5 +24,6 @@
 // ZooKeeper runs with tickTime=200ms and minSessionTimeout=500ms, so tests
 // can use session timeouts of about a second. etcd runs with a 100ms
 // heartbeat and a 1s election timeout. Redis Cluster nodes use a 1s
-// cluster-node-timeout.
+// cluster-node-timeout; WithReplicas gives each master replicas, which take
+// over a master that dies.
 package testserver

@@ -61,20 +61,24 @@ func NewRedis(opts ...Option) (*Server, error) {
 	})
 }
 
-// NewRedisCluster starts masters cluster-enabled redis-server nodes with 0
-// replicas, spreads all 16384 slots over them, joins them with CLUSTER MEET
-// and waits until CLUSTER INFO reports cluster_state:ok on every node. The
+// NewRedisCluster starts masters cluster-enabled redis-server nodes, and
+// WithReplicas replicas of each (none by default), spreads all 16384 slots
+// over the masters, joins the nodes with CLUSTER MEET, makes the replicas
+// replicate, and waits until CLUSTER INFO reports cluster_state:ok on every
+// node and every replica is in sync. Servers holds the masters first, then
+// the replicas: replica j of master i is Servers[masters*(1+j)+i]. The
 // caller must Stop it.
 func NewRedisCluster(masters int, opts ...Option) (*Cluster, error) {
-	if masters < 1 {
-		return nil, fmt.Errorf("testserver: redis cluster needs at least 1 master, got %d", masters)
-	}
 	o := buildOptions(opts)
+	if masters < 1 || o.replicas < 0 {
+		return nil, fmt.Errorf("testserver: redis cluster needs at least 1 master and no negative replicas, got %d and %d", masters, o.replicas)
+	}
 	bin, err := lookBin("redis-server", "redis-server")
 	if err != nil {
 		return nil, err
 	}
-	c, roots, err := newCluster(o, "redis-cluster", masters)
+	n := masters * (1 + o.replicas)
+	c, roots, err := newCluster(o, "redis-cluster", n)
 	if err != nil {
 		return nil, err
 	}
@@ -83,16 +87,19 @@ func NewRedisCluster(masters int, opts ...Option) (*Cluster, error) {
 		if err := resetDirs(roots); err != nil {
 			return err
 		}
-		ports, err := freeport.Loopback(2 * masters) // client port, cluster bus port
+		ports, err := freeport.Loopback(2 * n) // client port, cluster bus port
 		if err != nil {
 			return err
 		}
-		for i := 0; i < masters; i++ {
+		for i := 0; i < n; i++ {
 			s, err := newRedisServer(roots[i], false, bin, ports[2*i], o,
 				"--cluster-enabled", "yes",
 				"--cluster-config-file", "nodes.conf",
 				"--cluster-node-timeout", "1000",
 				"--cluster-port", strconv.Itoa(ports[2*i+1]),
+				// A replica syncs at once, not after the default 5s a
+				// master waits for more replicas to share the transfer.
+				"--repl-diskless-sync-delay", "0",
 			)
 			if err != nil {
 				return err
@@ -104,7 +111,7 @@ func NewRedisCluster(masters int, opts ...Option) (*Cluster, error) {
 		if err := launch(ctx, c.Servers); err != nil {
 			return err
 		}
-		if err := setupRedisCluster(ctx, c.Servers, ports); err != nil {
+		if err := setupRedisCluster(ctx, c.Servers, masters, ports); err != nil {
 			killAll(c.Servers)
 			return err
 		}
@@ -117,10 +124,12 @@ func NewRedisCluster(masters int, opts ...Option) (*Cluster, error) {
 	return c, nil
 }
 
-func setupRedisCluster(ctx context.Context, servers []*Server, ports []int) error {
+// setupRedisCluster gives the first masters servers the slots and makes
+// the others their replicas, in turn.
+func setupRedisCluster(ctx context.Context, servers []*Server, masters int, ports []int) error {
 	n := len(servers)
-	for i, s := range servers {
-		lo, hi := i*redisSlots/n, (i+1)*redisSlots/n-1
+	for i, s := range servers[:masters] {
+		lo, hi := i*redisSlots/masters, (i+1)*redisSlots/masters-1
 		if _, err := redisDo(ctx, s.addr, "CLUSTER", "SET-CONFIG-EPOCH", strconv.Itoa(i+1)); err != nil {
 			return s.failure("CLUSTER SET-CONFIG-EPOCH: %v", err)
 		}
@@ -133,22 +142,61 @@ func setupRedisCluster(ctx context.Context, servers []*Server, ports []int) erro
 			return servers[0].failure("CLUSTER MEET %s: %v", servers[i].addr, err)
 		}
 	}
-	for _, s := range servers {
-		if err := s.pollUntil(ctx, func(ctx context.Context) error {
+	state := func(s *Server, want ...string) error {
+		return s.pollUntil(ctx, func(ctx context.Context) error {
 			v, err := redisDo(ctx, s.addr, "CLUSTER", "INFO")
 			if err != nil {
 				return err
 			}
 			info, _ := v.(string)
-			if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d\r\n", n)) {
-				return fmt.Errorf("cluster not ok yet: %q", firstLines(info, 3))
+			for _, w := range want {
+				if !strings.Contains(info, w) {
+					return fmt.Errorf("cluster not ready yet, no %q: %q", w, firstLines(info, 3))
+				}
 			}
 			return nil
-		}); err != nil {
+		})
+	}
+	known := fmt.Sprintf("cluster_known_nodes:%d\r\n", n)
+	for i, r := range servers[masters:] {
+		// A replica must know its master before it can replicate it.
+		if err := state(r, known); err != nil {
+			return err
+		}
+		m := servers[i%masters]
+		id, err := redisDo(ctx, m.addr, "CLUSTER", "MYID")
+		if err != nil {
+			return m.failure("CLUSTER MYID: %v", err)
+		}
+		if _, err := redisDo(ctx, r.addr, "CLUSTER", "REPLICATE", fmt.Sprint(id)); err != nil {
+			return r.failure("CLUSTER REPLICATE %v: %v", id, err)
+		}
+	}
+	for _, s := range servers {
+		if err := state(s, "cluster_state:ok", known); err != nil {
+			return err
+		}
+	}
+	for _, r := range servers[masters:] {
+		if err := r.waitReplicaLinked(ctx); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// waitReplicaLinked waits until replica s is in sync with its master.
+func (s *Server) waitReplicaLinked(ctx context.Context) error {
+	return s.pollUntil(ctx, func(ctx context.Context) error {
+		v, err := redisDo(ctx, s.addr, "INFO", "replication")
+		if err != nil {
+			return err
+		}
+		if info, _ := v.(string); !strings.Contains(info, "master_link_status:up") {
+			return errors.New("replication link not up yet")
+		}
+		return nil
+	})
 }
 
 // pollUntil polls probe until it succeeds or ctx ends.

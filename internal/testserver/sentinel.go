@@ -218,16 +218,7 @@ func newSentinelServer(root, bin string, port, masterPort, quorum int, o *option
 // every Sentinel knows them and the other Sentinels.
 func (s *Sentinel) waitMonitored(ctx context.Context, replicas, sentinels int) error {
 	for _, r := range s.Replicas {
-		if err := r.pollUntil(ctx, func(ctx context.Context) error {
-			v, err := redisDo(ctx, r.addr, "INFO", "replication")
-			if err != nil {
-				return err
-			}
-			if info, _ := v.(string); !strings.Contains(info, "master_link_status:up") {
-				return errors.New("replication link not up yet")
-			}
-			return nil
-		}); err != nil {
+		if err := r.waitReplicaLinked(ctx); err != nil {
 			return err
 		}
 	}

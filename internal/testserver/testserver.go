@@ -39,6 +39,8 @@ type options struct {
 	timeout time.Duration
 	base    string // parent of the temporary directories; "" = os.TempDir, removed by Stop
 	tls     *Certs // WithTLS
+	// replicas per master of a Redis Cluster (WithReplicas)
+	replicas int
 }
 
 // WithArgs appends extra configuration. For Redis and etcd the strings are
@@ -46,6 +48,12 @@ type options struct {
 // ZooKeeper each string is a zoo.cfg line (e.g. "maxClientCnxns=0").
 func WithArgs(extra ...string) Option {
 	return func(o *options) { o.args = append(o.args, extra...) }
+}
+
+// WithReplicas gives each master of a Redis Cluster (NewRedisCluster)
+// n replicas. Default: none.
+func WithReplicas(n int) Option {
+	return func(o *options) { o.replicas = n }
 }
 
 // WithStartTimeout sets how long a constructor or Restart waits for the

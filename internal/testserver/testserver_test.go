@@ -168,6 +168,24 @@ func TestRedisCluster(t *testing.T) {
 	}
 }
 
+func TestRedisClusterReplicas(t *testing.T) {
+	c := RedisCluster(t, 2, WithReplicas(1))
+	ctx := ctxTimeout(t, 10*time.Second)
+	if len(c.Servers) != 4 {
+		t.Fatalf("%d servers; want 2 masters and 2 replicas", len(c.Servers))
+	}
+	for i, r := range c.Servers[2:] {
+		v, err := redisDo(ctx, r.Addr(), "INFO", "replication")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, masterPort, _ := strings.Cut(c.Servers[i].Addr(), ":")
+		if info := v.(string); !strings.Contains(info, "role:slave") || !strings.Contains(info, "master_port:"+masterPort+"\r\n") {
+			t.Errorf("%s: INFO replication:\n%s\nwant a replica of %s", r, info, c.Servers[i])
+		}
+	}
+}
+
 func TestZooKeeperRestart(t *testing.T) {
 	s := ZooKeeper(t)
 	ctx := ctxTimeout(t, 20*time.Second)
