@@ -85,6 +85,7 @@ type waiter struct {
 	// attempts makes it try once more rather than being lost.
 	wake  chan struct{}
 	timer *time.Timer // the expiry fallback, owned by the waiting Acquire
+	want  interest    // what a family waiter waits for (see wakeFamily)
 }
 
 func newHub(client goredis.UniversalClient, log *slog.Logger) *hub {
@@ -123,7 +124,7 @@ func (h *hub) queued(key string) bool {
 // the caller's last attempt, a release may have come in between unseen,
 // and, since releases publish only to a channel with subscribers, not even
 // published.
-func (h *hub) join(ctx context.Context, key string, mark uint64) (w *waiter, retry bool, err error) {
+func (h *hub) join(ctx context.Context, key string, mark uint64, want interest) (w *waiter, retry bool, err error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -154,7 +155,7 @@ func (h *hub) join(ctx context.Context, key string, mark uint64) (w *waiter, ret
 	case <-w.wake: // left over from its last wait
 	default:
 	}
-	w.ch, w.prev = c, c.tail
+	w.ch, w.prev, w.want = c, c.tail, want
 	if c.tail != nil {
 		c.tail.next = w
 	} else {
@@ -264,7 +265,7 @@ func (h *hub) receive(c *subConn) {
 		}
 		switch m := msg.(type) {
 		case *goredis.Message:
-			h.wakeChannel(m.Channel)
+			h.wakeChannel(m.Channel, m.Payload)
 		case *goredis.Subscription:
 			if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
 				h.confirm(m.Channel)
@@ -309,12 +310,18 @@ func (h *hub) confirm(ch string) {
 	}
 }
 
-// wakeChannel wakes the longest waiting waiter of ch.
-func (h *hub) wakeChannel(ch string) {
+// wakeChannel wakes the longest waiting waiter of ch on a mutex's release
+// ("1"), and those a family release lets proceed otherwise.
+func (h *hub) wakeChannel(ch, msg string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if c := h.channels[strings.TrimSuffix(ch, channelSuffix)]; c != nil && c.head != nil {
+	c := h.channels[strings.TrimSuffix(ch, channelSuffix)]
+	switch {
+	case c == nil || c.head == nil:
+	case msg == "1":
 		wake(c.head)
+	default:
+		wakeFamily(c, msg)
 	}
 }
 
