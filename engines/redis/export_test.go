@@ -1,4 +1,21 @@
 package redis
 
+import "github.com/orthrus-go/orthrus/locker"
+
 // Channel exposes the wake-up channel of a lock to the tests.
 func (e *Engine) Channel(name string) string { return e.keysFor(name).channel }
+
+// FamilyKeys exposes the keys of a read-write lock (writer, readers,
+// waiting writers, fence) or a semaphore (holds, count, fence).
+func (e *Engine) FamilyKeys(kind locker.Kind, name string) []string { return e.famKeys(kind, name) }
+
+// AcquireSHA is the SHA of the acquire script of a hold of kind.
+func AcquireSHA(kind locker.Kind) string {
+	switch kind {
+	case locker.KindMutex:
+		return acquireScript.Hash()
+	case locker.KindPermit:
+		return semAcquireScript.Hash()
+	}
+	return rwAcquireScript.Hash()
+}

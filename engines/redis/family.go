@@ -58,6 +58,9 @@ type fam struct {
 	// ticket orders a waiting reader or writer; set by the attempt that
 	// first finds the lock taken (0 before, and always for permits).
 	ticket int64
+	// check is "1" while a permit's attempts must compare the opener's
+	// count with the stored one: until the first answer of its wait.
+	check string
 	member string // the hold's entry, once granted
 	// abandoned: the caller left while a request was in flight; the
 	// worker that runs it cleans up after it (see call.exec).
@@ -77,12 +80,12 @@ func (e *Engine) newFamilyHold(h *locker.Hold, wait bool) *hold {
 	}
 	switch h.Kind {
 	case locker.KindPermit:
-		check := "0"
+		f.check = "0"
 		if h.CheckLimit {
-			check = "1"
+			f.check = "1"
 		}
 		f.acquire = []any{"evalsha", semAcquireScript.Hash(), "3", f.keys[0], f.keys[1], f.keys[2],
-			&st.owner, &st.ttl, &e.idle, h.Permits, h.Limit, check}
+			&st.owner, &st.ttl, &e.idle, h.Permits, h.Limit, &f.check}
 	default:
 		mode, writer := "w", ""
 		if h.Kind == locker.KindRead {
@@ -119,6 +122,9 @@ func (e *Engine) famRequest(ctx context.Context, st *hold) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	// The count matched: a change by an operator while this waits is
+	// honoured, not refused.
+	f.check = "0"
 	switch v := v.(type) {
 	case int64:
 		return v, nil
