@@ -19,3 +19,21 @@ func AcquireSHA(kind locker.Kind) string {
 	}
 	return rwAcquireScript.Hash()
 }
+
+// Parked counts the waiters of this process on the wake-up channel of the
+// read-write lock or semaphore name, once the server has confirmed its
+// subscription (0 before).
+func (e *Engine) Parked(kind locker.Kind, name string) int {
+	h := e.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.channels[e.famKeyArray(kind, name)[0]]
+	if c == nil || c.confirm == 0 {
+		return 0
+	}
+	n := 0
+	for w := c.head; w != nil; w = w.next {
+		n++
+	}
+	return n
+}

@@ -35,67 +35,99 @@ const (
 // famKeys are the keys of a name's read-write lock (writer, readers,
 // waiting writers, fence) or semaphore (holds, count, fence).
 func (e *Engine) famKeys(kind locker.Kind, name string) []string {
+	k := e.famKeyArray(kind, name)
+	if kind == locker.KindPermit {
+		return k[:3]
+	}
+	return k[:]
+}
+
+func (e *Engine) famKeyArray(kind locker.Kind, name string) [4]string {
 	lock := e.keysFor(name).lock
 	if kind == locker.KindPermit {
 		base := lock + semSuffix
-		return []string{base, base + ":n", base + fenceSuffix}
+		return [4]string{base, base + ":n", base + fenceSuffix}
 	}
 	base := lock + rwSuffix
-	return []string{base, base + ":r", base + ":ww", base + fenceSuffix}
+	return [4]string{base, base + ":r", base + ":ww", base + fenceSuffix}
+}
+
+// familySHAs are the SHAs of the family's scripts, kept by the engine so
+// that argument lists point to them instead of boxing a copy.
+type familySHAs struct {
+	rwAcquire, rwRelease, semAcquire, semRelease, zrenew string
+}
+
+func newFamilySHAs() familySHAs {
+	return familySHAs{
+		rwAcquire: rwAcquireScript.Hash(), rwRelease: rwReleaseScript.Hash(),
+		semAcquire: semAcquireScript.Hash(), semRelease: semReleaseScript.Hash(),
+		zrenew: zrenewScript.Hash(),
+	}
 }
 
 // fam is the engine's part of a read-write or semaphore hold, beside the
 // fields of hold it shares with the mutex (hold.lock is the key the
-// wake-up channel is named after).
+// wake-up channel is named after). As in hold, the argument lists point
+// to the fields, so that building them boxes nothing.
 type fam struct {
-	kind    locker.Kind
-	permits int
-	limit   int // the opener's count, for a mismatch's message
-	keys    []string
-	// Argument lists of the scripts: acquire's until granted, then
-	// release's and renew's.
-	acquire, release, renew []any
+	kind            locker.Kind
+	permits, limit  int64 // permits taken; the opener's count
+	keys            [4]string
+	mode, writer    string // rwAcquireScript's mode and downgrade arguments
+	register, check string // "1" or "0", see the acquire scripts
 	// ticket orders a waiting reader or writer; set by the attempt that
 	// first finds the lock taken (0 before, and always for permits).
 	ticket int64
-	// check is "1" while a permit's attempts must compare the opener's
-	// count with the stored one: until the first answer of its wait.
-	check string
 	member string // the hold's entry, once granted
 	// abandoned: the caller left while a request was in flight; the
 	// worker that runs it cleans up after it (see call.exec).
 	abandoned bool
+	// The acquire script's arguments until granted, then the release
+	// script's; args[:n] are used.
+	args [14]any
+	n    int
+}
+
+// famHold is a hold and its family part, allocated together.
+type famHold struct {
+	hold
+	fam
 }
 
 // newFamilyHold readies a hold of the read-write lock or the semaphore.
+// A permit's check is "1" while its attempts must compare the opener's
+// count with the stored one: until the first answer of its wait.
 func (e *Engine) newFamilyHold(h *locker.Hold, wait bool) *hold {
-	f := &fam{kind: h.Kind, permits: h.Permits, limit: h.Limit, keys: e.famKeys(h.Kind, h.Name)}
-	st := &hold{
-		name: h.Name, lock: f.keys[0], fence: f.keys[len(f.keys)-1],
+	fh := &famHold{}
+	st, f := &fh.hold, &fh.fam
+	f.kind, f.permits, f.limit, f.keys = h.Kind, int64(h.Permits), int64(h.Limit), e.famKeyArray(h.Kind, h.Name)
+	*st = hold{
+		name: h.Name, lock: f.keys[0], fence: f.keys[2],
 		owner: h.Owner, ttl: ttlMillis(h.TTL), releaseAfter: h.ReleaseTimeout, fam: f,
 	}
-	register := "0"
+	f.register, f.check = "0", "0"
 	if wait {
-		register = "1"
+		f.register = "1"
 	}
 	switch h.Kind {
 	case locker.KindPermit:
-		f.check = "0"
 		if h.CheckLimit {
 			f.check = "1"
 		}
-		f.acquire = []any{"evalsha", semAcquireScript.Hash(), "3", f.keys[0], f.keys[1], f.keys[2],
-			&st.owner, &st.ttl, &e.idle, h.Permits, h.Limit, &f.check}
+		f.args, f.n = [14]any{"evalsha", &e.fsha.semAcquire, "3", &f.keys[0], &f.keys[1], &f.keys[2],
+			&st.owner, &st.ttl, &e.idle, &f.permits, &f.limit, &f.check}, 12
 	default:
-		mode, writer := "w", ""
+		st.fence = f.keys[3]
+		f.mode = "w"
 		if h.Kind == locker.KindRead {
-			mode = "r"
+			f.mode = "r"
 			if w := h.Writer; w != nil {
-				writer = member(uint64(w.Token), 0, w.Owner)
+				f.writer = member(uint64(w.Token), 0, w.Owner)
 			}
 		}
-		f.acquire = []any{"evalsha", rwAcquireScript.Hash(), "4", f.keys[0], f.keys[1], f.keys[2], f.keys[3],
-			&st.owner, &st.ttl, &e.idle, mode, &f.ticket, register, writer}
+		f.args, f.n = [14]any{"evalsha", &e.fsha.rwAcquire, "4", &f.keys[0], &f.keys[1], &f.keys[2], &f.keys[3],
+			&st.owner, &st.ttl, &e.idle, &f.mode, &f.ticket, &f.register, &f.writer}, 14
 	}
 	return st
 }
@@ -118,7 +150,7 @@ func (e *Engine) famRequest(ctx context.Context, st *hold) (int64, error) {
 	if f.kind == locker.KindPermit {
 		script = semAcquireScript
 	}
-	v, err := evalsha(ctx, e.client, script, goredis.NewCmd, f.acquire).Result()
+	v, err := evalsha(ctx, e.client, script, goredis.NewCmd, f.args[:f.n]).Result()
 	if err != nil {
 		return 0, err
 	}
@@ -152,24 +184,17 @@ func (f *fam) mismatch(name string, err error) error {
 	return fmt.Errorf("redis: semaphore %q: opened with %d permits, %s stored: %w", name, f.limit, stored, locker.ErrPermitsMismatch)
 }
 
-// famGranted records the token of a family grant and readies its release
-// and renewal.
+// famGranted records the token of a family grant and readies its release.
 func (e *Engine) famGranted(st *hold, token int64) {
 	f := st.fam
 	st.token = uint64(token)
 	switch f.kind {
 	case locker.KindPermit:
-		f.member = member(st.token, f.permits, st.owner)
-		f.release = []any{"evalsha", semReleaseScript.Hash(), "2", f.keys[0], f.keys[1], f.member, &e.numsub, &e.publish}
-		f.renew = []any{"evalsha", zrenewScript.Hash(), "1", f.keys[0], f.member, &st.ttl}
-	case locker.KindWrite:
-		f.member = member(st.token, 0, st.owner)
-		f.release = []any{"evalsha", rwReleaseScript.Hash(), "3", f.keys[0], f.keys[1], f.keys[2], "w", f.member, &e.numsub, &e.publish}
-		f.renew = []any{"evalsha", &e.shaRenew, "1", f.keys[0], &st.token, &st.owner, &st.ttl}
+		f.member = member(st.token, int(f.permits), st.owner)
+		f.args, f.n = [14]any{"evalsha", &e.fsha.semRelease, "2", &f.keys[0], &f.keys[1], &f.member, &e.numsub, &e.publish}, 8
 	default:
 		f.member = member(st.token, 0, st.owner)
-		f.release = []any{"evalsha", rwReleaseScript.Hash(), "3", f.keys[0], f.keys[1], f.keys[2], "r", f.member, &e.numsub, &e.publish}
-		f.renew = []any{"evalsha", zrenewScript.Hash(), "1", f.keys[1], f.member, &st.ttl}
+		f.args, f.n = [14]any{"evalsha", &e.fsha.rwRelease, "3", &f.keys[0], &f.keys[1], &f.keys[2], &f.mode, &f.member, &e.numsub, &e.publish}, 10
 	}
 }
 
@@ -179,6 +204,19 @@ func (f *fam) releaseScript() *goredis.Script {
 		return semReleaseScript
 	}
 	return rwReleaseScript
+}
+
+// renewArgs are the arguments of the hold's renewal: the mutex's script for
+// a writer, zrenewScript for a reader's or a permit's entry.
+func (e *Engine) renewArgs(st *hold) []any {
+	f := st.fam
+	switch f.kind {
+	case locker.KindWrite:
+		return []any{"evalsha", &e.shaRenew, "1", &f.keys[0], &st.token, &st.owner, &st.ttl}
+	case locker.KindRead:
+		return []any{"evalsha", &e.fsha.zrenew, "1", &f.keys[1], &f.member, &st.ttl}
+	}
+	return []any{"evalsha", &e.fsha.zrenew, "1", &f.keys[0], &f.member, &st.ttl}
 }
 
 // withdraw removes, in the background, the intent a writer that did not
@@ -220,7 +258,7 @@ func (st *hold) interest() interest {
 	if st.fam == nil {
 		return interest{}
 	}
-	return interest{kind: st.fam.kind, permits: st.fam.permits, ticket: st.fam.ticket}
+	return interest{kind: st.fam.kind, permits: int(st.fam.permits), ticket: st.fam.ticket}
 }
 
 // wakeFamily wakes the waiters of c that a family release lets proceed,

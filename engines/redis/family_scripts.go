@@ -21,7 +21,8 @@ import goredis "github.com/redis/go-redis/v9"
 //	<lock>:sem:fence the fencing counter
 //	<lock>:sem:wake  the wake-up channel
 //
-// Every script first drops the entries whose expiry has passed, and keeps
+// The scripts drop the entries whose expiry has passed before they count
+// them (a writer prunes the readers, a semaphore grant the holds), and keep
 // the TTL of a sorted set at its latest score, so that a name left idle
 // leaves nothing but the semaphore's count behind. A ticket is a value of
 // the fencing counter taken by a waiter when it first finds the lock taken:
@@ -48,11 +49,10 @@ end
 local function prune(key, now)
   redis.call('zremrangebyscore', key, '-inf', now)
 end
--- notify publishes msg on ch when someone listens (see releaseScript).
-local function notify(ch, msg, numsub, publish)
-  if redis.call('pubsub', numsub, ch)[2] > 0 then
-    redis.call(publish, ch, msg)
-  end
+-- listened tells whether ch has subscribers: a release publishes only
+-- then (see releaseScript), and works out its message only then.
+local function listened(ch, numsub)
+  return redis.call('pubsub', numsub, ch)[2] > 0
 end
 -- firstWriter is the lowest ticket among the waiting writers and the
 -- expiry of its intent; 0 when none waits.
@@ -91,13 +91,14 @@ end
 // before it); a downgrade, whose owner holds the write side, at once, with
 // the writer's token.
 var rwAcquireScript = goredis.NewScript(familyLua + `
-local now = clock()
-prune(KEYS[2], now)
-prune(KEYS[3], now)
 local ttl, ticket = tonumber(ARGV[2]), tonumber(ARGV[5])
 local w = redis.call('get', KEYS[1])
-local wait
+local now, wait
 if ARGV[4] == 'w' then
+  if not w and redis.call('exists', KEYS[2]) == 1 then
+    now = clock()
+    prune(KEYS[2], now)
+  end
   if not w and redis.call('exists', KEYS[2]) == 0 then
     local t = fence(KEYS[4], ARGV[3])
     redis.call('set', KEYS[1], ms(t) .. ':' .. ARGV[1], 'px', ARGV[2])
@@ -106,6 +107,7 @@ if ARGV[4] == 'w' then
     end
     return t
   end
+  now = now or clock()
   if w then
     wait = redis.call('pttl', KEYS[1])
   else
@@ -118,19 +120,25 @@ if ARGV[4] == 'w' then
     if ticket == 0 then
       ticket = fence(KEYS[4], ARGV[3])
     end
+    prune(KEYS[3], now)
     redis.call('zadd', KEYS[3], ms(now + ttl), ms(ticket) .. ':' .. ARGV[1])
     touch(KEYS[3])
     wait = math.min(wait, math.floor(ttl / 3))
   end
   return {math.max(wait, 1), ticket}
 end
+now = clock()
 local t
 if w and w == ARGV[7] then
   t = tonumber(string.match(w, '^(%d+):'))
 elseif w then
   wait = redis.call('pttl', KEYS[1])
 else
-  local first, exp = firstWriter(KEYS[3])
+  local first, exp = 0, 0
+  if redis.call('exists', KEYS[3]) == 1 then
+    prune(KEYS[3], now)
+    first, exp = firstWriter(KEYS[3])
+  end
   if first == 0 or (ticket > 0 and ticket < first) then
     t = fence(KEYS[4], ARGV[3])
   else
@@ -155,32 +163,39 @@ return {math.max(wait, 1), ticket}
 // hold's "<token>:<owner>", PUBSUB's subscriber count subcommand, the
 // publish command. Returns 1, or 0 when the hold is gone.
 //
+// A read hold past its expiry that no script has pruned yet still counts
+// as held: every grant prunes first, so nobody has acted on its expiry.
+//
 // A writer's release tells the readers which may go: "w<ticket>", the
 // lowest ticket of a waiting writer ("w0": none waits). The last reader's
 // release tells a waiting writer: "r".
 var rwReleaseScript = goredis.NewScript(familyLua + `
-local now = clock()
 local ch = KEYS[1] .. ':wake'
-prune(KEYS[3], now)
 if ARGV[1] == 'w' then
   if redis.call('get', KEYS[1]) ~= ARGV[2] then
     return 0
   end
   redis.call('del', KEYS[1])
-  notify(ch, 'w' .. ms(firstWriter(KEYS[3])), ARGV[3], ARGV[4])
+  if listened(ch, ARGV[3]) then
+    local first = 0
+    if redis.call('exists', KEYS[3]) == 1 then
+      prune(KEYS[3], clock())
+      first = firstWriter(KEYS[3])
+    end
+    redis.call(ARGV[4], ch, 'w' .. ms(first))
+  end
   return 1
 end
-local s = redis.call('zscore', KEYS[2], ARGV[2])
-if not s then
+if redis.call('zrem', KEYS[2], ARGV[2]) == 0 then
   return 0
 end
-redis.call('zrem', KEYS[2], ARGV[2])
-if tonumber(s) <= now then
-  return 0
-end
-prune(KEYS[2], now)
-if redis.call('exists', KEYS[2]) == 0 and redis.call('exists', KEYS[3]) == 1 and redis.call('exists', KEYS[1]) == 0 then
-  notify(ch, 'r', ARGV[3], ARGV[4])
+if redis.call('exists', KEYS[3]) == 1 and redis.call('exists', KEYS[1]) == 0 then
+  local now = clock()
+  prune(KEYS[2], now)
+  prune(KEYS[3], now)
+  if redis.call('exists', KEYS[2]) == 0 and redis.call('exists', KEYS[3]) == 1 and listened(ch, ARGV[3]) then
+    redis.call(ARGV[4], ch, 'r')
+  end
 end
 return 1
 `)
@@ -189,9 +204,10 @@ return 1
 // and the two of releaseScript. Withdraws a waiting writer's intent and
 // tells the readers it held back. Returns 1.
 var rwUnwaitScript = goredis.NewScript(familyLua + `
-if redis.call('zrem', KEYS[2], ARGV[1]) == 1 and redis.call('exists', KEYS[1]) == 0 then
+local ch = KEYS[1] .. ':wake'
+if redis.call('zrem', KEYS[2], ARGV[1]) == 1 and redis.call('exists', KEYS[1]) == 0 and listened(ch, ARGV[2]) then
   prune(KEYS[2], clock())
-  notify(KEYS[1] .. ':wake', 'w' .. ms(firstWriter(KEYS[2])), ARGV[2], ARGV[3])
+  redis.call(ARGV[3], ch, 'w' .. ms(firstWriter(KEYS[2])))
 end
 return 1
 `)
@@ -229,22 +245,20 @@ return {math.max(wait, 1), 0}
 `)
 
 // semReleaseScript: KEYS holds, count; ARGV the hold's member, and the two
-// of releaseScript. Returns 1, or 0 when the hold is gone. Tells the
-// waiters how many permits are free: "p<free>".
+// of releaseScript. Returns 1, or 0 when the hold is gone (as
+// rwReleaseScript's readers). Tells the waiters how many permits are free:
+// "p<free>".
 var semReleaseScript = goredis.NewScript(familyLua + `
-local now = clock()
-local s = redis.call('zscore', KEYS[1], ARGV[1])
-if not s then
+if redis.call('zrem', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
-redis.call('zrem', KEYS[1], ARGV[1])
-if tonumber(s) <= now then
-  return 0
-end
-prune(KEYS[1], now)
-local free = (tonumber(redis.call('get', KEYS[2])) or 0) - permitsOut(KEYS[1])
-if free > 0 then
-  notify(KEYS[1] .. ':wake', 'p' .. ms(free), ARGV[2], ARGV[3])
+local ch = KEYS[1] .. ':wake'
+if listened(ch, ARGV[2]) then
+  prune(KEYS[1], clock())
+  local free = (tonumber(redis.call('get', KEYS[2])) or 0) - permitsOut(KEYS[1])
+  if free > 0 then
+    redis.call(ARGV[3], ch, 'p' .. ms(free))
+  end
 end
 return 1
 `)
@@ -253,10 +267,13 @@ return 1
 // releaseScript. Stores the count and tells the waiters what is free.
 var semSetScript = goredis.NewScript(familyLua + `
 redis.call('set', KEYS[2], ARGV[1])
-prune(KEYS[1], clock())
-local free = tonumber(ARGV[1]) - permitsOut(KEYS[1])
-if free > 0 then
-  notify(KEYS[1] .. ':wake', 'p' .. ms(free), ARGV[2], ARGV[3])
+local ch = KEYS[1] .. ':wake'
+if listened(ch, ARGV[2]) then
+  prune(KEYS[1], clock())
+  local free = tonumber(ARGV[1]) - permitsOut(KEYS[1])
+  if free > 0 then
+    redis.call(ARGV[3], ch, 'p' .. ms(free))
+  end
 end
 return 1
 `)

@@ -31,6 +31,7 @@ type Engine struct {
 	idle                             int64  // fence idle time, ms
 	numsub, publish                  string // PUBSUB NUMSUB and PUBLISH, or their sharded forms on Cluster
 	shaAcquire, shaRelease, shaRenew string
+	fsha                             familySHAs
 }
 
 var (
@@ -131,6 +132,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 		name: s.name, prefix: s.prefix, client: client, hub: newHub(client, logger), log: logger,
 		idle: s.fenceIdle.Milliseconds(), numsub: "numsub", publish: "publish",
 		shaAcquire: acquireScript.Hash(), shaRelease: releaseScript.Hash(), shaRenew: renewScript.Hash(),
+		fsha: newFamilySHAs(),
 	}
 	if _, ok := client.(*goredis.ClusterClient); ok {
 		e.numsub, e.publish = "shardnumsub", "spublish"
@@ -485,7 +487,7 @@ func (e *Engine) release(ctx context.Context, st *hold) error {
 	var n int64
 	var err error
 	if f := st.fam; f != nil {
-		n, err = e.script(ctx, f.releaseScript(), f.release)
+		n, err = e.script(ctx, f.releaseScript(), f.args[:f.n])
 	} else {
 		n, err = e.script(ctx, releaseScript, st.args[:])
 	}
@@ -530,7 +532,7 @@ func (e *Engine) renewPipeline(ctx context.Context, holds []*locker.Hold) ([]*go
 		for i, h := range holds {
 			st := h.State.(*hold)
 			if st.fam != nil {
-				cmds[i] = goredis.NewIntCmd(ctx, st.fam.renew...)
+				cmds[i] = goredis.NewIntCmd(ctx, e.renewArgs(st)...)
 			} else {
 				cmds[i] = goredis.NewIntCmd(ctx, "evalsha", &e.shaRenew, "1", &st.lock, &st.token, &st.owner, &st.ttl)
 			}

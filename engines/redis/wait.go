@@ -45,9 +45,9 @@ type hub struct {
 	confirms atomic.Uint64
 	// heard counts the wake-up messages received: a family waiter that
 	// joins after one came in tries again (see join).
-	heard    atomic.Uint64
-	stop     chan struct{} // closed by close
-	wg       sync.WaitGroup
+	heard atomic.Uint64
+	stop  chan struct{} // closed by close
+	wg    sync.WaitGroup
 }
 
 type subConn struct {
