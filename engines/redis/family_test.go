@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/orthrus-go/orthrus/engines/redis"
+	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
@@ -30,6 +31,17 @@ func TestSemaphoreConformanceSingle(t *testing.T) {
 
 func TestSemaphoreConformanceCluster(t *testing.T) {
 	lockertest.RunSemaphore(t, familyFactory(newCluster(t)))
+}
+
+// A user given only ACLCommands, its keys and its channels runs the
+// family's suites too.
+func TestFamilyConformanceRestrictedUser(t *testing.T) {
+	s := testserver.Redis(t)
+	appACL(t, s, "conformance")
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), Username: "conformance", Password: "conformance-secret"})
+	t.Cleanup(func() { _ = c.Close() })
+	lockertest.RunRW(t, familyFactory(c))
+	lockertest.RunSemaphore(t, familyFactory(c))
 }
 
 // attemptHook counts the acquire attempts of one kind a client sends.
