@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
 // familyKinds are the holds the family benchmarks compare, the mutex first:
@@ -52,20 +53,12 @@ func BenchmarkFamilyCycle(b *testing.B) {
 	e := newEngine(b, benchClient(b, true))
 	b.Cleanup(func() { _ = e.Close() })
 	name := benchName(b)
-	hs := make([]locker.Handle, len(familyKinds))
+	hs := make([]lockertest.Mutex, len(familyKinds))
 	for i, kind := range familyKinds {
 		hs[i] = familyHandle(b, e, kind, name, 1)
 		cycle(b, hs[i]) // scripts loaded, connection warm
 	}
-	spent := make([]time.Duration, len(hs))
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		for j, h := range hs {
-			t0 := time.Now()
-			cycle(b, h)
-			spent[j] += time.Since(t0)
-		}
-	}
+	spent := alternate(b, hs)
 	for j, kind := range familyKinds {
 		b.ReportMetric(float64(spent[j].Microseconds())/float64(b.N), kind+"-us")
 		if j > 0 {

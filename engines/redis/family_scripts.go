@@ -75,6 +75,18 @@ local function permitsOut(key)
   end
   return n
 end
+-- tellFree tells the waiters of the semaphore whose holds are in key and
+-- count in count how many permits are free: "p<free>".
+local function tellFree(key, count, numsub, publish)
+  local ch = key .. ':wake'
+  if listened(ch, numsub) then
+    prune(key, clock())
+    local free = (tonumber(redis.call('get', count)) or 0) - permitsOut(key)
+    if free > 0 then
+      redis.call(publish, ch, 'p' .. ms(free))
+    end
+  end
+end
 `
 
 // rwAcquireScript: KEYS writer, readers, waiting writers, fence; ARGV owner,
@@ -252,14 +264,7 @@ var semReleaseScript = goredis.NewScript(familyLua + `
 if redis.call('zrem', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
-local ch = KEYS[1] .. ':wake'
-if listened(ch, ARGV[2]) then
-  prune(KEYS[1], clock())
-  local free = (tonumber(redis.call('get', KEYS[2])) or 0) - permitsOut(KEYS[1])
-  if free > 0 then
-    redis.call(ARGV[3], ch, 'p' .. ms(free))
-  end
-end
+tellFree(KEYS[1], KEYS[2], ARGV[2], ARGV[3])
 return 1
 `)
 
@@ -267,14 +272,7 @@ return 1
 // releaseScript. Stores the count and tells the waiters what is free.
 var semSetScript = goredis.NewScript(familyLua + `
 redis.call('set', KEYS[2], ARGV[1])
-local ch = KEYS[1] .. ':wake'
-if listened(ch, ARGV[2]) then
-  prune(KEYS[1], clock())
-  local free = tonumber(ARGV[1]) - permitsOut(KEYS[1])
-  if free > 0 then
-    redis.call(ARGV[3], ch, 'p' .. ms(free))
-  end
-end
+tellFree(KEYS[1], KEYS[2], ARGV[2], ARGV[3])
 return 1
 `)
 
