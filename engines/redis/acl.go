@@ -14,4 +14,5 @@ package redis
 const ACLCommands = "ping hello auth " +
 	"evalsha eval script|load " + // the scripts
 	"exists get incr set time hset hmget pexpire pexpireat pttl del publish spublish " + // inside them, and Inspect
+	"zadd zrem zscore zrange zremrangebyscore " + // the read-write lock and the semaphore
 	"subscribe unsubscribe ssubscribe sunsubscribe pubsub|numsub pubsub|shardnumsub" // waiters, Inspect

@@ -186,6 +186,15 @@ func BenchmarkAlternating(b *testing.B) {
 		ms[i] = implementation(b, name)(b, benchName(b))
 		cycle(b, ms[i])
 	}
+	spent := alternate(b, ms)
+	for j := 1; j < len(ms); j++ {
+		b.ReportMetric(spent[j].Seconds()/spent[0].Seconds(), "x-"+names[j])
+	}
+}
+
+// alternate runs b.N rounds of one cycle of each of ms in turn and returns
+// the time spent in each.
+func alternate(b *testing.B, ms []lockertest.Mutex) []time.Duration {
 	spent := make([]time.Duration, len(ms))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -195,9 +204,7 @@ func BenchmarkAlternating(b *testing.B) {
 			spent[j] += time.Since(t0)
 		}
 	}
-	for j := 1; j < len(ms); j++ {
-		b.ReportMetric(spent[j].Seconds()/spent[0].Seconds(), "x-"+names[j])
-	}
+	return spent
 }
 
 func cycle(b *testing.B, m lockertest.Mutex) {

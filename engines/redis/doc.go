@@ -50,6 +50,59 @@
 // One loop per engine renews every hold every TTL/3, sending the renewals
 // that fall due together in one pipeline.
 //
+// # Read-write locks and semaphores
+//
+// NewRWLock and NewSemaphore share the mutex's hash tag, under keys of their
+// own, so the mutex, the read-write lock and the semaphore of one name are
+// independent. The read-write lock keeps its writer in <lock>:rw (a string
+// "<token>:<owner>" with a TTL, as the mutex), its readers in <lock>:rw:r
+// and the writers waiting to write in <lock>:rw:ww, two sorted sets scored
+// by the server time at which each entry expires; every hold is its own
+// lease (renewed by the watchdog, expiring at its own TTL), and an entry
+// whose time has passed is dropped by the next script that counts them.
+// Readers and writers take their tokens from one counter,
+// <lock>:rw:fence, kept as the mutex's is: every grant's token exceeds
+// those of all earlier grants of the name, a writer's included.
+//
+// The lock prefers writers: a writer that finds the lock taken and will
+// wait records its intent in <lock>:rw:ww (refreshed every TTL/3 while it
+// waits, removed when it gets the lock or gives up, expiring with its TTL
+// if its process dies), and while one waits, new readers wait too, so
+// writers never starve. Waiters draw a ticket from the counter when they
+// first find the lock taken: readers that queued before every waiting
+// writer still go in whenever no writer holds the lock. It is not strictly
+// fair: a writer trying when the lock comes free may get in before readers
+// that queued earlier, and writers do not queue among themselves. A
+// downgrade (the read side taken by the owner of the write side) is
+// granted at once, with the writer's token, while the write hold is still
+// on the server, and holds later writers out as any read does.
+//
+// A semaphore keeps its permit holds in <lock>:sem, a sorted set of
+// "<token>:<permits>:<owner>" scored by expiry, and its count in
+// <lock>:sem:n, a string without TTL: one small key per semaphore name
+// that outlives idle periods, stored by the first acquisition and changed
+// by SetPermits (lockctl). An acquisition is granted when the permits of
+// the live holds plus its own fit in the stored count; it costs O(holds)
+// in the script. Permit waiters do not queue on Redis: a large request
+// can wait behind a stream of small ones.
+//
+// Wake-ups go through the same shared subscription, one channel per lock
+// (<lock>:rw:wake, <lock>:sem:wake), and say who may proceed: a writer's
+// release wakes this process's readers that queued before the first
+// waiting writer (or one writer when there are none), the last reader's
+// release wakes one writer, a permit's release wakes the waiters whose
+// permits fit in what is free, first come first. Each process wakes its
+// own, so a release costs about one attempt per waiter that can proceed.
+//
+// Failures are the mutex's: a hold whose entry vanished (expiry, a
+// restart without persistence, an operator) is reported at its next
+// renewal (Lost closes, Unlock returns ErrLockLost); a cancelled wait
+// withdraws its intent in the background; a semaphore opened with another
+// count than the stored one fails its first acquisition with
+// locker.ErrPermitsMismatch, which is not an outage. InspectFamily lists
+// the holds and the waiting writers; waiting readers and permit waiters
+// are not recorded on the server.
+//
 // # Guarantees and limits
 //
 // Mutual exclusion holds on one Redis primary. Redis replication is

@@ -129,3 +129,73 @@ func ExampleEngine_Ping() {
 	fmt.Println(engine.Ping(context.Background()))
 	// Output: <nil>
 }
+
+// Readers share the lock, a writer has it alone; a writer may downgrade
+// to a read without letting another writer in between.
+func ExampleEngine_NewRWLock() {
+	client := goredis.NewClient(&goredis.Options{Addr: redisAddr})
+	defer client.Close()
+	engine, _ := redis.New(client)
+	defer engine.Close()
+
+	catalog, _ := engine.NewRWLock("catalog")
+	other, _ := engine.NewRWLock("catalog")
+
+	_ = catalog.ReadLock().Lock()
+	ok, _ := other.ReadLock().TryLock()
+	fmt.Println("second reader:", ok)
+	ok, _ = other.WriteLock().TryLock()
+	fmt.Println("writer while read:", ok)
+	_ = other.ReadLock().Unlock()
+	_ = catalog.ReadLock().Unlock()
+
+	// Rebuild under the write lock, then keep reading what was written.
+	_ = catalog.WriteLock().Lock()
+	_ = catalog.ReadLock().Lock() // a downgrade: granted at once
+	_ = catalog.WriteLock().Unlock()
+	ok, _ = other.WriteLock().TryLock()
+	fmt.Println("writer after the downgrade:", ok)
+	ok, _ = other.ReadLock().TryLock()
+	fmt.Println("reader after the downgrade:", ok)
+	_ = other.ReadLock().Unlock()
+	_ = catalog.ReadLock().Unlock()
+	// Output:
+	// second reader: true
+	// writer while read: false
+	// writer after the downgrade: false
+	// reader after the downgrade: true
+}
+
+// A semaphore bounds how many workers of a fleet call a rate-limited API
+// at once; each permit is a lease that ends with its holder.
+func ExampleEngine_NewSemaphore() {
+	client := goredis.NewClient(&goredis.Options{Addr: redisAddr})
+	defer client.Close()
+	engine, _ := redis.New(client)
+	defer engine.Close()
+
+	api, err := engine.NewSemaphore("partner-api", 2)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	first, _ := api.Acquire(ctx, 1)
+	second, _ := api.Acquire(ctx, 1)
+	third, err := api.TryAcquire(1)
+	fmt.Println("third permit:", third != nil, err)
+	_ = first.Unlock()
+	third, _ = api.TryAcquire(1)
+	fmt.Println("after a release:", third != nil)
+	_ = second.Unlock()
+	_ = third.Unlock()
+
+	// The count is stored with the semaphore: opening it with another
+	// count is refused at the first acquisition.
+	wrong, _ := engine.NewSemaphore("partner-api", 5)
+	_, err = wrong.TryAcquire(1)
+	fmt.Println(errors.Is(err, locker.ErrPermitsMismatch))
+	// Output:
+	// third permit: false <nil>
+	// after a release: true
+	// true
+}

@@ -31,6 +31,7 @@ type Engine struct {
 	idle                             int64  // fence idle time, ms
 	numsub, publish                  string // PUBSUB NUMSUB and PUBLISH, or their sharded forms on Cluster
 	shaAcquire, shaRelease, shaRenew string
+	fsha                             familySHAs
 }
 
 var (
@@ -131,6 +132,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 		name: s.name, prefix: s.prefix, client: client, hub: newHub(client, logger), log: logger,
 		idle: s.fenceIdle.Milliseconds(), numsub: "numsub", publish: "publish",
 		shaAcquire: acquireScript.Hash(), shaRelease: releaseScript.Hash(), shaRenew: renewScript.Hash(),
+		fsha: newFamilySHAs(),
 	}
 	if _, ok := client.(*goredis.ClusterClient); ok {
 		e.numsub, e.publish = "shardnumsub", "spublish"
@@ -230,6 +232,7 @@ type hold struct {
 	// The acquire script's arguments until granted, then the release
 	// script's, read only from then on.
 	args [8]any
+	fam  *fam // nil for a mutex hold
 }
 
 func (e *Engine) newHold(h *locker.Hold) *hold {
@@ -245,17 +248,34 @@ func (e *Engine) newHold(h *locker.Hold) *hold {
 
 // granted records the token of a grant and readies the release.
 func (e *Engine) granted(st *hold, token int64) {
+	if st.fam != nil {
+		e.famGranted(st, token)
+		return
+	}
 	st.token = uint64(token)
 	st.args = [8]any{"evalsha", &e.shaRelease, "1", &st.lock, &st.token, &st.owner, &e.numsub, &e.publish}
 }
 
 // Acquire implements locker.Backend.
 func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, error) {
-	st := e.newHold(h)
+	if h.Kind == locker.KindMutex {
+		st := e.newHold(h)
+		h.State = st
+		return e.acquire(ctx, h, st, wait)
+	}
+	st := e.newFamilyHold(h, wait)
 	h.State = st
+	ok, err := e.acquire(ctx, h, st, wait)
+	if !ok {
+		e.withdraw(st)
+	}
+	return ok, err
+}
+
+func (e *Engine) acquire(ctx context.Context, h *locker.Hold, st *hold, wait bool) (bool, error) {
 	mark := e.hub.subscribed()
 	var remaining time.Duration
-	if wait && e.hub.queued(st.lock) {
+	if wait && st.fam == nil && e.hub.queued(st.lock) {
 		// Others of this process wait for the name: queue behind them
 		// rather than barge in (a releaser locking again would mostly win
 		// over the waiter its release woke). The holder's time left is
@@ -276,7 +296,7 @@ func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, 
 	// it is published, since the channel has a subscriber. When this
 	// process was subscribed already, the release was published and woke
 	// the waiter whose turn it was: no second attempt.
-	w, retry, err := e.hub.join(ctx, st.lock, mark)
+	w, retry, err := e.hub.join(ctx, st.lock, mark, st.interest())
 	if err != nil {
 		settle(ctx)
 		if ctx.Err() != nil {
@@ -321,6 +341,11 @@ func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, 
 func (e *Engine) try(ctx context.Context, st *hold) (bool, time.Duration, error) {
 	r, err := e.do(ctx, st)
 	if err != nil {
+		if st.fam != nil {
+			if err := st.fam.mismatch(st.name, err); err != nil {
+				return false, 0, err
+			}
+		}
 		return false, 0, e.fail(ctx, "acquire", st.name, err)
 	}
 	if r > 0 {
@@ -352,6 +377,9 @@ func (e *Engine) do(ctx context.Context, st *hold) (int64, error) {
 		return r.v, r.err
 	case <-ctx.Done():
 		if c.state.CompareAndSwap(running, abandoned) {
+			if st != nil && st.fam != nil {
+				st.fam.abandoned = true
+			}
 			return 0, ctx.Err() // the worker recycles c
 		}
 		r := <-c.done // delivered just now
@@ -363,6 +391,9 @@ func (e *Engine) do(ctx context.Context, st *hold) (int64, error) {
 func (e *Engine) request(ctx context.Context, st *hold) (int64, error) {
 	if st == nil {
 		return 0, e.client.Ping(ctx).Err()
+	}
+	if st.fam != nil {
+		return e.famRequest(ctx, st)
 	}
 	return e.script(ctx, acquireScript, st.args[:])
 }
@@ -399,10 +430,13 @@ func (c *call) exec(bg context.Context) {
 		c.done <- result{v, err}
 		return
 	}
-	// The caller left: undo a grant that came after that.
+	// The caller left: undo a grant that came after that, or withdraw the
+	// intent a waiting writer recorded.
 	if st := c.st; st != nil && err == nil && v > 0 {
 		c.e.granted(st, v)
 		c.e.releaseLate(bg, st)
+	} else if st != nil && st.fam != nil {
+		c.e.unwait(bg, st)
 	}
 	c.recycle()
 }
@@ -425,17 +459,23 @@ func (e *Engine) releaseLate(bg context.Context, st *hold) {
 // ...) and returns its integer reply. A server that lacks the script (it
 // restarted, or was flushed) gets it loaded, once.
 func (e *Engine) script(ctx context.Context, s *goredis.Script, args []any) (int64, error) {
-	cmd := goredis.NewIntCmd(ctx, args...)
-	_ = e.client.Process(ctx, cmd)
-	v, err := cmd.Result()
-	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		if err = s.Load(ctx, e.client).Err(); err == nil {
-			cmd = goredis.NewIntCmd(ctx, args...)
-			_ = e.client.Process(ctx, cmd)
-			v, err = cmd.Result()
+	return evalsha(ctx, e.client, s, goredis.NewIntCmd, args).Result()
+}
+
+// evalsha runs s by its SHA with args as a command made by newCmd, loading
+// s once if the server lacks it.
+func evalsha[C goredis.Cmder](ctx context.Context, c goredis.UniversalClient, s *goredis.Script, newCmd func(context.Context, ...any) C, args []any) C {
+	cmd := newCmd(ctx, args...)
+	_ = c.Process(ctx, cmd)
+	if err := cmd.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err = s.Load(ctx, c).Err(); err != nil {
+			cmd.SetErr(err)
+			return cmd
 		}
+		cmd = newCmd(ctx, args...)
+		_ = c.Process(ctx, cmd)
 	}
-	return v, err
+	return cmd
 }
 
 // Release implements locker.Backend.
@@ -444,7 +484,13 @@ func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
 }
 
 func (e *Engine) release(ctx context.Context, st *hold) error {
-	n, err := e.script(ctx, releaseScript, st.args[:])
+	var n int64
+	var err error
+	if f := st.fam; f != nil {
+		n, err = e.script(ctx, f.releaseScript(), f.args[:f.n])
+	} else {
+		n, err = e.script(ctx, releaseScript, st.args[:])
+	}
 	if err != nil {
 		return e.fail(ctx, "release", st.name, err)
 	}
@@ -461,6 +507,9 @@ func (e *Engine) Renew(ctx context.Context, holds []*locker.Hold) []error {
 	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
 		// The server restarted or flushed its scripts: load and go again.
 		if err = renewScript.Load(ctx, e.client).Err(); err == nil {
+			err = zrenewScript.Load(ctx, e.client).Err()
+		}
+		if err == nil {
 			cmds, err = e.renewPipeline(ctx, holds)
 		}
 	}
@@ -482,7 +531,11 @@ func (e *Engine) renewPipeline(ctx context.Context, holds []*locker.Hold) ([]*go
 	_, err := e.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for i, h := range holds {
 			st := h.State.(*hold)
-			cmds[i] = goredis.NewIntCmd(ctx, "evalsha", &e.shaRenew, "1", &st.lock, &st.token, &st.owner, &st.ttl)
+			if st.fam != nil {
+				cmds[i] = goredis.NewIntCmd(ctx, e.renewArgs(st)...)
+			} else {
+				cmds[i] = goredis.NewIntCmd(ctx, "evalsha", &e.shaRenew, "1", &st.lock, &st.token, &st.owner, &st.ttl)
+			}
 			_ = p.Process(ctx, cmds[i])
 		}
 		return nil

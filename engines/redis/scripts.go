@@ -23,15 +23,8 @@ import goredis "github.com/redis/go-redis/v9"
 // Tokens stay near the clock in milliseconds, below 2^41, leaving the high
 // bits to the switcher's epoch. string.format('%d') writes them: Lua prints
 // large numbers in exponent form.
-var acquireScript = goredis.NewScript(`
-local t = redis.call('incr', KEYS[2])
-if t == 1 then
-  local now = redis.call('time')
-  t = now[1] * 1000 + math.floor(now[2] / 1000)
-  redis.call('set', KEYS[2], string.format('%d', t), 'pxat', string.format('%d', t + ARGV[3]))
-elseif t % 256 == 0 then
-  redis.call('pexpireat', KEYS[2], string.format('%d', t + ARGV[3]))
-end
+var acquireScript = goredis.NewScript(fenceLua + `
+local t = fence(KEYS[2], ARGV[3])
 if redis.call('set', KEYS[1], string.format('%d', t) .. ':' .. ARGV[1], 'nx', 'px', ARGV[2]) then
   return t
 end
@@ -42,8 +35,25 @@ end
 return -p
 `)
 
-// refreshEvery is how many tokens apart acquireScript moves the counter's
-// expiry (the 256 in it).
+// fenceLua defines fence(key, idle): the next token of the counter key,
+// floored at the server clock in milliseconds when the counter is new, with
+// the key's expiry at token+idle, moved every refreshEvery tokens.
+const fenceLua = `
+local function fence(key, idle)
+  local t = redis.call('incr', key)
+  if t == 1 then
+    local now = redis.call('time')
+    t = now[1] * 1000 + math.floor(now[2] / 1000)
+    redis.call('set', key, string.format('%d', t), 'pxat', string.format('%d', t + idle))
+  elseif t % 256 == 0 then
+    redis.call('pexpireat', key, string.format('%d', t + idle))
+  end
+  return t
+end
+`
+
+// refreshEvery is how many tokens apart fence moves the counter's expiry
+// (the 256 in fenceLua).
 const refreshEvery = 256
 
 // renewScript: KEYS lock; ARGV token, owner, ttl ms. Returns 1, or 0 when

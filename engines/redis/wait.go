@@ -43,8 +43,11 @@ type hub struct {
 	// confirms counts first confirmations of a subscription; a channel
 	// records the count it got (see join).
 	confirms atomic.Uint64
-	stop     chan struct{} // closed by close
-	wg       sync.WaitGroup
+	// heard counts the wake-up messages received: a family waiter that
+	// joins after one came in tries again (see join).
+	heard atomic.Uint64
+	stop  chan struct{} // closed by close
+	wg    sync.WaitGroup
 }
 
 type subConn struct {
@@ -85,6 +88,7 @@ type waiter struct {
 	// attempts makes it try once more rather than being lost.
 	wake  chan struct{}
 	timer *time.Timer // the expiry fallback, owned by the waiting Acquire
+	want  interest    // what a family waiter waits for (see wakeFamily)
 }
 
 func newHub(client goredis.UniversalClient, log *slog.Logger) *hub {
@@ -105,8 +109,11 @@ func newHub(client goredis.UniversalClient, log *slog.Logger) *hub {
 	return h
 }
 
+// mark is what the hub had seen when a waiter made its attempt.
+type mark struct{ confirms, heard uint64 }
+
 // subscribed is a mark to take before an attempt and pass to join.
-func (h *hub) subscribed() uint64 { return h.confirms.Load() }
+func (h *hub) subscribed() mark { return mark{h.confirms.Load(), h.heard.Load()} }
 
 // queued reports whether waiters of this process queue for the lock key.
 func (h *hub) queued(key string) bool {
@@ -123,14 +130,19 @@ func (h *hub) queued(key string) bool {
 // the caller's last attempt, a release may have come in between unseen,
 // and, since releases publish only to a channel with subscribers, not even
 // published.
-func (h *hub) join(ctx context.Context, key string, mark uint64) (w *waiter, retry bool, err error) {
+//
+// A family waiter also tries again when a message came in since the mark:
+// a release's message wakes only the waiters it lets proceed, and one
+// handled before the waiter joined would be lost to it.
+func (h *hub) join(ctx context.Context, key string, m mark, want interest) (w *waiter, retry bool, err error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
 		return nil, false, fmt.Errorf("subscribe %q: %w", key+channelSuffix, locker.ErrClosed)
 	}
 	c := h.channels[key]
-	retry = c == nil || c.confirm == 0 || c.confirm > mark
+	retry = c == nil || c.confirm == 0 || c.confirm > m.confirms ||
+		(want.kind != locker.KindMutex && h.heard.Load() != m.heard)
 	if c == nil {
 		ch := key + channelSuffix
 		// Not the caller's context: its deadline would become the shared
@@ -154,7 +166,7 @@ func (h *hub) join(ctx context.Context, key string, mark uint64) (w *waiter, ret
 	case <-w.wake: // left over from its last wait
 	default:
 	}
-	w.ch, w.prev = c, c.tail
+	w.ch, w.prev, w.want = c, c.tail, want
 	if c.tail != nil {
 		c.tail.next = w
 	} else {
@@ -264,7 +276,7 @@ func (h *hub) receive(c *subConn) {
 		}
 		switch m := msg.(type) {
 		case *goredis.Message:
-			h.wakeChannel(m.Channel)
+			h.wakeChannel(m.Channel, m.Payload)
 		case *goredis.Subscription:
 			if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
 				h.confirm(m.Channel)
@@ -309,12 +321,19 @@ func (h *hub) confirm(ch string) {
 	}
 }
 
-// wakeChannel wakes the longest waiting waiter of ch.
-func (h *hub) wakeChannel(ch string) {
+// wakeChannel wakes the longest waiting waiter of ch on a mutex's release
+// ("1"), and those a family release lets proceed otherwise.
+func (h *hub) wakeChannel(ch, msg string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if c := h.channels[strings.TrimSuffix(ch, channelSuffix)]; c != nil && c.head != nil {
+	h.heard.Add(1)
+	c := h.channels[strings.TrimSuffix(ch, channelSuffix)]
+	switch {
+	case c == nil || c.head == nil:
+	case msg == "1":
 		wake(c.head)
+	default:
+		wakeFamily(c, msg)
 	}
 }
 
