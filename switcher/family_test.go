@@ -38,15 +38,11 @@ func memStores(t testing.TB) [2]*mem.Store {
 	return st
 }
 
-func TestRWConformanceMem(t *testing.T) {
-	st := memStores(t)
-	lockertest.RunRW(t, func(t *testing.T) lockertest.Harness { return lockertest.Harness{Engine: memSwitcher(t, st)} })
-}
+// The read-write lock and semaphore suites over switchers of two Redis
+// servers.
+func TestRWConformance(t *testing.T) { lockertest.RunRW(t, harness) }
 
-func TestSemaphoreConformanceMem(t *testing.T) {
-	st := memStores(t)
-	lockertest.RunSemaphore(t, func(t *testing.T) lockertest.Harness { return lockertest.Harness{Engine: memSwitcher(t, st)} })
-}
+func TestSemaphoreConformance(t *testing.T) { lockertest.RunSemaphore(t, harness) }
 
 // TestFamilyStaysPinned: holds of the family stay on the engine that
 // granted them across a switch; a downgrade goes to the writer's engine;
