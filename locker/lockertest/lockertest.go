@@ -346,7 +346,7 @@ func testContendedIsNotUnavailable(t *testing.T, f Factory) {
 	// Deadlines land at different points of the wait, each long enough for
 	// the engine's first answer on a loaded machine: a deadline that passes
 	// before any answer is an outage by the contract, not contention.
-	for _, d := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond} {
+	for _, d := range []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond} {
 		ctx, cancel := context.WithTimeout(context.Background(), d)
 		err := b.LockCtx(ctx)
 		cancel()
