@@ -153,6 +153,17 @@ func New(opts ...Option) (*Telemetry, error) {
 	empty := map[attrKey]*attrSets{}
 	t.attrs.Store(&empty)
 
+	if err := errors.Join(t.lockInstruments(m), t.switcherInstruments(m)); err != nil {
+		return nil, fmt.Errorf("telemetry: New: %w", err)
+	}
+	if _, err := m.RegisterCallback(t.observeCounts, t.holds, t.waiters); err != nil {
+		return nil, fmt.Errorf("telemetry: New: %w", err)
+	}
+	return t, nil
+}
+
+// lockInstruments makes the instruments of the engines' holds.
+func (t *Telemetry) lockInstruments(m metric.Meter) error {
 	var errs []error
 	add := func(err error) { errs = append(errs, err) }
 	var err error
@@ -184,6 +195,14 @@ func New(opts ...Option) (*Telemetry, error) {
 	t.errs, err = m.Int64Counter("orthrus.lock.engine.errors", metric.WithUnit("{error}"),
 		metric.WithDescription("Engine requests that failed, by operation: acquire, release, renew."))
 	add(err)
+	return errors.Join(errs...)
+}
+
+// switcherInstruments makes the instruments of the switchers.
+func (t *Telemetry) switcherInstruments(m metric.Meter) error {
+	var errs []error
+	add := func(err error) { errs = append(errs, err) }
+	var err error
 	t.swAcquire, err = m.Int64Counter("orthrus.switcher.acquisitions", metric.WithUnit("{acquisition}"),
 		metric.WithDescription("Acquisitions through a switcher as the caller sees them, by the engine that answered last and result."))
 	add(err)
@@ -206,14 +225,7 @@ func New(opts ...Option) (*Telemetry, error) {
 	t.retries, err = m.Int64ObservableCounter("orthrus.switcher.retries", metric.WithUnit("{retry}"),
 		metric.WithDescription("Acquisitions that failed on an unavailable engine and went again."))
 	add(err)
-	if err == nil {
-		_, err = m.RegisterCallback(t.observeCounts, t.holds, t.waiters)
-		add(err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("telemetry: New: %w", err)
-	}
-	return t, nil
+	return errors.Join(errs...)
 }
 
 // Attribute keys of the metrics: bounded sets only.
