@@ -229,52 +229,22 @@ func (e *Engine) familyAttempt(ctx context.Context, h *locker.Hold, parent strin
 	if ok, err, done := e.downgrade(ctx, h, parent); done {
 		return ok, err
 	}
-	sem := h.Kind == locker.KindPermit
-	guid := zkconn.NewGUID()
-	sent, unexpect := e.zc.Sent(guid)
-	var early *pending[view]
-	c, err := e.create(ctx, zkconn.Protected{Parent: parent, GUID: guid, Suffix: marker(h), Data: []byte(h.Owner), Sent: sent, OnSent: func() {
-		early = start(e, func() (view, error) { return e.look(parent, sem) }, nil)
-	}})
-	unexpect()
+	n, czxid, v, err := e.familyEnqueue(ctx, h, parent)
 	if err != nil {
 		return false, e.fail("acquire", h.Name, err)
 	}
-	pversion := c.PVersion
-	if sem {
-		// Its permits node keeps a semaphore's parent: not worth a
-		// delete that would fail.
-		pversion = -1
-	}
-	n := e.track(c.Path, parent, pversion)
-	var v view
-	looked := false
-	if early != nil {
-		v, err = early.WaitUntil(ctx, time.Now().Add(e.connectTimeout))
-		looked = err == nil && slices.ContainsFunc(v.queue, func(en entry) bool { return en.name == n.name })
-	}
 	watches := make(map[string]<-chan gozk.Event)
 	for {
-		if !looked {
-			if v, err = do(e, ctx, func() (view, error) { return e.look(parent, sem) }); err != nil {
+		if v == nil {
+			if v, err = do(e, ctx, func() (*view, error) { return e.look(parent, h.Kind == locker.KindPermit) }); err != nil {
 				return false, e.abandon(ctx, h, n, err)
 			}
 		}
-		looked = false
-		var vd verdict
-		if sem {
-			if v.count, err = e.storedCount(ctx, h, parent, v.count); err != nil {
-				if errors.Is(err, locker.ErrPermitsMismatch) {
-					e.discard(n, true)
-					return false, err
-				}
-				return false, e.abandon(ctx, h, n, err)
-			}
-			vd = decideSem(v.queue, n.name, h.Permits, v.count)
-		} else {
-			vd = decideRW(v.queue, n.name, h.Kind == locker.KindWrite)
-		}
+		vd, err := e.decide(ctx, h, parent, n, v)
+		v = nil
 		switch {
+		case err != nil:
+			return false, err
 		case !vd.found:
 			e.untrack(n)
 			return false, errRestart
@@ -283,7 +253,7 @@ func (e *Engine) familyAttempt(ctx context.Context, h *locker.Hold, parent strin
 			if vd.poke {
 				e.poke(n, h.Owner, arm == 0)
 			}
-			if !e.grant(h, n, c.Czxid, arm) {
+			if !e.grant(h, n, czxid, arm) {
 				e.discard(n, true)
 				return false, errRestart
 			}
@@ -292,36 +262,93 @@ func (e *Engine) familyAttempt(ctx context.Context, h *locker.Hold, parent strin
 			e.discard(n, true)
 			return false, nil
 		}
-		chans, err := e.watchAll(ctx, parent, vd.block, watches)
-		switch {
-		case err == nil:
-		case errors.Is(err, gozk.ErrNoNode):
-			continue // one of them went already: look again
-		default:
-			return false, e.abandon(ctx, h, n, err)
-		}
-		ev, which := e.waitAny(ctx, n, chans)
-		switch which {
-		case waitEvent:
-			delete(watches, strings.TrimPrefix(ev.Path, parent+"/"))
-			if ev.Type == gozk.EventNotWatching {
-				// The session expired, or the engine is closing: the
-				// node went with the session.
-				e.discard(n, false)
-				if e.zc.Closing() {
-					return false, e.fail("acquire", h.Name, errClosed)
-				}
-				return false, errRestart
-			}
-		case waitGone:
-			return false, errRestart
-		case waitCtx:
-			e.drop(n)
-			return false, ctx.Err() // answered: the name was held
-		case waitClosed:
-			return false, e.fail("acquire", h.Name, errClosed)
+		if err := e.awaitBlockers(ctx, h, n, parent, vd.block, watches); err != nil {
+			return false, err
 		}
 	}
+}
+
+// familyEnqueue creates and tracks the attempt's node, and returns its
+// token and the look sent right behind the create (nil when it missed the
+// node).
+func (e *Engine) familyEnqueue(ctx context.Context, h *locker.Hold, parent string) (*node, int64, *view, error) {
+	sem := h.Kind == locker.KindPermit
+	guid := zkconn.NewGUID()
+	sent, unexpect := e.zc.Sent(guid)
+	var early *pending[*view]
+	c, err := e.create(ctx, zkconn.Protected{Parent: parent, GUID: guid, Suffix: marker(h), Data: []byte(h.Owner), Sent: sent, OnSent: func() {
+		early = start(e, func() (*view, error) { return e.look(parent, sem) }, nil)
+	}})
+	unexpect()
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	pversion := c.PVersion
+	if sem {
+		// Its permits node keeps a semaphore's parent: not worth a
+		// delete that would fail.
+		pversion = -1
+	}
+	n := e.track(c.Path, parent, pversion)
+	if early == nil {
+		return n, c.Czxid, nil, nil
+	}
+	v, err := early.WaitUntil(ctx, time.Now().Add(e.connectTimeout))
+	if err != nil || !slices.ContainsFunc(v.queue, func(en entry) bool { return en.name == n.name }) {
+		v = nil
+	}
+	return n, c.Czxid, v, nil
+}
+
+// decide applies the rules of h's kind to a look at the queue; its error
+// is Acquire's.
+func (e *Engine) decide(ctx context.Context, h *locker.Hold, parent string, n *node, v *view) (verdict, error) {
+	if h.Kind != locker.KindPermit {
+		return decideRW(v.queue, n.name, h.Kind == locker.KindWrite), nil
+	}
+	count, err := e.storedCount(ctx, h, parent, v.count)
+	if errors.Is(err, locker.ErrPermitsMismatch) {
+		e.discard(n, true)
+		return verdict{}, err
+	}
+	if err != nil {
+		return verdict{}, e.abandon(ctx, h, n, err)
+	}
+	return decideSem(v.queue, n.name, h.Permits, count), nil
+}
+
+// awaitBlockers watches the nodes that block n and waits for a change of
+// one of them. It returns nil when it is time to look again, errRestart
+// when n is lost, or the error Acquire returns.
+func (e *Engine) awaitBlockers(ctx context.Context, h *locker.Hold, n *node, parent string, block []string, watches map[string]<-chan gozk.Event) error {
+	chans, err := e.watchAll(ctx, parent, block, watches)
+	switch {
+	case errors.Is(err, gozk.ErrNoNode):
+		return nil // one of them went already: look again
+	case err != nil:
+		return e.abandon(ctx, h, n, err)
+	}
+	ev, which := e.waitAny(ctx, n, chans)
+	switch which {
+	case waitEvent:
+		delete(watches, strings.TrimPrefix(ev.Path, parent+"/"))
+		if ev.Type != gozk.EventNotWatching {
+			return nil
+		}
+		// The session expired, or the engine is closing: the node went
+		// with the session.
+		e.discard(n, false)
+		if e.zc.Closing() {
+			return e.fail("acquire", h.Name, errClosed)
+		}
+		return errRestart
+	case waitGone:
+		return errRestart
+	case waitCtx:
+		e.drop(n)
+		return ctx.Err() // answered: the name was held
+	}
+	return e.fail("acquire", h.Name, errClosed)
 }
 
 // downgrade grants a read hold at once when its owner's write hold
@@ -362,7 +389,7 @@ func (e *Engine) downgrade(ctx context.Context, h *locker.Hold, parent string) (
 
 // look lists the queue under parent, and for a semaphore reads its
 // stored count, both requests sent at once.
-func (e *Engine) look(parent string, sem bool) (view, error) {
+func (e *Engine) look(parent string, sem bool) (*view, error) {
 	var count *pending[int]
 	if sem {
 		count = start(e, func() (int, error) { return e.readCount(parent) }, nil)
@@ -372,12 +399,12 @@ func (e *Engine) look(parent string, sem bool) (view, error) {
 		if count != nil {
 			_, _ = count.Wait(context.Background())
 		}
-		return view{}, err
+		return nil, err
 	}
-	v := view{queue: entries(children)}
+	v := &view{queue: entries(children)}
 	if count != nil {
 		if v.count, err = count.Wait(context.Background()); err != nil {
-			return view{}, err
+			return nil, err
 		}
 	}
 	return v, nil

@@ -30,10 +30,10 @@ func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name strin
 		return locker.FamilyInspection{}, e.fail("inspect", name, errClosed)
 	}
 	parent := e.familyPath(kind, name)
-	v, err := do(e, ctx, func() (view, error) {
+	v, err := do(e, ctx, func() (*view, error) {
 		v, err := e.look(parent, kind == locker.KindPermit)
 		if errors.Is(err, gozk.ErrNoNode) {
-			return view{}, nil
+			return &view{}, nil
 		}
 		return v, err
 	})
