@@ -152,14 +152,25 @@ func (s *scheduler) remove(h *Hold) {
 const minCompact = 1024
 
 // push queues h by its due time. Called with s.mu held.
+//
+// It appends and fixes the heap rather than call heap.Push, whose any
+// argument would box the entry: an allocation on every Lock.
 func (s *scheduler) push(h *Hold) {
 	h.queued = true
-	heap.Push(&s.queue, entry{due: h.due.Sub(s.base), h: h})
+	s.queue = append(s.queue, entry{due: h.due.Sub(s.base), h: h})
+	heap.Fix(&s.queue, len(s.queue)-1)
 }
 
 // pop takes the earliest hold off the queue. Called with s.mu held.
 func (s *scheduler) pop() *Hold {
-	h := heap.Pop(&s.queue).(entry).h
+	h := s.queue[0].h
+	last := len(s.queue) - 1
+	s.queue[0] = s.queue[last]
+	s.queue[last] = entry{}
+	s.queue = s.queue[:last]
+	if last > 0 {
+		heap.Fix(&s.queue, 0)
+	}
 	h.queued = false
 	if h.stopped {
 		s.stale--
@@ -351,7 +362,10 @@ type holdHeap []entry
 func (q holdHeap) Len() int           { return len(q) }
 func (q holdHeap) Less(i, j int) bool { return q[i].due < q[j].due }
 func (q holdHeap) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
-func (q *holdHeap) Push(x any)        { *q = append(*q, x.(entry)) }
+
+// Push and Pop complete heap.Interface for heap.Init and heap.Fix; push
+// and pop above do their work without boxing.
+func (q *holdHeap) Push(x any) { *q = append(*q, x.(entry)) }
 func (q *holdHeap) Pop() any {
 	old := *q
 	e := old[len(old)-1]
