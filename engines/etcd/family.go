@@ -166,12 +166,18 @@ type semWaiter struct {
 	held     int            // the blockers' permits
 	permits  int            // the stored count
 	countRev int64          // its mod revision; 0 when none is stored
-	fits     bool           // the view lets the head hold: check marks it
+	fits     bool           // the view lets the head hold: check grants it
+	// behind tells that a key was seen queued after this one: a grant
+	// must then be marked, to wake it. A key that comes after the grant
+	// sees it by the rule, and one that came before is counted: the
+	// head's watch delivers its creation before the event that grants.
+	behind bool
 }
 
 // readOps reads what a permit key's place depends on: the count, the
 // first keys of the queue (before rev if rev > 0) and the newest one
-// before rev (rev 0: the two newest, the caller's among them).
+// before rev (rev 0: the two newest, the caller's among them); with rev >
+// 0, also how many keys came after rev.
 func (w *semWaiter) readOps(rev int64) []clientv3.Op {
 	first := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(int64(w.reads) + 1)}
 	last := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2), clientv3.WithKeysOnly()}
@@ -179,7 +185,11 @@ func (w *semWaiter) readOps(rev int64) []clientv3.Op {
 		first = append(first, clientv3.WithMaxCreateRev(rev-1))
 		last = append(last, clientv3.WithMaxCreateRev(rev-1))
 	}
-	return []clientv3.Op{clientv3.OpGet(w.count), clientv3.OpGet(w.queue, first...), clientv3.OpGet(w.queue, last...)}
+	ops := []clientv3.Op{clientv3.OpGet(w.count), clientv3.OpGet(w.queue, first...), clientv3.OpGet(w.queue, last...)}
+	if rev > 0 {
+		ops = append(ops, clientv3.OpGet(w.queue, clientv3.WithPrefix(), clientv3.WithMinCreateRev(rev+1), clientv3.WithCountOnly()))
+	}
+	return ops
 }
 
 // stored reads the count from a read of the count key. When none is
@@ -247,7 +257,7 @@ func (w *semWaiter) try(ctx context.Context, h *locker.Hold) (bool, error) {
 // on the semaphore's first acquisition), reading its place in the same
 // transaction.
 func (w *semWaiter) enqueue(ctx context.Context, h *locker.Hold) (watchSpec, int64, error) {
-	w.head, w.fits = false, false
+	w.head, w.fits, w.behind = false, false, false
 	for range attempts {
 		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.count), ">", 0)}
 		if h.CheckLimit {
@@ -326,11 +336,15 @@ func (w *semWaiter) place(h *locker.Hold, rs []*etcdserverpb.ResponseOp, rev int
 	return watchSpec{key: w.rng, prefix: true, puts: true}, false, false
 }
 
-// check marks the head granted when its view says its permits fit;
-// otherwise it reads its place again, and marks it granted if they fit.
+// check grants the head when its view says its permits fit; otherwise it
+// reads its place again, and grants it if they fit. A grant is marked
+// when a key waits behind.
 func (w *semWaiter) check(ctx context.Context, h *locker.Hold) (watchSpec, int64, error) {
 	if w.fits {
 		w.fits = false
+		if !w.behind {
+			return watchSpec{}, 0, nil // no round trip: nothing to wake
+		}
 		if ok, err := w.mark(ctx, h); ok || err != nil {
 			return watchSpec{}, 0, err
 		}
@@ -348,12 +362,15 @@ func (w *semWaiter) check(ctx context.Context, h *locker.Hold) (watchSpec, int64
 		if !resp.Succeeded {
 			return watchSpec{}, 0, errKeyGone
 		}
+		w.behind = resp.Responses[3].GetResponseRange().Count > 0
 		spec, granted, more := w.place(h, resp.Responses, resp.Header.Revision)
 		switch {
 		case more:
 			continue
 		case !granted:
 			return spec, resp.Header.Revision, nil
+		case !w.behind:
+			return watchSpec{}, 0, nil
 		}
 		if ok, err := w.mark(ctx, h); ok || err != nil {
 			return watchSpec{}, 0, err
@@ -411,6 +428,8 @@ func (w *semWaiter) wakes(resp clientv3.WatchResponse) bool {
 			w.permits, w.countRev = n, kv.ModRevision
 		case k == w.count, k == w.st.key && del:
 			return true
+		case !del && kv.CreateRevision > w.st.rev:
+			w.behind = true
 		case del:
 			if p, ok := w.blockers[k]; ok {
 				delete(w.blockers, k)
