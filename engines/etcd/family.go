@@ -177,7 +177,8 @@ type semWaiter struct {
 // readOps reads what a permit key's place depends on: the count, the
 // first keys of the queue (before rev if rev > 0) and the newest one
 // before rev (rev 0: the two newest, the caller's among them); with rev >
-// 0, also how many keys came after rev.
+// 0, also whether a key came after rev (a read of one key: etcd's count
+// ignores revision filters).
 func (w *semWaiter) readOps(rev int64) []clientv3.Op {
 	first := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(int64(w.reads) + 1)}
 	last := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2), clientv3.WithKeysOnly()}
@@ -187,7 +188,7 @@ func (w *semWaiter) readOps(rev int64) []clientv3.Op {
 	}
 	ops := []clientv3.Op{clientv3.OpGet(w.count), clientv3.OpGet(w.queue, first...), clientv3.OpGet(w.queue, last...)}
 	if rev > 0 {
-		ops = append(ops, clientv3.OpGet(w.queue, clientv3.WithPrefix(), clientv3.WithMinCreateRev(rev+1), clientv3.WithCountOnly()))
+		ops = append(ops, clientv3.OpGet(w.queue, clientv3.WithPrefix(), clientv3.WithMinCreateRev(rev+1), clientv3.WithLimit(1), clientv3.WithKeysOnly()))
 	}
 	return ops
 }
@@ -362,7 +363,7 @@ func (w *semWaiter) check(ctx context.Context, h *locker.Hold) (watchSpec, int64
 		if !resp.Succeeded {
 			return watchSpec{}, 0, errKeyGone
 		}
-		w.behind = resp.Responses[3].GetResponseRange().Count > 0
+		w.behind = len(resp.Responses[3].GetResponseRange().Kvs) > 0
 		spec, granted, more := w.place(h, resp.Responses, resp.Header.Revision)
 		switch {
 		case more:
