@@ -181,6 +181,12 @@ type lockWaiter struct {
 	e         *Engine
 	st        *holdState
 	rng, also string
+	// counted: when the key read as blocking it was the only key of rng
+	// before it (keys created later come after it), its deletion lets
+	// it hold without another look (sole, then gone). Readers count;
+	// writers must look for downgraded readers, and the mutex checks
+	// that its own key is still there.
+	counted, sole, gone bool
 }
 
 // try creates the key only if rng (and also) is empty, so that contention
@@ -207,6 +213,7 @@ func (w *lockWaiter) enqueue(ctx context.Context, h *locker.Hold) (watchSpec, in
 		return watchSpec{}, 0, err
 	}
 	w.st.set(s, resp.Header.Revision)
+	w.gone = false
 	return w.blocker(resp.Responses[1:]), resp.Header.Revision, nil
 }
 
@@ -219,8 +226,10 @@ func (w *lockWaiter) alsoOps(ops []clientv3.Op) []clientv3.Op {
 
 // blocker picks what the key waits for from the reads of enqueue or check.
 func (w *lockWaiter) blocker(rs []*etcdserverpb.ResponseOp) watchSpec {
-	for _, kv := range rs[0].GetResponseRange().Kvs {
+	kvs := rs[0].GetResponseRange().Kvs
+	for i, kv := range kvs {
 		if kv.CreateRevision < w.st.rev {
+			w.sole = w.counted && i == len(kvs)-1 && len(kvs) < 2
 			return watchSpec{key: string(kv.Key)}
 		}
 	}
@@ -235,9 +244,17 @@ func (w *lockWaiter) blocker(rs []*etcdserverpb.ResponseOp) watchSpec {
 // check reads in one transaction that the key still exists with its
 // create revision, and what blocks it now.
 func (w *lockWaiter) check(ctx context.Context, _ *locker.Hold) (watchSpec, int64, error) {
+	if w.sole && w.gone {
+		return watchSpec{}, 0, nil
+	}
+	w.gone = false
 	rctx, cancel := w.e.bound(ctx)
 	defer cancel()
-	get := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(w.st.rev-1), clientv3.WithKeysOnly())
+	get := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
+		clientv3.WithLimit(1), clientv3.WithMaxCreateRev(w.st.rev - 1), clientv3.WithKeysOnly()}
+	if w.counted {
+		get = append(get, clientv3.WithLimit(2))
+	}
 	resp, err := w.e.client.Txn(rctx).
 		If(clientv3.Compare(clientv3.CreateRevision(w.st.key), "=", w.st.rev)).
 		Then(w.alsoOps([]clientv3.Op{clientv3.OpGet(w.rng, get...)})...).
@@ -251,7 +268,10 @@ func (w *lockWaiter) check(ctx context.Context, _ *locker.Hold) (watchSpec, int6
 	return w.blocker(resp.Responses), resp.Header.Revision, nil
 }
 
-func (w *lockWaiter) wakes(resp clientv3.WatchResponse) bool { return hasDelete(resp) }
+func (w *lockWaiter) wakes(resp clientv3.WatchResponse) bool {
+	w.gone = hasDelete(resp)
+	return w.gone
+}
 
 // acquireWait queues a key and waits until what blocks it has gone,
 // watching only that; it queues again when its key vanished with its lease.

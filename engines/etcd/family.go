@@ -71,7 +71,7 @@ func (e *Engine) familyWaiter(ctx context.Context, h *locker.Hold, st *holdState
 		}
 		// Held when no writer key is older: behind a waiting writer too.
 		st.prefix = rng + rwReaders
-		return &lockWaiter{e: e, st: st, rng: rng + rwWriters}, false, nil
+		return &lockWaiter{e: e, st: st, rng: rng + rwWriters, counted: true}, false, nil
 	case locker.KindPermit:
 		st.prefix = rng + semQueue
 		st.value = semValue(h.Permits, false, h.Owner)
