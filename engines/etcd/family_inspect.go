@@ -26,23 +26,10 @@ func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name strin
 	if kind != locker.KindRead && kind != locker.KindWrite && kind != locker.KindPermit {
 		return locker.FamilyInspection{}, fmt.Errorf("etcd: inspect %q: %w: kind %v (want read, write or permit)", name, locker.ErrInvalidArgument, kind)
 	}
-	if e.isClosed() {
-		return locker.FamilyInspection{}, e.fail("inspect", name, locker.ErrClosed)
-	}
 	rng := e.familyRange(kind, name)
-	rctx, cancel := e.bound(ctx)
-	resp, err := e.client.Get(rctx, rng, clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
-	cancel()
+	kvs, ttls, err := e.inspectRange(ctx, name, rng)
 	if err != nil {
-		return locker.FamilyInspection{}, e.fail("inspect", name, err)
-	}
-	if len(resp.Kvs) == 0 {
-		return locker.FamilyInspection{}, nil
-	}
-	ttls, err := e.leaseTTLs(ctx, resp)
-	if err != nil {
-		return locker.FamilyInspection{}, e.fail("inspect", name, err)
+		return locker.FamilyInspection{}, err
 	}
 	var in locker.FamilyInspection
 	add := func(kv *mvccpb.KeyValue, k locker.Kind, permits int, owner string, held bool) {
@@ -54,7 +41,7 @@ func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name strin
 		}
 	}
 	if kind == locker.KindPermit {
-		count, queue := semCounted(rng, resp.Kvs)
+		count, queue := semCounted(rng, kvs)
 		in.Permits = count
 		for _, k := range queue {
 			add(k.kv, locker.KindPermit, k.permits, k.owner, k.held)
@@ -64,13 +51,13 @@ func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name strin
 	// A writer at the front holds unless a downgraded reader of another
 	// owner holds it out; a reader holds when no writer is older.
 	downgrades := make(map[string]bool) // owners
-	for _, kv := range resp.Kvs {
+	for _, kv := range kvs {
 		if strings.HasPrefix(string(kv.Key), rng+rwDowngrades) {
 			downgrades[string(kv.Value)] = true
 		}
 	}
 	writer := false
-	for i, kv := range resp.Kvs {
+	for i, kv := range kvs {
 		owner := string(kv.Value)
 		switch sub := strings.TrimPrefix(string(kv.Key), rng); {
 		case strings.HasPrefix(sub, rwWriters):
