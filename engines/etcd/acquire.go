@@ -355,7 +355,7 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, wt wa
 		}
 		if !check && (w == nil || w.spec != spec) {
 			stopWatch()
-			w = e.watch(spec, rev+1)
+			w = e.watch(spec)
 		}
 		var (
 			events  clientv3.WatchChan
@@ -397,6 +397,9 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, wt wa
 			switch {
 			case ok && resp.Created:
 				w.created = true
+				// Writes since the read that set spec went unwatched: look
+				// again, keeping the watch.
+				check = check || resp.Header.Revision > rev
 			case !ok || resp.Canceled || resp.Err() != nil || wt.wakes(resp):
 				w.created = true // nothing more to wait for
 				stopWatch()
@@ -417,16 +420,20 @@ type watch struct {
 	created bool // etcd confirmed it
 }
 
-// watch watches spec for deletions (and puts, if asked) from revision rev
-// on. Every watch of
+// watch watches spec for deletions (and puts, if asked) from the revision
+// etcd creates it at, which its created response gives: the waiter looks
+// again if that is past its read. A watch from an older revision would
+// see the writes in between, but etcd keeps such a watch apart until its
+// sync loop catches it up, every 100ms, and events wait for that: under
+// contention, most hand-offs would. Every watch of
 // the engine has the same context metadata, so they all share one gRPC
 // stream; a watch ends with stop, not with the caller's context, and
 // requires a leader: a member cut off from its cluster cancels it instead of
 // going silent.
-func (e *Engine) watch(spec watchSpec, rev int64) *watch {
+func (e *Engine) watch(spec watchSpec) *watch {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
 	w := &watch{spec: spec, ready: make(chan struct{}), cancel: cancel}
-	opts := []clientv3.OpOption{clientv3.WithRev(rev), clientv3.WithCreatedNotify()}
+	opts := []clientv3.OpOption{clientv3.WithCreatedNotify()}
 	if spec.prefix {
 		opts = append(opts, clientv3.WithPrefix())
 	}

@@ -165,7 +165,6 @@ type semWaiter struct {
 	blockers map[string]int // key → permits
 	held     int            // the blockers' permits
 	permits  int            // the stored count
-	countRev int64          // its mod revision; 0 when none is stored
 	fits     bool           // the view lets the head hold: check grants it
 	// behind tells that a key was seen queued after this one: a grant
 	// must then be marked, to wake it. A key that comes after the grant
@@ -294,10 +293,10 @@ func (w *semWaiter) enqueue(ctx context.Context, h *locker.Hold) (watchSpec, int
 // place decides from the reads of readOps, made at rev, whether the key
 // holds, and otherwise what it waits for; more asks for a longer read.
 func (w *semWaiter) place(h *locker.Hold, rs []*etcdserverpb.ResponseOp, rev int64) (spec watchSpec, granted, more bool) {
-	n, countRev := h.Limit, int64(0) // a count deleted by hand: the opener's
+	n := h.Limit // a count deleted by hand: the opener's
 	if kvs := rs[0].GetResponseRange().Kvs; len(kvs) > 0 {
 		if c, err := strconv.Atoi(string(kvs[0].Value)); err == nil && c > 0 {
-			n, countRev = c, kvs[0].ModRevision
+			n = c
 		}
 	}
 	kvs := rs[1].GetResponseRange().Kvs
@@ -328,7 +327,6 @@ func (w *semWaiter) place(h *locker.Hold, rs []*etcdserverpb.ResponseOp, rev int
 		w.reads = max(2*w.reads, n)
 		return watchSpec{}, false, true
 	}
-	w.countRev = countRev
 	if sum+w.want <= n {
 		w.head = false
 		return watchSpec{}, true, false
@@ -338,17 +336,11 @@ func (w *semWaiter) place(h *locker.Hold, rs []*etcdserverpb.ResponseOp, rev int
 }
 
 // check grants the head when its view says its permits fit; otherwise it
-// reads its place again, and grants it if they fit. A grant is marked
-// when a key waits behind.
+// reads its place again, and grants it if they fit.
 func (w *semWaiter) check(ctx context.Context, h *locker.Hold) (watchSpec, int64, error) {
 	if w.fits {
 		w.fits = false
-		if !w.behind {
-			return watchSpec{}, 0, nil // no round trip: nothing to wake
-		}
-		if ok, err := w.mark(ctx, h); ok || err != nil {
-			return watchSpec{}, 0, err
-		}
+		return w.grant(h)
 	}
 	for range maxTries {
 		rctx, cancel := w.e.bound(ctx)
@@ -370,40 +362,36 @@ func (w *semWaiter) check(ctx context.Context, h *locker.Hold) (watchSpec, int64
 			continue
 		case !granted:
 			return spec, resp.Header.Revision, nil
-		case !w.behind:
-			return watchSpec{}, 0, nil
 		}
-		if ok, err := w.mark(ctx, h); ok || err != nil {
-			return watchSpec{}, 0, err
-		}
+		return w.grant(h)
 	}
-	return watchSpec{}, 0, fmt.Errorf("semaphore %q: the count changed %d times while granting", h.Name, maxTries)
+	return watchSpec{}, 0, fmt.Errorf("semaphore %q: the queue grew %d times while being read", h.Name, maxTries)
 }
 
-// mark writes the granted state into the key, keeping its lease, if it
-// still exists and the count is still the one the grant was decided on:
-// the waiter behind it wakes. It returns errKeyGone when the key vanished.
-func (w *semWaiter) mark(ctx context.Context, h *locker.Hold) (bool, error) {
-	v := semValue(h.Permits, true, h.Owner)
-	rctx, cancel := w.e.bound(ctx)
-	defer cancel()
-	resp, err := w.e.client.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(w.st.key), "=", w.st.rev),
-			clientv3.Compare(clientv3.ModRevision(w.count), "=", w.countRev)).
-		Then(clientv3.OpPut(w.st.key, v, clientv3.WithIgnoreLease())).
-		Else(clientv3.OpGet(w.st.key, clientv3.WithKeysOnly())).
-		Commit()
-	if err != nil {
-		return false, err
+// grant ends a wait: the key holds. When a key waits behind it, the key
+// is marked granted, which wakes that waiter, in the background: the
+// grant does not wait for it. The mark is written only while the key has
+// its create revision, so never over a released key nor another hold's;
+// if it fails, the waiter behind finds out at its next look (the key's
+// deletion, or a TTL later).
+func (w *semWaiter) grant(h *locker.Hold) (watchSpec, int64, error) {
+	w.st.value = semValue(h.Permits, true, h.Owner) // also for a fixed lease's move
+	if !w.behind {
+		return watchSpec{}, 0, nil
 	}
-	if resp.Succeeded {
-		w.st.value = v
-		return true, nil
-	}
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 0 || kvs[0].CreateRevision != w.st.rev {
-		return false, errKeyGone
-	}
-	return false, nil
+	e, key, rev, v := w.e, w.st.key, w.st.rev, w.st.value
+	e.core.Go(func(ctx context.Context) {
+		rctx, cancel := e.bound(ctx)
+		defer cancel()
+		_, err := e.client.Txn(rctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+			Then(clientv3.OpPut(key, v, clientv3.WithIgnoreLease())).
+			Commit()
+		if err != nil {
+			e.log.Debug("etcd: marking a permit granted failed", "key", key, "err", err)
+		}
+	})
+	return watchSpec{}, 0, nil
 }
 
 // wakes: a waiter behind another wakes on any change of that key (gone,
@@ -426,7 +414,7 @@ func (w *semWaiter) wakes(resp clientv3.WatchResponse) bool {
 			if err != nil || n < 1 {
 				return true
 			}
-			w.permits, w.countRev = n, kv.ModRevision
+			w.permits = n
 		case k == w.count, k == w.st.key && del:
 			return true
 		case !del && kv.CreateRevision > w.st.rev:
