@@ -250,11 +250,12 @@ func (w *lockWaiter) check(ctx context.Context, _ *locker.Hold) (watchSpec, int6
 	w.gone = false
 	rctx, cancel := w.e.bound(ctx)
 	defer cancel()
-	get := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
-		clientv3.WithLimit(1), clientv3.WithMaxCreateRev(w.st.rev - 1), clientv3.WithKeysOnly()}
+	limit := int64(1)
 	if w.counted {
-		get = append(get, clientv3.WithLimit(2))
+		limit = 2 // is it the only one?
 	}
+	get := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
+		clientv3.WithLimit(limit), clientv3.WithMaxCreateRev(w.st.rev - 1), clientv3.WithKeysOnly()}
 	resp, err := w.e.client.Txn(rctx).
 		If(clientv3.Compare(clientv3.CreateRevision(w.st.key), "=", w.st.rev)).
 		Then(w.alsoOps([]clientv3.Op{clientv3.OpGet(w.rng, get...)})...).
@@ -297,8 +298,9 @@ func (e *Engine) acquireWait(ctx context.Context, h *locker.Hold, st *holdState,
 
 // queue waits until nothing blocks the hold's key, watching what blocks it
 // (spec, seen at revision rev; for the mutex, the key created just before
-// it) for its deletion, and takes the hold then. The keeper keeps its lease alive meanwhile, one
-// keep-alive for all the waiters and holds on it. It checks its place again
+// it) for its deletion, and takes the hold then. The keeper keeps its
+// lease alive meanwhile, one keep-alive for all the waiters and holds on
+// it. It checks its place again
 // when the watch ends, every TTL of its lease (a fallback should a deletion
 // go unseen), and after a failure, with a growing delay: etcd in trouble is
 // ridden out while the lease lives. It returns errRequeue when its key

@@ -45,8 +45,11 @@
 //   - FIFO: waiters get the lock in the order their keys were created. A
 //     waiter watches only the key just before its own (no herd) and checks
 //     its place again when that key goes, and once per TTL of its lease, a
-//     fallback should a watch fail silently. The keeper keeps its key alive
-//     with everything else on its lease. TryLock
+//     fallback should a watch fail silently. Its watch starts at etcd's
+//     current revision, and it looks once more when writes came between
+//     its read and the watch: a watch from an older revision gets its
+//     events only when etcd's sync loop catches it up, every 100ms. The
+//     keeper keeps its key alive with everything else on its lease. TryLock
 //     creates its key only if the range is empty: contention costs one round
 //     trip and leaves nothing behind, and TryLock never jumps the queue.
 //   - Fencing: the token is the key's create revision. It increases with
