@@ -105,13 +105,15 @@
 // stored count. SetPermits stores a new count (it marks the holds granted
 // first when it lowers it, so that waiters still tell them from waiters);
 // a count key deleted by hand counts as the opener's until an acquisition
-// stores one again. The first waiter (the head) watches the semaphore's
-// range from its read, keeps count of the permits held before it and of
-// the stored count from the events, and holds as soon as its permits fit,
-// with no request; if a key waits behind it, it first marks its own key
-// granted, which wakes that waiter, the only one watching it. Every other
-// waiter watches the key just before it for its deletion or grant. A
-// release so wakes the head, whose permits may then fit, and no one else.
+// stores one again. A waiter whose permits and those of the waiters
+// before it fit the count (at most count such "near" waiters, the first
+// among them) watches the semaphore's range from its read, keeps count of
+// the permits before it and of the stored count from the events, and holds
+// as soon as its permits fit, with no request; if a key waits behind it,
+// it then marks its key granted, in the background. A waiter further back
+// waits for the key just before its own to go or be marked granted, then
+// looks again (one read). A release so wakes the near waiters, whose
+// permits may then fit, and no one else.
 // TryAcquire creates its key only if the queue is empty and the count the
 // opener's, or, after reading the queue, if nothing changed since: it
 // leaves nothing on contention.

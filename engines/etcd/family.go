@@ -76,7 +76,7 @@ func (e *Engine) familyWaiter(ctx context.Context, h *locker.Hold, st *holdState
 		st.prefix = rng + semQueue
 		st.value = semValue(h.Permits, false, h.Owner)
 		return &semWaiter{e: e, st: st, rng: rng, queue: rng + semQueue, count: rng + semCount,
-			limit: strconv.Itoa(h.Limit), want: h.Permits, reads: h.Limit}, false, nil
+			limit: strconv.Itoa(h.Limit), want: h.Permits, reads: 2 * h.Limit}, false, nil
 	}
 	return nil, false, fmt.Errorf("%s locks: %w", h.Kind, errors.ErrUnsupported)
 }
@@ -143,11 +143,15 @@ func (m mismatchError) Is(target error) bool { return target == locker.ErrPermit
 
 // semWaiter is the waiter of a semaphore hold. The queue holds the keys of
 // holds and waiters, in create revision order; a key holds when its permits
-// and those of every key before it fit the stored count (FIFO: no key gets
-// ahead of a waiter). The first waiter, the head, watches the semaphore's
-// range and keeps count of the holds before it and of the stored count
-// from the events, waking only when its permits fit; every other waiter
-// watches the key just before it for its deletion or its grant mark.
+// and those of every key before it fit the stored count (FIFO: when a key
+// fits, every key before it does). A waiter whose permits and those of the
+// waiters before it fit the count ("near": at most count of them, the
+// first waiter among them) watches the semaphore's range, keeps count of
+// the permits of the keys before it and of the stored count from the
+// events, and holds as soon as they fit, with no request: releases of the
+// holds before it are all it waits for. Every other waiter waits for a
+// waiter before it to be granted or to go: it watches the key just before
+// its own for its deletion or its grant mark.
 type semWaiter struct {
 	e     *Engine
 	st    *holdState
@@ -158,18 +162,18 @@ type semWaiter struct {
 	want  int    // the hold's permits
 	reads int    // the keys a read of the queue returns at most, less one
 
-	// The head's view: the holds before it, read at rev, and the events
-	// after rev.
-	head     bool
+	// A near waiter's view: the keys before it, read at rev, and the
+	// events after rev.
+	near     bool
 	rev      int64
 	blockers map[string]int // key → permits
 	held     int            // the blockers' permits
 	permits  int            // the stored count
-	fits     bool           // the view lets the head hold: check grants it
+	fits     bool           // the view lets it hold: check grants it
 	// behind tells that a key was seen queued after this one: a grant
 	// must then be marked, to wake it. A key that comes after the grant
-	// sees it by the rule, and one that came before is counted: the
-	// head's watch delivers its creation before the event that grants.
+	// sees it by the rule, and one that came before is counted: the near
+	// waiter's watch delivers its creation before the event that grants.
 	behind bool
 }
 
@@ -257,7 +261,7 @@ func (w *semWaiter) try(ctx context.Context, h *locker.Hold) (bool, error) {
 // on the semaphore's first acquisition), reading its place in the same
 // transaction.
 func (w *semWaiter) enqueue(ctx context.Context, h *locker.Hold) (watchSpec, int64, error) {
-	w.head, w.fits, w.behind = false, false, false
+	w.near, w.fits, w.behind = false, false, false
 	for range attempts {
 		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.count), ">", 0)}
 		if h.CheckLimit {
@@ -302,7 +306,7 @@ func (w *semWaiter) place(h *locker.Hold, rs []*etcdserverpb.ResponseOp, rev int
 	kvs := rs[1].GetResponseRange().Kvs
 	complete := len(kvs) <= w.reads
 	blockers := make(map[string]int)
-	sum := 0
+	sum, waiting := 0, 0 // the permits of the keys before, and of the waiters among them
 	for _, kv := range kvs {
 		if kv.CreateRevision >= w.st.rev {
 			complete = true
@@ -310,10 +314,12 @@ func (w *semWaiter) place(h *locker.Hold, rs []*etcdserverpb.ResponseOp, rev int
 		}
 		p, marked, _ := parseSemValue(kv.Value)
 		sum += p
-		if !marked && sum > n {
-			// A waiter ahead: wait for the key just before ours to go or
-			// be granted.
-			w.head = false
+		if waiting > 0 || (!marked && sum > n) {
+			waiting += p // a waiter: so is every key after it
+		}
+		if waiting+w.want > n {
+			// Far: wait for the key just before ours to go or be granted.
+			w.near = false
 			for _, pred := range rs[2].GetResponseRange().Kvs {
 				if pred.CreateRevision < w.st.rev {
 					return watchSpec{key: string(pred.Key), puts: true}, false, false
@@ -328,15 +334,15 @@ func (w *semWaiter) place(h *locker.Hold, rs []*etcdserverpb.ResponseOp, rev int
 		return watchSpec{}, false, true
 	}
 	if sum+w.want <= n {
-		w.head = false
+		w.near = false
 		return watchSpec{}, true, false
 	}
-	w.head, w.rev, w.blockers, w.held, w.permits = true, rev, blockers, sum, n
+	w.near, w.rev, w.blockers, w.held, w.permits = true, rev, blockers, sum, n
 	return watchSpec{key: w.rng, prefix: true, puts: true}, false, false
 }
 
-// check grants the head when its view says its permits fit; otherwise it
-// reads its place again, and grants it if they fit.
+// check grants a near waiter when its view says its permits fit;
+// otherwise it reads its place again, and grants it if they fit.
 func (w *semWaiter) check(ctx context.Context, h *locker.Hold) (watchSpec, int64, error) {
 	if w.fits {
 		w.fits = false
@@ -394,12 +400,12 @@ func (w *semWaiter) grant(h *locker.Hold) (watchSpec, int64, error) {
 	return watchSpec{}, 0, nil
 }
 
-// wakes: a waiter behind another wakes on any change of that key (gone,
-// or marked granted). The head follows the deletions of the holds before
+// wakes: a far waiter wakes on any change of the key before it (gone, or
+// marked granted). A near waiter follows the deletions of the keys before
 // it and the stored count from the events after its read, and wakes when
 // its permits fit, or when the count or its own key went.
 func (w *semWaiter) wakes(resp clientv3.WatchResponse) bool {
-	if !w.head {
+	if !w.near {
 		return len(resp.Events) > 0
 	}
 	for _, ev := range resp.Events {
