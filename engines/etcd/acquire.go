@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -15,9 +16,11 @@ import (
 
 // holdState is the engine's part of a locker.Hold.
 type holdState struct {
-	prefix string           // the key range of the lock name, ending with '/'
-	slot   *slot            // the hold's key; its create revision is the token
+	prefix string           // the key range the hold's key goes in, ending with '/'
+	value  string           // the key's value: the owner ID (semaphores: permits too)
+	slot   *slot            // the hold's key
 	key    string           // slot.key
+	rev    int64            // the key's create revision: the token, but for a downgraded read
 	shared *lease           // the lease the key was created on: slot.l
 	fixed  clientv3.LeaseID // the own lease of a WithLease hold, once granted
 	// checked is when the key was last seen with its create revision (the
@@ -25,8 +28,8 @@ type holdState struct {
 	checked time.Time
 }
 
-func (st *holdState) set(s *slot) {
-	st.slot, st.key, st.shared = s, s.key, s.l
+func (st *holdState) set(s *slot, rev int64) {
+	st.slot, st.key, st.shared, st.rev = s, s.key, s.l, rev
 }
 
 // errRequeue tells a waiter that its key vanished with its lease (or by
@@ -37,22 +40,53 @@ var errRequeue = errors.New("requeue")
 // because the one it used ended under it.
 const attempts = 3
 
+// waiter is what differs between the kinds of hold (the mutex, the sides of
+// a read-write lock, semaphore permits): how a key gets in without waiting,
+// how it queues and what it waits for. The leases, slots, the wait loop
+// (queue) and the holds' renewal and release are the same for all.
+type waiter interface {
+	// try makes one attempt that leaves nothing behind on contention.
+	try(ctx context.Context, h *locker.Hold) (bool, error)
+	// enqueue creates the waiter's key (st.set) and returns what blocks
+	// it, seen at the returned revision: nothing when it holds at once.
+	enqueue(ctx context.Context, h *locker.Hold) (watchSpec, int64, error)
+	// check looks again, in one round trip if it can; errKeyGone when the
+	// waiter's key vanished.
+	check(ctx context.Context, h *locker.Hold) (watchSpec, int64, error)
+	// wakes tells whether a response of the watch calls for a check.
+	wakes(resp clientv3.WatchResponse) bool
+}
+
+// watchSpec is what a waiter watches: one key, or a range, and whether
+// puts matter besides deletions. A zero watchSpec means nothing blocks it.
+type watchSpec struct {
+	key    string
+	prefix bool // key is a range
+	puts   bool // PUT events are delivered too
+}
+
 // Acquire implements locker.Backend. Each acquisition puts a key of its own
 // under the lock's prefix; the key with the lowest create revision holds the
-// lock, and its create revision is the fencing token.
+// lock, and its create revision is the fencing token. The lock family
+// (family.go) orders its keys the same way, with its own rules of who holds.
 func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, error) {
-	st := &holdState{prefix: e.lockPrefix(h.Name)}
+	st := &holdState{prefix: e.lockPrefix(h.Name), value: h.Owner}
 	h.State = st
 	if e.refused() {
 		// Not a request that clientv3 would retry until ctx ends.
 		return false, e.fail("acquire", h.Name, errNoConnection)
 	}
-	var ok bool
-	var err error
-	if wait {
-		ok, err = e.acquireWait(ctx, h, st)
-	} else {
-		ok, err = e.acquireTry(ctx, h, st)
+	var w waiter = &lockWaiter{e: e, st: st, rng: st.prefix}
+	ok, err := false, error(nil)
+	if h.Kind != locker.KindMutex {
+		w, ok, err = e.familyWaiter(ctx, h, st)
+	}
+	switch {
+	case ok || err != nil:
+	case wait:
+		ok, err = e.acquireWait(ctx, h, st, w)
+	default:
+		ok, err = w.try(ctx, h)
 	}
 	switch {
 	case err == nil:
@@ -71,96 +105,190 @@ func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, 
 // the caller gave up; Acquire returns the caller's ctx.Err() for it.
 var errQueued = errors.New("etcd: still queued")
 
-// acquireTry makes one attempt: the key is created only if the lock's range
-// is empty, so that contention costs one round trip and leaves nothing.
-func (e *Engine) acquireTry(ctx context.Context, h *locker.Hold, st *holdState) (bool, error) {
+// create puts the key of an acquisition with st.value, in a slot of
+// st.prefix on the shared lease of h's TTL, within the transaction build
+// makes of the put; it starts over on a new lease when etcd no longer has
+// the lease. The caller frees the slot when the key was not created.
+func (e *Engine) create(ctx context.Context, h *locker.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn) (*slot, *clientv3.TxnResponse, error) {
 	for attempt := 1; ; attempt++ {
 		l, err := e.sharedLease(ctx, h.TTL)
 		if err != nil {
-			return false, err
+			return nil, nil, err
 		}
 		s := e.take(l, st.prefix)
 		if s == nil {
 			continue // retired meanwhile
 		}
 		rctx, cancel := e.bound(ctx)
-		resp, err := e.client.Txn(rctx).
-			If(clientv3.Compare(clientv3.CreateRevision(st.prefix).WithPrefix(), "=", 0)).
-			Then(clientv3.OpPut(s.key, h.Owner, clientv3.WithLease(l.id))).
-			Commit()
+		resp, err := build(e.client.Txn(rctx), clientv3.OpPut(s.key, st.value, clientv3.WithLease(l.id))).Commit()
 		cancel()
+		if err == nil {
+			return s, resp, nil
+		}
+		if isLeaseNotFound(err) && attempt < attempts {
+			e.free(s)
+			e.kill(l, err)
+			continue
+		}
+		e.leftBehind(ctx, s)
+		return nil, nil, err
+	}
+}
+
+// tryCreate makes one attempt with a transaction that creates the key only
+// when nothing holds it out (it succeeds), so that contention leaves
+// nothing behind. On contention, retry (nil: none) reads etcd's answer and
+// may ask for another transaction, which build then makes.
+func (e *Engine) tryCreate(ctx context.Context, h *locker.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn, retry func(*clientv3.TxnResponse) (bool, error)) (bool, error) {
+	for attempt, tries := 1, 0; ; {
+		s, resp, err := e.create(ctx, h, st, build)
 		if err != nil {
-			if isLeaseNotFound(err) && attempt < attempts {
-				e.free(s)
-				e.kill(l, err)
-				continue
-			}
-			e.leftBehind(ctx, s)
 			return false, err
 		}
 		if !resp.Succeeded {
 			e.free(s)
-			return false, nil
+			if tries++; retry == nil || tries > maxTries {
+				return false, nil
+			}
+			if again, err := retry(resp); !again || err != nil {
+				return false, err
+			}
+			continue
 		}
-		st.set(s)
+		st.set(s, resp.Header.Revision)
 		h.Token = uint64(resp.Header.Revision)
 		err = e.hold(ctx, h, st)
 		if err == nil {
 			return true, nil
 		}
 		if (errors.Is(err, errLeaseGone) || errors.Is(err, errKeyGone)) && attempt < attempts {
+			attempt++
 			continue
 		}
 		return false, err
 	}
 }
 
-// acquireWait queues a key and waits for every key created before it to go,
-// watching only the one just before it.
-func (e *Engine) acquireWait(ctx context.Context, h *locker.Hold, st *holdState) (bool, error) {
-	for attempt := 1; ; attempt++ {
+// maxTries bounds the transactions of one try that etcd's answers ask for:
+// a semaphore busy with other acquisitions reports contention then.
+const maxTries = 5
+
+// lockWaiter is the waiter of the mutex and of both sides of a read-write
+// lock: its key holds when no key of rng was created before it and no key
+// of also ("": none) exists; it waits on the newest such key of rng, else
+// on one of also, for its deletion.
+type lockWaiter struct {
+	e         *Engine
+	st        *holdState
+	rng, also string
+	// counted: when the key read as blocking it was the only key of rng
+	// before it (keys created later come after it), its deletion lets
+	// it hold without another look (sole, then gone). Readers count;
+	// writers must look for downgraded readers, and the mutex checks
+	// that its own key is still there.
+	counted, sole, gone bool
+}
+
+// try creates the key only if rng (and also) is empty, so that contention
+// costs one round trip and leaves nothing.
+func (w *lockWaiter) try(ctx context.Context, h *locker.Hold) (bool, error) {
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.rng).WithPrefix(), "=", 0)}
+	if w.also != "" {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(w.also).WithPrefix(), "=", 0))
+	}
+	return w.e.tryCreate(ctx, h, w.st, func(t clientv3.Txn, put clientv3.Op) clientv3.Txn {
+		return t.If(cmps...).Then(put)
+	}, nil)
+}
+
+// enqueue creates the key and reads, in the same transaction, the two
+// newest keys of rng: the newest created before ours blocks it.
+func (w *lockWaiter) enqueue(ctx context.Context, h *locker.Hold) (watchSpec, int64, error) {
+	ops := []clientv3.Op{clientv3.OpGet(w.rng, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
+		clientv3.WithLimit(2), clientv3.WithKeysOnly())}
+	s, resp, err := w.e.create(ctx, h, w.st, func(t clientv3.Txn, put clientv3.Op) clientv3.Txn {
+		return t.Then(append([]clientv3.Op{put}, w.alsoOps(ops)...)...)
+	})
+	if err != nil {
+		return watchSpec{}, 0, err
+	}
+	w.st.set(s, resp.Header.Revision)
+	w.gone = false
+	return w.blocker(resp.Responses[1:]), resp.Header.Revision, nil
+}
+
+func (w *lockWaiter) alsoOps(ops []clientv3.Op) []clientv3.Op {
+	if w.also == "" {
+		return ops
+	}
+	return append(ops, clientv3.OpGet(w.also, clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly()))
+}
+
+// blocker picks what the key waits for from the reads of enqueue or check.
+func (w *lockWaiter) blocker(rs []*etcdserverpb.ResponseOp) watchSpec {
+	kvs := rs[0].GetResponseRange().Kvs
+	for i, kv := range kvs {
+		if kv.CreateRevision < w.st.rev {
+			w.sole = w.counted && i == len(kvs)-1 && len(kvs) < 2
+			return watchSpec{key: string(kv.Key)}
+		}
+	}
+	if len(rs) > 1 {
+		if kvs := rs[1].GetResponseRange().Kvs; len(kvs) > 0 {
+			return watchSpec{key: string(kvs[0].Key)}
+		}
+	}
+	return watchSpec{}
+}
+
+// check reads in one transaction that the key still exists with its
+// create revision, and what blocks it now.
+func (w *lockWaiter) check(ctx context.Context, _ *locker.Hold) (watchSpec, int64, error) {
+	if w.sole && w.gone {
+		return watchSpec{}, 0, nil
+	}
+	w.gone = false
+	rctx, cancel := w.e.bound(ctx)
+	defer cancel()
+	limit := int64(1)
+	if w.counted {
+		limit = 2 // is it the only one?
+	}
+	get := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
+		clientv3.WithLimit(limit), clientv3.WithMaxCreateRev(w.st.rev - 1), clientv3.WithKeysOnly()}
+	resp, err := w.e.client.Txn(rctx).
+		If(clientv3.Compare(clientv3.CreateRevision(w.st.key), "=", w.st.rev)).
+		Then(w.alsoOps([]clientv3.Op{clientv3.OpGet(w.rng, get...)})...).
+		Commit()
+	if err != nil {
+		return watchSpec{}, 0, err
+	}
+	if !resp.Succeeded {
+		return watchSpec{}, 0, errKeyGone
+	}
+	return w.blocker(resp.Responses), resp.Header.Revision, nil
+}
+
+func (w *lockWaiter) wakes(resp clientv3.WatchResponse) bool {
+	w.gone = hasDelete(resp)
+	return w.gone
+}
+
+// acquireWait queues a key and waits until what blocks it has gone,
+// watching only that; it queues again when its key vanished with its lease.
+func (e *Engine) acquireWait(ctx context.Context, h *locker.Hold, st *holdState, w waiter) (bool, error) {
+	for {
 		if e.isClosed() {
 			return false, locker.ErrClosed
 		}
-		l, err := e.sharedLease(ctx, h.TTL)
+		spec, rev, err := w.enqueue(ctx, h)
 		if err != nil {
 			return false, err
 		}
-		s := e.take(l, st.prefix)
-		if s == nil {
-			continue // retired meanwhile
-		}
-		// The newest key of the range is ours: the next newest, if any, is
-		// our predecessor.
-		rctx, cancel := e.bound(ctx)
-		resp, err := e.client.Txn(rctx).Then(
-			clientv3.OpPut(s.key, h.Owner, clientv3.WithLease(l.id)),
-			clientv3.OpGet(st.prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
-				clientv3.WithLimit(2), clientv3.WithKeysOnly()),
-		).Commit()
-		cancel()
-		if err != nil {
-			if isLeaseNotFound(err) && attempt < attempts {
-				e.free(s)
-				e.kill(l, err)
-				continue
-			}
-			e.leftBehind(ctx, s)
-			return false, err
-		}
-		rev := resp.Header.Revision
-		st.set(s)
-		h.Token = uint64(rev)
-		pred := ""
-		for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
-			if kv.CreateRevision < rev {
-				pred = string(kv.Key)
-				break
-			}
-		}
-		err = e.queue(ctx, h, st, pred, rev)
+		h.Token = uint64(st.rev)
+		err = e.queue(ctx, h, st, w, spec, rev)
 		if errors.Is(err, errRequeue) {
-			*st = holdState{prefix: st.prefix}
+			*st = holdState{prefix: st.prefix, value: st.value}
 			h.Token = 0
 			continue
 		}
@@ -168,19 +296,20 @@ func (e *Engine) acquireWait(ctx context.Context, h *locker.Hold, st *holdState)
 	}
 }
 
-// queue waits until the hold's key is the oldest of its lock, watching the
-// key created just before it (pred, seen at revision rev) for its deletion,
-// and takes the hold then. The keeper keeps its lease alive meanwhile, one
-// keep-alive for all the waiters and holds on it. It checks its place again
+// queue waits until nothing blocks the hold's key, watching what blocks it
+// (spec, seen at revision rev; for the mutex, the key created just before
+// it) for its deletion, and takes the hold then. The keeper keeps its
+// lease alive meanwhile, one keep-alive for all the waiters and holds on
+// it. It checks its place again
 // when the watch ends, every TTL of its lease (a fallback should a deletion
 // go unseen), and after a failure, with a growing delay: etcd in trouble is
 // ridden out while the lease lives. It returns errRequeue when its key
 // vanished or its lease ended.
-func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred string, rev int64) error {
+func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, wt waiter, spec watchSpec, rev int64) error {
 	l := st.shared
 	var (
-		w     *watch        // on pred, nil when none
-		check bool          // pred and rev are stale: ask etcd
+		w     *watch        // on spec, nil when none
+		check bool          // spec and rev are stale: ask etcd
 		retry time.Duration // > 0 after a failure: the delay before trying again
 		// recheck is when the place is checked again should the watch miss
 		// the deletion.
@@ -197,7 +326,7 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 	defer timer.Stop()
 	for {
 		if check {
-			p, r, err := e.predecessor(ctx, st, h.Token)
+			p, r, err := wt.check(ctx, h)
 			if ctx.Err() == nil {
 				// A check the caller's deadline cut short says nothing of
 				// etcd: it had answered that the name was held.
@@ -205,7 +334,7 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 			}
 			switch {
 			case err == nil:
-				pred, rev, check, retry = p, r, false, 0
+				spec, rev, check, retry = p, r, false, 0
 				recheck = time.Now().Add(l.ttl)
 			case errors.Is(err, errKeyGone):
 				e.free(st.slot)
@@ -218,7 +347,7 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 				retry = backoff(retry)
 			}
 		}
-		if !check && pred == "" {
+		if !check && spec.key == "" {
 			stopWatch()
 			err := e.hold(ctx, h, st)
 			if errors.Is(err, errLeaseGone) || errors.Is(err, errKeyGone) {
@@ -226,9 +355,9 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 			}
 			return err
 		}
-		if !check && (w == nil || w.key != pred) {
+		if !check && (w == nil || w.spec != spec) {
 			stopWatch()
-			w = e.watch(pred, rev+1)
+			w = e.watch(spec)
 		}
 		var (
 			events  clientv3.WatchChan
@@ -270,7 +399,10 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 			switch {
 			case ok && resp.Created:
 				w.created = true
-			case !ok || resp.Canceled || resp.Err() != nil || hasDelete(resp):
+				// Writes since the read that set spec went unwatched: look
+				// again, keeping the watch.
+				check = check || resp.Header.Revision > rev
+			case !ok || resp.Canceled || resp.Err() != nil || wt.wakes(resp):
 				w.created = true // nothing more to wait for
 				stopWatch()
 				check = true
@@ -281,23 +413,35 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, pred 
 	}
 }
 
-// watch is a waiter's watch on its predecessor's key.
+// watch is a waiter's watch on what blocks it.
 type watch struct {
-	key     string
+	spec    watchSpec
 	ready   chan struct{}      // closed once events is set
 	events  clientv3.WatchChan // set by the goroutine that calls Watch
 	cancel  context.CancelFunc
 	created bool // etcd confirmed it
 }
 
-// watch watches key for its deletion from revision rev on. Every watch of
+// watch watches spec for deletions (and puts, if asked) from the revision
+// etcd creates it at, which its created response gives: the waiter looks
+// again if that is past its read. A watch from an older revision would
+// see the writes in between, but etcd keeps such a watch apart until its
+// sync loop catches it up, every 100ms, and events wait for that: under
+// contention, most hand-offs would. Every watch of
 // the engine has the same context metadata, so they all share one gRPC
 // stream; a watch ends with stop, not with the caller's context, and
 // requires a leader: a member cut off from its cluster cancels it instead of
 // going silent.
-func (e *Engine) watch(key string, rev int64) *watch {
+func (e *Engine) watch(spec watchSpec) *watch {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
-	w := &watch{key: key, ready: make(chan struct{}), cancel: cancel}
+	w := &watch{spec: spec, ready: make(chan struct{}), cancel: cancel}
+	opts := []clientv3.OpOption{clientv3.WithCreatedNotify()}
+	if spec.prefix {
+		opts = append(opts, clientv3.WithPrefix())
+	}
+	if !spec.puts {
+		opts = append(opts, clientv3.WithFilterPut())
+	}
 	// clientv3's Watch blocks until etcd confirms the watch, which a hung
 	// server never does: the request timeout bounds that call. It must not
 	// end sooner, not even when the waiter gives up: a watch cancelled
@@ -306,7 +450,7 @@ func (e *Engine) watch(key string, rev int64) *watch {
 	// So the call runs in the background, and the waiter never waits for it.
 	set := func(context.Context) {
 		bound := time.AfterFunc(e.timeout, cancel)
-		w.events = e.watcher.Watch(wctx, key, clientv3.WithRev(rev), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
+		w.events = e.watcher.Watch(wctx, spec.key, opts...)
 		bound.Stop()
 		close(w.ready)
 	}
@@ -369,30 +513,6 @@ func backoff(d time.Duration) time.Duration {
 	return min(max(2*d, 50*time.Millisecond), time.Second)
 }
 
-// predecessor checks in one transaction that the key of st still exists
-// with its create revision and returns the key created just before it, ""
-// if there is none: then st holds the lock.
-func (e *Engine) predecessor(ctx context.Context, st *holdState, token uint64) (string, int64, error) {
-	rctx, cancel := e.bound(ctx)
-	defer cancel()
-	get := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(int64(token)-1), clientv3.WithKeysOnly())
-	resp, err := e.client.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(st.key), "=", int64(token))).
-		Then(clientv3.OpGet(st.prefix, get...)).
-		Commit()
-	if err != nil {
-		return "", 0, err
-	}
-	if !resp.Succeeded {
-		return "", 0, errKeyGone
-	}
-	kvs := resp.Responses[0].GetResponseRange().Kvs
-	if len(kvs) == 0 {
-		return "", resp.Header.Revision, nil
-	}
-	return string(kvs[0].Key), resp.Header.Revision, nil
-}
-
 // hold completes a grant. A renewed hold joins its lease. A fixed lease must
 // start with the hold, not when the wait began: the key moves onto a lease of
 // its own, granted now, keeping its create revision (the token). That lease
@@ -422,8 +542,8 @@ func (e *Engine) hold(ctx context.Context, h *locker.Hold, st *holdState) error 
 		var resp *clientv3.TxnResponse
 		rctx, cancel := e.bound(ctx)
 		resp, err = e.client.Txn(rctx).
-			If(clientv3.Compare(clientv3.CreateRevision(st.key), "=", int64(h.Token))).
-			Then(clientv3.OpPut(st.key, h.Owner, clientv3.WithLease(g.ID))).
+			If(clientv3.Compare(clientv3.CreateRevision(st.key), "=", st.rev)).
+			Then(clientv3.OpPut(st.key, st.value, clientv3.WithLease(g.ID))).
 			Commit()
 		cancel()
 		if err == nil && !resp.Succeeded {
@@ -474,7 +594,7 @@ func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
 		return e.fail("release", h.Name, err)
 	}
 	e.free(st.slot)
-	if len(resp.PrevKvs) == 0 || resp.PrevKvs[0].CreateRevision != int64(h.Token) {
+	if len(resp.PrevKvs) == 0 || resp.PrevKvs[0].CreateRevision != st.rev {
 		return e.fail("release", h.Name, errKeyGone)
 	}
 	return nil
@@ -536,7 +656,8 @@ func (e *Engine) Renew(ctx context.Context, holds []*locker.Hold) []error {
 func (e *Engine) checkKeys(ctx context.Context, holds []*locker.Hold, idx []int, results []error, now time.Time) {
 	cmps := make([]clientv3.Cmp, len(idx))
 	for j, i := range idx {
-		cmps[j] = clientv3.Compare(clientv3.CreateRevision(holds[i].State.(*holdState).key), "=", int64(holds[i].Token))
+		st := holds[i].State.(*holdState)
+		cmps[j] = clientv3.Compare(clientv3.CreateRevision(st.key), "=", st.rev)
 	}
 	rctx, cancel := e.bound(ctx)
 	defer cancel()
@@ -574,7 +695,7 @@ func (e *Engine) goneKeys(ctx context.Context, holds []*locker.Hold, idx []int) 
 	gone := make([]bool, len(idx))
 	for j, i := range idx {
 		kvs := resp.Responses[j].GetResponseRange().Kvs
-		gone[j] = len(kvs) == 0 || kvs[0].CreateRevision != int64(holds[i].Token)
+		gone[j] = len(kvs) == 0 || kvs[0].CreateRevision != holds[i].State.(*holdState).rev
 	}
 	return gone, nil
 }

@@ -1,5 +1,6 @@
 // Package etcd is the orthrus lock engine for etcd v3: lease-bound keys
-// ordered by create revision, each waiter watching only its predecessor.
+// ordered by create revision, each waiter watching only what blocks it;
+// mutexes, fair read-write locks and FIFO semaphores.
 //
 // # Use
 //
@@ -44,8 +45,11 @@
 //   - FIFO: waiters get the lock in the order their keys were created. A
 //     waiter watches only the key just before its own (no herd) and checks
 //     its place again when that key goes, and once per TTL of its lease, a
-//     fallback should a watch fail silently. The keeper keeps its key alive
-//     with everything else on its lease. TryLock
+//     fallback should a watch fail silently. Its watch starts at etcd's
+//     current revision, and it looks once more when writes came between
+//     its read and the watch: a watch from an older revision gets its
+//     events only when etcd's sync loop catches it up, every 100ms. The
+//     keeper keeps its key alive with everything else on its lease. TryLock
 //     creates its key only if the range is empty: contention costs one round
 //     trip and leaves nothing behind, and TryLock never jumps the queue.
 //   - Fencing: the token is the key's create revision. It increases with
@@ -57,6 +61,69 @@
 //     the background, as soon as etcd answers within the request timeout
 //     (Close waits for that, bounded). Past that, the key is deleted before
 //     its lease is renewed again, or expires with it.
+//
+// # Read-write locks and semaphores
+//
+// Engine.NewRWLock and Engine.NewSemaphore (locker.Family) use the same
+// leases, slots, renewal and cancellation as the mutex, in ranges of their
+// own: "<prefix>/%rw/<escaped name>/" and "<prefix>/%sem/<escaped name>/"
+// (an escaped name never starts with a bare '%', so these are no mutex's
+// range), so the mutex, the read-write lock and the semaphore of one name
+// are independent locks. Every hold, read, write or permits, is a key of
+// its own on the shared lease of its TTL, lost and renewed as a mutex hold
+// is, and its token is the key's create revision: one sequence per cluster,
+// so readers and writers of a name share it and a writer's token is above
+// every earlier reader's.
+//
+// Read-write locks are fair: readers ("r/"), writers ("w/") and downgraded
+// readers ("d/") queue in one create revision order. A reader holds when no
+// writer key is older than its own, so a reader behind a waiting writer
+// waits; it watches the newest such writer key for its deletion, and holds
+// with no further request when that was the only one it saw. A writer holds
+// when no key is older than its own and no downgraded reader exists; it
+// watches the key just before it (or a downgraded reader) and checks its
+// place once that is deleted. So a released writer wakes the readers queued
+// up to the next writer, and nobody else. TryLock creates its key only if
+// nothing holds it out: contention costs one round trip and leaves nothing.
+// A downgrade (the read side taken while holding the write side) is one
+// transaction that creates a "d/" key only if the writer's key still
+// exists; the read is granted at once with the writer's token, and every
+// writer waits for "d/" keys whatever its place in line, so a writer that
+// queued during the write hold stays out when the write side is released.
+// Upgrades are refused by locker.Core (ErrUpgrade).
+//
+// A semaphore's holds and waiters queue in "q/" in create revision order,
+// each key's value giving its permits ("<permits> queued|granted
+// <owner>"). A key holds when its permits and those of every key before it
+// fit the stored count: FIFO, no acquisition gets ahead of a waiter, even
+// one that would fit. The count is the key "permits" of the semaphore's
+// range, on no lease: it outlives idle periods, the processes and engine
+// restarts, and is created with the first acquisition's count (a
+// transaction, only if absent). A Semaphore opened with another count fails
+// its first acquisition with an error wrapping locker.ErrPermitsMismatch and
+// naming both counts (not ErrUnavailable); later acquisitions honour the
+// stored count. SetPermits stores a new count (it marks the holds granted
+// first when it lowers it, so that waiters still tell them from waiters);
+// a count key deleted by hand counts as the opener's until an acquisition
+// stores one again. A waiter whose permits and those of the waiters
+// before it fit the count (at most count such "near" waiters, the first
+// among them) watches the semaphore's range from its read, keeps count of
+// the permits before it and of the stored count from the events, and holds
+// as soon as its permits fit, with no request; if a key waits behind it,
+// it then marks its key granted, in the background. A waiter further back
+// waits for the key just before its own to go or be marked granted, then
+// looks again (one read). A release so wakes the near waiters, whose
+// permits may then fit, and no one else.
+// TryAcquire creates its key only if the queue is empty and the count the
+// opener's, or, after reading the queue, if nothing changed since: it
+// leaves nothing on contention.
+//
+// On failure the family behaves as the mutex: a cancelled wait deletes its
+// key (in the background, through the Core, when etcd does not answer); a
+// hold whose lease ends or whose key is deleted is lost (Lost closes,
+// Unlock returns ErrLockLost); a downgraded read and its write hold are two
+// holds, each lost on its own. InspectFamily shows holders and waiters
+// oldest first (a downgrading owner twice), and a semaphore's stored count.
 //
 // # Leases and TTLs
 //

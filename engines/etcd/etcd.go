@@ -335,6 +335,9 @@ func (e *Engine) fail(op, name string, err error) error {
 		fail.Classes, fail.Err = []error{locker.ErrClosed}, nil
 	case errors.Is(err, errLeaseGone), errors.Is(err, errKeyGone):
 		fail.Classes = []error{locker.ErrLockLost}
+	case errors.Is(err, locker.ErrPermitsMismatch):
+		// The caller's mistake, not the engine failing: no breaker counts it.
+		fail.Classes = []error{locker.ErrPermitsMismatch}
 	case isPermission(err):
 		fail.Classes = []error{locker.ErrPermission}
 	case e.refused():

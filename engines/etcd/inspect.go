@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/orthrus-go/orthrus/locker"
@@ -32,25 +33,12 @@ func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, e
 	if err := locker.ValidateName(name); err != nil {
 		return locker.Inspection{}, fmt.Errorf("etcd: inspect: %w", err)
 	}
-	if e.isClosed() {
-		return locker.Inspection{}, e.fail("inspect", name, locker.ErrClosed)
-	}
-	rctx, cancel := e.bound(ctx)
-	resp, err := e.client.Get(rctx, e.lockPrefix(name), clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
-	cancel()
+	kvs, ttls, err := e.inspectRange(ctx, name, e.lockPrefix(name))
 	if err != nil {
-		return locker.Inspection{}, e.fail("inspect", name, err)
-	}
-	if len(resp.Kvs) == 0 {
-		return locker.Inspection{}, nil
-	}
-	ttls, err := e.leaseTTLs(ctx, resp)
-	if err != nil {
-		return locker.Inspection{}, e.fail("inspect", name, err)
+		return locker.Inspection{}, err
 	}
 	in := locker.Inspection{}
-	for i, kv := range resp.Kvs {
+	for i, kv := range kvs {
 		h := locker.Holder{Owner: string(kv.Value), Token: uint64(kv.CreateRevision), TTL: ttls[clientv3.LeaseID(kv.Lease)]}
 		if i == 0 {
 			in.Holder = &h
@@ -59,6 +47,29 @@ func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, e
 		in.Waiters = append(in.Waiters, h)
 	}
 	return in, nil
+}
+
+// inspectRange reads the keys of rng, oldest first, and the time their
+// leases have left (see leaseTTLs), for the inspection of name.
+func (e *Engine) inspectRange(ctx context.Context, name, rng string) ([]*mvccpb.KeyValue, map[clientv3.LeaseID]time.Duration, error) {
+	if e.isClosed() {
+		return nil, nil, e.fail("inspect", name, locker.ErrClosed)
+	}
+	rctx, cancel := e.bound(ctx)
+	resp, err := e.client.Get(rctx, rng, clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	cancel()
+	if err != nil {
+		return nil, nil, e.fail("inspect", name, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, nil, nil
+	}
+	ttls, err := e.leaseTTLs(ctx, resp)
+	if err != nil {
+		return nil, nil, e.fail("inspect", name, err)
+	}
+	return resp.Kvs, ttls, nil
 }
 
 // leaseTTLs asks etcd once for each distinct lease of the keys read how

@@ -1,0 +1,402 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/orthrus-go/orthrus/engines/etcd"
+	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/lockertest"
+)
+
+func TestRWConformance(t *testing.T) { lockertest.RunRW(t, harness) }
+
+func TestSemaphoreConformance(t *testing.T) { lockertest.RunSemaphore(t, harness) }
+
+// countingKV counts the transactions of one client: every check of a
+// waiter's place and every grant mark is one.
+type countingKV struct {
+	clientv3.KV
+	txns atomic.Int64
+}
+
+func (k *countingKV) Txn(ctx context.Context) clientv3.Txn {
+	k.txns.Add(1)
+	return k.KV.Txn(ctx)
+}
+
+// process is one engine on a client of its own whose transactions are
+// counted, as one process of a fleet.
+type process struct {
+	*etcd.Engine
+	kv *countingKV
+}
+
+func newProcess(t *testing.T) process {
+	c := newClient(t, endpoint)
+	kv := &countingKV{KV: c.KV}
+	c.KV = kv
+	return process{Engine: newEngine(t, c), kv: kv}
+}
+
+func familyName(t *testing.T) string { return fmt.Sprintf("%s/%d", t.Name(), time.Now().UnixNano()) }
+
+// awaitFamily polls until the inspection of name satisfies cond.
+func awaitFamily(t *testing.T, e *etcd.Engine, k locker.Kind, name, what string, cond func(locker.FamilyInspection) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		in, err := e.InspectFamily(context.Background(), k, name)
+		if err != nil {
+			t.Fatalf("InspectFamily(%q) = %v", name, err)
+		}
+		if cond(in) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s; inspection %+v", what, in)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func waiters(n int) func(locker.FamilyInspection) bool {
+	return func(in locker.FamilyInspection) bool { return len(in.Waiters) == n }
+}
+
+func granted(t *testing.T, done <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s: LockCtx() = %v; want nil", what, err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s: not granted within 20s", what)
+	}
+}
+
+// pending wants done still waiting after a while: what must not happen
+// has had the time to.
+func pending(t *testing.T, done <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		t.Fatalf("%s: returned %v; want still waiting", what, err)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// txns reads the transaction counts of ps.
+func txns(ps []process) []int64 {
+	out := make([]int64, len(ps))
+	for i, p := range ps {
+		out[i] = p.kv.txns.Load()
+	}
+	return out
+}
+
+func wantTxns(t *testing.T, what string, ps []process, before []int64, want ...int64) {
+	t.Helper()
+	for i, p := range ps {
+		if got := p.kv.txns.Load() - before[i]; got != want[i] {
+			t.Errorf("%s: process %d made %d transactions; want %d", what, i, got, want[i])
+		}
+	}
+}
+
+// A released writer wakes the readers queued up to the next writer, and
+// nothing else: not the next writer, which watches the last of those
+// readers, nor the readers behind it. A reader that saw only one writer
+// before it holds when that one goes, with no request; a writer checks
+// its place once its predecessor went.
+func TestRWNoHerd(t *testing.T) {
+	name := familyName(t)
+	ps := make([]process, 7) // writer, 3 readers, writer, 2 readers
+	sides := make([]locker.Handle, len(ps))
+	for i := range ps {
+		ps[i] = newProcess(t)
+		l, err := ps[i].NewRWLock(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sides[i] = l.ReadLock()
+		if i == 0 || i == 4 {
+			sides[i] = l.WriteLock()
+		}
+	}
+	if err := sides[0].Lock(); err != nil {
+		t.Fatal(err)
+	}
+	done := make([]<-chan error, len(ps))
+	for i := 1; i < len(ps); i++ {
+		done[i] = lockAsync(sides[i], 30*time.Second)
+		awaitFamily(t, ps[0].Engine, locker.KindRead, name, "queued", waiters(i))
+	}
+	before := txns(ps)
+	if err := sides[0].Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		granted(t, done[i], fmt.Sprintf("reader %d after the writer", i))
+	}
+	pending(t, done[4], "writer behind the readers")
+	wantTxns(t, "writer released", ps, before, 0, 0, 0, 0, 0, 0, 0)
+
+	before = txns(ps)
+	for i := 1; i <= 3; i++ {
+		if err := sides[i].Unlock(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	granted(t, done[4], "second writer")
+	pending(t, done[5], "reader behind the second writer")
+	wantTxns(t, "readers released, oldest first", ps, before, 0, 0, 0, 0, 1, 0, 0)
+
+	before = txns(ps)
+	if err := sides[4].Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	granted(t, done[5], "reader after the second writer")
+	granted(t, done[6], "last reader")
+	// They saw both writers when they queued: one check each.
+	wantTxns(t, "second writer released", ps, before, 0, 0, 0, 0, 0, 1, 1)
+	for _, s := range sides[5:] {
+		if err := s.Unlock(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// A released permit grants the first waiter from its watch, with no
+// request but the mark of its grant for the waiters behind it (in the
+// background); the second, near too (its permits would fit), makes none,
+// and the third, far (two permits behind two waiting ones), does nothing
+// until the one before it is granted: then it checks its place once. A
+// waiter granted with nobody behind it makes no request at all.
+func TestSemaphoreNoHerd(t *testing.T) {
+	name := familyName(t)
+	ps := make([]process, 4) // the holders, then three waiters
+	sems := make([]locker.Semaphore, len(ps))
+	for i := range ps {
+		ps[i] = newProcess(t)
+		s, err := ps[i].NewSemaphore(name, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sems[i] = s
+	}
+	var held []locker.Handle
+	for range 2 {
+		p, err := sems[0].TryAcquire(1)
+		if p == nil || err != nil {
+			t.Fatalf("TryAcquire(1) = %v, %v; want a permit", p, err)
+		}
+		held = append(held, p)
+	}
+	permits := make([]locker.Handle, len(ps))
+	done := make([]<-chan error, len(ps))
+	for i, n := range []int{0, 1, 1, 2} {
+		if n == 0 {
+			continue
+		}
+		p, err := sems[i].NewPermit(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		permits[i], done[i] = p, lockAsync(p, 30*time.Second)
+		awaitFamily(t, ps[0].Engine, locker.KindPermit, name, "queued", waiters(i))
+	}
+
+	before := txns(ps)
+	if err := held[0].Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	granted(t, done[1], "first waiter")
+	pending(t, done[2], "second waiter, one permit out of two held by others")
+	wantTxns(t, "permit released", ps, before, 0, 1, 0, 0)
+
+	before = txns(ps)
+	if err := held[1].Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	granted(t, done[2], "second waiter")
+	pending(t, done[3], "waiter for two permits")
+	wantTxns(t, "second permit released", ps, before, 0, 0, 1, 1)
+
+	before = txns(ps)
+	for _, p := range permits[1:3] {
+		if err := p.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	granted(t, done[3], "waiter for two permits")
+	wantTxns(t, "both released, nobody behind", ps, before, 0, 0, 0, 0)
+	if err := permits[3].Unlock(); err != nil {
+		t.Error(err)
+	}
+}
+
+// Permits go in queue order: a waiter for one permit behind a waiter for
+// two does not take the one that is free.
+func TestSemaphoreFIFO(t *testing.T) {
+	e := newEngine(t, newClient(t, endpoint))
+	name := familyName(t)
+	s, err := e.NewSemaphore(name, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.TryAcquire(1)
+	if first == nil || err != nil {
+		t.Fatalf("TryAcquire(1) = %v, %v", first, err)
+	}
+	two, _ := s.NewPermit(2)
+	twoDone := lockAsync(two, 30*time.Second)
+	awaitFamily(t, e, locker.KindPermit, name, "waiter for two queued", waiters(1))
+	if p, err := s.TryAcquire(1); p != nil || err != nil {
+		t.Errorf("TryAcquire(1) behind a waiter = %v, %v; want nil, nil (FIFO)", p, err)
+	}
+	one, _ := s.NewPermit(1)
+	oneDone := lockAsync(one, 30*time.Second)
+	pending(t, oneDone, "one permit behind a waiter for two")
+	if err := first.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	granted(t, twoDone, "waiter for two")
+	pending(t, oneDone, "one permit while two are out")
+	if err := two.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	granted(t, oneDone, "waiter for one")
+	if err := one.Unlock(); err != nil {
+		t.Error(err)
+	}
+}
+
+// The count is stored without a lease: it outlives the engines that used
+// it. A mismatch names both counts and is not an engine failure.
+func TestSemaphoreCountStored(t *testing.T) {
+	c := newClient(t, endpoint)
+	name := familyName(t)
+	e := newEngine(t, c)
+	s, _ := e.NewSemaphore(name, 3)
+	p, err := s.TryAcquire(1)
+	if p == nil || err != nil {
+		t.Fatalf("TryAcquire(1) = %v, %v", p, err)
+	}
+	if err := p.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	key := e.FamilyRange(locker.KindPermit, name) + "permits"
+	resp, err := c.Get(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "3" || resp.Kvs[0].Lease != 0 {
+		t.Fatalf("count key %q after Close = %v; want \"3\" on no lease", key, resp.Kvs)
+	}
+	other := newEngine(t, newClient(t, endpoint))
+	s5, _ := other.NewSemaphore(name, 5)
+	_, err = s5.Acquire(context.Background(), 1)
+	if !errors.Is(err, locker.ErrPermitsMismatch) || errors.Is(err, locker.ErrUnavailable) ||
+		!strings.Contains(err.Error(), "opened with 5 permits") || !strings.Contains(err.Error(), `"3" stored`) {
+		t.Errorf("Acquire with 5 permits, 3 stored = %v; want ErrPermitsMismatch naming both counts, not ErrUnavailable", err)
+	}
+	if in, _ := other.InspectFamily(context.Background(), locker.KindPermit, name); len(in.Holders)+len(in.Waiters) != 0 {
+		t.Errorf("after a mismatch: %+v; want no key left", in)
+	}
+}
+
+// Lowering the count keeps the holds already granted, which the waiters
+// still tell from waiters; the waiters honour the new count.
+func TestSemaphoreSetPermitsLower(t *testing.T) {
+	e := newEngine(t, newClient(t, endpoint))
+	name := familyName(t)
+	s, _ := e.NewSemaphore(name, 3)
+	var held []locker.Handle
+	for range 3 {
+		p, err := s.TryAcquire(1)
+		if p == nil || err != nil {
+			t.Fatalf("TryAcquire(1) = %v, %v", p, err)
+		}
+		held = append(held, p)
+	}
+	ctx := context.Background()
+	if err := e.SetPermits(ctx, name, 1); err != nil {
+		t.Fatalf("SetPermits(1) = %v", err)
+	}
+	in, err := e.InspectFamily(ctx, locker.KindPermit, name)
+	if err != nil || in.Permits != 1 || len(in.Holders) != 3 || len(in.Waiters) != 0 {
+		t.Fatalf("InspectFamily() after lowering = %+v, %v; want Permits 1, 3 holders kept, no waiter", in, err)
+	}
+	w, _ := s.NewPermit(1)
+	done := lockAsync(w, 30*time.Second)
+	for _, p := range held[:2] {
+		if err := p.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+		pending(t, done, "waiter while a hold is out of one permit")
+	}
+	if err := held[2].Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	granted(t, done, "waiter after every hold left")
+	if err := e.SetPermits(ctx, name, 2); err != nil {
+		t.Fatalf("SetPermits(2) = %v", err)
+	}
+	p, err := s.TryAcquire(1)
+	if p == nil || err != nil {
+		t.Errorf("TryAcquire(1) with 1 of 2 out = %v, %v; want a permit", p, err)
+	} else if err := p.Unlock(); err != nil {
+		t.Error(err)
+	}
+	if err := w.Unlock(); err != nil {
+		t.Error(err)
+	}
+}
+
+// A family hold whose key is deleted by hand is lost at the next check of
+// its key, within about its TTL.
+func TestFamilyLostOnDeletion(t *testing.T) {
+	c := newClient(t, endpoint)
+	e := newEngine(t, c)
+	const ttl = 3 * time.Second
+	rw, _ := e.NewRWLock(familyName(t), locker.WithTTL(ttl))
+	sem, _ := e.NewSemaphore(familyName(t), 2, locker.WithTTL(ttl))
+	permit, _ := sem.NewPermit(1)
+	for _, tc := range []struct {
+		kind locker.Kind
+		name string
+		h    locker.Handle
+	}{{locker.KindRead, rw.ReadLock().Name(), rw.ReadLock()}, {locker.KindWrite, rw.WriteLock().Name(), rw.WriteLock()}, {locker.KindPermit, sem.Name(), permit}} {
+		if err := tc.h.Lock(); err != nil {
+			t.Fatal(err)
+		}
+		rng := e.FamilyRange(tc.kind, tc.name)
+		resp, err := c.Get(context.Background(), rng, clientv3.WithPrefix(), clientv3.WithMinCreateRev(int64(tc.h.Token())))
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("%v hold's key under %q = %v, %v; want one", tc.kind, rng, resp, err)
+		}
+		if _, err := c.Delete(context.Background(), string(resp.Kvs[0].Key)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-tc.h.Lost():
+		case <-time.After(3 * ttl):
+			t.Fatalf("%v hold: Lost() not closed %v after its key was deleted", tc.kind, 3*ttl)
+		}
+		if err := tc.h.Unlock(); !errors.Is(err, locker.ErrLockLost) {
+			t.Errorf("%v hold: Unlock() after its key was deleted = %v; want ErrLockLost", tc.kind, err)
+		}
+	}
+}
