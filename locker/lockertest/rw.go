@@ -43,7 +43,11 @@ func RunRW(t *testing.T, factory Factory) {
 		{"Invariant", testRWInvariant},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { guard(t, func() { c.fn(t, factory) }) })
+		d := caseTimeout
+		if c.name == "Invariant" {
+			d = invariantTimeout
+		}
+		t.Run(c.name, func(t *testing.T) { guardFor(t, d, func() { c.fn(t, factory) }) })
 	}
 }
 

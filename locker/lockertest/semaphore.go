@@ -37,7 +37,11 @@ func RunSemaphore(t *testing.T, factory Factory) {
 		{"Invariant", testSemInvariant},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { guard(t, func() { c.fn(t, factory) }) })
+		d := caseTimeout
+		if c.name == "Invariant" {
+			d = invariantTimeout
+		}
+		t.Run(c.name, func(t *testing.T) { guardFor(t, d, func() { c.fn(t, factory) }) })
 	}
 }
 
