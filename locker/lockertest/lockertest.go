@@ -65,10 +65,7 @@ const (
 // Run runs the conformance suite. Every subtest uses names unique to it, so
 // the servers need no cleaning between subtests.
 func Run(t *testing.T, factory Factory) {
-	cases := []struct {
-		name string
-		fn   func(t *testing.T, f Factory)
-	}{
+	runCases(t, factory, []suiteCase{
 		{"Exclusion", testExclusion},
 		{"Reentry", testReentry},
 		{"TryLock", testTryLock},
@@ -85,9 +82,24 @@ func Run(t *testing.T, factory Factory) {
 		{"BadOptions", testBadOptions},
 		{"Closed", testClosed},
 		{"Inspect", testInspect},
-	}
+	})
+}
+
+// suiteCase is one subtest of a suite.
+type suiteCase struct {
+	name string
+	fn   func(t *testing.T, f Factory)
+}
+
+// runCases runs each case as a guarded subtest; the invariant runs get
+// the longer watchdog.
+func runCases(t *testing.T, factory Factory, cases []suiteCase) {
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { guard(t, func() { c.fn(t, factory) }) })
+		d := caseTimeout
+		if c.name == "Invariant" {
+			d = invariantTimeout
+		}
+		t.Run(c.name, func(t *testing.T) { guardFor(t, d, func() { c.fn(t, factory) }) })
 	}
 }
 

@@ -22,10 +22,7 @@ import (
 // subtest calls the factory twice and spreads its parts over both engines,
 // as a multi-lock over two engines (or two switchers) would.
 func RunMulti(t *testing.T, factory Factory) {
-	cases := []struct {
-		name string
-		fn   func(t *testing.T, f Factory)
-	}{
+	runCases(t, factory, []suiteCase{
 		{"AllOrNothing", testMultiAllOrNothing},
 		{"LockCtxCancel", testMultiLockCtxCancel},
 		{"Reentry", testMultiReentry},
@@ -33,10 +30,7 @@ func RunMulti(t *testing.T, factory Factory) {
 		{"OppositeOrder", testMultiOppositeOrder},
 		{"Lost", testMultiLost},
 		{"BadArguments", testMultiBadArguments},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { guard(t, func() { c.fn(t, factory) }) })
-	}
+	})
 }
 
 // multiRig is two engines over the same servers, and a lock name per

@@ -25,10 +25,7 @@ const InvariantOps = 10_000
 // waits leave nothing, fixed leases, and the invariant under contention
 // from two engines. Engines must implement locker.FamilyInspector.
 func RunRW(t *testing.T, factory Factory) {
-	cases := []struct {
-		name string
-		fn   func(t *testing.T, f Factory)
-	}{
+	runCases(t, factory, []suiteCase{
 		{"ReadersShare", testRWReadersShare},
 		{"Reentry", testRWReentry},
 		{"Downgrade", testRWDowngrade},
@@ -41,14 +38,7 @@ func RunRW(t *testing.T, factory Factory) {
 		{"Inspect", testRWInspect},
 		{"Closed", testRWClosed},
 		{"Invariant", testRWInvariant},
-	}
-	for _, c := range cases {
-		d := caseTimeout
-		if c.name == "Invariant" {
-			d = invariantTimeout
-		}
-		t.Run(c.name, func(t *testing.T) { guardFor(t, d, func() { c.fn(t, factory) }) })
-	}
+	})
 }
 
 func newRW(t *testing.T, e locker.Engine, name string, opts ...locker.Option) locker.RWLock {

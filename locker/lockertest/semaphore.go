@@ -20,10 +20,7 @@ import (
 // and the invariant under contention from two engines. Engines must
 // implement locker.FamilyInspector.
 func RunSemaphore(t *testing.T, factory Factory) {
-	cases := []struct {
-		name string
-		fn   func(t *testing.T, f Factory)
-	}{
+	runCases(t, factory, []suiteCase{
 		{"Permits", testSemPermits},
 		{"Weighted", testSemWeighted},
 		{"StoredCount", testSemStoredCount},
@@ -35,14 +32,7 @@ func RunSemaphore(t *testing.T, factory Factory) {
 		{"BadArguments", testSemBadArguments},
 		{"Inspect", testSemInspect},
 		{"Invariant", testSemInvariant},
-	}
-	for _, c := range cases {
-		d := caseTimeout
-		if c.name == "Invariant" {
-			d = invariantTimeout
-		}
-		t.Run(c.name, func(t *testing.T) { guardFor(t, d, func() { c.fn(t, factory) }) })
-	}
+	})
 }
 
 func newSem(t *testing.T, e locker.Engine, name string, permits int, opts ...locker.Option) locker.Semaphore {
