@@ -306,111 +306,140 @@ func (e *Engine) acquireWait(ctx context.Context, h *locker.Hold, st *holdState,
 // ridden out while the lease lives. It returns errRequeue when its key
 // vanished or its lease ended.
 func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, wt waiter, spec watchSpec, rev int64) error {
-	l := st.shared
-	var (
-		w     *watch        // on spec, nil when none
-		check bool          // spec and rev are stale: ask etcd
-		retry time.Duration // > 0 after a failure: the delay before trying again
-		// recheck is when the place is checked again should the watch miss
-		// the deletion.
-		recheck = time.Now().Add(l.ttl)
-		// failed is the error of the latest request, nil once etcd answered.
-		failed error
-	)
-	stopWatch := func() {
-		e.stopWatch(w)
-		w = nil
-	}
-	defer stopWatch()
+	q := &queued{e: e, h: h, st: st, wt: wt, spec: spec, rev: rev, recheck: time.Now().Add(st.shared.ttl)}
+	defer q.stopWatch()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		if check {
-			p, r, err := wt.check(ctx, h)
-			if ctx.Err() == nil {
-				// A check the caller's deadline cut short says nothing of
-				// etcd: it had answered that the name was held.
-				failed = err
-			}
-			switch {
-			case err == nil:
-				spec, rev, check, retry = p, r, false, 0
-				recheck = time.Now().Add(l.ttl)
-			case errors.Is(err, errKeyGone):
-				e.free(st.slot)
-				return errRequeue
-			case ctx.Err() == nil:
-				e.log.Debug("etcd: checking a waiter's place failed, will retry", "name", h.Name, "err", err)
-				if e.expired(l) {
-					e.kill(l, err)
-				}
-				retry = backoff(retry)
+		if q.check {
+			if err := q.checkPlace(ctx); err != nil {
+				return err
 			}
 		}
-		if !check && spec.key == "" {
-			stopWatch()
+		if !q.check && q.spec.key == "" {
+			q.stopWatch()
 			err := e.hold(ctx, h, st)
 			if errors.Is(err, errLeaseGone) || errors.Is(err, errKeyGone) {
 				return errRequeue
 			}
 			return err
 		}
-		if !check && (w == nil || w.spec != spec) {
-			stopWatch()
-			w = e.watch(spec)
+		if !q.check && (q.w == nil || q.w.spec != q.spec) {
+			q.stopWatch()
+			q.w = e.watch(q.spec)
 		}
-		var (
-			events  clientv3.WatchChan
-			pending <-chan struct{} // the watch is being set
-		)
-		if w != nil {
-			select {
-			case <-w.ready:
-				events = w.events
-			default:
-				pending = w.ready
-			}
-		}
-		wait := time.Until(recheck)
-		if check {
-			wait = retry
-		}
-		timer.Reset(max(wait, time.Millisecond))
-
-		select {
-		case <-ctx.Done():
-			stopWatch()
-			e.abandon(st.slot)
-			if failed != nil {
-				return fmt.Errorf("%w: %w", failed, ctx.Err())
-			}
-			return errQueued
-		case <-e.done:
-			stopWatch()
-			e.abandon(st.slot)
-			return locker.ErrClosed
-		case <-l.dead:
-			stopWatch()
-			e.abandon(st.slot) // most likely gone with the lease
-			return errRequeue
-		case <-pending:
-			// Set: wait on its events from the next round.
-		case resp, ok := <-events:
-			switch {
-			case ok && resp.Created:
-				w.created = true
-				// Writes since the read that set spec went unwatched: look
-				// again, keeping the watch.
-				check = check || resp.Header.Revision > rev
-			case !ok || resp.Canceled || resp.Err() != nil || wt.wakes(resp):
-				w.created = true // nothing more to wait for
-				stopWatch()
-				check = true
-			}
-		case <-timer.C:
-			check = true
+		if err := q.await(ctx, timer); err != nil {
+			return err
 		}
 	}
+}
+
+// queued is the state of one waiter in queue.
+type queued struct {
+	e  *Engine
+	h  *locker.Hold
+	st *holdState
+	wt waiter
+
+	spec  watchSpec
+	rev   int64
+	w     *watch        // on spec, nil when none
+	check bool          // spec and rev are stale: ask etcd
+	retry time.Duration // > 0 after a failure: the delay before trying again
+	// recheck is when the place is checked again should the watch miss
+	// the deletion.
+	recheck time.Time
+	// failed is the error of the latest request, nil once etcd answered.
+	failed error
+}
+
+func (q *queued) stopWatch() {
+	q.e.stopWatch(q.w)
+	q.w = nil
+}
+
+// checkPlace asks etcd what the waiter waits for now; errRequeue when its
+// key is gone.
+func (q *queued) checkPlace(ctx context.Context) error {
+	l := q.st.shared
+	p, r, err := q.wt.check(ctx, q.h)
+	if ctx.Err() == nil {
+		// A check the caller's deadline cut short says nothing of etcd:
+		// it had answered that the name was held.
+		q.failed = err
+	}
+	switch {
+	case err == nil:
+		q.spec, q.rev, q.check, q.retry = p, r, false, 0
+		q.recheck = time.Now().Add(l.ttl)
+	case errors.Is(err, errKeyGone):
+		q.e.free(q.st.slot)
+		return errRequeue
+	case ctx.Err() == nil:
+		q.e.log.Debug("etcd: checking a waiter's place failed, will retry", "name", q.h.Name, "err", err)
+		if q.e.expired(l) {
+			q.e.kill(l, err)
+		}
+		q.retry = backoff(q.retry)
+	}
+	return nil
+}
+
+// await waits for the watch, the recheck or retry time, or the end of the
+// wait, which it returns as Acquire's error.
+func (q *queued) await(ctx context.Context, timer *time.Timer) error {
+	var (
+		events  clientv3.WatchChan
+		pending <-chan struct{} // the watch is being set
+	)
+	if q.w != nil {
+		select {
+		case <-q.w.ready:
+			events = q.w.events
+		default:
+			pending = q.w.ready
+		}
+	}
+	wait := time.Until(q.recheck)
+	if q.check {
+		wait = q.retry
+	}
+	timer.Reset(max(wait, time.Millisecond))
+
+	select {
+	case <-ctx.Done():
+		q.stopWatch()
+		q.e.abandon(q.st.slot)
+		if q.failed != nil {
+			return fmt.Errorf("%w: %w", q.failed, ctx.Err())
+		}
+		return errQueued
+	case <-q.e.done:
+		q.stopWatch()
+		q.e.abandon(q.st.slot)
+		return locker.ErrClosed
+	case <-q.st.shared.dead:
+		q.stopWatch()
+		q.e.abandon(q.st.slot) // most likely gone with the lease
+		return errRequeue
+	case <-pending:
+		// Set: wait on its events from the next round.
+	case resp, ok := <-events:
+		switch {
+		case ok && resp.Created:
+			q.w.created = true
+			// Writes since the read that set spec went unwatched: look
+			// again, keeping the watch.
+			q.check = q.check || resp.Header.Revision > q.rev
+		case !ok || resp.Canceled || resp.Err() != nil || q.wt.wakes(resp):
+			q.w.created = true // nothing more to wait for
+			q.stopWatch()
+			q.check = true
+		}
+	case <-timer.C:
+		q.check = true
+	}
+	return nil
 }
 
 // watch is a waiter's watch on what blocks it.
