@@ -255,6 +255,9 @@ type interest struct {
 }
 
 func (st *hold) interest() interest {
+	if st.fair != nil {
+		return interest{kind: locker.KindMutex, ticket: st.fair.ticket}
+	}
 	if st.fam == nil {
 		return interest{}
 	}

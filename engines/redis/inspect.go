@@ -21,6 +21,9 @@ func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, e
 	if err := e.checkOperation(name); err != nil {
 		return locker.Inspection{}, err
 	}
+	if e.fq != nil {
+		return e.inspectFair(ctx, name)
+	}
 	k := e.keysFor(name)
 	var value *goredis.StringCmd
 	var pttl *goredis.DurationCmd
@@ -72,8 +75,13 @@ func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, e
 	if err := e.checkOperation(name); err != nil {
 		return locker.Holder{}, err
 	}
-	k := e.keysFor(name)
-	v, err := forceReleaseScript.Run(ctx, e.client, []string{k.lock}, e.numsub, e.publish).Text()
+	var v string
+	var err error
+	if e.fq != nil {
+		v, err = e.forceUnlockFair(ctx, name)
+	} else {
+		v, err = forceReleaseScript.Run(ctx, e.client, []string{e.keysFor(name).lock}, e.numsub, e.publish).Text()
+	}
 	if errors.Is(err, goredis.Nil) {
 		return locker.Holder{}, fmt.Errorf("redis: force unlock %q: %w", name, locker.ErrNotHeld)
 	}

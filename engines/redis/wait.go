@@ -142,7 +142,7 @@ func (h *hub) join(ctx context.Context, key string, m mark, want interest) (w *w
 	}
 	c := h.channels[key]
 	retry = c == nil || c.confirm == 0 || c.confirm > m.confirms ||
-		(want.kind != locker.KindMutex && h.heard.Load() != m.heard)
+		(want.targeted() && h.heard.Load() != m.heard)
 	if c == nil {
 		ch := key + channelSuffix
 		// Not the caller's context: its deadline would become the shared
@@ -332,6 +332,8 @@ func (h *hub) wakeChannel(ch, msg string) {
 	case c == nil || c.head == nil:
 	case msg == "1":
 		wake(c.head)
+	case strings.HasPrefix(msg, "q"):
+		wakeTicket(c, msg[1:])
 	default:
 		wakeFamily(c, msg)
 	}
