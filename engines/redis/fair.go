@@ -319,10 +319,38 @@ func (q *fairQueue) close() {
 	q.running.Wait()
 }
 
-// targeted tells a waiter whom a release's message names (a family
-// waiter, a fair waiter) from one any message wakes: the former must try
-// again after joining when a message came in meanwhile (see hub.join).
-func (i interest) targeted() bool { return i.kind != locker.KindMutex || i.ticket != 0 }
+// mayHaveMissed tells whether a waiter joining c with want must try again
+// because a message since the mark m may have been meant for it, called
+// with the hub's mutex held. A family waiter must after any message (see
+// hub.join), a fair one only after a message naming its ticket that found
+// no waiter here, or after more messages than c remembers.
+func (h *hub) mayHaveMissed(c *channel, want interest, m mark) bool {
+	heard := h.heard.Load() - m.heard
+	switch {
+	case heard == 0 || c == nil:
+		return false
+	case want.kind != locker.KindMutex:
+		return true
+	case want.ticket == 0:
+		return false
+	}
+	return heard > uint64(len(c.missed.tickets)) || c.missed.has(want.ticket)
+}
+
+// missedTickets are the latest tickets named by fair wake-ups that found
+// no waiter of this process: a waiter of this process whose ticket it is
+// had not joined yet, or it waits in another process.
+type missedTickets struct {
+	tickets [16]int64
+	next    int
+}
+
+func (m *missedTickets) add(t int64) {
+	m.tickets[m.next] = t
+	m.next = (m.next + 1) % len(m.tickets)
+}
+
+func (m *missedTickets) has(t int64) bool { return slices.Contains(m.tickets[:], t) }
 
 // wakeTicket wakes the fair waiter of c whose ticket the message names,
 // called with the hub's mutex held.
@@ -334,6 +362,7 @@ func wakeTicket(c *channel, ticket string) {
 			return
 		}
 	}
+	c.missed.add(n)
 }
 
 // wakeKey wakes every waiter of this process on the lock key.

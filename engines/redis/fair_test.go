@@ -20,6 +20,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/orthrus-go/orthrus/engines/redis"
+	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
@@ -29,8 +30,8 @@ import (
 // the test (and TestMain starts no server).
 const fairWorkerEnv = "REDIS_FAIR_WORKER"
 
-func fairHarness(t *testing.T, c goredis.UniversalClient) lockertest.Harness {
-	e := newEngine(t, c, redis.WithPrefix("conformance-fair"), redis.WithFair())
+func fairHarness(t *testing.T, c goredis.UniversalClient, prefix string) lockertest.Harness {
+	e := newEngine(t, c, redis.WithPrefix(prefix), redis.WithFair())
 	return lockertest.Harness{
 		Engine: e,
 		Expire: func(ctx context.Context, name string) error {
@@ -50,22 +51,32 @@ func fairHarness(t *testing.T, c goredis.UniversalClient) lockertest.Harness {
 
 func TestFairConformanceSingle(t *testing.T) {
 	c := newSingle(t)
-	lockertest.Run(t, func(t *testing.T) lockertest.Harness { return fairHarness(t, c) })
+	lockertest.Run(t, func(t *testing.T) lockertest.Harness { return fairHarness(t, c, "conformance-fair") })
 }
 
 func TestFairConformanceCluster(t *testing.T) {
 	c := newCluster(t)
-	lockertest.Run(t, func(t *testing.T) lockertest.Harness { return fairHarness(t, c) })
+	lockertest.Run(t, func(t *testing.T) lockertest.Harness { return fairHarness(t, c, "conformance-fair") })
+}
+
+// A user given only ACLCommands, its keys and its channels runs the fair
+// mode too.
+func TestFairConformanceRestrictedUser(t *testing.T) {
+	s := testserver.Redis(t)
+	appACL(t, s, "conformance")
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), Username: "conformance", Password: "conformance-secret"})
+	t.Cleanup(func() { _ = c.Close() })
+	lockertest.Run(t, func(t *testing.T) lockertest.Harness { return fairHarness(t, c, "conformance") })
 }
 
 func TestFairMultiConformance(t *testing.T) {
 	c := newSingle(t)
-	lockertest.RunMulti(t, func(t *testing.T) lockertest.Harness { return fairHarness(t, c) })
+	lockertest.RunMulti(t, func(t *testing.T) lockertest.Harness { return fairHarness(t, c, "conformance-fair") })
 }
 
 func TestFairMultiConformanceCluster(t *testing.T) {
 	c := newCluster(t)
-	lockertest.RunMulti(t, func(t *testing.T) lockertest.Harness { return fairHarness(t, c) })
+	lockertest.RunMulti(t, func(t *testing.T) lockertest.Harness { return fairHarness(t, c, "conformance-fair") })
 }
 
 func fairEngine(t testing.TB) *redis.Engine {
@@ -547,7 +558,7 @@ func ExampleWithFair() {
 // slows both alike. It reports each mode's median hand-off (fair-ms,
 // default-ms; see BenchmarkHandoff), fair/default, and how often the owner
 // that released got the lock again in each (a fair lock never gives it
-// back while others wait).
+// back while others wait), and the acquire attempts per grant.
 func BenchmarkFairHandoff(b *testing.B) {
 	const owners, chunk = 8, 50
 	modes := []struct {
@@ -555,8 +566,15 @@ func BenchmarkFairHandoff(b *testing.B) {
 		opts []redis.Option
 	}{{"default", nil}, {"fair", []redis.Option{redis.WithFair()}}}
 	sets := make([][]lockertest.Mutex, len(modes))
+	hooks := make([]*attemptHook, len(modes))
 	for i, m := range modes {
-		e := newEngine(b, benchClient(b, true), m.opts...)
+		c := benchClient(b, true)
+		hooks[i] = &attemptHook{sha: redis.AcquireSHA(locker.KindMutex)}
+		if len(m.opts) > 0 {
+			hooks[i].sha = redis.FairAcquireSHA()
+		}
+		c.AddHook(hooks[i])
+		e := newEngine(b, c, m.opts...)
 		b.Cleanup(func() { _ = e.Close() })
 		name := benchName(b)
 		for range owners {
@@ -571,6 +589,9 @@ func BenchmarkFairHandoff(b *testing.B) {
 		}
 	}
 	all := make([]turns, len(modes))
+	for _, h := range hooks {
+		h.n.Store(0)
+	}
 	b.ResetTimer()
 	for done := 0; done < b.N; done += chunk {
 		for i := range modes {
@@ -584,14 +605,15 @@ func BenchmarkFairHandoff(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	if len(all[0].handoffs) == 0 || len(all[1].handoffs) == 0 {
+		return // too few turns (b.N = 1)
+	}
 	p50 := make([]float64, len(modes))
 	for i, m := range modes {
-		if len(all[i].handoffs) == 0 {
-			b.Fatalf("%s: no hand-off in %d turns", m.name, len(all[i].waits))
-		}
 		p50[i] = median(all[i].handoffs)
 		b.ReportMetric(p50[i], m.name+"-ms")
 		b.ReportMetric(100*float64(all[i].self)/float64(len(all[i].waits)), m.name+"-self-%")
+		b.ReportMetric(float64(hooks[i].n.Load())/float64(len(all[i].waits)), m.name+"-attempts/grant")
 	}
 	b.ReportMetric(p50[1]/p50[0], "fair/default")
 }
@@ -659,12 +681,15 @@ func passThrough(b *testing.B, n int, fair bool) (time.Duration, float64, error)
 			errs <- err
 		}()
 	}
+	// Parked, and done with the attempts that follow joining: no attempt
+	// for 100ms.
 	deadline := time.Now().Add(time.Minute)
-	for e.Parked(locker.KindMutex, name) < n {
+	for before := int64(-1); e.Parked(locker.KindMutex, name) < n || hook.n.Load() != before; {
 		if time.Now().After(deadline) {
 			return 0, 0, errors.New("waiters not parked within a minute")
 		}
-		time.Sleep(10 * time.Millisecond)
+		before = hook.n.Load()
+		time.Sleep(100 * time.Millisecond)
 	}
 	before := hook.n.Load()
 	start := time.Now()

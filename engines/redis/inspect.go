@@ -16,7 +16,8 @@ var _ locker.Inspector = (*Engine)(nil)
 
 // Inspect reports who holds name and how many processes wait for it. Redis
 // does not queue waiters: they are counted as subscribers of the name's
-// wake-up channel.
+// wake-up channel. A fair engine (WithFair) does: Waiters lists its queue,
+// first in line first, and Subscribers is 0.
 func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, error) {
 	if err := e.checkOperation(name); err != nil {
 		return locker.Inspection{}, err
@@ -68,7 +69,8 @@ func (e *Engine) subscribers(ctx context.Context, channel string) (int, error) {
 }
 
 // ForceUnlock removes the current hold of name whoever owns it, wakes the
-// waiters and returns the hold it removed; ErrNotHeld when the name was
+// waiters (on a fair engine, the first in line) and returns the hold it
+// removed; ErrNotHeld when the name was
 // free. The owner learns of it at its next renewal (Lost closes). For
 // operators clearing a stuck hold.
 func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, error) {
