@@ -16,9 +16,9 @@ import goredis "github.com/redis/go-redis/v9"
 // place, so a name left idle leaves nothing behind. A release tells the
 // first waiter's process "q<ticket>": the other processes ignore it.
 
-// fairLua is the prelude of the fair scripts: the family's (clock, ms,
-// listened, fence) and the queue's own functions.
-const fairLua = familyLua + `
+// fairLua is the prelude of the fair scripts: the fencing counter
+// (fenceLua), clockLua's functions and the queue's own.
+const fairLua = fenceLua + clockLua + `
 -- evict drops the waiters whose place has expired.
 local function evict(q, qx, now)
   local dead = redis.call('zrange', qx, '-inf', ms(now), 'byscore')
