@@ -105,8 +105,10 @@ func (e *Engine) acquireFair(ctx context.Context, h *locker.Hold, wait bool) (bo
 	if f := st.fair; !ok && !f.abandoned && f.member != "" {
 		e.fq.remove(st)
 		// In the background, as a cancelled wait must return at once;
-		// once the engine is closed, the place expires on its own.
-		e.core.Go(func(bg context.Context) { e.unqueue(bg, st) })
+		// here once the engine is closed.
+		if !e.core.Go(func(bg context.Context) { e.unqueue(bg, st) }) {
+			e.unqueue(context.Background(), st)
+		}
 	}
 	return ok, err
 }
@@ -230,8 +232,8 @@ func (q *fairQueue) remove(st *hold) {
 }
 
 // refresh runs on the timer: it refreshes every queued waiter's place and
-// wakes the waiters of a name that were evicted (their process stalled
-// past their lifetime), so that they queue again, at their own place.
+// wakes those that were evicted (their process stalled past their
+// lifetime), so that they queue again, at their own place.
 func (q *fairQueue) refresh() {
 	q.mu.Lock()
 	if q.closed || len(q.names) == 0 {
@@ -258,10 +260,8 @@ func (q *fairQueue) refresh() {
 	if err != nil {
 		q.e.log.Warn("redis: refreshing the places of fair waiters failed", "err", err)
 	}
-	for i, n := range gone {
-		if n > 0 {
-			q.e.hub.wakeKey(keys[i])
-		}
+	for i, members := range gone {
+		q.e.hub.wakeQueued(keys[i], q.evicted(keys[i], members))
 	}
 
 	q.mu.Lock()
@@ -273,14 +273,35 @@ func (q *fairQueue) refresh() {
 	q.timer.Reset(fairRefreshEvery)
 }
 
+// evicted returns the tickets of the members, gone from the queue of the
+// lock key, whose waiters are still registered: not granted meanwhile.
+func (q *fairQueue) evicted(key string, members []string) []int64 {
+	if len(members) == 0 {
+		return nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := q.names[key]
+	if n == nil {
+		return nil
+	}
+	var tickets []int64
+	for st := range n.waiters {
+		if slices.Contains(members, st.fair.member) {
+			tickets = append(tickets, st.fair.ticket)
+		}
+	}
+	return tickets
+}
+
 // run sends the refresh scripts in one pipeline, loading the script
-// once if the server lacks it, and returns each one's reply.
-func (q *fairQueue) run(ctx context.Context, cmds [][]any) ([]int64, error) {
-	send := func() ([]*goredis.IntCmd, error) {
-		out := make([]*goredis.IntCmd, len(cmds))
+// once if the server lacks it, and returns the members each found gone.
+func (q *fairQueue) run(ctx context.Context, cmds [][]any) ([][]string, error) {
+	send := func() ([]*goredis.StringSliceCmd, error) {
+		out := make([]*goredis.StringSliceCmd, len(cmds))
 		_, err := q.e.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 			for i, args := range cmds {
-				out[i] = goredis.NewIntCmd(ctx, args...)
+				out[i] = goredis.NewStringSliceCmd(ctx, args...)
 				_ = p.Process(ctx, out[i])
 			}
 			return nil
@@ -293,7 +314,7 @@ func (q *fairQueue) run(ctx context.Context, cmds [][]any) ([]int64, error) {
 			out, err = send()
 		}
 	}
-	gone := make([]int64, len(out))
+	gone := make([][]string, len(out))
 	var errs []error
 	for i, c := range out {
 		gone[i] = c.Val()
@@ -352,10 +373,16 @@ func (m *missedTickets) add(t int64) {
 
 func (m *missedTickets) has(t int64) bool { return slices.Contains(m.tickets[:], t) }
 
-// wakeTicket wakes the fair waiter of c whose ticket the message names,
-// called with the hub's mutex held.
-func wakeTicket(c *channel, ticket string) {
+// wakeTicketMsg wakes the fair waiter of c whose ticket a release's
+// message names, called with the hub's mutex held.
+func wakeTicketMsg(c *channel, ticket string) {
 	n, _ := strconv.ParseInt(ticket, 10, 64)
+	wakeTicket(c, n)
+}
+
+// wakeTicket wakes the fair waiter of c with ticket n, called with the
+// hub's mutex held.
+func wakeTicket(c *channel, n int64) {
 	for w := c.head; w != nil; w = w.next {
 		if w.want.kind == locker.KindMutex && w.want.ticket == n {
 			wake(w)
@@ -365,12 +392,20 @@ func wakeTicket(c *channel, ticket string) {
 	c.missed.add(n)
 }
 
-// wakeKey wakes every waiter of this process on the lock key.
-func (h *hub) wakeKey(key string) {
+// wakeQueued wakes the fair waiters of this process on the lock key whose
+// tickets are given.
+func (h *hub) wakeQueued(key string, tickets []int64) {
+	if len(tickets) == 0 {
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if c := h.channels[key]; c != nil {
-		wakeAll(c)
+	c := h.channels[key]
+	if c == nil {
+		return
+	}
+	for _, t := range tickets {
+		wakeTicket(c, t)
 	}
 }
 

@@ -143,17 +143,17 @@ return 1
 // fairReleaseScript's last two, then the members of one process's
 // waiters. Refreshes the places of those still queued, then evicts the
 // expired ones; when that changed who is first while the lock is free,
-// wakes the new first. Returns how many of the members were no longer
-// queued (evicted while their process stalled).
+// wakes the new first. Returns the members that were no longer queued:
+// granted since, or evicted while their process stalled.
 var fairRefreshScript = goredis.NewScript(fairLua + `
 local now = clock()
 local exp = ms(now + tonumber(ARGV[1]))
-local gone = 0
+local gone = {}
 for i = 4, #ARGV do
   if redis.call('zscore', KEYS[2], ARGV[i]) then
     redis.call('zadd', KEYS[3], exp, ARGV[i])
   else
-    gone = gone + 1
+    gone[#gone + 1] = ARGV[i]
   end
 end
 if redis.call('exists', KEYS[2]) == 1 then

@@ -333,7 +333,7 @@ func (h *hub) wakeChannel(ch, msg string) {
 	case msg == "1":
 		wake(c.head)
 	case strings.HasPrefix(msg, "q"):
-		wakeTicket(c, msg[1:])
+		wakeTicketMsg(c, msg[1:])
 	default:
 		wakeFamily(c, msg)
 	}
