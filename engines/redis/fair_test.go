@@ -421,6 +421,47 @@ func TestFairTryLockKeepsQueue(t *testing.T) {
 	_ = holder.Unlock() // lost: its key was deleted
 }
 
+// A waiter evicted while alive (its process stalled past its place's
+// lifetime) takes its place again, by its ticket, within a refresh period.
+func TestFairEvictedWaiterRequeues(t *testing.T) {
+	ctx := context.Background()
+	c := newSingle(t)
+	hook := &attemptHook{sha: redis.FairAcquireSHA()}
+	c.AddHook(hook)
+	e := newEngine(t, c, redis.WithFair())
+	defer e.Close()
+	name := t.Name()
+	holder, _ := e.NewLocker(name)
+	lockNow(t, holder)
+	before := hook.n.Load()
+	waiter, _ := e.NewLocker(name, locker.WithOwner("waiter"))
+	done := lockLater(waiter)
+	// The first waiter of a channel tries once more after subscribing:
+	// then it waits, and only the refresh can bring it back.
+	await(t, "the waiter's two attempts", func() bool { return hook.n.Load()-before == 2 })
+	awaitQueue(t, e, name, "waiter")
+	in, err := e.Inspect(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ticket := in.Waiters[0].Token
+	// What an eviction does.
+	if err := c.Del(ctx, e.QueueKeys(name)...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	awaitQueue(t, e, name, "waiter")
+	t.Logf("queued again after %v", time.Since(start))
+	if in, err := e.Inspect(ctx, name); err != nil || in.Waiters[0].Token != ticket {
+		t.Fatalf("Inspect() once queued again = %+v, %v; want the waiter with its ticket %d", in, err, ticket)
+	}
+	unlockNow(t, holder)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	unlockNow(t, waiter)
+}
+
 // Re-entry costs no place in the queue, and every grant's token exceeds
 // the tickets of the waiters (Inspect shows them as Token).
 func TestFairReentryAndTokens(t *testing.T) {
