@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -122,23 +121,12 @@ func (e *Engine) fairRequest(ctx context.Context, st *hold) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	switch v := v.(type) {
-	case int64:
-		return v, nil
-	case []any:
-		if len(v) == 2 {
-			wait, ok1 := v[0].(int64)
-			ticket, ok2 := v[1].(int64)
-			if ok1 && ok2 {
-				if f.member == "" && ticket > 0 {
-					f.ticket, f.member = ticket, member(uint64(ticket), 0, st.owner)
-					e.fq.add(st)
-				}
-				return -wait, nil
-			}
-		}
+	r, ticket, err := attemptReply(v)
+	if err == nil && f.member == "" && ticket > 0 {
+		f.ticket, f.member = ticket, member(uint64(ticket), 0, st.owner)
+		e.fq.add(st)
 	}
-	return 0, fmt.Errorf("unexpected reply %v", v)
+	return r, err
 }
 
 // fairGranted records the token of a fair grant and readies its release.
@@ -415,23 +403,17 @@ func (h *hub) wakeQueued(key string, tickets []int64) {
 func (e *Engine) inspectFair(ctx context.Context, name string) (locker.Inspection, error) {
 	lock := e.keysFor(name).lock
 	exp := lock + queueSuffix + expSuffix
-	v, err := familyInspectScript.Run(ctx, e.client, []string{lock, exp, exp}).Slice()
+	r, err := e.inspectKeys(ctx, name, []string{lock, exp, exp})
 	if err != nil {
-		return locker.Inspection{}, e.fail(ctx, "inspect", name, err)
+		return locker.Inspection{}, err
 	}
-	if len(v) != 5 {
-		return locker.Inspection{}, fmt.Errorf("redis: inspect %q: unexpected reply %v", name, v)
-	}
-	now, _ := v[0].(int64)
-	str, _ := v[1].(string)
-	pttl, _ := v[2].(int64)
 	var in locker.Inspection
-	if str != "" {
-		h := parseHolder(str)
-		h.TTL = time.Duration(max(pttl, 0)) * time.Millisecond
+	if r.str != "" {
+		h := parseHolder(r.str)
+		h.TTL = r.ttl
 		in.Holder = &h
 	}
-	for _, w := range entries(v[3], now, locker.KindMutex) {
+	for _, w := range entries(r.sets[0], r.now, locker.KindMutex) {
 		in.Waiters = append(in.Waiters, w.Holder)
 	}
 	slices.SortFunc(in.Waiters, func(a, b locker.Holder) int { return cmp.Compare(a.Token, b.Token) })
