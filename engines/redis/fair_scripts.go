@@ -41,6 +41,13 @@ local function wakeFirst(lock, q, numsub, publish)
     redis.call(publish, ch, 'q' .. string.match(f, '^(%d+):'))
   end
 end
+-- freed wakes the first live waiter, if any, of a lock just freed.
+local function freed(lock, q, qx, numsub, publish)
+  if redis.call('exists', q) == 1 then
+    evict(q, qx, clock())
+    wakeFirst(lock, q, numsub, publish)
+  end
+end
 `
 
 // fairAcquireScript: KEYS lock, fence, queue, expiries; ARGV owner, ttl ms,
@@ -100,10 +107,7 @@ if redis.call('get', KEYS[1]) ~= ARGV[1] .. ':' .. ARGV[2] then
   return 0
 end
 redis.call('del', KEYS[1])
-if redis.call('exists', KEYS[2]) == 1 then
-  evict(KEYS[2], KEYS[3], clock())
-  wakeFirst(KEYS[1], KEYS[2], ARGV[3], ARGV[4])
-end
+freed(KEYS[1], KEYS[2], KEYS[3], ARGV[3], ARGV[4])
 return 1
 `)
 
@@ -116,10 +120,7 @@ if not v then
   return false
 end
 redis.call('del', KEYS[1])
-if redis.call('exists', KEYS[2]) == 1 then
-  evict(KEYS[2], KEYS[3], clock())
-  wakeFirst(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
-end
+freed(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2])
 return v
 `)
 
@@ -132,8 +133,7 @@ local head = first(KEYS[2])
 if redis.call('zrem', KEYS[2], ARGV[1]) == 1 then
   redis.call('zrem', KEYS[3], ARGV[1])
   if head == ARGV[1] and redis.call('exists', KEYS[1]) == 0 then
-    evict(KEYS[2], KEYS[3], clock())
-    wakeFirst(KEYS[1], KEYS[2], ARGV[2], ARGV[3])
+    freed(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])
   end
 end
 return 1
