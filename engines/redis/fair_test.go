@@ -422,10 +422,16 @@ func TestFairTryLockKeepsQueue(t *testing.T) {
 }
 
 // A waiter evicted while alive (its process stalled past its place's
-// lifetime) takes its place again, by its ticket, within a refresh period.
+// lifetime) takes its place again, by its ticket, within a refresh period;
+// on a Cluster too, where the refreshes' pipeline goes to the name's
+// master.
 func TestFairEvictedWaiterRequeues(t *testing.T) {
+	t.Run("single", func(t *testing.T) { testEvictedRequeues(t, newSingle(t)) })
+	t.Run("cluster", func(t *testing.T) { testEvictedRequeues(t, newCluster(t)) })
+}
+
+func testEvictedRequeues(t *testing.T, c goredis.UniversalClient) {
 	ctx := context.Background()
-	c := newSingle(t)
 	hook := &attemptHook{sha: redis.FairAcquireSHA()}
 	c.AddHook(hook)
 	e := newEngine(t, c, redis.WithFair())
