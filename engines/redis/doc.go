@@ -85,11 +85,18 @@
 // ticket, TTL the time the place has left), and counts no Subscribers.
 // Fairness is per engine, not per Locker: every contender must follow the
 // queue, so give every engine that shares a prefix the same setting; an
-// engine without it still excludes the fair ones but jumps their queue. The
-// fair scripts do a little more work in Redis than the default ones, in the
-// same round trips: the hand-off is about the default mode's (see
-// BenchmarkFairHandoff), and a release to an empty queue costs one EXISTS.
-// Read-write locks and semaphores are not affected.
+// engine without it still excludes the fair ones but jumps their queue.
+//
+// The fair scripts do a little more work in Redis than the default ones, in
+// the same round trips; a release to an empty queue costs one EXISTS more.
+// Under contention every new arrival draws its ticket in Redis, where the
+// default mode queues a process's own waiters locally without a request:
+// with eight owners taking turns in one process, a grant costs 2.1 attempts
+// instead of 1.3, and the median hand-off is about 1.5 times the default
+// mode's (BenchmarkFairHandoff, about 0.19ms against 0.13ms on one
+// machine). 1,000 waiters of one process pass through in about 0.2s in
+// either mode, one attempt per grant (BenchmarkFairPassThrough). Read-write
+// locks and semaphores are not affected.
 //
 // # Read-write locks and semaphores
 //

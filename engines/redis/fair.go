@@ -49,8 +49,9 @@ const (
 // Fairness is the engine's, not one Locker's: every contender of a name
 // must follow the queue, so give every engine that shares a prefix the same
 // setting (an engine without it still excludes, but does not queue). It
-// costs a few more commands per script, the same round trips, and one
-// refresh script per second for each name this process waits for.
+// costs a few more commands per script, an attempt per arrival where the
+// default mode queues a process's own waiters locally, and, while this
+// process waits, one pipeline per second refreshing its places.
 // Default: off (a released lock goes to whichever waiter asks first).
 func WithFair() Option {
 	return func(s *settings) error {
