@@ -110,6 +110,11 @@ type Engine struct {
 	SentinelPassword string `mapstructure:"sentinel_password"`
 	// SentinelPasswordFile names a file holding SentinelPassword instead.
 	SentinelPasswordFile string `mapstructure:"sentinel_password_file"`
+	// Fair makes the engine's mutexes strictly first come, first served
+	// across processes, with a queue of waiters in Redis (redis.WithFair).
+	// Give every engine sharing the prefix the same setting. Redis only.
+	// Default: false.
+	Fair bool `mapstructure:"fair"`
 
 	// Servers are ZooKeeper "host:port" addresses. Required for zk.
 	Servers []string `mapstructure:"servers"`

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/orthrus-go/orthrus/config"
+	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
 )
@@ -73,6 +74,29 @@ engines:
 	}
 	if err := l.Unlock(); err != nil {
 		t.Errorf("Unlock() = %v", err)
+	}
+}
+
+// engines[].fair gives a fair redis engine.
+func TestDialFair(t *testing.T) {
+	clearEnv(t)
+	c := loadYAML(t, fmt.Sprintf(`
+engines:
+  - {name: fair, type: redis, addrs: [%q], prefix: dial-fair, fair: true}
+  - {name: plain, type: redis, addrs: [%q], prefix: dial-fair}
+`, redisAddr, redisAddr))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	es, err := config.Dial(ctx, c, nil, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer es.Close()
+	for i, want := range []bool{true, false} {
+		e, ok := es.Dialed[i].Engine.(*redis.Engine)
+		if !ok || e.Fair() != want {
+			t.Errorf("engine %q: %T, Fair() = %v; want a *redis.Engine, %v", es.Dialed[i].Name, es.Dialed[i].Engine, ok && e.Fair(), want)
+		}
 	}
 }
 

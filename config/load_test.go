@@ -263,6 +263,8 @@ engines:
 		{"unknown section key", "lock: {tll: 1s}\n" + two, "lock", `lock: unknown key "tll" (did you mean "ttl"?)`},
 		{"foreign setting", "engines:\n  - {name: a, type: redis, addrs: [x], servers: [y]}\n", "engines[0].servers",
 			"engines[0].servers: not a redis setting (only zk)"},
+		{"fair on zk", "engines:\n  - {name: a, type: zk, servers: [x], fair: true}\n", "engines[0].fair",
+			"engines[0].fair: not a zk setting (only redis)"},
 		{"negative db", "engines:\n  - {name: a, type: redis, addrs: [x], db: -1}\n", "engines[0].db", "must be 0 or more"},
 		{"db on cluster", "engines:\n  - {name: a, type: redis, addrs: [x, y], db: 1}\n", "engines[0].db", "must be 0 with a Cluster"},
 		{"redis prefix", "engines:\n  - {name: a, type: redis, addrs: [x], prefix: 'a{b}'}\n", "engines[0].prefix", "hash tag"},

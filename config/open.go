@@ -296,6 +296,9 @@ func startRedis(ctx context.Context, e *Engine, field string, log *slog.Logger, 
 	if e.Prefix != "" {
 		opts = append(opts, redis.WithPrefix(e.Prefix))
 	}
+	if e.Fair {
+		opts = append(opts, redis.WithFair())
+	}
 	eng, err := redis.New(client, opts...)
 	if err != nil {
 		_ = client.Close()

@@ -110,6 +110,7 @@ var settingsOf = map[string][]string{
 	"master_name":       {TypeRedis},
 	"sentinel_username": {TypeRedis},
 	"sentinel_password": {TypeRedis},
+	"fair":              {TypeRedis},
 	"servers":           {TypeZK},
 	"session_timeout":   {TypeZK},
 	"auth":              {TypeZK},

@@ -270,21 +270,44 @@ func BenchmarkHandoff(b *testing.B) {
 // contend makes owners take b.N turns on one name and reports as
 // BenchmarkHandoff says.
 func contend(b *testing.B, owners []lockertest.Mutex) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	s, err := takeTurns(owners, b.N)
+	reportCPU(b, cpu0, b.N)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(s.handoffs) > 0 {
+		b.ReportMetric(median(s.handoffs), "handoff-ms")
+	}
+	slices.Sort(s.waits)
+	b.ReportMetric(millis(s.waits[len(s.waits)*999/1000]), "wait-p999-ms")
+	b.ReportMetric(100*float64(s.self)/float64(len(s.waits)), "self-%")
+}
+
+// turns is what owners taking turns on one name measured: the times from
+// a holder's Unlock to another owner's Lock returning, the times in Lock,
+// and how often the owner that released got the lock again.
+type turns struct {
+	handoffs, waits []time.Duration
+	self            int
+}
+
+// takeTurns makes owners take n turns on one name.
+func takeTurns(owners []lockertest.Mutex, n int) (turns, error) {
 	var (
 		remaining atomic.Int64
 		mu        sync.Mutex
 		last      = -1
 		released  time.Duration // since start, when the holder called Unlock; 0: none yet
-		handoffs  []time.Duration
-		waits     []time.Duration
-		self      int
+		s         turns
 		wg        sync.WaitGroup
 	)
 	errs := make(chan error, len(owners))
-	remaining.Store(int64(b.N))
-	b.ReportAllocs()
-	b.ResetTimer()
-	start, cpu0 := time.Now(), cpuTime()
+	remaining.Store(int64(n))
+	start := time.Now()
 	for i, m := range owners {
 		wg.Add(1)
 		go func() {
@@ -299,12 +322,12 @@ func contend(b *testing.B, owners []lockertest.Mutex) {
 				mu.Lock()
 				switch {
 				case last == i:
-					self++
+					s.self++
 				case released != 0:
-					handoffs = append(handoffs, t1-released)
+					s.handoffs = append(s.handoffs, t1-released)
 				}
 				last = i
-				waits = append(waits, t1-t0)
+				s.waits = append(s.waits, t1-t0)
 				released = time.Since(start)
 				mu.Unlock()
 				if err := m.Unlock(); err != nil {
@@ -315,20 +338,16 @@ func contend(b *testing.B, owners []lockertest.Mutex) {
 		}()
 	}
 	wg.Wait()
-	reportCPU(b, cpu0, b.N)
-	b.StopTimer()
 	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	if len(handoffs) > 0 {
-		slices.Sort(handoffs)
-		b.ReportMetric(ms(handoffs[len(handoffs)/2]), "handoff-ms")
-	}
-	slices.Sort(waits)
-	b.ReportMetric(ms(waits[len(waits)*999/1000]), "wait-p999-ms")
-	b.ReportMetric(100*float64(self)/float64(len(waits)), "self-%")
+	return s, <-errs
+}
+
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// median sorts ds and returns its median in milliseconds.
+func median(ds []time.Duration) float64 {
+	slices.Sort(ds)
+	return millis(ds[len(ds)/2])
 }
 
 func reportCPU(b *testing.B, cpu0 time.Duration, n int) {

@@ -1,6 +1,10 @@
 package redis
 
-import "github.com/orthrus-go/orthrus/locker"
+import (
+	"context"
+
+	"github.com/orthrus-go/orthrus/locker"
+)
 
 // Channel exposes the wake-up channel of a lock to the tests.
 func (e *Engine) Channel(name string) string { return e.keysFor(name).channel }
@@ -21,13 +25,17 @@ func AcquireSHA(kind locker.Kind) string {
 }
 
 // Parked counts the waiters of this process on the wake-up channel of the
-// read-write lock or semaphore name, once the server has confirmed its
-// subscription (0 before).
+// mutex, read-write lock or semaphore name, once the server has confirmed
+// its subscription (0 before).
 func (e *Engine) Parked(kind locker.Kind, name string) int {
+	key := e.keysFor(name).lock
+	if kind != locker.KindMutex {
+		key = e.famKeyArray(kind, name)[0]
+	}
 	h := e.hub
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	c := h.channels[e.famKeyArray(kind, name)[0]]
+	c := h.channels[key]
 	if c == nil || c.confirm == 0 {
 		return 0
 	}
@@ -36,4 +44,19 @@ func (e *Engine) Parked(kind locker.Kind, name string) int {
 		n++
 	}
 	return n
+}
+
+// FairAcquireSHA is the SHA of a fair engine's acquire script.
+func FairAcquireSHA() string { return fairAcquireScript.Hash() }
+
+// QueueKeys are the keys of a fair engine's queue of name: the queue and
+// the expiries of its places.
+func (e *Engine) QueueKeys(name string) []string {
+	q := e.keysFor(name).lock + queueSuffix
+	return []string{q, q + expSuffix}
+}
+
+// Subscribers counts the subscribers of name's wake-up channel.
+func (e *Engine) Subscribers(ctx context.Context, name string) (int, error) {
+	return e.subscribers(ctx, e.keysFor(name).channel)
 }

@@ -157,20 +157,30 @@ func (e *Engine) famRequest(ctx context.Context, st *hold) (int64, error) {
 	// The count matched: a change by an operator while this waits is
 	// honoured, not refused.
 	f.check = "0"
+	r, ticket, err := attemptReply(v)
+	if err == nil && r <= 0 {
+		f.ticket = ticket
+	}
+	return r, err
+}
+
+// attemptReply reads the reply of an acquire script that hands out
+// tickets: the token (> 0), or {ms to wait at most, ticket}, returned as
+// minus the wait and the ticket.
+func attemptReply(v any) (r, ticket int64, err error) {
 	switch v := v.(type) {
 	case int64:
-		return v, nil
+		return v, 0, nil
 	case []any:
 		if len(v) == 2 {
 			wait, ok1 := v[0].(int64)
 			ticket, ok2 := v[1].(int64)
 			if ok1 && ok2 {
-				f.ticket = ticket
-				return -wait, nil
+				return -wait, ticket, nil
 			}
 		}
 	}
-	return 0, fmt.Errorf("unexpected reply %v", v)
+	return 0, 0, fmt.Errorf("unexpected reply %v", v)
 }
 
 // mismatch turns the acquire script's refusal of a semaphore opened with
@@ -255,6 +265,9 @@ type interest struct {
 }
 
 func (st *hold) interest() interest {
+	if st.fair != nil {
+		return interest{kind: locker.KindMutex, ticket: st.fair.ticket}
+	}
 	if st.fam == nil {
 		return interest{}
 	}

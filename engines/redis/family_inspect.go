@@ -30,33 +30,56 @@ func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name strin
 	if kind == locker.KindPermit {
 		keys = []string{k[1], k[0], k[0]}
 	}
-	v, err := familyInspectScript.Run(ctx, e.client, keys).Slice()
+	r, err := e.inspectKeys(ctx, name, keys)
 	if err != nil {
-		return locker.FamilyInspection{}, e.fail(ctx, "inspect", name, err)
+		return locker.FamilyInspection{}, err
 	}
-	if len(v) != 5 {
-		return locker.FamilyInspection{}, fmt.Errorf("redis: inspect %q: unexpected reply %v", name, v)
-	}
-	now, _ := v[0].(int64)
-	str, _ := v[1].(string)
-	pttl, _ := v[2].(int64)
+	now, str := r.now, r.str
 	var in locker.FamilyInspection
 	if kind == locker.KindPermit {
 		in.Permits, _ = strconv.Atoi(str)
-		in.Holders = entries(v[3], now, locker.KindPermit)
+		in.Holders = entries(r.sets[0], now, locker.KindPermit)
 	} else {
-		in.Holders = entries(v[3], now, locker.KindRead)
+		in.Holders = entries(r.sets[0], now, locker.KindRead)
 		if str != "" {
 			w := locker.FamilyHolder{Holder: parseHolder(str), Kind: locker.KindWrite, Permits: 1}
-			w.TTL = time.Duration(max(pttl, 0)) * time.Millisecond
+			w.TTL = r.ttl
 			in.Holders = append(in.Holders, w)
 		}
-		in.Waiters = entries(v[4], now, locker.KindWrite)
+		in.Waiters = entries(r.sets[1], now, locker.KindWrite)
 	}
 	for _, hs := range [][]locker.FamilyHolder{in.Holders, in.Waiters} {
 		slices.SortStableFunc(hs, func(a, b locker.FamilyHolder) int { return cmp.Compare(a.Token, b.Token) })
 	}
 	return in, nil
+}
+
+// inspected is what familyInspectScript read: the server time (ms), a
+// string's value ("" when absent) and time left, and two sorted sets with
+// their scores.
+type inspected struct {
+	now  int64
+	str  string
+	ttl  time.Duration
+	sets [2]any
+}
+
+// inspectKeys runs familyInspectScript on keys (a string, two sorted sets)
+// for the inspection of name.
+func (e *Engine) inspectKeys(ctx context.Context, name string, keys []string) (inspected, error) {
+	v, err := familyInspectScript.Run(ctx, e.client, keys).Slice()
+	if err != nil {
+		return inspected{}, e.fail(ctx, "inspect", name, err)
+	}
+	if len(v) != 5 {
+		return inspected{}, fmt.Errorf("redis: inspect %q: unexpected reply %v", name, v)
+	}
+	r := inspected{sets: [2]any{v[3], v[4]}}
+	r.now, _ = v[0].(int64)
+	r.str, _ = v[1].(string)
+	pttl, _ := v[2].(int64)
+	r.ttl = time.Duration(max(pttl, 0)) * time.Millisecond
+	return r, nil
 }
 
 // entries reads the live entries of a sorted set of holds or waiters, as

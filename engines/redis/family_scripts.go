@@ -29,9 +29,10 @@ import goredis "github.com/redis/go-redis/v9"
 // it orders waiting readers and writers, and a grant's token is always
 // higher.
 
-// familyLua is the prelude of the family's scripts: the server clock, the
-// fencing counter (fenceLua), pruning, and the wake-up publication.
-const familyLua = fenceLua + `
+// clockLua defines what the family's and the fair mutex's scripts share:
+// the server clock in ms, ms (an integer as a string: Lua prints large
+// numbers in exponent form) and listened.
+const clockLua = `
 local function clock()
   local t = redis.call('time')
   return t[1] * 1000 + math.floor(t[2] / 1000)
@@ -39,6 +40,16 @@ end
 local function ms(n)
   return string.format('%d', n)
 end
+-- listened tells whether ch has subscribers: a release publishes only
+-- then (see releaseScript), and works out its message only then.
+local function listened(ch, numsub)
+  return redis.call('pubsub', numsub, ch)[2] > 0
+end
+`
+
+// familyLua is the prelude of the family's scripts: the server clock, the
+// fencing counter (fenceLua), pruning, and the wake-up publication.
+const familyLua = fenceLua + clockLua + `
 -- touch keeps a sorted set's TTL at its latest score.
 local function touch(key)
   local top = redis.call('zrange', key, -1, -1, 'withscores')
@@ -48,11 +59,6 @@ local function touch(key)
 end
 local function prune(key, now)
   redis.call('zremrangebyscore', key, '-inf', now)
-end
--- listened tells whether ch has subscribers: a release publishes only
--- then (see releaseScript), and works out its message only then.
-local function listened(ch, numsub)
-  return redis.call('pubsub', numsub, ch)[2] > 0
 end
 -- firstWriter is the lowest ticket among the waiting writers and the
 -- expiry of its intent; 0 when none waits.

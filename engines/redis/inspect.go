@@ -16,10 +16,14 @@ var _ locker.Inspector = (*Engine)(nil)
 
 // Inspect reports who holds name and how many processes wait for it. Redis
 // does not queue waiters: they are counted as subscribers of the name's
-// wake-up channel.
+// wake-up channel. A fair engine (WithFair) does: Waiters lists its queue,
+// first in line first, and Subscribers is 0.
 func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, error) {
 	if err := e.checkOperation(name); err != nil {
 		return locker.Inspection{}, err
+	}
+	if e.fq != nil {
+		return e.inspectFair(ctx, name)
 	}
 	k := e.keysFor(name)
 	var value *goredis.StringCmd
@@ -65,15 +69,20 @@ func (e *Engine) subscribers(ctx context.Context, channel string) (int, error) {
 }
 
 // ForceUnlock removes the current hold of name whoever owns it, wakes the
-// waiters and returns the hold it removed; ErrNotHeld when the name was
-// free. The owner learns of it at its next renewal (Lost closes). For
-// operators clearing a stuck hold.
+// waiters (on a fair engine, the first in line) and returns the hold it
+// removed; ErrNotHeld when the name was free. The owner learns of it at
+// its next renewal (Lost closes). For operators clearing a stuck hold.
 func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, error) {
 	if err := e.checkOperation(name); err != nil {
 		return locker.Holder{}, err
 	}
-	k := e.keysFor(name)
-	v, err := forceReleaseScript.Run(ctx, e.client, []string{k.lock}, e.numsub, e.publish).Text()
+	var v string
+	var err error
+	if e.fq != nil {
+		v, err = e.forceUnlockFair(ctx, name)
+	} else {
+		v, err = forceReleaseScript.Run(ctx, e.client, []string{e.keysFor(name).lock}, e.numsub, e.publish).Text()
+	}
 	if errors.Is(err, goredis.Nil) {
 		return locker.Holder{}, fmt.Errorf("redis: force unlock %q: %w", name, locker.ErrNotHeld)
 	}

@@ -32,6 +32,7 @@ type Engine struct {
 	numsub, publish                  string // PUBSUB NUMSUB and PUBLISH, or their sharded forms on Cluster
 	shaAcquire, shaRelease, shaRenew string
 	fsha                             familySHAs
+	fq                               *fairQueue // nil unless WithFair
 }
 
 var (
@@ -45,6 +46,7 @@ type settings struct {
 	prefix    string
 	logger    *slog.Logger
 	fenceIdle time.Duration
+	fair      bool
 
 	observer locker.Observer // nil: nothing observes
 }
@@ -137,6 +139,9 @@ func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 	if _, ok := client.(*goredis.ClusterClient); ok {
 		e.numsub, e.publish = "shardnumsub", "spublish"
 	}
+	if s.fair {
+		e.fq = newFairQueue(e)
+	}
 	e.calls.New = func() any {
 		c := &call{e: e, done: make(chan result, 1)}
 		c.run = c.exec
@@ -180,7 +185,11 @@ func (e *Engine) Ping(ctx context.Context) error {
 func (e *Engine) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), locker.DefaultReleaseTimeout)
 	defer cancel()
-	return errors.Join(e.core.Close(ctx), e.hub.close())
+	err := errors.Join(e.core.Close(ctx), e.hub.close())
+	if e.fq != nil {
+		e.fq.close()
+	}
+	return err
 }
 
 // LockKey returns the Redis key that holds the named lock: a string
@@ -232,7 +241,8 @@ type hold struct {
 	// The acquire script's arguments until granted, then the release
 	// script's, read only from then on.
 	args [8]any
-	fam  *fam // nil for a mutex hold
+	fam  *fam      // nil for a mutex hold
+	fair *fairHold // nil unless a mutex hold of a fair engine
 }
 
 func (e *Engine) newHold(h *locker.Hold) *hold {
@@ -252,6 +262,10 @@ func (e *Engine) granted(st *hold, token int64) {
 		e.famGranted(st, token)
 		return
 	}
+	if st.fair != nil {
+		e.fairGranted(st, token)
+		return
+	}
 	st.token = uint64(token)
 	st.args = [8]any{"evalsha", &e.shaRelease, "1", &st.lock, &st.token, &st.owner, &e.numsub, &e.publish}
 }
@@ -259,6 +273,9 @@ func (e *Engine) granted(st *hold, token int64) {
 // Acquire implements locker.Backend.
 func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, error) {
 	if h.Kind == locker.KindMutex {
+		if e.fq != nil {
+			return e.acquireFair(ctx, h, wait)
+		}
 		st := e.newHold(h)
 		h.State = st
 		return e.acquire(ctx, h, st, wait)
@@ -275,7 +292,7 @@ func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, 
 func (e *Engine) acquire(ctx context.Context, h *locker.Hold, st *hold, wait bool) (bool, error) {
 	mark := e.hub.subscribed()
 	var remaining time.Duration
-	if wait && st.fam == nil && e.hub.queued(st.lock) {
+	if wait && st.fam == nil && st.fair == nil && e.hub.queued(st.lock) {
 		// Others of this process wait for the name: queue behind them
 		// rather than barge in (a releaser locking again would mostly win
 		// over the waiter its release woke). The holder's time left is
@@ -380,6 +397,9 @@ func (e *Engine) do(ctx context.Context, st *hold) (int64, error) {
 			if st != nil && st.fam != nil {
 				st.fam.abandoned = true
 			}
+			if st != nil && st.fair != nil {
+				st.fair.abandoned = true
+			}
 			return 0, ctx.Err() // the worker recycles c
 		}
 		r := <-c.done // delivered just now
@@ -394,6 +414,9 @@ func (e *Engine) request(ctx context.Context, st *hold) (int64, error) {
 	}
 	if st.fam != nil {
 		return e.famRequest(ctx, st)
+	}
+	if st.fair != nil {
+		return e.fairRequest(ctx, st)
 	}
 	return e.script(ctx, acquireScript, st.args[:])
 }
@@ -437,6 +460,8 @@ func (c *call) exec(bg context.Context) {
 		c.e.releaseLate(bg, st)
 	} else if st != nil && st.fam != nil {
 		c.e.unwait(bg, st)
+	} else if st != nil && st.fair != nil {
+		c.e.unqueue(bg, st)
 	}
 	c.recycle()
 }
@@ -488,6 +513,8 @@ func (e *Engine) release(ctx context.Context, st *hold) error {
 	var err error
 	if f := st.fam; f != nil {
 		n, err = e.script(ctx, f.releaseScript(), f.args[:f.n])
+	} else if f := st.fair; f != nil {
+		n, err = e.script(ctx, fairReleaseScript, f.args[:f.n])
 	} else {
 		n, err = e.script(ctx, releaseScript, st.args[:])
 	}

@@ -77,6 +77,7 @@ type channel struct {
 	head, tail *waiter
 	confirmed  chan struct{} // closed when the server confirmed the subscription
 	confirm    uint64        // the hub's confirms once confirmed; 0 before
+	missed     missedTickets // fair wake-ups that found no waiter here
 }
 
 // waiter is one Acquire waiting for a release. Pooled: its channel and
@@ -141,8 +142,7 @@ func (h *hub) join(ctx context.Context, key string, m mark, want interest) (w *w
 		return nil, false, fmt.Errorf("subscribe %q: %w", key+channelSuffix, locker.ErrClosed)
 	}
 	c := h.channels[key]
-	retry = c == nil || c.confirm == 0 || c.confirm > m.confirms ||
-		(want.kind != locker.KindMutex && h.heard.Load() != m.heard)
+	retry = c == nil || c.confirm == 0 || c.confirm > m.confirms || h.mayHaveMissed(c, want, m)
 	if c == nil {
 		ch := key + channelSuffix
 		// Not the caller's context: its deadline would become the shared
@@ -332,6 +332,8 @@ func (h *hub) wakeChannel(ch, msg string) {
 	case c == nil || c.head == nil:
 	case msg == "1":
 		wake(c.head)
+	case strings.HasPrefix(msg, "q"):
+		wakeTicketMsg(c, msg[1:])
 	default:
 		wakeFamily(c, msg)
 	}
