@@ -92,7 +92,7 @@ func runPermits(args []string, stdout, stderr io.Writer) error {
 	}
 	n, err := strconv.Atoi(fs.Arg(1))
 	if err != nil || n < 1 {
-		return fmt.Errorf("N: %q is not a count of at least 1", fs.Arg(1))
+		return fmt.Errorf("count N: %q is not a count of at least 1", fs.Arg(1))
 	}
 	cfg, d, err := dialEngineOp(*path, *engine)
 	if err != nil {
