@@ -37,3 +37,6 @@ func (e *Engine) Parked(kind locker.Kind, name string) int {
 	}
 	return n
 }
+
+// RenewSHA is the SHA of the script that renews a chunk of holds.
+func RenewSHA() string { return renewScript.Hash() }

@@ -1,0 +1,230 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/orthrus-go/orthrus/engines/redis"
+	"github.com/orthrus-go/orthrus/locker"
+)
+
+// Holds of every kind that fall due together are renewed by one script
+// call (on Cluster, one per name, in one pipeline), and each gets its own
+// answer: the holds whose entries were removed are lost, in the same calls
+// as the others, which are kept.
+func TestRenewMixedChunk(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		client func(testing.TB) goredis.UniversalClient
+		// keys is the most keys a renewal call is to carry: every hold
+		// in one call, or on Cluster the holds of one name.
+		keys int
+	}{
+		{"single", func(t testing.TB) goredis.UniversalClient { return newSingle(t) }, 7},
+		{"cluster", func(t testing.TB) goredis.UniversalClient { return newCluster(t) }, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testRenewMixedChunk(t, tc.client(t), tc.keys) })
+	}
+}
+
+func testRenewMixedChunk(t *testing.T, c goredis.UniversalClient, wantKeys int) {
+	ctx := context.Background()
+	calls := &renewCalls{}
+	c.AddHook(calls)
+	obs := &renewCounts{n: map[string]int{}}
+	e := newEngine(t, c, redis.WithPrefix("mixed"), redis.WithObserver(obs), redis.WithLogger(quietLog))
+	defer e.Close()
+	// Renewed every second: the seven holds, taken within a few
+	// milliseconds, fall due within the scheduler's quarter interval of
+	// each other and share its calls.
+	opt := locker.WithTTL(3 * time.Second)
+	base := strings.ReplaceAll(t.Name(), "/", "-")
+	name := func(s string) string { return base + "-" + s }
+	mutex := func(s string) locker.Handle {
+		l, _ := e.NewLocker(name(s), opt)
+		return l
+	}
+	rw := func(s string) locker.RWLock {
+		l, _ := e.NewRWLock(name(s), opt)
+		return l
+	}
+	sem, _ := e.NewSemaphore(name("sem"), 2, opt)
+	permit := func() locker.Handle {
+		p, _ := sem.NewPermit(1)
+		return p
+	}
+	holds := map[string]locker.Handle{
+		"mutex":   mutex("kept"),
+		"gone":    mutex("gone"),
+		"writer":  rw("w").WriteLock(),
+		"reader1": rw("r").ReadLock(),
+		"reader2": rw("r").ReadLock(),
+		"permit1": permit(),
+		"permit2": permit(),
+	}
+	for _, h := range holds {
+		lockNow(t, h)
+	}
+	renewed := func(h locker.Handle) int { return obs.count(h.Name(), h.Token()) }
+	await(t, "every hold renewed", func() bool {
+		for _, h := range holds {
+			if renewed(h) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+
+	// Take away a mutex, a reader's entry and a permit's, beside their
+	// peers of the same name.
+	if err := c.Del(ctx, e.LockKey(name("gone"))).Err(); err != nil {
+		t.Fatal(err)
+	}
+	zremHold(ctx, t, c, e.FamilyKeys(locker.KindRead, name("r"))[1], holds["reader2"].Token())
+	zremHold(ctx, t, c, e.FamilyKeys(locker.KindPermit, name("sem"))[0], holds["permit2"].Token())
+	for _, k := range []string{"gone", "reader2", "permit2"} {
+		select {
+		case <-holds[k].Lost():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: Lost() not closed after its entry was removed", k)
+		}
+		if err := holds[k].Unlock(); !errors.Is(err, locker.ErrLockLost) {
+			t.Errorf("%s: Unlock() = %v; want ErrLockLost", k, err)
+		}
+	}
+	// The others are renewed twice more, and still held.
+	kept := []string{"mutex", "writer", "reader1", "permit1"}
+	since := map[string]int{}
+	for _, k := range kept {
+		since[k] = renewed(holds[k])
+	}
+	await(t, "the other holds renewed twice more", func() bool {
+		for _, k := range kept {
+			if renewed(holds[k]) < since[k]+2 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, k := range kept {
+		select {
+		case <-holds[k].Lost():
+			t.Errorf("%s: Lost() closed; want the hold kept", k)
+		default:
+		}
+		if err := holds[k].Unlock(); err != nil {
+			t.Errorf("%s: Unlock() = %v", k, err)
+		}
+	}
+	if got := calls.most(); got != wantKeys {
+		t.Errorf("the most keys in one renewal call = %d; want %d", got, wantKeys)
+	}
+}
+
+// zremHold removes from the sorted set key the entry of the hold with
+// token.
+func zremHold(ctx context.Context, t *testing.T, c goredis.UniversalClient, key string, token uint64) {
+	t.Helper()
+	entries, err := c.ZRange(ctx, key, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := strconv.FormatUint(token, 10) + ":"
+	for _, m := range entries {
+		if strings.HasPrefix(m, prefix) {
+			if err := c.ZRem(ctx, key, m).Err(); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no entry of token %d in %s: %q", token, key, entries)
+}
+
+// renewCalls records the most keys a renewal call (EVALSHA of the renew
+// script) carried, in single commands and pipelines.
+type renewCalls struct {
+	mu   sync.Mutex
+	keys int
+}
+
+func (h *renewCalls) record(cmd goredis.Cmder) {
+	args := cmd.Args()
+	if len(args) < 3 || argString(args[0]) != "evalsha" || argString(args[1]) != redis.RenewSHA() {
+		return
+	}
+	n, _ := strconv.Atoi(argString(args[2]))
+	h.mu.Lock()
+	h.keys = max(h.keys, n)
+	h.mu.Unlock()
+}
+
+// argString is a command argument given as a string or a pointer to one.
+func argString(a any) string {
+	switch a := a.(type) {
+	case string:
+		return a
+	case *string:
+		return *a
+	}
+	return ""
+}
+
+func (h *renewCalls) most() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.keys
+}
+
+func (h *renewCalls) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (h *renewCalls) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		h.record(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (h *renewCalls) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		for _, cmd := range cmds {
+			h.record(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// renewCounts is a locker.Observer that counts the successful renewals of
+// each hold, by name and token.
+type renewCounts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (r *renewCounts) count(name string, token uint64) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n[name+"#"+strconv.FormatUint(token, 10)]
+}
+
+func (r *renewCounts) Renewed(h locker.HoldInfo, err error) {
+	if err == nil {
+		r.mu.Lock()
+		r.n[h.Name+"#"+strconv.FormatUint(h.Token, 10)]++
+		r.mu.Unlock()
+	}
+}
+func (r *renewCounts) AcquireStart(ctx context.Context, _ locker.Acquisition) context.Context {
+	return ctx
+}
+func (r *renewCounts) AcquireEnd(context.Context, locker.Acquisition, locker.AcquireResult) {}
+func (r *renewCounts) ReleaseStart(ctx context.Context, _ locker.HoldInfo) context.Context {
+	return ctx
+}
+func (r *renewCounts) ReleaseEnd(context.Context, locker.HoldInfo, error)       {}
+func (r *renewCounts) HoldEnd(locker.HoldInfo, time.Duration, locker.LostCause) {}
