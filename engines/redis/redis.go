@@ -29,6 +29,9 @@ type Engine struct {
 
 	cluster  *goredis.ClusterClient // nil unless Cluster
 	reloaded atomic.Int64           // when the slot map was last reloaded, unix ns
+	// oneNode: every key is on one server (a Client, single or Sentinel),
+	// so one script may renew holds of different names.
+	oneNode bool
 
 	// Script arguments shared by every call, pointed to from the argument
 	// lists so that building one allocates nothing.
@@ -142,6 +145,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 		e.cluster = cc
 		e.numsub, e.publish = "shardnumsub", "spublish"
 	}
+	_, e.oneNode = client.(*goredis.Client)
 	e.calls.New = func() any {
 		c := &call{e: e, done: make(chan result, 1)}
 		c.run = c.exec
@@ -537,12 +541,13 @@ func (e *Engine) release(ctx context.Context, st *hold) error {
 }
 
 // Renew implements locker.Renewer: one renewScript call renews the whole
-// chunk. On Cluster, where a script's keys must share a slot, it is one
-// call per name (a name's keys share its hash tag), all in one pipeline.
+// chunk. On Cluster, where a script's keys must share a slot (and with any
+// client that spreads keys over servers), it is one call per name (a
+// name's keys share its hash tag), all in one pipeline.
 func (e *Engine) Renew(ctx context.Context, holds []*locker.Hold) []error {
 	var groups [][]int // the indexes in holds of each call's holds
 	var cmds []*goredis.IntSliceCmd
-	if e.cluster == nil {
+	if e.oneNode {
 		all := make([]int, len(holds))
 		for i := range all {
 			all[i] = i
