@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -112,10 +114,23 @@ func holdOrFail(t *testing.T, e *redis.Engine, name string, ttl time.Duration) l
 }
 
 // renewals is a locker.Observer that signals each renewal that succeeded,
-// without blocking (Observer methods run on the renewal loop).
-type renewals struct{ ok chan struct{} }
+// without blocking (Observer methods run on the renewal loop), and counts
+// them by hold.
+type renewals struct {
+	ok chan struct{}
+	mu sync.Mutex
+	n  map[string]int // by name and token
+}
 
-func newRenewals() *renewals { return &renewals{ok: make(chan struct{}, 1)} }
+func newRenewals() *renewals { return &renewals{ok: make(chan struct{}, 1), n: map[string]int{}} }
+
+// count is the number of successful renewals of the hold of name with
+// token.
+func (r *renewals) count(name string, token uint64) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n[name+"#"+strconv.FormatUint(token, 10)]
+}
 
 func (r *renewals) AcquireStart(ctx context.Context, _ locker.Acquisition) context.Context {
 	return ctx
@@ -126,8 +141,11 @@ func (r *renewals) ReleaseStart(ctx context.Context, _ locker.HoldInfo) context.
 }
 func (r *renewals) ReleaseEnd(context.Context, locker.HoldInfo, error)       {}
 func (r *renewals) HoldEnd(locker.HoldInfo, time.Duration, locker.LostCause) {}
-func (r *renewals) Renewed(_ locker.HoldInfo, err error) {
+func (r *renewals) Renewed(h locker.HoldInfo, err error) {
 	if err == nil {
+		r.mu.Lock()
+		r.n[h.Name+"#"+strconv.FormatUint(h.Token, 10)]++
+		r.mu.Unlock()
 		select {
 		case r.ok <- struct{}{}:
 		default:

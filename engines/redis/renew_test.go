@@ -38,7 +38,7 @@ func testRenewMixedChunk(t *testing.T, c goredis.UniversalClient, wantKeys int) 
 	ctx := context.Background()
 	calls := &renewCalls{}
 	c.AddHook(calls)
-	obs := &renewCounts{n: map[string]int{}}
+	obs := newRenewals()
 	e := newEngine(t, c, redis.WithPrefix("mixed"), redis.WithObserver(obs), redis.WithLogger(quietLog))
 	defer e.Close()
 	// Renewed every second: the seven holds, taken within a few
@@ -198,33 +198,3 @@ func (h *renewCalls) ProcessPipelineHook(next goredis.ProcessPipelineHook) gored
 		return next(ctx, cmds)
 	}
 }
-
-// renewCounts is a locker.Observer that counts the successful renewals of
-// each hold, by name and token.
-type renewCounts struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (r *renewCounts) count(name string, token uint64) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.n[name+"#"+strconv.FormatUint(token, 10)]
-}
-
-func (r *renewCounts) Renewed(h locker.HoldInfo, err error) {
-	if err == nil {
-		r.mu.Lock()
-		r.n[h.Name+"#"+strconv.FormatUint(h.Token, 10)]++
-		r.mu.Unlock()
-	}
-}
-func (r *renewCounts) AcquireStart(ctx context.Context, _ locker.Acquisition) context.Context {
-	return ctx
-}
-func (r *renewCounts) AcquireEnd(context.Context, locker.Acquisition, locker.AcquireResult) {}
-func (r *renewCounts) ReleaseStart(ctx context.Context, _ locker.HoldInfo) context.Context {
-	return ctx
-}
-func (r *renewCounts) ReleaseEnd(context.Context, locker.HoldInfo, error)       {}
-func (r *renewCounts) HoldEnd(locker.HoldInfo, time.Duration, locker.LostCause) {}
