@@ -10,7 +10,9 @@
 // rate (N distinct names, 16 at a time), the heap per hold, the CPU the
 // steady renewal costs the client (this process) and the server (read
 // from /proc/<pid>/stat) as % of one core, the Lock+Unlock p50 and p99 of
-// a new name with none held and while the N are held (and their ratio),
+// a new name with none held and while the N are held (and their ratio;
+// SCALE_PROBES pairs each, default 1000: more of them span more of the
+// renewal period and steady the p99 on a busy machine),
 // how many holds were lost over SCALE_HOLD (default 10s), and for
 // ZooKeeper how long the lock's parent nodes took to go after the release.
 // The TTL (SCALE_TTL, default 3s) does not apply to ZooKeeper, whose holds

@@ -138,11 +138,15 @@ func BenchmarkScale(b *testing.B) {
 	ns := env(b, "SCALE_N", []int{10000}, ints)
 	ttl := env(b, "SCALE_TTL", 3*time.Second, time.ParseDuration)
 	hold := env(b, "SCALE_HOLD", 10*time.Second, time.ParseDuration)
+	probes := env(b, "SCALE_PROBES", 1000, strconv.Atoi)
+	if probes < 100 {
+		b.Fatalf("SCALE_PROBES=%d: want at least 100", probes)
+	}
 	for _, name := range engines {
 		for _, n := range ns {
 			b.Run(fmt.Sprintf("%s/N=%d/TTL=%v", name, n, ttl), func(b *testing.B) {
 				for range b.N {
-					scale(b, setups[name](b), n, ttl, hold)
+					scale(b, setups[name](b), n, ttl, hold, probes)
 				}
 			})
 		}
@@ -152,12 +156,9 @@ func BenchmarkScale(b *testing.B) {
 // concurrency is how many acquisitions run at once.
 const concurrency = 16
 
-// probes is the number of Lock+Unlock pairs timed for each latency.
-const probes = 1000
-
-func scale(b *testing.B, s setup, n int, ttl, hold time.Duration) {
+func scale(b *testing.B, s setup, n int, ttl, hold time.Duration, probes int) {
 	defer s.engine.Close()
-	idle50, idle99 := probe(b, s.engine, "probe-idle", ttl)
+	idle50, idle99 := probe(b, s.engine, "probe-idle", ttl, probes)
 
 	runtime.GC()
 	var before, after runtime.MemStats
@@ -213,7 +214,7 @@ func scale(b *testing.B, s setup, n int, ttl, hold time.Duration) {
 	b.ReportMetric(100*(client1-client0).Seconds()/wall.Seconds(), "client-cpu-%")
 	b.ReportMetric(100*(server1-server0).Seconds()/wall.Seconds(), "server-cpu-%")
 
-	p50, p99 := probe(b, s.engine, "probe-busy", ttl)
+	p50, p99 := probe(b, s.engine, "probe-busy", ttl, probes)
 	b.ReportMetric(idle50, "idle-p50-ms")
 	b.ReportMetric(idle99, "idle-p99-ms")
 	b.ReportMetric(p50, "p50-ms")
@@ -275,9 +276,9 @@ func unlockAll(b *testing.B, ls []locker.Locker) {
 	b.ReportMetric(float64(failed.Load()), "unlock-errors")
 }
 
-// probe times Lock+Unlock pairs on one new name and returns p50 and p99 in
-// milliseconds.
-func probe(b *testing.B, e locker.Engine, name string, ttl time.Duration) (p50, p99 float64) {
+// probe times probes Lock+Unlock pairs on one new name and returns p50 and
+// p99 in milliseconds.
+func probe(b *testing.B, e locker.Engine, name string, ttl time.Duration, probes int) (p50, p99 float64) {
 	l, err := e.NewLocker(name, locker.WithTTL(ttl))
 	if err != nil {
 		b.Fatal(err)
