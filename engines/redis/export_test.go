@@ -40,3 +40,8 @@ func (e *Engine) Parked(kind locker.Kind, name string) int {
 
 // RenewSHA is the SHA of the script that renews a chunk of holds.
 func RenewSHA() string { return renewScript.Hash() }
+
+// MaxRenew and Split expose how a chunk of holds is cut into renewal calls.
+const MaxRenew = maxRenew
+
+var Split = split

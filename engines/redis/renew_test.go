@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -197,4 +198,38 @@ func (h *renewCalls) ProcessPipelineHook(next goredis.ProcessPipelineHook) gored
 		}
 		return next(ctx, cmds)
 	}
+}
+
+// A renewal call carries at most MaxRenew holds: longer groups are cut,
+// in order, and nothing is lost or repeated.
+func TestSplit(t *testing.T) {
+	seq := func(from, n int) []int {
+		s := make([]int, n)
+		for i := range s {
+			s[i] = from + i
+		}
+		return s
+	}
+	const m = redis.MaxRenew
+	for _, tc := range []struct {
+		in, want [][]int
+	}{
+		{[][]int{seq(0, 3)}, [][]int{seq(0, 3)}},
+		{[][]int{seq(0, m)}, [][]int{seq(0, m)}},
+		{[][]int{seq(0, 2*m+5)}, [][]int{seq(0, m), seq(m, m), seq(2*m, 5)}},
+		{[][]int{seq(0, 2), seq(2, m+1), seq(m+3, 1)}, [][]int{seq(0, 2), seq(2, m), seq(m+2, 1), seq(m+3, 1)}},
+	} {
+		got := redis.Split(tc.in)
+		if !slices.EqualFunc(got, tc.want, slices.Equal) {
+			t.Errorf("Split(%d groups of %v) = %v; want %v", len(tc.in), lens(tc.in), lens(got), lens(tc.want))
+		}
+	}
+}
+
+func lens(groups [][]int) []int {
+	n := make([]int, len(groups))
+	for i, g := range groups {
+		n[i] = len(g)
+	}
+	return n
 }
