@@ -23,14 +23,20 @@ import (
 
 // clusterClient is a client of c with config.Open's retry settings (a
 // dead node fails a command at once rather than after go-redis's retries),
-// changed by opts.
+// changed by opts. After as many failed dials as its size, a node's pool
+// (or its pipeline pool) redials in the background every second until a
+// dial works, and that goroutine outlives Close by up to a second, which
+// goleak reports when the test runs last: the pool sizes keep the tests'
+// failed dials to a dead node below that.
 func clusterClient(t *testing.T, c *testserver.Cluster, opts ...func(*goredis.ClusterOptions)) *goredis.ClusterClient {
 	o := &goredis.ClusterOptions{
-		Addrs:         c.Addrs(),
-		DialTimeout:   300 * time.Millisecond,
-		ReadTimeout:   time.Second,
-		DialerRetries: 1,
-		MaxRetries:    -1,
+		Addrs:            c.Addrs(),
+		DialTimeout:      300 * time.Millisecond,
+		ReadTimeout:      time.Second,
+		DialerRetries:    1,
+		MaxRetries:       -1,
+		PoolSize:         10000,
+		PipelinePoolSize: 10000,
 	}
 	for _, opt := range opts {
 		opt(o)
