@@ -199,9 +199,10 @@
 // Every script runs by its SHA; a node that lacks it (restarted, flushed,
 // or a replica just promoted) gets that one command again as EVAL, so a
 // dead node elsewhere in the cluster does not matter (SCRIPT LOAD through a
-// ClusterClient goes to every master). Renewals run one script per chunk
-// of holds on a single node or Sentinel, and one per name on Cluster,
-// where a script's keys must share a slot (all in one pipeline).
+// ClusterClient goes to every master). A renewal script renews up to 128
+// holds at once on a single node or Sentinel, and the holds of one name on
+// Cluster, where a script's keys must share a slot; the calls of a chunk
+// go in one pipeline.
 // TestClusterSlotMigration, TestClusterMasterKilled and TestClusterFailover
 // show each case.
 //
