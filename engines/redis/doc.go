@@ -220,10 +220,11 @@
 // A name's keys share one slot, so each hold lives on one master. When its
 // slot migrates (resharding), the lock and its counter move together with
 // MIGRATE and requests follow go-redis's ASK and MOVED redirections: holds
-// keep their token and stay exclusive, and tokens keep increasing. A waiter
-// subscribed before the move loses its subscription (Redis drops a slot's
-// shard channels when the slot leaves) and tries again when the holder's
-// TTL it last saw runs out, not at the release.
+// keep their token and stay exclusive, and tokens keep increasing. Redis
+// drops a slot's shard channels when the slot leaves a master: the engine
+// subscribes its waiters' channel again on the new master once its client's
+// slot map shows the move, and the waiters try again then, so a release
+// still wakes them.
 //
 // A master that dies without a replica takes its holds with it: renewals
 // fail, Lost closes at the hold's deadline (at most a TTL after the last
@@ -233,12 +234,23 @@
 // refuse every command once the cluster marks the master failed
 // (cluster-node-timeout), so every hold in the cluster is lost; set it to
 // no to keep them. With a replica, the failover loses the holds the replica
-// had not received, as with Sentinel, and keeps the others only if the
-// holder's client learns the new master within the TTL: a ClusterClient
-// reloads its slot map on a redirection or every ClusterStateReloadInterval
-// (default 60s), not when a master stops answering, so build it with an
-// interval well below the TTL (goredis.UniversalOptions cannot set it).
-// Without that the holds are reported lost, never held twice.
+// had not received, as with Sentinel, and keeps the others if the holder's
+// client learns the new master within the TTL. A ClusterClient reloads its
+// slot map on a redirection or every ClusterStateReloadInterval (default
+// 60s), not when a master stops answering, so the engine has it reload the
+// map (at most every 250ms) when a command gets no answer or CLUSTERDOWN:
+// the renewals retried after the replica's promotion (cluster-node-timeout
+// and an election, about 2s with a 1s timeout) go to the new master. A TTL
+// shorter than the failover loses the holds, reported lost, never held
+// twice.
+//
+// Every script runs by its SHA; a node that lacks it (restarted, flushed,
+// or a replica just promoted) gets that one command again as EVAL, so a
+// dead node elsewhere in the cluster does not matter (SCRIPT LOAD through a
+// ClusterClient goes to every master). A renewal script renews up to 128
+// holds at once on a single node or Sentinel, and the holds of one name on
+// Cluster, where a script's keys must share a slot; the calls of a chunk
+// go in one pipeline.
 // TestClusterSlotMigration, TestClusterMasterKilled and TestClusterFailover
 // show each case.
 //

@@ -60,3 +60,11 @@ func (e *Engine) QueueKeys(name string) []string {
 func (e *Engine) Subscribers(ctx context.Context, name string) (int, error) {
 	return e.subscribers(ctx, e.keysFor(name).channel)
 }
+
+// RenewSHA is the SHA of the script that renews a chunk of holds.
+func RenewSHA() string { return renewScript.Hash() }
+
+// MaxRenew and Split expose how a chunk of holds is cut into renewal calls.
+const MaxRenew = maxRenew
+
+var Split = split

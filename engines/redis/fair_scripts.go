@@ -1,7 +1,5 @@
 package redis
 
-import goredis "github.com/redis/go-redis/v9"
-
 // A fair engine (WithFair) keeps the mutex's lock, counter and channel, and
 // queues its waiters next to them, under the same hash tag:
 //
@@ -60,7 +58,7 @@ end
 // its place (drawing its ticket the first time) or refreshes it. The wait
 // is the holder's time left, or, when the lock is free and another waiter
 // is first, the time until that waiter's place expires.
-var fairAcquireScript = goredis.NewScript(fairLua + `
+var fairAcquireScript = newScript(fairLua + `
 local ticket = tonumber(ARGV[4])
 local me = ms(ticket) .. ':' .. ARGV[1]
 local now, head
@@ -102,7 +100,7 @@ return {math.max(left, 1), ticket}
 // fairReleaseScript: KEYS lock, queue, expiries; ARGV token, owner, PUBSUB's
 // subscriber count subcommand, the publish command. Returns 1, or 0 when
 // the hold is gone. Wakes the first waiter in line.
-var fairReleaseScript = goredis.NewScript(fairLua + `
+var fairReleaseScript = newScript(fairLua + `
 if redis.call('get', KEYS[1]) ~= ARGV[1] .. ':' .. ARGV[2] then
   return 0
 end
@@ -114,7 +112,7 @@ return 1
 // fairForceScript: KEYS lock, queue, expiries; ARGV as fairReleaseScript's
 // last two. Removes the hold whoever owns it and wakes the first waiter.
 // Returns the removed "<token>:<owner>", or nil when the name was free.
-var fairForceScript = goredis.NewScript(fairLua + `
+var fairForceScript = newScript(fairLua + `
 local v = redis.call('get', KEYS[1])
 if not v then
   return false
@@ -128,7 +126,7 @@ return v
 // and fairReleaseScript's last two. Takes a waiter that gives up out of
 // the queue; when it was first and the lock is free, wakes the next.
 // Returns 1.
-var fairLeaveScript = goredis.NewScript(fairLua + `
+var fairLeaveScript = newScript(fairLua + `
 local head = first(KEYS[2])
 if redis.call('zrem', KEYS[2], ARGV[1]) == 1 then
   redis.call('zrem', KEYS[3], ARGV[1])
@@ -145,7 +143,7 @@ return 1
 // expired ones; when that changed who is first while the lock is free,
 // wakes the new first. Returns the members that were no longer queued:
 // granted since, or evicted while their process stalled.
-var fairRefreshScript = goredis.NewScript(fairLua + `
+var fairRefreshScript = newScript(fairLua + `
 local now = clock()
 local exp = ms(now + tonumber(ARGV[1]))
 local gone = {}

@@ -55,14 +55,13 @@ func (e *Engine) famKeyArray(kind locker.Kind, name string) [4]string {
 // familySHAs are the SHAs of the family's scripts, kept by the engine so
 // that argument lists point to them instead of boxing a copy.
 type familySHAs struct {
-	rwAcquire, rwRelease, semAcquire, semRelease, zrenew string
+	rwAcquire, rwRelease, semAcquire, semRelease string
 }
 
 func newFamilySHAs() familySHAs {
 	return familySHAs{
 		rwAcquire: rwAcquireScript.Hash(), rwRelease: rwReleaseScript.Hash(),
 		semAcquire: semAcquireScript.Hash(), semRelease: semReleaseScript.Hash(),
-		zrenew: zrenewScript.Hash(),
 	}
 }
 
@@ -209,24 +208,24 @@ func (e *Engine) famGranted(st *hold, token int64) {
 }
 
 // releaseScript is the script that ends the hold.
-func (f *fam) releaseScript() *goredis.Script {
+func (f *fam) releaseScript() *luaScript {
 	if f.kind == locker.KindPermit {
 		return semReleaseScript
 	}
 	return rwReleaseScript
 }
 
-// renewArgs are the arguments of the hold's renewal: the mutex's script for
-// a writer, zrenewScript for a reader's or a permit's entry.
-func (e *Engine) renewArgs(st *hold) []any {
-	f := st.fam
+// renewal is the key and the kind of the hold's entry in renewScript: a
+// writer's string, or a reader's or a permit's entry in its sorted set.
+// The kind is boxed already: a constant boxes without allocating.
+func (f *fam) renewal() (key *string, kind any) {
 	switch f.kind {
 	case locker.KindWrite:
-		return []any{"evalsha", &e.shaRenew, "1", &f.keys[0], &st.token, &st.owner, &st.ttl}
+		return &f.keys[0], "s"
 	case locker.KindRead:
-		return []any{"evalsha", &e.fsha.zrenew, "1", &f.keys[1], &f.member, &st.ttl}
+		return &f.keys[1], "z"
 	}
-	return []any{"evalsha", &e.fsha.zrenew, "1", &f.keys[0], &f.member, &st.ttl}
+	return &f.keys[0], "z"
 }
 
 // withdraw removes, in the background, the intent a writer that did not

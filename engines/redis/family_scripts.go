@@ -1,7 +1,5 @@
 package redis
 
-import goredis "github.com/redis/go-redis/v9"
-
 // The read-write lock of a name lives under <lock>:rw, with the mutex's
 // hash tag:
 //
@@ -108,7 +106,7 @@ end
 // readers queue behind a waiting writer, and readers that queued first go
 // before it); a downgrade, whose owner holds the write side, at once, with
 // the writer's token.
-var rwAcquireScript = goredis.NewScript(familyLua + `
+var rwAcquireScript = newScript(familyLua + `
 local ttl, ticket = tonumber(ARGV[2]), tonumber(ARGV[5])
 local w = redis.call('get', KEYS[1])
 local now, wait
@@ -187,7 +185,7 @@ return {math.max(wait, 1), ticket}
 // A writer's release tells the readers which may go: "w<ticket>", the
 // lowest ticket of a waiting writer ("w0": none waits). The last reader's
 // release tells a waiting writer: "r".
-var rwReleaseScript = goredis.NewScript(familyLua + `
+var rwReleaseScript = newScript(familyLua + `
 local ch = KEYS[1] .. ':wake'
 if ARGV[1] == 'w' then
   if redis.call('get', KEYS[1]) ~= ARGV[2] then
@@ -221,7 +219,7 @@ return 1
 // rwUnwaitScript: KEYS writer, waiting writers; ARGV "<ticket>:<owner>",
 // and the two of releaseScript. Withdraws a waiting writer's intent and
 // tells the readers it held back. Returns 1.
-var rwUnwaitScript = goredis.NewScript(familyLua + `
+var rwUnwaitScript = newScript(familyLua + `
 local ch = KEYS[1] .. ':wake'
 if redis.call('zrem', KEYS[2], ARGV[1]) == 1 and redis.call('exists', KEYS[1]) == 0 and listened(ch, ARGV[2]) then
   prune(KEYS[2], clock())
@@ -237,7 +235,7 @@ return 1
 // Stores the opener's count when none is stored. Returns the token (> 0)
 // when granted, {ms to wait at most, 0} when the permits are out, or the
 // error "PERMITS <stored>" on a mismatch.
-var semAcquireScript = goredis.NewScript(familyLua + `
+var semAcquireScript = newScript(familyLua + `
 local limit = tonumber(redis.call('get', KEYS[2]))
 if not limit then
   limit = tonumber(ARGV[5])
@@ -266,7 +264,7 @@ return {math.max(wait, 1), 0}
 // of releaseScript. Returns 1, or 0 when the hold is gone (as
 // rwReleaseScript's readers). Tells the waiters how many permits are free:
 // "p<free>".
-var semReleaseScript = goredis.NewScript(familyLua + `
+var semReleaseScript = newScript(familyLua + `
 if redis.call('zrem', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
@@ -276,29 +274,16 @@ return 1
 
 // semSetScript: KEYS holds, count; ARGV the new count, and the two of
 // releaseScript. Stores the count and tells the waiters what is free.
-var semSetScript = goredis.NewScript(familyLua + `
+var semSetScript = newScript(familyLua + `
 redis.call('set', KEYS[2], ARGV[1])
 tellFree(KEYS[1], KEYS[2], ARGV[2], ARGV[3])
-return 1
-`)
-
-// zrenewScript: KEYS a sorted set of holds; ARGV member, ttl ms. Extends a
-// reader's or a permit's hold. Returns 1, or 0 when the hold is gone.
-var zrenewScript = goredis.NewScript(familyLua + `
-local now = clock()
-local s = redis.call('zscore', KEYS[1], ARGV[1])
-if not s or tonumber(s) <= now then
-  return 0
-end
-redis.call('zadd', KEYS[1], ms(now + ARGV[2]), ARGV[1])
-touch(KEYS[1])
 return 1
 `)
 
 // familyInspectScript: KEYS a string, two sorted sets. Returns the server
 // time, the string's value (empty when absent) and PTTL, and both sets with
 // their scores.
-var familyInspectScript = goredis.NewScript(familyLua + `
+var familyInspectScript = newScript(familyLua + `
 return {clock(), redis.call('get', KEYS[1]) or '', redis.call('pttl', KEYS[1]),
   redis.call('zrange', KEYS[2], 0, -1, 'withscores'), redis.call('zrange', KEYS[3], 0, -1, 'withscores')}
 `)

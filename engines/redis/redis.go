@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,12 @@ type Engine struct {
 	core   *locker.Core
 	log    *slog.Logger
 	calls  sync.Pool // of *call
+
+	cluster  *goredis.ClusterClient // nil unless Cluster
+	reloaded atomic.Int64           // when the slot map was last reloaded, unix ns
+	// oneNode: every key is on one server (a Client, single or Sentinel),
+	// so one script may renew holds of different names.
+	oneNode bool
 
 	// Script arguments shared by every call, pointed to from the argument
 	// lists so that building one allocates nothing.
@@ -136,12 +143,14 @@ func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 		shaAcquire: acquireScript.Hash(), shaRelease: releaseScript.Hash(), shaRenew: renewScript.Hash(),
 		fsha: newFamilySHAs(),
 	}
-	if _, ok := client.(*goredis.ClusterClient); ok {
+	if cc, ok := client.(*goredis.ClusterClient); ok {
+		e.cluster = cc
 		e.numsub, e.publish = "shardnumsub", "spublish"
 	}
 	if s.fair {
 		e.fq = newFairQueue(e)
 	}
+	_, e.oneNode = client.(*goredis.Client)
 	e.calls.New = func() any {
 		c := &call{e: e, done: make(chan result, 1)}
 		c.run = c.exec
@@ -243,6 +252,9 @@ type hold struct {
 	args [8]any
 	fam  *fam      // nil for a mutex hold
 	fair *fairHold // nil unless a mutex hold of a fair engine
+	// value is a mutex hold's "<token>:<owner>", which its renewals
+	// compare: made by the first, so that a short hold never makes it.
+	value string
 }
 
 func (e *Engine) newHold(h *locker.Hold) *hold {
@@ -481,26 +493,54 @@ func (e *Engine) releaseLate(bg context.Context, st *hold) {
 }
 
 // script runs a script by its SHA with args (EVALSHA, the SHA, numkeys,
-// ...) and returns its integer reply. A server that lacks the script (it
-// restarted, or was flushed) gets it loaded, once.
-func (e *Engine) script(ctx context.Context, s *goredis.Script, args []any) (int64, error) {
+// ...) and returns its integer reply (see evalsha).
+func (e *Engine) script(ctx context.Context, s *luaScript, args []any) (int64, error) {
 	return evalsha(ctx, e.client, s, goredis.NewIntCmd, args).Result()
 }
 
-// evalsha runs s by its SHA with args as a command made by newCmd, loading
-// s once if the server lacks it.
-func evalsha[C goredis.Cmder](ctx context.Context, c goredis.UniversalClient, s *goredis.Script, newCmd func(context.Context, ...any) C, args []any) C {
+// evalsha runs s by its SHA with args as a command made by newCmd. A
+// server that lacks the script (it restarted, was flushed, or never ran it)
+// gets this one command again as EVAL.
+func evalsha[C goredis.Cmder](ctx context.Context, c goredis.UniversalClient, s *luaScript, newCmd func(context.Context, ...any) C, args []any) C {
 	cmd := newCmd(ctx, args...)
 	_ = c.Process(ctx, cmd)
-	if err := cmd.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		if err = s.Load(ctx, c).Err(); err != nil {
-			cmd.SetErr(err)
-			return cmd
-		}
-		cmd = newCmd(ctx, args...)
+	if noScript(cmd.Err()) {
+		cmd = newCmd(ctx, s.eval(args)...)
 		_ = c.Process(ctx, cmd)
 	}
 	return cmd
+}
+
+// evalshaAll runs every command of cmds, each an EVALSHA of s made by
+// newCmd, in one pipeline, and those whose server lacked s again as EVAL,
+// in a second: each command on its own, whatever the others answered.
+func evalshaAll[C goredis.Cmder](ctx context.Context, c goredis.UniversalClient, s *luaScript, newCmd func(context.Context, ...any) C, cmds []C) {
+	pipeline := func(cmds []C) {
+		_, _ = c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for _, cmd := range cmds {
+				_ = p.Process(ctx, cmd)
+			}
+			return nil
+		})
+	}
+	pipeline(cmds)
+	var again []C
+	for i, cmd := range cmds {
+		if noScript(cmd.Err()) {
+			cmds[i] = newCmd(ctx, s.eval(cmd.Args())...)
+			again = append(again, cmds[i])
+		}
+	}
+	if len(again) > 0 {
+		pipeline(again)
+	}
+}
+
+func noScript(err error) bool { return err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") }
+
+// eval turns the arguments of an EVALSHA of s into those of an EVAL.
+func (s *luaScript) eval(args []any) []any {
+	return append([]any{"eval", s.src}, args[2:]...)
 }
 
 // Release implements locker.Backend.
@@ -527,55 +567,123 @@ func (e *Engine) release(ctx context.Context, st *hold) error {
 	return nil
 }
 
-// Renew implements locker.Renewer: one pipeline for the whole batch.
+// Renew implements locker.Renewer: one renewScript call renews a chunk
+// of up to maxRenew holds (the scheduler's chunk). On Cluster, where a
+// script's keys must share a slot (and with any client that spreads keys
+// over servers), it is one call per name (a name's keys share its hash
+// tag). Several calls go in one pipeline.
 func (e *Engine) Renew(ctx context.Context, holds []*locker.Hold) []error {
-	results := make([]error, len(holds))
-	cmds, err := e.renewPipeline(ctx, holds)
-	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		// The server restarted or flushed its scripts: load and go again.
-		if err = renewScript.Load(ctx, e.client).Err(); err == nil {
-			err = zrenewScript.Load(ctx, e.client).Err()
-		}
-		if err == nil {
-			cmds, err = e.renewPipeline(ctx, holds)
-		}
+	if len(holds) == 0 {
+		return nil
 	}
-	for i, h := range holds {
-		switch {
-		case cmds == nil:
-			results[i] = e.fail(ctx, "renew", h.Name, err)
-		case cmds[i].Err() != nil:
-			results[i] = e.fail(ctx, "renew", h.Name, cmds[i].Err())
-		case cmds[i].Val() == 0:
-			results[i] = fmt.Errorf("redis: renew %q: %w", h.Name, locker.ErrLockLost)
+	var groups [][]int // the indexes in holds of each call's holds
+	if e.oneNode {
+		all := make([]int, len(holds))
+		for i := range all {
+			all[i] = i
+		}
+		groups = split([][]int{all})
+	} else {
+		groups = split(byName(holds))
+	}
+	cmds := make([]*goredis.IntSliceCmd, len(groups))
+	if len(groups) == 1 {
+		cmds[0] = evalsha(ctx, e.client, renewScript, goredis.NewIntSliceCmd, e.renewArgs(holds, groups[0]))
+	} else {
+		for i, g := range groups {
+			cmds[i] = goredis.NewIntSliceCmd(ctx, e.renewArgs(holds, g)...)
+		}
+		evalshaAll(ctx, e.client, renewScript, goredis.NewIntSliceCmd, cmds)
+	}
+	results := make([]error, len(holds))
+	for i, g := range groups {
+		lost, err := cmds[i].Result()
+		if err != nil {
+			for _, j := range g {
+				results[j] = e.fail(ctx, "renew", holds[j].Name, err)
+			}
+			continue
+		}
+		for _, n := range lost { // positions from 1
+			if n >= 1 && int(n) <= len(g) {
+				j := g[n-1]
+				results[j] = fmt.Errorf("redis: renew %q: %w", holds[j].Name, locker.ErrLockLost)
+			}
 		}
 	}
 	return results
 }
 
-func (e *Engine) renewPipeline(ctx context.Context, holds []*locker.Hold) ([]*goredis.IntCmd, error) {
-	cmds := make([]*goredis.IntCmd, len(holds))
-	_, err := e.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		for i, h := range holds {
-			st := h.State.(*hold)
-			if st.fam != nil {
-				cmds[i] = goredis.NewIntCmd(ctx, e.renewArgs(st)...)
-			} else {
-				cmds[i] = goredis.NewIntCmd(ctx, "evalsha", &e.shaRenew, "1", &st.lock, &st.token, &st.owner, &st.ttl)
-			}
-			_ = p.Process(ctx, cmds[i])
+// maxRenew bounds the holds of one renewScript call. Redis runs a script
+// to its end before any other command, at about 1.5µs a hold: a late chunk
+// of a thousand holds goes as several calls in one pipeline, which Redis
+// reads 16KB, about a call, at a time, serving other clients in between.
+const maxRenew = 128
+
+// split cuts the groups longer than maxRenew.
+func split(groups [][]int) [][]int {
+	out := groups[:0:0]
+	for _, g := range groups {
+		for len(g) > maxRenew {
+			out = append(out, g[:maxRenew])
+			g = g[maxRenew:]
 		}
-		return nil
-	})
-	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		return nil, err
+		out = append(out, g)
 	}
-	return cmds, nil
+	return out
+}
+
+// byName groups the indexes of holds by name, in order of first
+// appearance.
+func byName(holds []*locker.Hold) [][]int {
+	at := make(map[string]int, len(holds))
+	groups := make([][]int, 0, len(holds))
+	for i, h := range holds {
+		g, ok := at[h.Name]
+		if !ok {
+			g = len(groups)
+			at[h.Name] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+// renewArgs are the arguments of renewScript for the holds at the indexes
+// g: pointers to each hold's fields, so that building them boxes nothing.
+func (e *Engine) renewArgs(holds []*locker.Hold, g []int) []any {
+	args := make([]any, 3, 3+4*len(g))
+	args[0], args[1], args[2] = "evalsha", &e.shaRenew, strconv.Itoa(len(g))
+	for _, j := range g {
+		st := holds[j].State.(*hold)
+		if f := st.fam; f != nil {
+			key, _ := f.renewal()
+			args = append(args, key)
+		} else {
+			args = append(args, &st.lock)
+		}
+	}
+	for _, j := range g {
+		st := holds[j].State.(*hold)
+		if f := st.fam; f != nil {
+			_, kind := f.renewal()
+			args = append(args, kind, &f.member, &st.ttl)
+			continue
+		}
+		if st.value == "" {
+			// Only this hold's renewals read it, one at a time.
+			st.value = member(st.token, 0, st.owner)
+		}
+		args = append(args, "s", &st.value, &st.ttl)
+	}
+	return args
 }
 
 // fail wraps an engine error as ErrUnavailable, keeping the cause.
 func (e *Engine) fail(ctx context.Context, op, name string, err error) error {
 	settle(ctx)
+	e.reload(err)
 	switch {
 	case isPermission(err):
 		return &locker.EngineError{Engine: "redis", Op: op, Name: name, Classes: []error{locker.ErrPermission}, Err: err}
@@ -583,6 +691,44 @@ func (e *Engine) fail(ctx context.Context, op, name string, err error) error {
 		return &locker.EngineError{Engine: "redis", Op: op, Name: name, Err: err}
 	}
 	return &locker.EngineError{Engine: "redis", Op: op, Name: name, Classes: unavailable(err), Err: err}
+}
+
+// reloadEvery rate-limits the slot map reloads that errors ask for.
+const reloadEvery = 250 * time.Millisecond
+
+// reload has a Cluster client reload its slot map, at most every
+// reloadEvery, after an error that says a master may have changed: a node
+// that does not answer, or CLUSTERDOWN. go-redis reloads it on a
+// redirection or every ClusterStateReloadInterval (60s by default), not
+// when a master stops answering, so after a failover it would keep sending
+// the master's slots, the renewals of its holds among them, to the dead
+// node until the holds are lost. The reload runs in the background; the
+// next attempt (a renewal is retried within TTL/12, at most 1s) goes to the new master
+// once the cluster has promoted one.
+func (e *Engine) reload(err error) {
+	if e.cluster == nil || !staleMap(err) {
+		return
+	}
+	now, last := time.Now().UnixNano(), e.reloaded.Load()
+	if now-last < int64(reloadEvery) || !e.reloaded.CompareAndSwap(last, now) {
+		return
+	}
+	e.cluster.ReloadState(context.Background())
+}
+
+// staleMap tells an error after which a Cluster slot map may be out of
+// date: no answer from the node (refused, reset, timed out), or CLUSTERDOWN.
+// Other replies of a server, and the caller's cancellation, say nothing of
+// the map.
+func staleMap(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, locker.ErrClosed) || errors.Is(err, goredis.ErrClosed) {
+		return false
+	}
+	var reply goredis.Error
+	if errors.As(err, &reply) {
+		return goredis.IsClusterDownError(err)
+	}
+	return true
 }
 
 // settle waits for ctx to be done when its deadline has passed. With

@@ -2,6 +2,20 @@ package redis
 
 import goredis "github.com/redis/go-redis/v9"
 
+// luaScript is a script the engine runs by its SHA (EVALSHA), with its
+// body kept for a server that lacks it: that one command goes again as
+// EVAL, to the node that serves its keys, which caches the script too.
+// SCRIPT LOAD would not do: a ClusterClient sends it to every master and
+// fails if one of them is down.
+type luaScript struct {
+	*goredis.Script
+	src string
+}
+
+func newScript(src string) *luaScript {
+	return &luaScript{Script: goredis.NewScript(src), src: src}
+}
+
 // The lock is a string "<token>:<owner>" with a TTL; the fencing counter and
 // the wake-up channel (<lock>:wake) share its hash tag, so all three live in
 // one Cluster slot. Every write checks owner and token, so a late renewal or
@@ -23,7 +37,7 @@ import goredis "github.com/redis/go-redis/v9"
 // Tokens stay near the clock in milliseconds, below 2^41, leaving the high
 // bits to the switcher's epoch. string.format('%d') writes them: Lua prints
 // large numbers in exponent form.
-var acquireScript = goredis.NewScript(fenceLua + `
+var acquireScript = newScript(fenceLua + `
 local t = fence(KEYS[2], ARGV[3])
 if redis.call('set', KEYS[1], string.format('%d', t) .. ':' .. ARGV[1], 'nx', 'px', ARGV[2]) then
   return t
@@ -56,13 +70,37 @@ end
 // (the 256 in fenceLua).
 const refreshEvery = 256
 
-// renewScript: KEYS lock; ARGV token, owner, ttl ms. Returns 1, or 0 when
-// the hold is gone.
-var renewScript = goredis.NewScript(`
-if redis.call('get', KEYS[1]) == ARGV[1] .. ':' .. ARGV[2] then
-  return redis.call('pexpire', KEYS[1], ARGV[3])
+// renewScript renews a chunk of holds in one call. KEYS the holds' keys,
+// all in one Cluster slot; ARGV three per hold: its kind ('s': a string
+// "<token>:<owner>" with a TTL, the mutex's or a writer's; 'z': an entry of
+// a sorted set scored by its expiry, a reader's or a permit's), the string
+// or the entry, the TTL in ms. Returns the positions (from 1) of the holds
+// that are gone: an empty list when all were renewed.
+var renewScript = newScript(familyLua + `
+local lost, now, touched = {}, nil, {}
+for i, key in ipairs(KEYS) do
+  local v, ttl = ARGV[3 * i - 1], ARGV[3 * i]
+  if ARGV[3 * i - 2] == 's' then
+    if redis.call('get', key) == v then
+      redis.call('pexpire', key, ttl)
+    else
+      lost[#lost + 1] = i
+    end
+  else
+    now = now or clock()
+    local s = redis.call('zscore', key, v)
+    if s and tonumber(s) > now then
+      redis.call('zadd', key, ms(now + ttl), v)
+      touched[key] = true
+    else
+      lost[#lost + 1] = i
+    end
+  end
 end
-return 0
+for key in pairs(touched) do
+  touch(key)
+end
+return lost
 `)
 
 // releaseScript: KEYS lock; ARGV token, owner, the subscriber count
@@ -72,7 +110,7 @@ return 0
 // It publishes only when someone listens on the channel: Redis counts the
 // subscribers itself, and a waiter that dies takes its subscription (its
 // connection) with it, so the count never stays up for a dead waiter.
-var releaseScript = goredis.NewScript(`
+var releaseScript = newScript(`
 if redis.call('get', KEYS[1]) ~= ARGV[1] .. ':' .. ARGV[2] then
   return 0
 end
@@ -87,7 +125,7 @@ return 1
 // forceReleaseScript: KEYS lock; ARGV as releaseScript's last two. Removes
 // the hold whoever owns it and wakes the waiters. Returns the removed
 // "<token>:<owner>", or nil when the name was free.
-var forceReleaseScript = goredis.NewScript(`
+var forceReleaseScript = newScript(`
 local v = redis.call('get', KEYS[1])
 if not v then
   return false

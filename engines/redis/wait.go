@@ -53,6 +53,7 @@ type hub struct {
 type subConn struct {
 	ps      *goredis.PubSub
 	sharded bool
+	addr    string // the node's; "" when not Cluster
 }
 
 func (c *subConn) subscribe(ctx context.Context, ch string) error {
@@ -244,7 +245,7 @@ func (h *hub) connFor(ctx context.Context, ch string) (*subConn, error) {
 	if c := h.conns[addr]; c != nil {
 		return c, nil
 	}
-	c := &subConn{sharded: h.cluster != nil}
+	c := &subConn{sharded: h.cluster != nil, addr: addr}
 	if c.sharded {
 		c.ps = node.SSubscribe(context.Background())
 	} else {
@@ -278,8 +279,11 @@ func (h *hub) receive(c *subConn) {
 		case *goredis.Message:
 			h.wakeChannel(m.Channel, m.Payload)
 		case *goredis.Subscription:
-			if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
+			switch m.Kind {
+			case "subscribe", "ssubscribe":
 				h.confirm(m.Channel)
+			case "sunsubscribe":
+				h.dropped(c, m.Channel)
 			}
 		}
 	}

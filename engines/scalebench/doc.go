@@ -16,4 +16,10 @@
 // The TTL (SCALE_TTL, default 3s) does not apply to ZooKeeper, whose holds
 // live with its session. SCALE_PROFILE=file writes a CPU profile of this
 // process over the steady renewal window.
+//
+// Each latency times SCALE_PROBES pairs (default 1000; more span more of
+// the renewal period). On a machine busy with other work the p99s move
+// with it: with SCALE_CONTROL=true a second fresh server, with nothing
+// held, is probed in turn with the loaded one, and p99/ctl-p99 compares
+// the two, which saw the same machine at the same moments.
 package scalebench

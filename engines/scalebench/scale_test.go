@@ -138,11 +138,21 @@ func BenchmarkScale(b *testing.B) {
 	ns := env(b, "SCALE_N", []int{10000}, ints)
 	ttl := env(b, "SCALE_TTL", 3*time.Second, time.ParseDuration)
 	hold := env(b, "SCALE_HOLD", 10*time.Second, time.ParseDuration)
+	probes := env(b, "SCALE_PROBES", 1000, strconv.Atoi)
+	if probes < 100 {
+		b.Fatalf("SCALE_PROBES=%d: want at least 100", probes)
+	}
+	control := env(b, "SCALE_CONTROL", false, strconv.ParseBool)
 	for _, name := range engines {
 		for _, n := range ns {
 			b.Run(fmt.Sprintf("%s/N=%d/TTL=%v", name, n, ttl), func(b *testing.B) {
 				for range b.N {
-					scale(b, setups[name](b), n, ttl, hold)
+					var ctl *setup
+					if control {
+						c := setups[name](b)
+						ctl = &c
+					}
+					scale(b, setups[name](b), ctl, n, ttl, hold, probes)
 				}
 			})
 		}
@@ -152,12 +162,12 @@ func BenchmarkScale(b *testing.B) {
 // concurrency is how many acquisitions run at once.
 const concurrency = 16
 
-// probes is the number of Lock+Unlock pairs timed for each latency.
-const probes = 1000
-
-func scale(b *testing.B, s setup, n int, ttl, hold time.Duration) {
+// scale runs one measurement on s; ctl, when not nil, is a control: an
+// engine on a server of its own with nothing held.
+func scale(b *testing.B, s setup, ctl *setup, n int, ttl, hold time.Duration, probes int) {
 	defer s.engine.Close()
-	idle50, idle99 := probe(b, s.engine, "probe-idle", ttl)
+	p50s, p99s := probe(b, "probe-idle", ttl, probes, s.engine)
+	idle50, idle99 := p50s[0], p99s[0]
 
 	runtime.GC()
 	var before, after runtime.MemStats
@@ -213,7 +223,16 @@ func scale(b *testing.B, s setup, n int, ttl, hold time.Duration) {
 	b.ReportMetric(100*(client1-client0).Seconds()/wall.Seconds(), "client-cpu-%")
 	b.ReportMetric(100*(server1-server0).Seconds()/wall.Seconds(), "server-cpu-%")
 
-	p50, p99 := probe(b, s.engine, "probe-busy", ttl)
+	if ctl != nil {
+		defer ctl.engine.Close()
+		p50s, p99s = probe(b, "probe-busy", ttl, probes, s.engine, ctl.engine)
+		b.ReportMetric(p50s[1], "ctl-p50-ms")
+		b.ReportMetric(p99s[1], "ctl-p99-ms")
+		b.ReportMetric(p99s[0]/p99s[1], "p99/ctl-p99")
+	} else {
+		p50s, p99s = probe(b, "probe-busy", ttl, probes, s.engine)
+	}
+	p50, p99 := p50s[0], p99s[0]
 	b.ReportMetric(idle50, "idle-p50-ms")
 	b.ReportMetric(idle99, "idle-p99-ms")
 	b.ReportMetric(p50, "p50-ms")
@@ -275,27 +294,40 @@ func unlockAll(b *testing.B, ls []locker.Locker) {
 	b.ReportMetric(float64(failed.Load()), "unlock-errors")
 }
 
-// probe times Lock+Unlock pairs on one new name and returns p50 and p99 in
-// milliseconds.
-func probe(b *testing.B, e locker.Engine, name string, ttl time.Duration) (p50, p99 float64) {
-	l, err := e.NewLocker(name, locker.WithTTL(ttl))
-	if err != nil {
-		b.Fatal(err)
-	}
-	ds := make([]time.Duration, probes)
-	for i := range ds {
-		t := time.Now()
-		if err := l.Lock(); err != nil {
+// probe times probes Lock+Unlock pairs on a new name of each engine of
+// es, one engine after the other, and returns the p50 and p99 of each in
+// milliseconds. Probing a control engine in turn with the engine under
+// test exposes both to the same machine at the same moments: the ratio of
+// their p99s shows what the held locks cost, not what else the machine was
+// doing.
+func probe(b *testing.B, name string, ttl time.Duration, probes int, es ...locker.Engine) (p50, p99 []float64) {
+	ls := make([]locker.Locker, len(es))
+	ds := make([][]time.Duration, len(es))
+	for i, e := range es {
+		l, err := e.NewLocker(name, locker.WithTTL(ttl))
+		if err != nil {
 			b.Fatal(err)
 		}
-		if err := l.Unlock(); err != nil {
-			b.Fatal(err)
-		}
-		ds[i] = time.Since(t)
+		ls[i], ds[i] = l, make([]time.Duration, probes)
 	}
-	slices.Sort(ds)
+	for n := range probes {
+		for i, l := range ls {
+			t := time.Now()
+			if err := l.Lock(); err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Unlock(); err != nil {
+				b.Fatal(err)
+			}
+			ds[i][n] = time.Since(t)
+		}
+	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	return ms(ds[len(ds)/2]), ms(ds[len(ds)*99/100])
+	for _, d := range ds {
+		slices.Sort(d)
+		p50, p99 = append(p50, ms(d[len(d)/2])), append(p99, ms(d[len(d)*99/100]))
+	}
+	return p50, p99
 }
 
 // profile writes a CPU profile of the steady renewal to the file
