@@ -42,11 +42,8 @@ func (c *Core) NewSemaphore(name string, permits int, opts ...Option) (Semaphore
 	if _, err := c.family(KindPermit, name, opts); err != nil {
 		return nil, err
 	}
-	if permits < 1 {
-		return nil, fmt.Errorf("%w: NewSemaphore(%q, %d): permits must be at least 1", ErrInvalidArgument, name, permits)
-	}
 	sem := &semaphore{core: c, name: name, permits: permits, opts: opts}
-	return NewSemaphoreOf(name, permits, sem.newPermit), nil
+	return NewSemaphoreOf(name, permits, sem.newPermit)
 }
 
 func (s *semaphore) newPermit(n int) (Handle, error) {
@@ -75,11 +72,15 @@ func (c *Core) family(k Kind, name string, opts []Option) (Settings, error) {
 	return s, c.checkOpen()
 }
 
-// NewSemaphoreOf returns a Semaphore over newPermit, which makes the Handle
-// of n permits (n already checked against permits). Engines get theirs
-// from Core; the switcher uses it over its own permit handles.
-func NewSemaphoreOf(name string, permits int, newPermit func(n int) (Handle, error)) Semaphore {
-	return &permitSet{name: name, permits: permits, newPermit: newPermit}
+// NewSemaphoreOf returns a Semaphore of permits over newPermit, which makes
+// the Handle of n permits (n already checked against permits); a count
+// below 1 is ErrInvalidArgument. Engines get theirs from Core; the
+// switcher and the fault wrapper use it over their own permit handles.
+func NewSemaphoreOf(name string, permits int, newPermit func(n int) (Handle, error)) (Semaphore, error) {
+	if permits < 1 {
+		return nil, fmt.Errorf("%w: NewSemaphore(%q, %d): permits must be at least 1", ErrInvalidArgument, name, permits)
+	}
+	return &permitSet{name: name, permits: permits, newPermit: newPermit}, nil
 }
 
 type permitSet struct {

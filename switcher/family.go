@@ -59,9 +59,6 @@ func (s *Switcher) NewSemaphore(name string, permits int, opts ...locker.Option)
 	if _, _, err := s.prepareOwner(name, opts); err != nil {
 		return nil, err
 	}
-	if permits < 1 {
-		return nil, fmt.Errorf("%w: NewSemaphore(%q, %d): permits must be at least 1", locker.ErrInvalidArgument, name, permits)
-	}
 	sems := newPerEngine[locker.Semaphore](len(s.members))
 	return locker.NewSemaphoreOf(name, permits, func(n int) (locker.Handle, error) {
 		owner, opts, err := s.prepareOwner(name, opts)
@@ -75,7 +72,7 @@ func (s *Switcher) NewSemaphore(name string, permits int, opts ...locker.Option)
 			}
 			return sem.NewPermit(n)
 		}), nil
-	}), nil
+	})
 }
 
 // perEngine holds one value per engine of the switcher, made on first use.

@@ -77,7 +77,7 @@ func (e *Engine) NewSemaphore(name string, permits int, opts ...locker.Option) (
 			return nil, err
 		}
 		return e.newFaultLocker(name, st, func() (locker.Handle, error) { return inner.NewPermit(n) }), nil
-	}), nil
+	})
 }
 
 // InspectFamily passes through to the inner engine, faults aside.
