@@ -77,14 +77,23 @@ func (r multiRig) multi(names []string, opts ...locker.Option) *locker.MultiLock
 	return m
 }
 
-// free checks that another owner can take each of names at once.
+// free checks that another owner can take each of names within a few
+// seconds, far below the holds' TTL: an engine may delete what a cancelled
+// wait left in the background (locker.Core.Go), after LockCtx returned.
 func (r multiRig) free(what string, names ...string) {
 	r.t.Helper()
 	for i, n := range names {
 		probe := newLocker(r.t, r.engine(i), n)
-		ok, err := probe.TryLock()
+		var ok bool
+		var err error
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			if ok, err = probe.TryLock(); ok || err != nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond) // polling, bounded by the deadline
+		}
 		if !ok || err != nil {
-			r.t.Errorf("%s: TryLock(%q) by another owner = %v, %v; want true, nil (nothing left held)", what, n, ok, err)
+			r.t.Errorf("%s: TryLock(%q) by another owner = %v, %v for 5s; want true, nil (nothing left held)", what, n, ok, err)
 			continue
 		}
 		mustUnlock(r.t, probe)
