@@ -46,8 +46,8 @@ type FamilyInspection struct {
 	// lock, the writer or the readers (a downgrading owner shows twice);
 	// for a semaphore, the permit holds.
 	Holders []FamilyHolder
-	// Waiters are the queued waiters, first in line first, on engines that
-	// queue them (ZooKeeper, etcd; on Redis, the writers waiting to write).
+	// Waiters are the waiters, first in line first: readers, writers and
+	// permit waiters alike.
 	Waiters []FamilyHolder
 	// Permits is a semaphore's stored permit count; 0 for a read-write lock
 	// and for a semaphore never acquired.
@@ -71,4 +71,11 @@ type FamilyInspector interface {
 	// SetPermits stores n as the permit count of semaphore name: later
 	// acquisitions honour it; holds already granted stay.
 	SetPermits(ctx context.Context, name string, n int) error
+	// ForceUnlockFamily ends, whoever owns them, the holds of the
+	// read-write lock (KindRead or KindWrite: both sides) or semaphore
+	// (KindPermit) named name whose token is token, or every hold when
+	// token is 0, and returns what it ended. Waiters stay queued and get
+	// their turn; the owners' Lost close when the engine tells them (at
+	// once, or at their next renewal). ErrNotHeld when nothing matched.
+	ForceUnlockFamily(ctx context.Context, kind Kind, name string, token uint64) ([]FamilyHolder, error)
 }

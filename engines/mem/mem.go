@@ -222,11 +222,27 @@ func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, e
 	if err := e.checkOperation("force unlock", name); err != nil {
 		return locker.Holder{}, err
 	}
-	h, ok := e.store.forceRelease(e.key(name, locker.KindMutex))
-	if !ok {
+	ended := e.store.forceRelease(e.key(name, locker.KindMutex), 0)
+	if len(ended) == 0 {
 		return locker.Holder{}, fmt.Errorf("mem: force unlock %q: %w", name, locker.ErrNotHeld)
 	}
-	return h, nil
+	return ended[0].Holder, nil
+}
+
+// ForceUnlockFamily ends the holds of the read-write lock (KindRead or
+// KindWrite) or semaphore (KindPermit) name whose token is token, or all of
+// them when token is 0, grants the waiters that fit then, and returns the
+// holds it ended; ErrNotHeld when none matched. Their owners' Lost close at
+// once.
+func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name string, token uint64) ([]locker.FamilyHolder, error) {
+	if err := e.checkOperation("force unlock", name); err != nil {
+		return nil, err
+	}
+	ended := e.store.forceRelease(e.key(name, kind), token)
+	if len(ended) == 0 {
+		return nil, fmt.Errorf("mem: force unlock %s %q: %w", kind, name, locker.ErrNotHeld)
+	}
+	return ended, nil
 }
 
 // InspectFamily reports the holds and waiters of the read-write lock

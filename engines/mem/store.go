@@ -320,18 +320,25 @@ func (s *Store) setPermits(k lockKey, n int) {
 	}
 }
 
-// forceRelease ends the oldest hold of k whoever owns it; its owner sees
+// forceRelease ends, whoever owns them, the holds of k whose token is
+// token, or all of them when token is 0, and returns them; their owners see
 // Lost at once.
-func (s *Store) forceRelease(k lockKey) (locker.Holder, bool) {
+func (s *Store) forceRelease(k lockKey, token uint64) []locker.FamilyHolder {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.lookup(k)
-	if l == nil || len(l.holders) == 0 {
-		return locker.Holder{}, false
+	if l == nil {
+		return nil
 	}
-	h := l.holders[0]
-	s.endHold(l, h)
+	var ended []locker.FamilyHolder
+	for _, h := range slices.Clone(l.holders) {
+		if token != 0 && h.token != token {
+			continue
+		}
+		ended = append(ended, locker.FamilyHolder{Holder: s.holder(h), Kind: h.hold.Kind, Permits: h.hold.Permits})
+		s.endHold(l, h)
+		h.hold.MarkLost()
+	}
 	s.cleanup(k, l)
-	h.hold.MarkLost()
-	return locker.Holder{Owner: h.hold.Owner, Token: h.token}, true
+	return ended
 }

@@ -123,12 +123,42 @@ func acquirer(t *testing.T, l locker.Locker) Acquirer {
 }
 
 // unreachable checks what every call sees of a server that does not answer
-// (killed: refused also wrapping ErrRefused, and quickly).
+// (killed: refused also wrapping ErrRefused, and quickly): the mutex's,
+// each read-write lock side's and a permit's.
 func unreachable(t *testing.T, h FaultHarness, name string, killed bool) {
 	t.Helper()
+	faultCheck{t: t, killed: killed}.ping(h.Engine)
+	for _, kind := range []locker.Kind{locker.KindMutex, locker.KindRead, locker.KindWrite, locker.KindPermit} {
+		t.Run(kind.String(), func(t *testing.T) {
+			unreachableHandle(t, h, newHandle(t, h.Engine, kind, name), killed)
+		})
+	}
+}
+
+// newHandle returns a new owner's handle of kind on name (for a permit,
+// both permits of a semaphore of 2).
+func newHandle(t *testing.T, e locker.Engine, kind locker.Kind, name string) locker.Handle {
+	t.Helper()
+	switch kind {
+	case locker.KindRead:
+		return newRW(t, e, name).ReadLock()
+	case locker.KindWrite:
+		return newRW(t, e, name).WriteLock()
+	case locker.KindPermit:
+		p, err := newSem(t, e, name, 2).NewPermit(2)
+		if err != nil {
+			t.Fatalf("NewPermit(2) = %v", err)
+		}
+		return p
+	}
+	return newLocker(t, e, name)
+}
+
+// unreachableHandle checks each acquisition call of l against the server
+// that does not answer.
+func unreachableHandle(t *testing.T, h FaultHarness, l locker.Handle, killed bool) {
+	t.Helper()
 	c := faultCheck{t: t, killed: killed}
-	c.ping(h.Engine)
-	l := newLocker(t, h.Engine, name)
 	c.tryLock(l, h.RequestTimeout)
 	c.tryLockTimeout(l)
 	for _, cause := range []error{context.DeadlineExceeded, context.Canceled} {
@@ -285,20 +315,40 @@ func testKilled(t *testing.T, f FaultFactory) {
 
 // testCancelWhilePaused: a waiter cancelled while the server is frozen
 // returns at once, and its key or node goes once the server answers again,
-// so the next owner is not queued behind it.
+// so the next owner is not queued behind it: a mutex waiter, a reader
+// behind a writer and a permit waiter.
 func testCancelWhilePaused(t *testing.T, f FaultFactory) {
 	h, pause := openFaults(t, f)
+	for _, kind := range []locker.Kind{locker.KindMutex, locker.KindRead, locker.KindPermit} {
+		t.Run(kind.String(), func(t *testing.T) { cancelWhilePaused(t, h, pause, kind) })
+	}
+}
+
+func cancelWhilePaused(t *testing.T, h FaultHarness, pause func(), kind locker.Kind) {
 	name := lockName(t, "c")
 	e := h.Engine
-	holder, waiter, next := newLocker(t, e, name), newLocker(t, e, name), newLocker(t, e, name)
+	// A reader waits behind a writer, and the next owner is a writer,
+	// whom a reader left queued would keep out.
+	holderKind := kind
+	if kind == locker.KindRead {
+		holderKind = locker.KindWrite
+	}
+	holder, waiter, next := newHandle(t, e, holderKind, name), newHandle(t, e, kind, name), newHandle(t, e, holderKind, name)
 	mustLock(t, holder)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- waiter.LockCtx(ctx) }()
-	if h.Residue != nil {
+	waiting := func() (int, error) { return h.Residue(context.Background(), name) }
+	if kind != locker.KindMutex {
+		waiting = func() (int, error) {
+			in, err := familyInspector(t, e).InspectFamily(context.Background(), kind, name)
+			return len(in.Waiters), err
+		}
+	}
+	if kind != locker.KindMutex || h.Residue != nil {
 		eventually(t, 10*time.Second, "the waiter visible on the server", func() bool {
-			n, err := h.Residue(context.Background(), name)
+			n, err := waiting()
 			return err == nil && n > 0
 		})
 	}
@@ -315,9 +365,9 @@ func testCancelWhilePaused(t *testing.T, f FaultFactory) {
 	if err := h.Resume(); err != nil {
 		t.Fatalf("Resume() = %v", err)
 	}
-	if h.Residue != nil {
+	if kind != locker.KindMutex || h.Residue != nil {
 		eventually(t, 10*time.Second, "nothing of the cancelled waiter left once the server answers", func() bool {
-			n, err := h.Residue(context.Background(), name)
+			n, err := waiting()
 			return err == nil && n == 0
 		})
 	}

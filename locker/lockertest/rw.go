@@ -36,6 +36,8 @@ func RunRW(t *testing.T, factory Factory) {
 		{"LockCtxCancel", testRWCancel},
 		{"FixedLease", testRWLease},
 		{"Inspect", testRWInspect},
+		{"InspectWaiters", testRWInspectWaiters},
+		{"ForceUnlock", testRWForceUnlock},
 		{"Closed", testRWClosed},
 		{"Invariant", testRWInvariant},
 	})

@@ -31,6 +31,7 @@ func RunSemaphore(t *testing.T, factory Factory) {
 		{"TokensIncrease", testSemTokens},
 		{"BadArguments", testSemBadArguments},
 		{"Inspect", testSemInspect},
+		{"ForceUnlock", testSemForceUnlock},
 		{"Invariant", testSemInvariant},
 	})
 }
