@@ -125,6 +125,18 @@ func (s *Switcher) SetPermits(ctx context.Context, name string, n int) error {
 	return errors.Join(errs...)
 }
 
+// ForceUnlockFamily ends holds of the read-write lock or semaphore name on
+// the current engine, as InspectFamily shows them: the hold of token (a
+// switcher token's epoch aside), or all of them when token is 0. Holds
+// granted before a switch stay on their engine: clear them there.
+func (s *Switcher) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name string, token uint64) ([]locker.FamilyHolder, error) {
+	op, err := s.familyInspector(s.Current())
+	if err != nil {
+		return nil, err
+	}
+	return op.ForceUnlockFamily(ctx, kind, name, token&engineTokenMask)
+}
+
 func (s *Switcher) familyInspector(engine string) (locker.FamilyInspector, error) {
 	i, err := s.index(engine)
 	if err != nil {

@@ -50,7 +50,10 @@ type Switcher struct {
 	detach func() // the observer's, nil without one
 }
 
-var _ locker.Engine = (*Switcher)(nil)
+var (
+	_ locker.Engine          = (*Switcher)(nil)
+	_ locker.FamilyInspector = (*Switcher)(nil)
+)
 
 // member is one engine, its breaker and its health.
 type member struct {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -29,6 +30,8 @@ func testFamilyOps(t *testing.T, path string, e locker.Engine) {
 		t.Errorf("holders --kind rw: exit %d, stderr %q\n%s\nwant 0 and a row %q", code, errOut, out, want)
 	}
 
+	testFamilyUnlock(t, path, e, name)
+
 	sem, err := e.NewSemaphore(name, 2, locker.WithOwner("ops-worker"), locker.WithTTL(opsTTL))
 	if err != nil {
 		t.Fatalf("NewSemaphore() = %v", err)
@@ -56,5 +59,49 @@ func testFamilyOps(t *testing.T, path string, e locker.Engine) {
 		t.Errorf("TryAcquire(1) after permits 3 = %v, %v; want granted", q, err)
 	} else {
 		_ = q.Unlock()
+	}
+	// Every permit hold of the name, forced out.
+	code, out, errOut = lockctlRun(t, "", "unlock", "--force", "--yes", "--config", path, "--engine", e.Name(), "--kind", "semaphore", name)
+	if want := fmt.Sprintf("removed the hold (2 permit(s) ops-worker, engine token %d)", p.Token()); code != 0 || !strings.Contains(out, want) {
+		t.Errorf("unlock --kind semaphore: exit %d, stdout %q, stderr %q; want 0 and %q", code, out, errOut, want)
+	}
+	awaitLost(t, p)
+}
+
+// testFamilyUnlock has a second reader join ops-reader on the read-write
+// lock name, and forces only it out by its token.
+func testFamilyUnlock(t *testing.T, path string, e locker.Engine, name string) {
+	other, err := e.NewRWLock(name, locker.WithOwner("ops-reader-2"), locker.WithTTL(opsTTL))
+	if err != nil {
+		t.Fatalf("NewRWLock() = %v", err)
+	}
+	if err := other.ReadLock().Lock(); err != nil {
+		t.Fatalf("read Lock() = %v", err)
+	}
+	if code, _, errOut := lockctlRun(t, "", "unlock", "--force", "--yes", "--config", path, "--token", "7", name); code == 0 || !strings.Contains(errOut, "--token") {
+		t.Errorf("unlock --token of a mutex: exit %d, stderr %q; want non-zero naming --token", code, errOut)
+	}
+	tok := other.ReadLock().Token()
+	code, out, errOut := lockctlRun(t, "", "unlock", "--force", "--yes", "--config", path, "--engine", e.Name(), "--kind", "rw", "--token", strconv.FormatUint(tok, 10), name)
+	if want := fmt.Sprintf("removed the hold (reader ops-reader-2, engine token %d)", tok); code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("unlock --kind rw --token: exit %d, stdout %q, stderr %q; want 0 and %q", code, out, errOut, want)
+	}
+	awaitLost(t, other.ReadLock())
+	code, out, _ = lockctlRun(t, "", "holders", "--config", path, "--engine", e.Name(), "--kind", "rw", name)
+	if code != 0 || strings.Contains(out, "ops-reader-2") || !strings.Contains(out, "ops-reader") {
+		t.Errorf("holders --kind rw after forcing ops-reader-2 out: exit %d\n%s\nwant ops-reader alone", code, out)
+	}
+}
+
+// awaitLost waits for the Lost of a hold forced out by lockctl.
+func awaitLost(t *testing.T, h locker.Handle) {
+	t.Helper()
+	select {
+	case <-h.Lost():
+	case <-time.After(2 * opsTTL):
+		t.Fatalf("Lost() of the forced-out hold not closed within %v", 2*opsTTL)
+	}
+	if err := h.Unlock(); !errors.Is(err, locker.ErrLockLost) {
+		t.Errorf("Unlock() of the forced-out hold = %v; want ErrLockLost", err)
 	}
 }

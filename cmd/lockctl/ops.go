@@ -392,11 +392,13 @@ func lockArg(args []string) (string, error) {
 }
 
 func runUnlock(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("unlock", "--force --config FILE [--engine ENGINE] [--yes] NAME",
-		"  lockctl unlock --force --config locks.yaml orders/42\n  lockctl unlock --force --yes --config locks.yaml --engine zk-backup orders/42\n", stderr)
+	fs := newFlags("unlock", "--force --config FILE [--engine ENGINE] [--kind mutex|rw|semaphore [--token T]] [--yes] NAME",
+		"  lockctl unlock --force --config locks.yaml orders/42\n  lockctl unlock --force --yes --config locks.yaml --engine zk-backup orders/42\n  lockctl unlock --force --config locks.yaml --kind semaphore --token 1234 exports\n", stderr)
 	path := fs.String("config", "", "config `FILE`")
 	force := fs.Bool("force", false, "required: removing another owner's hold breaks its mutual exclusion")
 	engine := fs.String("engine", "", "the `ENGINE` to clear; only it is dialled (default: the one engine that holds NAME)")
+	kindFlag := fs.String("kind", "mutex", "what NAME is: `mutex`, rw (a read-write lock) or semaphore")
+	token := fs.Uint64("token", 0, "with --kind rw or semaphore, end only the hold of this engine `TOKEN` (lockctl holders lists them; default: every hold)")
 	yes := fs.Bool("yes", false, "do not ask for confirmation")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -404,6 +406,13 @@ func runUnlock(args []string, stdout, stderr io.Writer) error {
 	name, err := lockArg(fs.Args())
 	if err != nil {
 		return err
+	}
+	kind, err := parseKind(*kindFlag)
+	if err != nil {
+		return err
+	}
+	if kind == locker.KindMutex && *token != 0 {
+		return errors.New("--token: only with --kind rw or semaphore (a mutex has one hold)")
 	}
 	if !*force {
 		return errors.New("--force: required; the owner of the hold keeps running and will lose its lock")
@@ -415,12 +424,13 @@ func runUnlock(args []string, stdout, stderr io.Writer) error {
 	defer d.close()
 	ctx, cancel := opContext(cfg)
 	defer cancel()
-	target, holder, err := pickHeld(ctx, d.engines, name)
+	h := heldFinder{kind: kind, name: name, token: *token}
+	target, holds, err := pickHeld(ctx, d.engines, h)
 	if err != nil {
 		return err
 	}
 	if !*yes {
-		fmt.Fprintf(stdout, "Remove the hold of %q on %s (owner %s, engine token %d)? [y/N] ", name, target.Name(), holder.Owner, holder.Token)
+		fmt.Fprintf(stdout, "Remove %s of %q on %s? [y/N] ", holds, name, target.Name())
 		answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
 			return errors.New("not confirmed; nothing removed")
@@ -429,57 +439,126 @@ func runUnlock(args []string, stdout, stderr io.Writer) error {
 	// A fresh bound: the operator may have taken a while to answer.
 	fctx, fcancel := opContext(cfg)
 	defer fcancel()
-	removed, err := target.(locker.Inspector).ForceUnlock(fctx, name)
+	removed, err := h.force(fctx, target)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "removed the hold of %q on %s (owner %s, engine token %d)\n", name, target.Name(), removed.Owner, removed.Token)
+	fmt.Fprintf(stdout, "removed %s of %q on %s\n", removed, name, target.Name())
 	return nil
 }
 
+// heldFinder is what unlock clears: the mutex name, or the holds of the
+// read-write lock or semaphore name (of token, or all when it is 0).
+type heldFinder struct {
+	kind  locker.Kind
+	name  string
+	token uint64
+}
+
+// find describes the holds to clear on e ("" when there are none); ok is
+// false when e cannot be inspected.
+func (h heldFinder) find(ctx context.Context, e locker.Engine) (holds string, ok bool, err error) {
+	if h.kind == locker.KindMutex {
+		in, ok := e.(locker.Inspector)
+		if !ok {
+			return "", false, nil
+		}
+		info, err := in.Inspect(ctx, h.name)
+		if err != nil || info.Holder == nil {
+			return "", true, err
+		}
+		return describeHolds([]locker.FamilyHolder{{Holder: *info.Holder, Kind: locker.KindMutex}}), true, nil
+	}
+	in, ok := e.(locker.FamilyInspector)
+	if !ok {
+		return "", false, nil
+	}
+	info, err := in.InspectFamily(ctx, h.kind, h.name)
+	if err != nil {
+		return "", true, err
+	}
+	var match []locker.FamilyHolder
+	for _, fh := range info.Holders {
+		if h.token == 0 || fh.Token == h.token {
+			match = append(match, fh)
+		}
+	}
+	return describeHolds(match), true, nil
+}
+
+// force clears the holds on e and describes what it removed.
+func (h heldFinder) force(ctx context.Context, e locker.Engine) (string, error) {
+	if h.kind == locker.KindMutex {
+		removed, err := e.(locker.Inspector).ForceUnlock(ctx, h.name)
+		return describeHolds([]locker.FamilyHolder{{Holder: removed, Kind: locker.KindMutex}}), err
+	}
+	removed, err := e.(locker.FamilyInspector).ForceUnlockFamily(ctx, h.kind, h.name, h.token)
+	return describeHolds(removed), err
+}
+
+// describeHolds names holds for the operator: "the hold (owner O, engine
+// token T)", or "2 holds (reader O1, engine token T1; ...)".
+func describeHolds(hs []locker.FamilyHolder) string {
+	if len(hs) == 0 {
+		return ""
+	}
+	parts := make([]string, len(hs))
+	for i, h := range hs {
+		role := "owner"
+		if h.Kind != locker.KindMutex {
+			role = familyRole(h)
+		}
+		parts[i] = fmt.Sprintf("%s %s, engine token %d", role, h.Owner, h.Token)
+	}
+	if len(hs) == 1 {
+		return "the hold (" + parts[0] + ")"
+	}
+	return fmt.Sprintf("%d holds (%s)", len(hs), strings.Join(parts, "; "))
+}
+
 // pickHeld finds the engine to clear: the only one dialled that holds
-// name. With an engine that did not answer, it cannot know that the one it
-// found is the only one, and asks for --engine.
-func pickHeld(ctx context.Context, es *config.Engines, name string) (locker.Engine, locker.Holder, error) {
+// what h names. With an engine that did not answer, it cannot know that the
+// one it found is the only one, and asks for --engine.
+func pickHeld(ctx context.Context, es *config.Engines, h heldFinder) (locker.Engine, string, error) {
 	var found []locker.Engine
-	var holders []locker.Holder
-	var where, blind, down []string
+	var holds, where, blind, down []string
 	for _, d := range es.Dialed {
 		if d.Err != nil {
 			down = append(down, d.Name)
 			continue
 		}
-		in, ok := d.Engine.(locker.Inspector)
-		if !ok {
+		desc, ok, err := h.find(ctx, d.Engine)
+		switch {
+		case err != nil:
+			return nil, "", fmt.Errorf("%s: %w", d.Name, err)
+		case !ok:
 			blind = append(blind, d.Name)
-			continue
+		case desc != "":
+			found, holds = append(found, d.Engine), append(holds, desc)
+			where = append(where, fmt.Sprintf("%s (%s)", d.Name, desc))
 		}
-		info, err := in.Inspect(ctx, name)
-		if err != nil {
-			return nil, locker.Holder{}, fmt.Errorf("%s: %w", d.Name, err)
-		}
-		if info.Holder != nil {
-			found, holders = append(found, d.Engine), append(holders, *info.Holder)
-			where = append(where, fmt.Sprintf("%s (owner %s)", d.Name, info.Holder.Owner))
-		}
+	}
+	what := fmt.Sprintf("%q", h.name)
+	if h.token != 0 {
+		what = fmt.Sprintf("%q with engine token %d", h.name, h.token)
 	}
 	switch {
 	case len(es.Dialed) == 1 && len(down) == 1:
-		return nil, locker.Holder{}, es.Dialed[0].Err
+		return nil, "", es.Dialed[0].Err
 	case len(down) > 0:
 		held := "not held on the engines that answered"
 		if len(found) > 0 {
 			held = "held on " + strings.Join(where, ", ")
 		}
-		return nil, locker.Holder{}, fmt.Errorf("%q is %s, and %s did not answer: name the engine to clear with --engine", name, held, strings.Join(down, ", "))
+		return nil, "", fmt.Errorf("%s is %s, and %s did not answer: name the engine to clear with --engine", what, held, strings.Join(down, ", "))
 	case len(found) == 0 && len(blind) > 0:
-		return nil, locker.Holder{}, fmt.Errorf("%q is not held on the engines that can be inspected (%s cannot be): %w", name, strings.Join(blind, ", "), locker.ErrNotHeld)
+		return nil, "", fmt.Errorf("%s is not held on the engines that can be inspected (%s cannot be): %w", what, strings.Join(blind, ", "), locker.ErrNotHeld)
 	case len(found) == 0:
-		return nil, locker.Holder{}, fmt.Errorf("%q is not held: %w", name, locker.ErrNotHeld)
+		return nil, "", fmt.Errorf("%s is not held: %w", what, locker.ErrNotHeld)
 	case len(found) > 1:
-		return nil, locker.Holder{}, fmt.Errorf("%q is held on %s: choose one with --engine", name, strings.Join(where, ", "))
+		return nil, "", fmt.Errorf("%s is held on %s: choose one with --engine", what, strings.Join(where, ", "))
 	}
-	return found[0], holders[0], nil
+	return found[0], holds[0], nil
 }
 
 func runSwitch(args []string, stdout, stderr io.Writer) error {

@@ -98,6 +98,15 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 	return op.SetPermits(ctx, name, n)
 }
 
+// ForceUnlockFamily passes through to the inner engine, faults aside.
+func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name string, token uint64) ([]locker.FamilyHolder, error) {
+	op, err := e.familyInspector()
+	if err != nil {
+		return nil, err
+	}
+	return op.ForceUnlockFamily(ctx, kind, name, token)
+}
+
 func (e *Engine) familyInspector() (locker.FamilyInspector, error) {
 	op, ok := e.inner.(locker.FamilyInspector)
 	if !ok {

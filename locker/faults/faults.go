@@ -40,7 +40,10 @@ type Engine struct {
 	wg           sync.WaitGroup // Lost watchers and timer callbacks
 }
 
-var _ locker.Engine = (*Engine)(nil)
+var (
+	_ locker.Engine          = (*Engine)(nil)
+	_ locker.FamilyInspector = (*Engine)(nil)
+)
 
 type settings struct {
 	name  string
