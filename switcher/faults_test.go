@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/orthrus-go/orthrus/engines/mem"
@@ -422,6 +423,68 @@ func TestFaultsSourceNamesADeadEngine(t *testing.T) {
 		t.Errorf("Engine() after the named engine came back = %q; want secondary", got)
 	}
 	if err := next.Unlock(); err != nil {
+		t.Errorf("Unlock() = %v", err)
+	}
+}
+
+// A try stuck on an engine that stopped answering ends when the switcher
+// moves away from it, and the caller gets its lock on the new engine at
+// once, not when its own deadline or the engine's request timeout ends the
+// try.
+func TestFaultsTryStuckDuringSwitch(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	newEngine := func(name string, opts ...faults.Option) *faults.Engine {
+		e, err := mem.New(mem.WithName(name + "-store"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := faults.Wrap(e, append(opts, faults.WithName(name))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	primary := newEngine("primary", faults.WithClock(clock))
+	// No health check during the test: only the manual switch moves it.
+	sw, err := switcher.New([]locker.Engine{primary, newEngine("secondary")}, switcher.WithHealthCheck(time.Hour, faultHealthTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sw.Close()
+	// Every call to the primary now waits for a clock that never moves.
+	if err := primary.SetLatency(time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	l, err := sw.NewLocker("job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- l.LockCtx(ctx) }()
+	if err := clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatalf("the try never reached the primary: %v", err)
+	}
+	if _, err := sw.SwitchEngineTo("secondary"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("LockCtx() whose try was stuck on the primary during the switch = %v; want nil", err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("LockCtx() whose try was stuck on the primary not granted within 1s of the switch")
+	}
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Errorf("granted %v after the switch; want at once", took)
+	}
+	if got := l.Engine(); got != "secondary" {
+		t.Errorf("Engine() = %q; want secondary", got)
+	}
+	if err := l.Unlock(); err != nil {
 		t.Errorf("Unlock() = %v", err)
 	}
 }

@@ -286,18 +286,32 @@ func (l *switchLocker) prepare(ctx context.Context, r route, wait bool) (locker.
 	return l.innerFor(r.engine)
 }
 
-// attempt acquires with in on the route's engine: once on the caller's
-// context, since most acquisitions are granted at once and need no wait
-// that a switch can cancel (a cancellable context costs the engines a
-// slower path), then, for a waiting caller, with a wait that a switch away
-// from the engine cancels, which it reports as switchedAway.
+// attempt acquires with in on the route's engine, first with one try,
+// then, for a waiting caller, with a wait; a switch away from the engine
+// cancels either, which it reports as switchedAway. The try runs on the
+// caller's own context when that one cannot be cancelled (Lock): most
+// acquisitions are granted at once, and a cancellable context costs the
+// engines a slower path. A cancellable one (LockCtx, TryLockTimeout) costs
+// that path anyway, and the switch must be able to end a try stuck on an
+// engine that stopped answering, or its caller would wait out the engine's
+// request timeout before the next engine is tried.
 func (l *switchLocker) attempt(ctx context.Context, r route, in locker.Handle, wait bool) (ok, switchedAway bool, err error) {
-	ok, err = locker.Acquire(ctx, in, false)
-	if !wait || err != nil || ok {
-		return ok, false, err
+	tctx := ctx
+	if wait && ctx.Done() != nil {
+		var stop func()
+		tctx, stop = l.s.startWait(ctx, r.engine)
+		defer stop()
 	}
-	wctx, stop := l.s.startWait(ctx, r.engine)
-	defer stop()
+	ok, err = locker.Acquire(tctx, in, false)
+	if !wait || err != nil || ok {
+		return ok, err != nil && ctx.Err() == nil && tctx.Err() != nil, err
+	}
+	wctx := tctx
+	if wctx == ctx {
+		var stop func()
+		wctx, stop = l.s.startWait(ctx, r.engine)
+		defer stop()
+	}
 	ok, err = locker.Acquire(wctx, in, true)
 	return ok, err != nil && ctx.Err() == nil && wctx.Err() != nil, err
 }
