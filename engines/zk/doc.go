@@ -131,8 +131,7 @@
 // and so does one that wants more permits than are stored (it could never
 // be granted). After SetPermits lowers the count, holds already granted
 // stay, and a waiter may wait for the holders granted under the old count
-// to go. InspectFamily reports the holds and waiters of either, in line
-// order, with one listing and one read per node (lockctl holders --kind).
+// to go.
 //
 // # Names
 //
@@ -162,6 +161,24 @@
 // third of its TTL, as it sets that watch (Lost closes, Unlock returns
 // ErrLockLost). Both are bounded by their context and the connect timeout.
 // lockctl holders and lockctl unlock --force use them.
+//
+// InspectFamily does the same for a read-write lock or a semaphore: its
+// holds and every waiter (readers, writers, permit waiters), in line
+// order, with owner, kind and permits, and for a semaphore its stored
+// count. Which nodes hold is decided from the listing by the rules the
+// acquisitions follow; a writer that downgraded shows twice, its write and
+// its read hold, both with the write hold's token, as their Handles say.
+// ForceUnlockFamily ends the holds of a token (a downgraded writer's token
+// ends both its sides), or every hold for token 0: from one such look, it
+// deletes each matching node only if it still has the version read (a
+// semaphore node whose data changed, to wake its successor, is read again
+// first), so it never ends a hold granted after the look; waiters stay
+// queued and take their turn as after a release. When every hold it found
+// went before its delete it looks again, at most five times; nothing
+// matching is locker.ErrNotHeld. The forced-out owners learn of it as
+// ForceUnlock's owner does. The deletes run in parallel, eight at a time,
+// and are not one transaction: should the ensemble fail midway, the call
+// returns the holds already ended with its error.
 //
 // # TLS
 //

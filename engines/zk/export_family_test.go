@@ -1,6 +1,11 @@
 package zk
 
-import "github.com/orthrus-go/orthrus/locker"
+import (
+	"context"
+	"strings"
+
+	"github.com/orthrus-go/orthrus/locker"
+)
 
 // FamilyPath exposes the parent node of a read-write lock (KindRead,
 // KindWrite) or a semaphore (KindPermit) to the tests.
@@ -8,3 +13,10 @@ func (e *Engine) FamilyPath(k locker.Kind, name string) string { return e.family
 
 // PermitsNode is the child of a semaphore's parent that stores its count.
 const PermitsNode = permitsNode
+
+// ForceNode exposes forceNode: it deletes the family node at path if it
+// still has version, reading it again when its version changed.
+func (e *Engine) ForceNode(ctx context.Context, path string, version int32) (bool, error) {
+	parent := path[:strings.LastIndexByte(path, '/')]
+	return e.forceNode(ctx, parent, queued{path: path, version: version})
+}

@@ -109,7 +109,7 @@ func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, e
 		}
 		return locker.Holder{}, e.fail("force unlock", name, err)
 	}
-	return locker.Holder{}, fmt.Errorf("zk: force unlock %q: the lock changed hands %d times meanwhile: it is not stuck; look again", name, forceAttempts)
+	return locker.Holder{}, changedHands(name)
 }
 
 // queue lists the lock nodes under parent, the holder first, then the
