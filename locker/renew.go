@@ -337,14 +337,19 @@ func (s *scheduler) renew(holds []*Hold) {
 		s.push(h)
 	}
 	s.mu.Unlock()
+	WarnLost(s.log, "locker", lost, lostErr)
+}
+
+// WarnLost logs the holds lost together, for one cause: one line for a
+// hold, and one line for many, not one per hold, since a mass loss must be
+// loud and not drown the log. who names the component that saw the loss.
+func WarnLost(log *slog.Logger, who string, lost []*Hold, cause error) {
 	switch {
 	case len(lost) == 1:
 		h := lost[0]
-		s.log.Warn("locker: hold lost", "name", h.Name, "owner", h.Owner, "token", h.Token, "err", lostErr)
+		log.Warn(who+": hold lost", "name", h.Name, "owner", h.Owner, "token", h.Token, "err", cause)
 	case len(lost) > 1:
-		// One line for a chunk, not one per hold: a mass loss must be
-		// loud, and not drown the log.
-		s.log.Warn("locker: holds lost", "count", len(lost), "first", lost[0].Name, "err", lostErr)
+		log.Warn(who+": holds lost", "count", len(lost), "first", lost[0].Name, "err", cause)
 	}
 }
 

@@ -1,6 +1,7 @@
 package zk
 
 import (
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -55,14 +56,7 @@ func (e *Engine) epochLost(ep *zkconn.Epoch, why string, reap bool) {
 			e.zc.Reap(path)
 		}
 	}
-	switch {
-	case len(lost) == 1:
-		h := lost[0]
-		e.log.Warn("zk: hold lost", "name", h.Name, "owner", h.Owner, "token", h.Token, "why", why)
-	case len(lost) > 1:
-		// One line, not one per hold: 100k of them would drown the log.
-		e.log.Warn("zk: holds lost", "count", len(lost), "first", lost[0].Name, "why", why)
-	}
+	locker.WarnLost(e.log, "zk", lost, errors.New(why))
 }
 
 // nodeDeleted handles the deletion of a watched node: when it is one of
@@ -86,7 +80,7 @@ func (e *Engine) lostNode(n *node, why string) {
 	e.forgetLocked(n)
 	if n.hold != nil {
 		n.hold.MarkLost()
-		e.log.Warn("zk: hold lost", "name", n.hold.Name, "owner", n.hold.Owner, "token", n.hold.Token, "why", why)
+		locker.WarnLost(e.log, "zk", []*locker.Hold{n.hold}, errors.New(why))
 	}
 }
 
