@@ -86,10 +86,12 @@
 // up to the next writer, and nobody else. TryLock creates its key only if
 // nothing holds it out: contention costs one round trip and leaves nothing.
 // A downgrade (the read side taken while holding the write side) is one
-// transaction that creates a "d/" key only if the writer's key still
-// exists; the read is granted at once with the writer's token, and every
-// writer waits for "d/" keys whatever its place in line, so a writer that
-// queued during the write hold stays out when the write side is released.
+// transaction that creates a "d/<writer's token>/" key only if the writer's
+// key still exists; the read is granted at once with the writer's token
+// (its key's name keeps it for operators once the writer is gone), and
+// every writer waits for "d/" keys whatever its place in line, so a writer
+// that queued during the write hold stays out when the write side is
+// released.
 // Upgrades are refused by locker.Core (ErrUpgrade).
 //
 // A semaphore's holds and waiters queue in "q/" in create revision order,
@@ -122,8 +124,21 @@
 // key (in the background, through the Core, when etcd does not answer); a
 // hold whose lease ends or whose key is deleted is lost (Lost closes,
 // Unlock returns ErrLockLost); a downgraded read and its write hold are two
-// holds, each lost on its own. InspectFamily shows holders and waiters
-// oldest first (a downgrading owner twice), and a semaphore's stored count.
+// holds, each lost on its own.
+//
+// InspectFamily shows holders and waiters (readers, writers and permit
+// waiters alike, with owner, kind and permits) oldest first, a downgrading
+// owner twice, both with the writer's token as their Handles have it, and
+// a semaphore's stored count. ForceUnlockFamily ends the holds with a
+// token (a downgrading owner's two at once), or every hold with token 0:
+// one read, then one transaction per 128 holds that deletes their keys only
+// if each still has the mod revision read, so a hold granted meanwhile,
+// even on the same key name, is never ended; a key merely rewritten
+// meanwhile (a grant mark) is deleted again, and one released meanwhile is
+// not reported. Waiters stay queued and take their turn as at a release;
+// the forced-out owners learn of it at their next renewal's check of their
+// keys, within about a TTL and a third (Lost closes, Unlock returns
+// ErrLockLost), or, under a fixed lease, at Unlock.
 //
 // # Leases and TTLs
 //

@@ -39,7 +39,8 @@ func (e *Engine) familyRange(k locker.Kind, name string) string {
 }
 
 // The sub-ranges of a read-write lock: readers, writers, and the readers
-// that downgraded from the write side, which hold out every writer.
+// that downgraded from the write side, which hold out every writer (under
+// "d/<the writer's token>/").
 const (
 	rwReaders    = "r/"
 	rwWriters    = "w/"
@@ -85,13 +86,15 @@ func (e *Engine) familyWaiter(ctx context.Context, h *locker.Hold, st *holdState
 // transaction, if the writer's key still exists (then it holds: keys older
 // than a holder's only go). The read key goes in the downgrades' range,
 // where every writer sees it whatever its place in line. The read has the
-// writer's token; its key's create revision (st.rev) identifies it.
+// writer's token, which its key's name carries ("d/<token>/<slot>") for
+// operators (InspectFamily, ForceUnlockFamily); its key's create revision
+// (st.rev) identifies it.
 func (e *Engine) downgrade(ctx context.Context, h *locker.Hold, st *holdState, rng string) (bool, error) {
 	wst, _ := h.Writer.State.(*holdState)
 	if wst == nil || wst.slot == nil {
 		return false, nil
 	}
-	st.prefix = rng + rwDowngrades
+	st.prefix = rng + rwDowngrades + strconv.FormatUint(h.Writer.Token, 10) + "/"
 	ok, err := e.tryCreate(ctx, h, st, func(t clientv3.Txn, put clientv3.Op) clientv3.Txn {
 		return t.If(clientv3.Compare(clientv3.CreateRevision(wst.key), "=", wst.rev)).Then(put)
 	}, nil)

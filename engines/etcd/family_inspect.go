@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,92 +18,228 @@ var _ locker.FamilyInspector = (*Engine)(nil)
 // InspectFamily reports the holds and waiters of the read-write lock
 // (KindRead or KindWrite) or the semaphore (KindPermit) named name, oldest
 // first, as Inspect does for a mutex: one range read, one TimeToLive per
-// distinct lease. A holder's token is its key's create revision (a
-// downgraded read shows its own, not its writer's).
+// distinct lease. A holder's token is its key's create revision, but a
+// downgraded read's is its writer's, as its Handle's Token is (its key's
+// name carries it).
 func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name string) (locker.FamilyInspection, error) {
-	if err := locker.ValidateName(name); err != nil {
-		return locker.FamilyInspection{}, fmt.Errorf("etcd: inspect: %w", err)
-	}
-	if kind != locker.KindRead && kind != locker.KindWrite && kind != locker.KindPermit {
-		return locker.FamilyInspection{}, fmt.Errorf("etcd: inspect %q: %w: kind %v (want read, write or permit)", name, locker.ErrInvalidArgument, kind)
+	if err := familyArgs("inspect", kind, name); err != nil {
+		return locker.FamilyInspection{}, err
 	}
 	rng := e.familyRange(kind, name)
-	kvs, ttls, err := e.inspectRange(ctx, name, rng)
+	kvs, ttls, err := e.inspectRange(ctx, "inspect", name, rng)
 	if err != nil {
 		return locker.FamilyInspection{}, err
 	}
 	var in locker.FamilyInspection
-	add := func(kv *mvccpb.KeyValue, k locker.Kind, permits int, owner string, held bool) {
-		h := locker.FamilyHolder{Holder: locker.Holder{Owner: owner, Token: uint64(kv.CreateRevision), TTL: ttls[clientv3.LeaseID(kv.Lease)]}, Kind: k, Permits: permits}
-		if held {
+	count, keys := familyKeys(kind, rng, kvs)
+	if kind == locker.KindPermit {
+		in.Permits = count
+	}
+	for _, k := range keys {
+		h := k.h
+		h.TTL = ttls[clientv3.LeaseID(k.kv.Lease)]
+		if k.held {
 			in.Holders = append(in.Holders, h)
 		} else {
 			in.Waiters = append(in.Waiters, h)
 		}
 	}
-	if kind == locker.KindPermit {
-		count, queue := semCounted(rng, kvs)
-		in.Permits = count
-		for _, k := range queue {
-			add(k.kv, locker.KindPermit, k.permits, k.owner, k.held)
-		}
-		return in, nil
-	}
-	// A writer at the front holds unless a downgraded reader of another
-	// owner holds it out; a reader holds when no writer is older.
-	downgrades := make(map[string]bool) // owners
-	for _, kv := range kvs {
-		if strings.HasPrefix(string(kv.Key), rng+rwDowngrades) {
-			downgrades[string(kv.Value)] = true
-		}
-	}
-	writer := false
-	for i, kv := range kvs {
-		owner := string(kv.Value)
-		switch sub := strings.TrimPrefix(string(kv.Key), rng); {
-		case strings.HasPrefix(sub, rwWriters):
-			others := len(downgrades) > 1 || (len(downgrades) == 1 && !downgrades[owner])
-			add(kv, locker.KindWrite, 1, owner, i == 0 && !others)
-			writer = true
-		case strings.HasPrefix(sub, rwDowngrades):
-			add(kv, locker.KindRead, 1, owner, true)
-		default:
-			add(kv, locker.KindRead, 1, owner, !writer)
-		}
-	}
 	return in, nil
 }
 
-// semKey is one key of a semaphore's queue, as an operator sees it.
-type semKey struct {
-	kv      *mvccpb.KeyValue
-	permits int
-	owner   string
-	held    bool
-	marked  bool
+// familyArgs checks the arguments of an operation on a family lock.
+func familyArgs(op string, kind locker.Kind, name string) error {
+	if err := locker.ValidateName(name); err != nil {
+		return fmt.Errorf("etcd: %s: %w", op, err)
+	}
+	if kind != locker.KindRead && kind != locker.KindWrite && kind != locker.KindPermit {
+		return fmt.Errorf("etcd: %s %q: %w: kind %v (want read, write or permit)", op, name, locker.ErrInvalidArgument, kind)
+	}
+	return nil
+}
+
+// familyKey is one key of a read-write lock or a semaphore, as an operator
+// sees it.
+type familyKey struct {
+	kv     *mvccpb.KeyValue
+	h      locker.FamilyHolder // its TTL is not set
+	held   bool
+	marked bool // a permit key marked granted
+}
+
+// familyKeys splits the keys of the range rng of a family lock of kind,
+// read in create revision order, into holds and waiters, by the rules the
+// waiters follow; count is a semaphore's stored count (0 when none).
+func familyKeys(kind locker.Kind, rng string, kvs []*mvccpb.KeyValue) (count int, keys []familyKey) {
+	if kind == locker.KindPermit {
+		return semCounted(rng, kvs)
+	}
+	return 0, rwKeys(rng, kvs)
+}
+
+// rwKeys tells a read-write lock's holds from its waiters: a writer at the
+// front holds unless a downgraded read of another writer holds it out; a
+// reader holds when no writer key is older; a downgraded read holds.
+func rwKeys(rng string, kvs []*mvccpb.KeyValue) []familyKey {
+	keys := make([]familyKey, len(kvs))
+	var downgrades []uint64 // their writers' tokens
+	for i, kv := range kvs {
+		k := familyKey{kv: kv, h: locker.FamilyHolder{
+			Holder: locker.Holder{Owner: string(kv.Value), Token: uint64(kv.CreateRevision)},
+			Kind:   locker.KindRead, Permits: 1,
+		}}
+		switch sub := strings.TrimPrefix(string(kv.Key), rng); {
+		case strings.HasPrefix(sub, rwWriters):
+			k.h.Kind = locker.KindWrite
+		case strings.HasPrefix(sub, rwDowngrades):
+			k.held = true
+			if tok, _, ok := strings.Cut(strings.TrimPrefix(sub, rwDowngrades), "/"); ok {
+				if t, err := strconv.ParseUint(tok, 10, 64); err == nil {
+					k.h.Token = t
+				}
+			}
+			downgrades = append(downgrades, k.h.Token)
+		}
+		keys[i] = k
+	}
+	writer := false
+	for i := range keys {
+		k := &keys[i]
+		switch {
+		case k.h.Kind == locker.KindWrite:
+			others := slices.ContainsFunc(downgrades, func(t uint64) bool { return t != k.h.Token })
+			k.held = i == 0 && !others
+			writer = true
+		case !k.held:
+			k.held = !writer
+		}
+	}
+	return keys
 }
 
 // semCounted splits a semaphore's keys, read in create revision order,
 // into its stored count (0 when none) and its queue, telling holds from
 // waiters by the rule the waiters follow.
-func semCounted(rng string, kvs []*mvccpb.KeyValue) (int, []semKey) {
+func semCounted(rng string, kvs []*mvccpb.KeyValue) (int, []familyKey) {
 	count := 0
-	var queue []semKey
+	var queue []familyKey
 	for _, kv := range kvs {
 		if string(kv.Key) == rng+semCount {
 			count, _ = strconv.Atoi(string(kv.Value))
 			continue
 		}
 		p, marked, owner := parseSemValue(kv.Value)
-		queue = append(queue, semKey{kv: kv, permits: p, owner: owner, marked: marked})
+		queue = append(queue, familyKey{kv: kv, marked: marked, h: locker.FamilyHolder{
+			Holder: locker.Holder{Owner: owner, Token: uint64(kv.CreateRevision)},
+			Kind:   locker.KindPermit, Permits: p,
+		}})
 	}
 	sum, waiting := 0, false
 	for i := range queue {
-		sum += queue[i].permits
+		sum += queue[i].h.Permits
 		waiting = waiting || (!queue[i].marked && sum > count)
 		queue[i].held = !waiting
 	}
 	return count, queue
+}
+
+// ForceUnlockFamily ends the holds of the read-write lock (KindRead or
+// KindWrite: both sides) or the semaphore (KindPermit) named name whose
+// token is token, or every hold when token is 0, whoever owns them, and
+// returns what it ended; ErrNotHeld when none matched. A downgraded read
+// has its writer's token: forcing that token ends both. It reads the holds
+// as InspectFamily does, then deletes their keys, in transactions of at
+// most maxTxnOps keys, each only if every key still has the mod revision
+// read, so that it never ends a newer hold, nor a waiter granted meanwhile.
+// A key that was only rewritten meanwhile (a permit marked granted, a key
+// moved to a fixed lease) is the same hold: the transaction returns it, and
+// it is deleted again with its new mod revision; one released by its owner
+// meanwhile is not reported. Waiters stay queued and take their turn:
+// every deletion wakes those it let in. The forced-out owners learn of it
+// at their next renewal, within about a TTL and a third (see Renew): Lost
+// closes and Unlock returns ErrLockLost. When holds kept changing it
+// returns those it ended with an error.
+func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name string, token uint64) ([]locker.FamilyHolder, error) {
+	const op = "force unlock"
+	if err := familyArgs(op, kind, name); err != nil {
+		return nil, err
+	}
+	rng := e.familyRange(kind, name)
+	kvs, ttls, err := e.inspectRange(ctx, op, name, rng)
+	if err != nil {
+		return nil, err
+	}
+	_, keys := familyKeys(kind, rng, kvs)
+	var targets []familyKey
+	for _, k := range keys {
+		if k.held && (token == 0 || k.h.Token == token) {
+			k.h.TTL = ttls[clientv3.LeaseID(k.kv.Lease)]
+			targets = append(targets, k)
+		}
+	}
+	var ended []locker.FamilyHolder
+	for range forceAttempts {
+		var changed []familyKey
+		for len(targets) > 0 {
+			chunk := targets[:min(len(targets), maxTxnOps)]
+			targets = targets[len(chunk):]
+			done, again, err := e.deleteHolds(ctx, chunk)
+			if err != nil {
+				return ended, e.fail(op, name, err)
+			}
+			ended = append(ended, done...)
+			changed = append(changed, again...)
+		}
+		if targets = changed; len(targets) == 0 {
+			break
+		}
+	}
+	switch {
+	case len(targets) > 0:
+		return ended, fmt.Errorf("etcd: force unlock %s %q: %d holds changed %d times meanwhile: they are not stuck; look again", kind, name, len(targets), forceAttempts)
+	case len(ended) == 0 && token != 0:
+		return nil, fmt.Errorf("etcd: force unlock %s %q: no hold has token %d: %w", kind, name, token, locker.ErrNotHeld)
+	case len(ended) == 0:
+		return nil, fmt.Errorf("etcd: force unlock %s %q: %w", kind, name, locker.ErrNotHeld)
+	}
+	return ended, nil
+}
+
+// deleteHolds deletes the keys of holds in one transaction if each still
+// has the mod revision read, and returns them as ended. Otherwise it
+// returns, with their keys as they are now, those that still have the
+// create revision read: the same holds, to delete again.
+func (e *Engine) deleteHolds(ctx context.Context, holds []familyKey) (ended []locker.FamilyHolder, changed []familyKey, err error) {
+	cmps := make([]clientv3.Cmp, len(holds))
+	dels := make([]clientv3.Op, len(holds))
+	gets := make([]clientv3.Op, len(holds))
+	for i, k := range holds {
+		key := string(k.kv.Key)
+		cmps[i] = clientv3.Compare(clientv3.ModRevision(key), "=", k.kv.ModRevision)
+		dels[i] = clientv3.OpDelete(key)
+		gets[i] = clientv3.OpGet(key)
+	}
+	rctx, cancel := e.bound(ctx)
+	resp, err := e.client.Txn(rctx).If(cmps...).Then(dels...).Else(gets...).Commit()
+	cancel()
+	if err != nil {
+		return nil, nil, err
+	}
+	if resp.Succeeded {
+		ended = make([]locker.FamilyHolder, len(holds))
+		for i, k := range holds {
+			ended[i] = k.h
+		}
+		return ended, nil, nil
+	}
+	for i, r := range resp.Responses {
+		if kvs := r.GetResponseRange().Kvs; len(kvs) == 1 && kvs[0].CreateRevision == holds[i].kv.CreateRevision {
+			k := holds[i]
+			k.kv = kvs[0]
+			changed = append(changed, k)
+		}
+	}
+	return nil, changed, nil
 }
 
 // SetPermits stores n as the permit count of semaphore name. Holds already
@@ -138,7 +275,7 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 			}
 		}
 		unchanged := clientv3.Compare(clientv3.ModRevision(countKey), "=", countRev)
-		var marks []semKey
+		var marks []familyKey
 		for _, k := range queue {
 			if n < count && k.held && !k.marked {
 				marks = append(marks, k)
@@ -170,7 +307,7 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 // markHeld marks the given holds granted, in transactions of at most
 // maxTxnOps keys, each only if the count is unchanged and its keys are
 // still those read. It reports false when one of these changed.
-func (e *Engine) markHeld(ctx context.Context, unchanged clientv3.Cmp, marks []semKey) (bool, error) {
+func (e *Engine) markHeld(ctx context.Context, unchanged clientv3.Cmp, marks []familyKey) (bool, error) {
 	for len(marks) > 0 {
 		chunk := marks[:min(len(marks), maxTxnOps-1)]
 		marks = marks[len(chunk):]
@@ -178,7 +315,7 @@ func (e *Engine) markHeld(ctx context.Context, unchanged clientv3.Cmp, marks []s
 		ops := make([]clientv3.Op, len(chunk))
 		for i, k := range chunk {
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(string(k.kv.Key)), "=", k.kv.CreateRevision))
-			ops[i] = clientv3.OpPut(string(k.kv.Key), semValue(k.permits, true, k.owner), clientv3.WithIgnoreLease())
+			ops[i] = clientv3.OpPut(string(k.kv.Key), semValue(k.h.Permits, true, k.h.Owner), clientv3.WithIgnoreLease())
 		}
 		rctx, cancel := e.bound(ctx)
 		resp, err := e.client.Txn(rctx).If(cmps...).Then(ops...).Commit()

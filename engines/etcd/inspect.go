@@ -33,7 +33,7 @@ func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, e
 	if err := locker.ValidateName(name); err != nil {
 		return locker.Inspection{}, fmt.Errorf("etcd: inspect: %w", err)
 	}
-	kvs, ttls, err := e.inspectRange(ctx, name, e.lockPrefix(name))
+	kvs, ttls, err := e.inspectRange(ctx, "inspect", name, e.lockPrefix(name))
 	if err != nil {
 		return locker.Inspection{}, err
 	}
@@ -50,24 +50,24 @@ func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, e
 }
 
 // inspectRange reads the keys of rng, oldest first, and the time their
-// leases have left (see leaseTTLs), for the inspection of name.
-func (e *Engine) inspectRange(ctx context.Context, name, rng string) ([]*mvccpb.KeyValue, map[clientv3.LeaseID]time.Duration, error) {
+// leases have left (see leaseTTLs), for the operation op on name.
+func (e *Engine) inspectRange(ctx context.Context, op, name, rng string) ([]*mvccpb.KeyValue, map[clientv3.LeaseID]time.Duration, error) {
 	if e.isClosed() {
-		return nil, nil, e.fail("inspect", name, locker.ErrClosed)
+		return nil, nil, e.fail(op, name, locker.ErrClosed)
 	}
 	rctx, cancel := e.bound(ctx)
 	resp, err := e.client.Get(rctx, rng, clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	cancel()
 	if err != nil {
-		return nil, nil, e.fail("inspect", name, err)
+		return nil, nil, e.fail(op, name, err)
 	}
 	if len(resp.Kvs) == 0 {
 		return nil, nil, nil
 	}
 	ttls, err := e.leaseTTLs(ctx, resp)
 	if err != nil {
-		return nil, nil, e.fail("inspect", name, err)
+		return nil, nil, e.fail(op, name, err)
 	}
 	return resp.Kvs, ttls, nil
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/orthrus-go/orthrus/locker"
 )
 
-// An unreachable cluster fails within the request timeout, as
-// ErrUnavailable.
+// An unreachable cluster fails each operator's call within the request
+// timeout, as ErrUnavailable.
 func TestInspectUnreachable(t *testing.T) {
 	s := testserver.Etcd(t)
 	addr := s.Addr()
@@ -29,7 +29,13 @@ func TestInspectUnreachable(t *testing.T) {
 	if _, err := e.ForceUnlock(ctx, "x"); !errors.Is(err, locker.ErrUnavailable) {
 		t.Errorf("ForceUnlock() = %v; want ErrUnavailable", err)
 	}
-	if d := time.Since(start); d > 2*timeout+time.Second {
-		t.Errorf("failing took %v; want about two request timeouts (%v)", d, 2*timeout)
+	if _, err := e.InspectFamily(ctx, locker.KindRead, "x"); !errors.Is(err, locker.ErrUnavailable) {
+		t.Errorf("InspectFamily() = %v; want ErrUnavailable", err)
+	}
+	if _, err := e.ForceUnlockFamily(ctx, locker.KindPermit, "x", 0); !errors.Is(err, locker.ErrUnavailable) {
+		t.Errorf("ForceUnlockFamily() = %v; want ErrUnavailable", err)
+	}
+	if d := time.Since(start); d > 4*timeout+time.Second {
+		t.Errorf("failing took %v; want about four request timeouts (%v)", d, 4*timeout)
 	}
 }
