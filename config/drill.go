@@ -92,7 +92,7 @@ func NewDrillScope(ctx context.Context, cfg *Config, id string, opts ...Option) 
 		if e.Type != TypeZK {
 			continue
 		}
-		err := s.withZK(ctx, e, func(conn *zkconn.Conn) error {
+		err := s.withZK(ctx, e, fmt.Sprintf("engines[%d]", i), func(conn *zkconn.Conn) error {
 			var err error
 			s.missing[e.Name], err = (zkStore{conn: conn, path: e.Prefix}).missing(ctx)
 			return err
@@ -131,7 +131,7 @@ func (s *DrillScope) Remove(ctx context.Context) error {
 			case TypeEtcd:
 				err = s.removeEtcd(ectx, e, fmt.Sprintf("engines[%d]", i))
 			case TypeZK:
-				err = s.withZK(ectx, e, func(conn *zkconn.Conn) error {
+				err = s.withZK(ectx, e, fmt.Sprintf("engines[%d]", i), func(conn *zkconn.Conn) error {
 					_, err := zkconn.Do(ectx, conn, func() (struct{}, error) {
 						return struct{}{}, removeTree(conn.Client(), e.Prefix, s.missing[e.Name])
 					})
@@ -200,7 +200,7 @@ func scanDelete(ctx context.Context, c goredis.Cmdable, pattern string) error {
 }
 
 func (s *DrillScope) removeEtcd(ctx context.Context, e *Engine, field string) error {
-	client, err := etcdClient(e.Endpoints, e.Username, e.Password, &e.TLS, field, orDefault(e.DialTimeout, s.cfg.StartTimeout))
+	client, err := engineEtcdClient(e, field, s.cfg.StartTimeout)
 	if err != nil {
 		return err
 	}
@@ -209,12 +209,16 @@ func (s *DrillScope) removeEtcd(ctx context.Context, e *Engine, field string) er
 	return err
 }
 
-// withZK runs fn on a ZooKeeper connection to e's servers, with e's auth.
-func (s *DrillScope) withZK(ctx context.Context, e *Engine, fn func(*zkconn.Conn) error) error {
-	src := &Source{Servers: e.Servers, SessionTimeout: e.SessionTimeout, Auth: e.Auth}
+// withZK runs fn on a ZooKeeper connection to e's servers, connected as
+// the engine connects (credentials and TLS included).
+func (s *DrillScope) withZK(ctx context.Context, e *Engine, field string, fn func(*zkconn.Conn) error) error {
+	conf, err := zkEngineConn(e, field, s.log)
+	if err != nil {
+		return err
+	}
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout)
 	defer cancel()
-	conn, err := zkConn(sctx, src, s.cfg.StartTimeout, s.log)
+	conn, err := zkconn.Dial(sctx, conf)
 	if err != nil {
 		return err
 	}

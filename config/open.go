@@ -2,6 +2,7 @@ package config
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -279,7 +280,7 @@ func startEngine(ctx context.Context, c *Config, i int, log *slog.Logger, tel *t
 	case TypeZK:
 		return startZK(ctx, e, field, log, tel)
 	case TypeEtcd:
-		return startEtcd(ctx, e, field, orDefault(e.DialTimeout, c.StartTimeout), log, tel)
+		return startEtcd(ctx, e, field, c.StartTimeout, log, tel)
 	}
 	return started{}, fmt.Errorf("%w: unknown engine type %q", locker.ErrInvalidArgument, e.Type)
 }
@@ -358,33 +359,60 @@ func startZK(ctx context.Context, e *Engine, field string, log *slog.Logger, tel
 }
 
 // zkOptions returns the options of a zk engine: the engine dials its own
-// connection.
+// connection, with the settings of zkEngineConn.
 func zkOptions(e *Engine, field string, log *slog.Logger) ([]zk.Option, error) {
-	opts := []zk.Option{zk.WithName(e.Name), zk.WithLogger(log)}
-	if e.Prefix != "" {
-		opts = append(opts, zk.WithPrefix(e.Prefix))
-	}
-	if e.SessionTimeout > 0 {
-		opts = append(opts, zk.WithSessionTimeout(e.SessionTimeout))
-	}
-	if e.DialTimeout > 0 {
-		opts = append(opts, zk.WithConnectTimeout(e.DialTimeout))
-	}
-	if e.Auth.Scheme != "" {
-		opts = append(opts, zk.WithAuth(e.Auth.Scheme, e.Auth.Credentials))
-	}
-	tlsConf, err := e.TLS.config(field + ".tls")
+	conn, err := zkEngineConn(e, field, log)
 	if err != nil {
 		return nil, err
 	}
-	if tlsConf != nil {
-		opts = append(opts, zk.WithTLS(tlsConf))
+	opts := []zk.Option{zk.WithName(e.Name), zk.WithLogger(log),
+		zk.WithSessionTimeout(conn.SessionTimeout), zk.WithConnectTimeout(conn.ConnectTimeout)}
+	if e.Prefix != "" {
+		opts = append(opts, zk.WithPrefix(e.Prefix))
+	}
+	for _, a := range conn.Auth {
+		opts = append(opts, zk.WithAuth(a.Scheme, string(a.Cred)))
+	}
+	if conn.TLS != nil {
+		opts = append(opts, zk.WithTLS(conn.TLS))
 	}
 	return opts, nil
 }
 
-func startEtcd(ctx context.Context, e *Engine, field string, dial time.Duration, log *slog.Logger, tel *telemetry.Telemetry) (started, error) {
-	client, err := etcdClient(e.Endpoints, e.Username, e.Password, &e.TLS, field, dial)
+// zkEngineConn returns the connection settings of a zk engine: its
+// servers, timeouts (the zk engine's defaults for those left out),
+// credentials and TLS.
+func zkEngineConn(e *Engine, field string, log *slog.Logger) (zkconn.Config, error) {
+	tlsConf, err := e.TLS.config(field + ".tls")
+	if err != nil {
+		return zkconn.Config{}, err
+	}
+	return zkConnConfig(e.Servers, e.SessionTimeout, e.DialTimeout, e.Auth, tlsConf, field, log)
+}
+
+// zkConnConfig returns the settings of a ZooKeeper connection, of an
+// engine or of the source, with the zk engine's default for a timeout left
+// zero.
+func zkConnConfig(servers []string, session, connect time.Duration, auth Auth, tlsConf *tls.Config, field string, log *slog.Logger) (zkconn.Config, error) {
+	cfg := zkconn.Config{
+		Servers:        servers,
+		SessionTimeout: orDefault(session, zk.DefaultSessionTimeout),
+		ConnectTimeout: orDefault(connect, zk.DefaultConnectTimeout),
+		TLS:            tlsConf,
+		Logger:         log,
+	}
+	if auth.Scheme != "" {
+		c, err := zkconn.NewCredential(auth.Scheme, auth.Credentials)
+		if err != nil {
+			return cfg, fmt.Errorf("%s.auth: %w: %v", field, locker.ErrInvalidArgument, err)
+		}
+		cfg.Auth = []zkconn.Credential{c}
+	}
+	return cfg, nil
+}
+
+func startEtcd(ctx context.Context, e *Engine, field string, startTimeout time.Duration, log *slog.Logger, tel *telemetry.Telemetry) (started, error) {
+	client, err := engineEtcdClient(e, field, startTimeout)
 	if err != nil {
 		return started{}, err
 	}
@@ -406,6 +434,12 @@ func startEtcd(ctx context.Context, e *Engine, field string, dial time.Duration,
 		return started{}, errors.Join(err, closeQuietly(eng.Close, closeClient))
 	}
 	return started{eng, closeClient}, nil
+}
+
+// engineEtcdClient returns the client of an etcd engine; its dial timeout
+// defaults to start_timeout.
+func engineEtcdClient(e *Engine, field string, startTimeout time.Duration) (*clientv3.Client, error) {
+	return etcdClient(e.Endpoints, e.Username, e.Password, &e.TLS, field, orDefault(e.DialTimeout, startTimeout))
 }
 
 // closeQuietly runs the closes of a failed start; their errors add nothing
@@ -497,18 +531,9 @@ func initialEngine(c *Config, engines []locker.Engine, value, where string, log 
 // zkConn connects to the ensemble of s and waits for a session within ctx
 // and timeout; its Close waits for every goroutine it started.
 func zkConn(ctx context.Context, s *Source, timeout time.Duration, log *slog.Logger) (*zkconn.Conn, error) {
-	cfg := zkconn.Config{
-		Servers:        s.Servers,
-		SessionTimeout: orDefault(s.SessionTimeout, zk.DefaultSessionTimeout),
-		ConnectTimeout: timeout,
-		Logger:         log,
-	}
-	if s.Auth.Scheme != "" {
-		c, err := zkconn.NewCredential(s.Auth.Scheme, s.Auth.Credentials)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Auth = []zkconn.Credential{c}
+	cfg, err := zkConnConfig(s.Servers, s.SessionTimeout, timeout, s.Auth, nil, "source", log)
+	if err != nil {
+		return nil, err
 	}
 	return zkconn.Dial(ctx, cfg)
 }

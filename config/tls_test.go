@@ -120,9 +120,10 @@ func (b *syncBuffer) String() string {
 }
 
 // Every engine over mutual TLS with its application's credentials, given
-// through the environment and secret files: the engines work, the logs of
-// the run (at debug level, refusals included) and the errors never show a
-// secret, and Security says how each engine is secured.
+// through the environment and secret files: the engines work, and so do
+// the raw clients DialClient gives; the logs of the run (at debug level,
+// refusals included) and the errors never show a secret, and Security
+// says how each engine is secured.
 func TestOpenTLSWithSecrets(t *testing.T) {
 	clearEnv(t)
 	certs := testserver.TestCerts(t)
@@ -185,6 +186,7 @@ engines:
 	if err := sw.Close(); err != nil {
 		t.Errorf("Close() = %v", err)
 	}
+	checkDialClients(ctx, t, c, config.WithLogger(logger))
 
 	// A wrong password is refused: ErrPermission, not an outage.
 	wrong := *c
@@ -194,8 +196,12 @@ engines:
 	if !errors.Is(err, locker.ErrPermission) || errors.Is(err, locker.ErrUnavailable) {
 		t.Errorf("Open() with a wrong password = %v; want ErrPermission", err)
 	}
+	_, dcErr := config.DialClient(ctx, &wrong, "redis", config.WithLogger(logger))
+	if !errors.Is(dcErr, locker.ErrPermission) || errors.Is(dcErr, locker.ErrUnavailable) {
+		t.Errorf("DialClient() with a wrong password = %v; want ErrPermission", dcErr)
+	}
 
-	out := logs.String() + "\n" + fmt.Sprint(err)
+	out := logs.String() + "\n" + fmt.Sprint(err) + "\n" + fmt.Sprint(dcErr)
 	if !strings.Contains(out, "level=") {
 		t.Errorf("nothing was logged: the check below would prove nothing")
 	}

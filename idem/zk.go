@@ -5,13 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 	"sync"
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
 
+	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -85,8 +85,8 @@ func NewZKStore(conn *gozk.Conn, acl []gozk.ACL, opts ...StoreOption) (*ZKStore,
 		return nil, err
 	}
 	p := strings.TrimSuffix(s.prefix, "/")
-	if !strings.HasPrefix(p, "/") || path.Clean(p) != p || p == "/" {
-		return nil, fmt.Errorf("%w: WithPrefix(%q): want an absolute ZooKeeper path below the root", locker.ErrInvalidArgument, s.prefix)
+	if err := zkconn.CheckPath(p); err != nil {
+		return nil, fmt.Errorf("%w: WithPrefix(%q): %v", locker.ErrInvalidArgument, s.prefix, err)
 	}
 	if acl == nil {
 		acl = gozk.WorldACL(gozk.PermAll)
@@ -123,44 +123,33 @@ func (z *ZKStore) Close() error {
 	}
 }
 
-// call runs f on a goroutine and returns its result, or ctx.Err() when ctx
-// ends first; f then finishes on its own.
+// zkCall runs f with zkconn.Call, the one cancellable call for a
+// connection the caller owns, and counts it until f returns, so that Close
+// can wait for it.
 func zkCall[T any](z *ZKStore, ctx context.Context, f func() (T, error)) (T, error) {
-	var zero T
 	z.mu.Lock()
 	if z.closed {
 		z.mu.Unlock()
+		var zero T
 		return zero, locker.ErrClosed
 	}
 	z.pending.Add(1)
 	z.mu.Unlock()
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
+	return zkconn.Call(ctx, func() (T, error) {
 		defer z.pending.Done()
-		v, err := f()
-		ch <- result{v, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		return zero, ctx.Err()
-	}
+		return f()
+	})
 }
 
 // errTTLNodes: the server refused a TTL node.
 var errTTLNodes = fmt.Errorf("%w: the ZooKeeper server does not allow TTL nodes: set zookeeper.extendedTypesEnabled=true on the servers (3.5.3 or later), or use WithoutTTLNodes", errors.ErrUnsupported)
 
+// fail classes err: an answer of the server (no permission, a bad ACL: see
+// zkconn.Answered) or a server without TTL nodes is not an outage.
 func (z *ZKStore) fail(op, p string, err error) error {
 	switch {
-	case errors.Is(err, context.Canceled), errors.Is(err, locker.ErrClosed):
-		return fmt.Errorf("zk: %s %s: %w", op, p, err)
-	case errors.Is(err, gozk.ErrNoAuth), errors.Is(err, gozk.ErrInvalidACL), errors.Is(err, gozk.ErrAuthFailed),
-		errors.Is(err, errors.ErrUnsupported):
+	case errors.Is(err, context.Canceled), errors.Is(err, locker.ErrClosed),
+		zkconn.Answered(err), errors.Is(err, errors.ErrUnsupported):
 		return fmt.Errorf("zk: %s %s: %w", op, p, err)
 	}
 	return fmt.Errorf("zk: %s %s: %w: %w", op, p, locker.ErrUnavailable, err)
@@ -224,10 +213,7 @@ func (z *ZKStore) now(ctx context.Context) (int64, error) {
 // ensurePrefix creates the prefix node and its parents, as persistent
 // nodes.
 func (z *ZKStore) ensurePrefix(ctx context.Context) error {
-	parts := strings.Split(z.prefix[1:], "/")
-	p := ""
-	for _, part := range parts {
-		p += "/" + part
+	for _, p := range append(zkconn.Ancestors(z.prefix), z.prefix) {
 		_, err := zkCall(z, ctx, func() (string, error) { return z.conn.Create(p, nil, gozk.FlagPersistent, z.acl) })
 		if err != nil && !errors.Is(err, gozk.ErrNodeExists) {
 			return err

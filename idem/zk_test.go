@@ -2,10 +2,14 @@ package idem_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	gozk "github.com/go-zookeeper/zk"
+
 	"github.com/orthrus-go/orthrus/idem"
+	"github.com/orthrus-go/orthrus/locker"
 )
 
 // Records are TTL nodes, which the server deletes once they have expired
@@ -42,5 +46,49 @@ func TestZKNodes(t *testing.T) {
 	})
 	if ok, _, err := conn.Exists(paths[1]); !ok || err != nil {
 		t.Errorf("persistent node: exists %v, %v; want it kept", ok, err)
+	}
+}
+
+// A refusal of the server is an answer, not an outage: the gate must not
+// fail open on it. After Close the store refuses every call.
+func TestZKErrors(t *testing.T) {
+	owner, err := zkConn(zkAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	if err := owner.AddAuth("digest", []byte("owner:pw")); err != nil {
+		t.Fatal(err)
+	}
+	const prefix = "/idemtest/zkerrors"
+	if _, err := owner.Create(prefix, nil, 0, gozk.AuthACL(gozk.PermAll)); err != nil && !errors.Is(err, gozk.ErrNodeExists) {
+		t.Fatal(err)
+	}
+	other, err := zkConn(zkAddr) // no credentials
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	s, err := idem.NewZKStore(other, nil, idem.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _, err = s.Create(ctx, "k", []byte("v"), time.Second, time.Second)
+	if !errors.Is(err, gozk.ErrNoAuth) || errors.Is(err, locker.ErrUnavailable) {
+		t.Errorf("Create() under another's ACL = %v; want ErrNoAuth, not ErrUnavailable", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+	if _, _, err := s.Get(ctx, "k"); !errors.Is(err, locker.ErrClosed) {
+		t.Errorf("Get() after Close = %v; want ErrClosed", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close() = %v", err)
+	}
+	if _, err := idem.NewZKStore(other, nil, idem.WithPrefix("/zookeeper/idem")); !errors.Is(err, locker.ErrInvalidArgument) {
+		t.Errorf("NewZKStore(prefix /zookeeper/idem) = %v; want ErrInvalidArgument", err)
 	}
 }

@@ -15,11 +15,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	gozk "github.com/go-zookeeper/zk"
-	goredis "github.com/redis/go-redis/v9"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
 	"github.com/orthrus-go/orthrus/config"
 	"github.com/orthrus-go/orthrus/idem"
 )
@@ -69,13 +64,14 @@ func runIdem(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.StartTimeout)
-	defer cancel()
-	store, closeStore, err := openIdemStore(e, *prefix)
+	// DialClient bounds itself by start_timeout; the lookup gets its own.
+	store, closeStore, err := openIdemStore(context.Background(), cfg, e.Name, *prefix)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.StartTimeout)
+	defer cancel()
 	gate, err := idem.New(*app, store, idem.WithRequestTimeout(cfg.StartTimeout))
 	if err != nil {
 		return err
@@ -170,70 +166,39 @@ func configEngine(cfg *config.Config, name string) (*config.Engine, error) {
 	return nil, fmt.Errorf("--engine: unknown engine %q (the config has %s)", name, strings.Join(names, ", "))
 }
 
-type quietZK struct{}
-
-func (quietZK) Printf(string, ...any) {}
-
-// openIdemStore dials the engine's server with the config's address and
-// credentials and returns a store over that client.
-func openIdemStore(e *config.Engine, prefix string) (idem.Store, func(), error) {
-	if e.TLS.Enabled {
-		return nil, nil, fmt.Errorf("engine %q: lockctl idem does not dial TLS yet", e.Name)
+// openIdemStore dials the engine's server as config dials it for the
+// engine (TLS, credentials, Sentinel and timeouts included) and returns a
+// store over that client.
+func openIdemStore(ctx context.Context, cfg *config.Config, engine, prefix string) (idem.Store, func(), error) {
+	c, err := config.DialClient(ctx, cfg, engine, quiet())
+	if err != nil {
+		return nil, nil, err
 	}
-	opts := []idem.StoreOption{idem.WithName(e.Name)}
+	opts := []idem.StoreOption{idem.WithName(engine)}
 	if prefix != "" {
 		opts = append(opts, idem.WithPrefix(prefix))
 	}
-	dial := e.DialTimeout
-	if dial <= 0 {
-		dial = 5 * time.Second
+	var s idem.Store
+	closeFn := func() { _ = c.Close() }
+	switch {
+	case c.Redis != nil:
+		s, err = idem.NewRedisStore(c.Redis, opts...)
+	case c.Etcd != nil:
+		s, err = idem.NewEtcdStore(c.Etcd, opts...)
+	case c.ZK != nil:
+		var z *idem.ZKStore
+		if z, err = idem.NewZKStore(c.ZK, c.ZKACL, opts...); err == nil {
+			// The connection first: its end ends the requests Close waits for.
+			s, closeFn = z, func() { _ = c.Close(); _ = z.Close() }
+		}
+	default:
+		err = fmt.Errorf("engine %q: no client for type %q", engine, c.Type)
 	}
-	switch e.Type {
-	case config.TypeRedis:
-		c := goredis.NewUniversalClient(&goredis.UniversalOptions{Addrs: e.Addrs, DB: e.DB, Username: e.Username,
-			Password: e.Password, MasterName: e.MasterName, SentinelUsername: e.SentinelUsername,
-			SentinelPassword: e.SentinelPassword, DialTimeout: dial, ContextTimeoutEnabled: true})
-		s, err := idem.NewRedisStore(c, opts...)
-		if err != nil {
-			_ = c.Close()
-			return nil, nil, err
-		}
-		return s, func() { _ = c.Close() }, nil
-	case config.TypeEtcd:
-		c, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints, Username: e.Username, Password: e.Password,
-			DialTimeout: dial, Logger: zap.NewNop()})
-		if err != nil {
-			return nil, nil, fmt.Errorf("engine %q: %w", e.Name, err)
-		}
-		s, err := idem.NewEtcdStore(c, opts...)
-		if err != nil {
-			_ = c.Close()
-			return nil, nil, err
-		}
-		return s, func() { _ = c.Close() }, nil
-	case config.TypeZK:
-		session := e.SessionTimeout
-		if session <= 0 {
-			session = 10 * time.Second
-		}
-		c, _, err := gozk.Connect(e.Servers, session, gozk.WithLogger(quietZK{}))
-		if err != nil {
-			return nil, nil, fmt.Errorf("engine %q: %w", e.Name, err)
-		}
-		if e.Auth.Scheme != "" {
-			if err := c.AddAuth(e.Auth.Scheme, []byte(e.Auth.Credentials)); err != nil {
-				c.Close()
-				return nil, nil, fmt.Errorf("engine %q: auth: %w", e.Name, err)
-			}
-		}
-		s, err := idem.NewZKStore(c, nil, opts...)
-		if err != nil {
-			c.Close()
-			return nil, nil, err
-		}
-		return s, func() { c.Close(); _ = s.Close() }, nil
+	if err != nil {
+		_ = c.Close()
+		return nil, nil, err
 	}
-	return nil, nil, fmt.Errorf("engine %q: unknown type %q", e.Name, e.Type)
+	return s, closeFn, nil
 }
 
 func printRecord(w io.Writer, engine string, id idem.ID, rec idem.Record, e idem.Entry) error {

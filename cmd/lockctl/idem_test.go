@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,15 +21,22 @@ import (
 )
 
 // lockctl idem looks up and deletes the records a gate made, on each kind
-// of engine.
+// of engine, over plain connections and over mutual TLS (the same servers'
+// TLS ports), dialled as config dials the engines.
 func TestIdemLookupDelete(t *testing.T) {
-	rs, es, zs := testserver.Redis(t), testserver.Etcd(t), testserver.ZooKeeper(t, testserver.WithArgs("extendedTypesEnabled=true"))
+	certs := testserver.TestCerts(t)
+	tlsOn := testserver.WithTLS(certs)
+	rs, es, zs := testserver.Redis(t, tlsOn), testserver.Etcd(t, tlsOn), testserver.ZooKeeper(t, tlsOn, testserver.WithArgs("extendedTypesEnabled=true"))
+	tlsYAML := fmt.Sprintf("{enabled: true, ca_file: %q, cert_file: %q, key_file: %q}", certs.CAFile, certs.ClientCertFile, certs.ClientKeyFile)
 	cfgPath := filepath.Join(t.TempDir(), "locks.yaml")
 	cfg := fmt.Sprintf(`engines:
   - {name: r, type: redis, addrs: [%q]}
   - {name: e, type: etcd, endpoints: [%q]}
   - {name: z, type: zk, servers: [%q]}
-`, rs.Addr(), es.Addr(), zs.Addr())
+  - {name: r-tls, type: redis, addrs: [%q], tls: %s}
+  - {name: e-tls, type: etcd, endpoints: [%q], tls: %s}
+  - {name: z-tls, type: zk, servers: [%q], tls: %s}
+`, rs.Addr(), es.Addr(), zs.Addr(), rs.TLSAddr(), tlsYAML, es.TLSAddr(), tlsYAML, zs.TLSAddr(), tlsYAML)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -66,22 +75,28 @@ func TestIdemLookupDelete(t *testing.T) {
 			}
 			id := tk.ID().String()
 
-			code, out, errOut := lockctlRun(t, "", "idem", "lookup", "--config", cfgPath, "--engine", engine, "--app", "billing",
-				"--json", `{"amount":1200,"order":"A-17"}`)
-			if code != 0 {
-				t.Fatalf("lookup exited %d: %s", code, errOut)
-			}
-			for _, want := range []string{id, "succeeded", `9 bytes: "receipt-9"`} {
-				if !strings.Contains(out, want) {
-					t.Errorf("lookup output lacks %q:\n%s", want, out)
+			// The same record through the plain and the TLS port.
+			for _, via := range []string{engine, engine + "-tls"} {
+				code, out, errOut := lockctlRun(t, "", "idem", "lookup", "--config", cfgPath, "--engine", via, "--app", "billing",
+					"--json", `{"amount":1200,"order":"A-17"}`)
+				if code != 0 {
+					t.Fatalf("lookup on %s exited %d: %s", via, code, errOut)
+				}
+				for _, want := range []string{id, "succeeded", `9 bytes: "receipt-9"`} {
+					if !strings.Contains(out, want) {
+						t.Errorf("lookup on %s: output lacks %q:\n%s", via, want, out)
+					}
+				}
+				if !regexp.MustCompile(`(?m)^ENGINE +` + regexp.QuoteMeta(via) + `$`).MatchString(out) {
+					t.Errorf("lookup on %s: output does not name the engine:\n%s", via, out)
 				}
 			}
 			if code, _, errOut := lockctlRun(t, "n\n", "idem", "delete", "--config", cfgPath, "--engine", engine, "--app", "billing", "--id", id); code != 1 || !strings.Contains(errOut, "not confirmed") {
 				t.Errorf("unconfirmed delete exited %d, %q; want 1, not confirmed", code, errOut)
 			}
-			code, out, errOut = lockctlRun(t, "", "idem", "delete", "--config", cfgPath, "--engine", engine, "--app", "billing", "--yes", "--id", id)
+			code, out, errOut := lockctlRun(t, "", "idem", "delete", "--config", cfgPath, "--engine", engine+"-tls", "--app", "billing", "--yes", "--id", id)
 			if code != 0 || !strings.Contains(out, "deleted the succeeded record") {
-				t.Fatalf("delete exited %d: %s%s", code, out, errOut)
+				t.Fatalf("delete over TLS exited %d: %s%s", code, out, errOut)
 			}
 			if code, _, errOut := lockctlRun(t, "", "idem", "lookup", "--config", cfgPath, "--engine", engine, "--app", "billing", "--id", id); code != 1 || !strings.Contains(errOut, "no record") {
 				t.Errorf("lookup after delete exited %d, %q; want 1, no record", code, errOut)
@@ -90,6 +105,28 @@ func TestIdemLookupDelete(t *testing.T) {
 				t.Errorf("Begin after delete = %v, %v; want a ticket", tk, err)
 			}
 		})
+	}
+
+	// A TLS port that wants a client certificate refuses one without: an
+	// error that names the engine and TLS, within start_timeout.
+	noCert := filepath.Join(t.TempDir(), "nocert.yaml")
+	if err := os.WriteFile(noCert, fmt.Appendf(nil, `start_timeout: 2s
+engines:
+  - {name: r-tls, type: redis, addrs: [%q], tls: {enabled: true, ca_file: %q}}
+  - {name: e-tls, type: etcd, endpoints: [%q], tls: {enabled: true, ca_file: %q}}
+`, rs.TLSAddr(), certs.CAFile, es.TLSAddr(), certs.CAFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, engine := range []string{"r-tls", "e-tls"} {
+		start := time.Now()
+		code, _, errOut := lockctlRun(t, "", "idem", "lookup", "--config", noCert, "--engine", engine, "--app", "billing", "order-1")
+		t.Logf("%s without a client certificate: %s", engine, errOut)
+		if code != 1 || !strings.Contains(errOut, "tls") || !strings.Contains(errOut, strconv.Quote(engine)) {
+			t.Errorf("lookup on %s without a client certificate exited %d, %q; want 1, an error naming %s and tls", engine, code, errOut, engine)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("lookup on %s without a client certificate took %v; want about start_timeout (2s)", engine, d)
+		}
 	}
 
 	for _, args := range [][]string{
@@ -105,3 +142,7 @@ func TestIdemLookupDelete(t *testing.T) {
 		}
 	}
 }
+
+type quietZK struct{}
+
+func (quietZK) Printf(string, ...any) {}
