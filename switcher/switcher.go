@@ -157,14 +157,21 @@ func (s *Switcher) start() {
 	for _, m := range s.members {
 		go s.checkHealth(ctx, m)
 	}
-	for _, src := range s.opts.sources {
+	// The announcers' kicks exist before any follower runs: a follower
+	// reads them at its first change.
+	kicks := make([]chan struct{}, len(s.opts.sources))
+	for i, src := range s.opts.sources {
+		if _, ok := src.(Announcer); ok {
+			kicks[i] = make(chan struct{}, 1)
+			s.announced = append(s.announced, kicks[i])
+		}
+	}
+	for i, src := range s.opts.sources {
 		s.wg.Add(1)
 		go s.follow(ctx, src)
-		if a, ok := src.(Announcer); ok {
-			kick := make(chan struct{}, 1)
-			s.announced = append(s.announced, kick)
+		if kicks[i] != nil {
 			s.wg.Add(1)
-			go s.announce(ctx, a, kick)
+			go s.announce(ctx, src.(Announcer), kicks[i])
 		}
 	}
 }
