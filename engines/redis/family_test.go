@@ -119,13 +119,26 @@ func await(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func waitingWriters(t *testing.T, e *redis.Engine, name string) int {
+// waiting counts the waiters of kind that InspectFamily lists for the
+// read-write lock or the semaphore name.
+func waiting(t *testing.T, e *redis.Engine, kind locker.Kind, name string) int {
 	t.Helper()
-	in, err := e.InspectFamily(context.Background(), locker.KindWrite, name)
+	in, err := e.InspectFamily(context.Background(), kind, name)
 	if err != nil {
 		t.Fatalf("InspectFamily() = %v", err)
 	}
-	return len(in.Waiters)
+	n := 0
+	for _, w := range in.Waiters {
+		if w.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+func waitingWriters(t *testing.T, e *redis.Engine, name string) int {
+	t.Helper()
+	return waiting(t, e, locker.KindWrite, name)
 }
 
 // Every hold of the family is its own lease: removed on the server, its
