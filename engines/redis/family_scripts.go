@@ -67,19 +67,6 @@ end
 local function prune(key, now)
   redis.call('zremrangebyscore', key, '-inf', now)
 end
--- enlist records or refreshes the waiter m in the sorted set key, its
--- entry expiring ttl ms from now unless refreshed, and returns the time to
--- wait at most before the next refresh, from wait.
-local function enlist(key, now, ttl, m, wait)
-  prune(key, now)
-  redis.call('zadd', key, ms(now + ttl), m)
-  touch(key)
-  return math.min(wait, math.floor(ttl / 3))
-end
--- tokenOf is the token (or ticket) of an entry, as a string.
-local function tokenOf(m)
-  return string.match(m, '^(%d+):')
-end
 -- firstWriter is the lowest ticket among the waiting writers and the
 -- expiry of its intent; 0 when none waits.
 local function firstWriter(ww)
@@ -115,6 +102,40 @@ local function tellFree(key, count, numsub, publish)
 end
 `
 
+// waitLua defines what the acquire scripts add to familyLua: enlist, which
+// records a waiter. Kept out of familyLua, whose every function costs each
+// script that includes it a closure per call.
+const waitLua = `
+-- enlist records or refreshes the waiter m in the sorted set key, its
+-- entry expiring ttl ms from now unless refreshed, and returns the time to
+-- wait at most before the next refresh, from wait.
+local function enlist(key, now, ttl, m, wait)
+  prune(key, now)
+  redis.call('zadd', key, ms(now + ttl), m)
+  touch(key)
+  return math.min(wait, math.floor(ttl / 3))
+end
+`
+
+// forceLua defines what the force scripts add to familyLua: forced, the
+// entries of a sorted set whose token is given, or all of them.
+const forceLua = `
+-- forced removes from the sorted set key the entries whose token is tok
+-- ('0': every entry), and returns them with their scores.
+local function forced(key, tok)
+  local ended = {}
+  local all = redis.call('zrange', key, 0, -1, 'withscores')
+  for i = 1, #all, 2 do
+    if tok == '0' or string.match(all[i], '^(%d+):') == tok then
+      redis.call('zrem', key, all[i])
+      table.insert(ended, all[i])
+      table.insert(ended, all[i + 1])
+    end
+  end
+  return ended
+end
+`
+
 // rwAcquireScript: KEYS writer, readers, waiting writers, fence, waiting
 // readers; ARGV owner,
 // ttl ms, fence idle ms, mode ('r' or 'w'), ticket (0: none yet), register
@@ -130,7 +151,7 @@ end
 // before it); a downgrade, whose owner holds the write side, at once, with
 // the writer's token. A reader that will wait is recorded the same way
 // among the waiting readers, which only operators read.
-var rwAcquireScript = newScript(familyLua + `
+var rwAcquireScript = newScript(familyLua + waitLua + `
 local ttl, ticket = tonumber(ARGV[2]), tonumber(ARGV[5])
 local w = redis.call('get', KEYS[1])
 local now, wait
@@ -264,7 +285,7 @@ return 1
 // when granted, {ms to wait at most, ticket} when the permits are out, or
 // the error "PERMITS <stored>" on a mismatch. A caller that will wait is
 // recorded among the waiters, as rwAcquireScript's waiting readers.
-var semAcquireScript = newScript(familyLua + `
+var semAcquireScript = newScript(familyLua + waitLua + `
 local limit = tonumber(redis.call('get', KEYS[2]))
 if not limit then
   limit = tonumber(ARGV[5])
@@ -336,25 +357,17 @@ return r
 // reader while no writer holds, "w<ticket>" of the first waiting writer.
 // Returns as familyInspectScript (the writer's value when it was ended,
 // and the readers it ended).
-var rwForceScript = newScript(familyLua + `
+var rwForceScript = newScript(familyLua + forceLua + `
 local now = clock()
 local w, left = redis.call('get', KEYS[1]) or '', 0
-if w ~= '' and (ARGV[1] == '0' or tokenOf(w) == ARGV[1]) then
+if w ~= '' and (ARGV[1] == '0' or string.match(w, '^(%d+):') == ARGV[1]) then
   left = redis.call('pttl', KEYS[1])
   redis.call('del', KEYS[1])
 else
   w = ''
 end
 prune(KEYS[2], now)
-local ended = {}
-local all = redis.call('zrange', KEYS[2], 0, -1, 'withscores')
-for i = 1, #all, 2 do
-  if ARGV[1] == '0' or tokenOf(all[i]) == ARGV[1] then
-    redis.call('zrem', KEYS[2], all[i])
-    table.insert(ended, all[i])
-    table.insert(ended, all[i + 1])
-  end
-end
+local ended = forced(KEYS[2], ARGV[1])
 touch(KEYS[2])
 local ch = KEYS[1] .. ':wake'
 if (w ~= '' or (#ended > 0 and redis.call('exists', KEYS[2]) == 0)) and
@@ -373,18 +386,10 @@ return {now, w, left, ended}
 // of releaseScript. Ends the permit holds with that token and tells the
 // waiters what is free. Returns as familyInspectScript (no string, and the
 // holds it ended).
-var semForceScript = newScript(familyLua + `
+var semForceScript = newScript(familyLua + forceLua + `
 local now = clock()
 prune(KEYS[1], now)
-local ended = {}
-local all = redis.call('zrange', KEYS[1], 0, -1, 'withscores')
-for i = 1, #all, 2 do
-  if ARGV[1] == '0' or tokenOf(all[i]) == ARGV[1] then
-    redis.call('zrem', KEYS[1], all[i])
-    table.insert(ended, all[i])
-    table.insert(ended, all[i + 1])
-  end
-end
+local ended = forced(KEYS[1], ARGV[1])
 if #ended > 0 then
   touch(KEYS[1])
   tellFree(KEYS[1], KEYS[2], ARGV[2], ARGV[3])
