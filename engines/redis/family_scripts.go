@@ -106,14 +106,19 @@ end
 // records a waiter. Kept out of familyLua, whose every function costs each
 // script that includes it a closure per call.
 const waitLua = `
--- enlist records or refreshes the waiter m in the sorted set key, its
--- entry expiring ttl ms from now unless refreshed, and returns the time to
--- wait at most before the next refresh, from wait.
-local function enlist(key, now, ttl, m, wait)
+-- enlist draws a waiter's ticket from the counter fk (idle: its idle
+-- time) unless it has one, records or refreshes its entry
+-- "<ticket>:<rest>" in the sorted set key, expiring ttl ms from now unless
+-- refreshed, and returns the ticket and the time to wait at most before
+-- the next refresh, from wait.
+local function enlist(key, fk, idle, ticket, rest, now, ttl, wait)
+  if ticket == 0 then
+    ticket = fence(fk, idle)
+  end
   prune(key, now)
-  redis.call('zadd', key, ms(now + ttl), m)
+  redis.call('zadd', key, ms(now + ttl), ms(ticket) .. ':' .. rest)
   touch(key)
-  return math.min(wait, math.floor(ttl / 3))
+  return ticket, math.min(wait, math.floor(ttl / 3))
 end
 `
 
@@ -178,10 +183,7 @@ if ARGV[4] == 'w' then
     wait = ttl
   end
   if ARGV[6] == '1' then
-    if ticket == 0 then
-      ticket = fence(KEYS[4], ARGV[3])
-    end
-    wait = enlist(KEYS[3], now, ttl, ms(ticket) .. ':' .. ARGV[1], wait)
+    ticket, wait = enlist(KEYS[3], KEYS[4], ARGV[3], ticket, ARGV[1], now, ttl, wait)
   end
   return {math.max(wait, 1), ticket}
 end
@@ -215,10 +217,7 @@ if wait < 0 then
   wait = ttl
 end
 if ARGV[6] == '1' then
-  if ticket == 0 then
-    ticket = fence(KEYS[4], ARGV[3])
-  end
-  wait = enlist(KEYS[5], now, ttl, ms(ticket) .. ':' .. ARGV[1], wait)
+  ticket, wait = enlist(KEYS[5], KEYS[4], ARGV[3], ticket, ARGV[1], now, ttl, wait)
 end
 return {math.max(wait, 1), ticket}
 `)
@@ -311,10 +310,7 @@ if first then
   wait = tonumber(first) - now
 end
 if ARGV[8] == '1' then
-  if ticket == 0 then
-    ticket = fence(KEYS[3], ARGV[3])
-  end
-  wait = enlist(KEYS[4], now, ttl, ms(ticket) .. ':' .. ARGV[4] .. ':' .. ARGV[1], wait)
+  ticket, wait = enlist(KEYS[4], KEYS[3], ARGV[3], ticket, ARGV[4] .. ':' .. ARGV[1], now, ttl, wait)
 end
 return {math.max(wait, 1), ticket}
 `)
