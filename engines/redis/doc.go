@@ -103,11 +103,12 @@
 // NewRWLock and NewSemaphore share the mutex's hash tag, under keys of their
 // own, so the mutex, the read-write lock and the semaphore of one name are
 // independent. The read-write lock keeps its writer in <lock>:rw (a string
-// "<token>:<owner>" with a TTL, as the mutex), its readers in <lock>:rw:r
-// and the writers waiting to write in <lock>:rw:ww, two sorted sets scored
-// by the server time at which each entry expires; every hold is its own
-// lease (renewed by the watchdog, expiring at its own TTL), and an entry
-// whose time has passed is dropped by the next script that counts them.
+// "<token>:<owner>" with a TTL, as the mutex), its readers in <lock>:rw:r,
+// and the writers and the readers waiting in <lock>:rw:ww and <lock>:rw:wr,
+// sorted sets scored by the server time at which each entry expires; every
+// hold is its own lease (renewed by the watchdog, expiring at its own TTL),
+// and an entry whose time has passed is dropped by the next script that
+// counts them.
 // Readers and writers take their tokens from one counter,
 // <lock>:rw:fence, kept as the mutex's is: every grant's token exceeds
 // those of all earlier grants of the name, a writer's included.
@@ -131,8 +132,19 @@
 // that outlives idle periods, stored by the first acquisition and changed
 // by SetPermits (lockctl). An acquisition is granted when the permits of
 // the live holds plus its own fit in the stored count; it costs O(holds)
-// in the script. Permit waiters do not queue on Redis: a large request
-// can wait behind a stream of small ones.
+// in the script. Permit waiters are recorded in <lock>:sem:w
+// ("<ticket>:<permits>:<owner>", scored by expiry) for operators, but do
+// not queue: a large request can wait behind a stream of small ones.
+//
+// Every waiter, reader, writer or permit waiter, draws a ticket from the
+// name's counter when it first finds the lock or the permits taken, records
+// itself under it, refreshes its entry at each attempt (it makes one at
+// least every TTL/3 while it waits), and removes it when it is granted or
+// gives up (in the background, as a cancelled wait returns at once): the
+// entry of a waiter whose process dies, or that cannot reach Redis to
+// withdraw, expires with its TTL. Only waiting writers change who gets in;
+// the other entries are a record, written only on the waiting path, so an
+// uncontended acquisition costs what it did before waiters were recorded.
 //
 // Wake-ups go through the same shared subscription, one channel per lock
 // (<lock>:rw:wake, <lock>:sem:wake), and say who may proceed: a writer's
@@ -145,11 +157,21 @@
 // Failures are the mutex's: a hold whose entry vanished (expiry, a
 // restart without persistence, an operator) is reported at its next
 // renewal (Lost closes, Unlock returns ErrLockLost); a cancelled wait
-// withdraws its intent in the background; a semaphore opened with another
+// withdraws its waiter's entry in the background; a semaphore opened with another
 // count than the stored one fails its first acquisition with
-// locker.ErrPermitsMismatch, which is not an outage. InspectFamily lists
-// the holds and the waiting writers; waiting readers and permit waiters
-// are not recorded on the server.
+// locker.ErrPermitsMismatch, which is not an outage.
+//
+// InspectFamily lists the holds, oldest grant first, and every waiter,
+// first in line (lowest ticket) first, with its owner, kind, permits, its
+// ticket as Token, and the time its entry has left as TTL.
+// ForceUnlockFamily ends the holds of a read-write lock (both sides) or a
+// semaphore whose token is the one given, or all of them for token 0: a
+// downgrading owner's write and read holds share the writer's token, so
+// both end. It wakes the waiters as a release would (a writer gone, or the
+// last reader, tells the waiting readers and writers; freed permits, the
+// permit waiters), leaves their entries alone, and returns the holds it
+// ended. Their owners learn it at their next renewal, within TTL/3: Lost
+// closes and Unlock returns ErrLockLost.
 //
 // # Guarantees and limits
 //

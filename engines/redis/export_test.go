@@ -10,7 +10,8 @@ import (
 func (e *Engine) Channel(name string) string { return e.keysFor(name).channel }
 
 // FamilyKeys exposes the keys of a read-write lock (writer, readers,
-// waiting writers, fence) or a semaphore (holds, count, fence).
+// waiting writers, fence, waiting readers) or a semaphore (holds, count,
+// fence, waiters).
 func (e *Engine) FamilyKeys(kind locker.Kind, name string) []string { return e.famKeys(kind, name) }
 
 // AcquireSHA is the SHA of the acquire script of a hold of kind.

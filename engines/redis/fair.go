@@ -404,7 +404,7 @@ func (h *hub) wakeQueued(key string, tickets []int64) {
 func (e *Engine) inspectFair(ctx context.Context, name string) (locker.Inspection, error) {
 	lock := e.keysFor(name).lock
 	exp := lock + queueSuffix + expSuffix
-	r, err := e.inspectKeys(ctx, name, []string{lock, exp, exp})
+	r, err := e.inspectKeys(ctx, familyInspectScript, "inspect", name, []string{lock, exp})
 	if err != nil {
 		return locker.Inspection{}, err
 	}

@@ -33,23 +33,24 @@ const (
 )
 
 // famKeys are the keys of a name's read-write lock (writer, readers,
-// waiting writers, fence) or semaphore (holds, count, fence).
+// waiting writers, fence, waiting readers) or semaphore (holds, count,
+// fence, waiters).
 func (e *Engine) famKeys(kind locker.Kind, name string) []string {
 	k := e.famKeyArray(kind, name)
 	if kind == locker.KindPermit {
-		return k[:3]
+		return k[:4]
 	}
 	return k[:]
 }
 
-func (e *Engine) famKeyArray(kind locker.Kind, name string) [4]string {
+func (e *Engine) famKeyArray(kind locker.Kind, name string) [5]string {
 	lock := e.keysFor(name).lock
 	if kind == locker.KindPermit {
 		base := lock + semSuffix
-		return [4]string{base, base + ":n", base + fenceSuffix}
+		return [5]string{base, base + ":n", base + fenceSuffix, base + ":w"}
 	}
 	base := lock + rwSuffix
-	return [4]string{base, base + ":r", base + ":ww", base + fenceSuffix}
+	return [5]string{base, base + ":r", base + ":ww", base + fenceSuffix, base + ":wr"}
 }
 
 // familySHAs are the SHAs of the family's scripts, kept by the engine so
@@ -72,11 +73,12 @@ func newFamilySHAs() familySHAs {
 type fam struct {
 	kind            locker.Kind
 	permits, limit  int64 // permits taken; the opener's count
-	keys            [4]string
+	keys            [5]string
 	mode, writer    string // rwAcquireScript's mode and downgrade arguments
 	register, check string // "1" or "0", see the acquire scripts
-	// ticket orders a waiting reader or writer; set by the attempt that
-	// first finds the lock taken (0 before, and always for permits).
+	// ticket orders a waiter and names its entry among the waiters; set by
+	// the attempt that first finds the lock or the permits taken, when the
+	// caller will wait (0 before).
 	ticket int64
 	member string // the hold's entry, once granted
 	// abandoned: the caller left while a request was in flight; the
@@ -84,7 +86,7 @@ type fam struct {
 	abandoned bool
 	// The acquire script's arguments until granted, then the release
 	// script's; args[:n] are used.
-	args [14]any
+	args [16]any
 	n    int
 }
 
@@ -114,8 +116,8 @@ func (e *Engine) newFamilyHold(h *locker.Hold, wait bool) *hold {
 		if h.CheckLimit {
 			f.check = "1"
 		}
-		f.args, f.n = [14]any{"evalsha", &e.fsha.semAcquire, "3", &f.keys[0], &f.keys[1], &f.keys[2],
-			&st.owner, &st.ttl, &e.idle, &f.permits, &f.limit, &f.check}, 12
+		f.args, f.n = [16]any{"evalsha", &e.fsha.semAcquire, "4", &f.keys[0], &f.keys[1], &f.keys[2], &f.keys[3],
+			&st.owner, &st.ttl, &e.idle, &f.permits, &f.limit, &f.check, &f.ticket, &f.register}, 15
 	default:
 		st.fence = f.keys[3]
 		f.mode = "w"
@@ -125,8 +127,8 @@ func (e *Engine) newFamilyHold(h *locker.Hold, wait bool) *hold {
 				f.writer = member(uint64(w.Token), 0, w.Owner)
 			}
 		}
-		f.args, f.n = [14]any{"evalsha", &e.fsha.rwAcquire, "4", &f.keys[0], &f.keys[1], &f.keys[2], &f.keys[3],
-			&st.owner, &st.ttl, &e.idle, &f.mode, &f.ticket, &f.register, &f.writer}, 14
+		f.args, f.n = [16]any{"evalsha", &e.fsha.rwAcquire, "5", &f.keys[0], &f.keys[1], &f.keys[2], &f.keys[3], &f.keys[4],
+			&st.owner, &st.ttl, &e.idle, &f.mode, &f.ticket, &f.register, &f.writer}, 15
 	}
 	return st
 }
@@ -200,10 +202,10 @@ func (e *Engine) famGranted(st *hold, token int64) {
 	switch f.kind {
 	case locker.KindPermit:
 		f.member = member(st.token, int(f.permits), st.owner)
-		f.args, f.n = [14]any{"evalsha", &e.fsha.semRelease, "2", &f.keys[0], &f.keys[1], &f.member, &e.numsub, &e.publish}, 8
+		f.args, f.n = [16]any{"evalsha", &e.fsha.semRelease, "2", &f.keys[0], &f.keys[1], &f.member, &e.numsub, &e.publish}, 8
 	default:
 		f.member = member(st.token, 0, st.owner)
-		f.args, f.n = [14]any{"evalsha", &e.fsha.rwRelease, "3", &f.keys[0], &f.keys[1], &f.keys[2], &f.mode, &f.member, &e.numsub, &e.publish}, 10
+		f.args, f.n = [16]any{"evalsha", &e.fsha.rwRelease, "3", &f.keys[0], &f.keys[1], &f.keys[2], &f.mode, &f.member, &e.numsub, &e.publish}, 10
 	}
 }
 
@@ -228,30 +230,40 @@ func (f *fam) renewal() (key *string, kind any) {
 	return &f.keys[0], "z"
 }
 
-// withdraw removes, in the background, the intent a writer that did not
-// get the lock may have left: unless a request is still in flight, whose
-// worker does it once the request is done.
+// withdraw removes, in the background, the entry a waiter that did not
+// get the lock or its permits may have left among the waiters: unless a
+// request is still in flight, whose worker does it once the request is
+// done.
 func (e *Engine) withdraw(st *hold) {
-	if f := st.fam; f.abandoned || f.kind != locker.KindWrite || f.ticket == 0 {
+	if f := st.fam; f.abandoned || f.ticket == 0 {
 		return
 	}
-	// Once the engine is closed, the intent expires with its TTL.
+	// Once the engine is closed, the entry expires with its TTL.
 	e.core.Go(func(bg context.Context) { e.unwait(bg, st) })
 }
 
-// unwait withdraws a waiting writer's intent, and wakes the readers it
-// held back.
+// unwait removes a waiter's entry. A waiting writer's withdrawal wakes the
+// readers it held back; a waiting reader or permit waiter held nobody back.
 func (e *Engine) unwait(bg context.Context, st *hold) {
 	f := st.fam
-	if f.kind != locker.KindWrite || f.ticket == 0 {
+	if f.ticket == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(bg, st.releaseAfter)
 	defer cancel()
-	args := []any{"evalsha", rwUnwaitScript.Hash(), "2", f.keys[0], f.keys[2],
-		member(uint64(f.ticket), 0, st.owner), &e.numsub, &e.publish}
-	if _, err := e.script(ctx, rwUnwaitScript, args); err != nil {
-		e.log.Warn("redis: withdrawing a waiting writer failed; its intent ends with its TTL", "name", st.name, "err", err)
+	var err error
+	switch f.kind {
+	case locker.KindWrite:
+		args := []any{"evalsha", rwUnwaitScript.Hash(), "2", f.keys[0], f.keys[2],
+			member(uint64(f.ticket), 0, st.owner), &e.numsub, &e.publish}
+		_, err = e.script(ctx, rwUnwaitScript, args)
+	case locker.KindRead:
+		err = e.client.ZRem(ctx, f.keys[4], member(uint64(f.ticket), 0, st.owner)).Err()
+	default:
+		err = e.client.ZRem(ctx, f.keys[3], member(uint64(f.ticket), int(f.permits), st.owner)).Err()
+	}
+	if err != nil {
+		e.log.Warn("redis: withdrawing a waiter failed; its entry ends with its TTL", "name", st.name, "kind", f.kind, "err", err)
 	}
 }
 

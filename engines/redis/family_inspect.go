@@ -13,68 +13,123 @@ import (
 )
 
 // InspectFamily reports the holds of the read-write lock (kind KindRead or
-// KindWrite) or the semaphore (KindPermit) named name, oldest grant first.
-// The waiters are the writers waiting to write, by ticket (Token is the
-// ticket): Redis does not queue waiting readers or permit waiters.
+// KindWrite) or the semaphore (KindPermit) named name, oldest grant first,
+// and its waiters, first in line first: the waiting readers and writers,
+// or the permit waiters. A waiter's Token is its ticket (see doc.go), and
+// its TTL the time its entry has left unless the waiter refreshes it.
 func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name string) (locker.FamilyInspection, error) {
-	if err := e.checkOperation(name); err != nil {
+	if err := e.checkFamily("inspect", kind, name); err != nil {
 		return locker.FamilyInspection{}, err
 	}
-	if kind != locker.KindRead && kind != locker.KindWrite && kind != locker.KindPermit {
-		return locker.FamilyInspection{}, fmt.Errorf("redis: inspect %q: %w: kind %v, want read, write or permit", name, locker.ErrInvalidArgument, kind)
-	}
-	k := e.famKeys(kind, name)
-	// The script reads a string and two sorted sets: the writer, the
-	// readers and the waiting writers, or the count and the holds (twice).
-	keys := []string{k[0], k[1], k[2]}
+	k := e.famKeyArray(kind, name)
+	// The script reads a string and sorted sets: the writer, the readers
+	// and the waiting writers and readers, or the count, the holds and the
+	// waiters.
+	keys := []string{k[0], k[1], k[2], k[4]}
 	if kind == locker.KindPermit {
-		keys = []string{k[1], k[0], k[0]}
+		keys = []string{k[1], k[0], k[3]}
 	}
-	r, err := e.inspectKeys(ctx, name, keys)
+	r, err := e.inspectKeys(ctx, familyInspectScript, "inspect", name, keys)
 	if err != nil {
 		return locker.FamilyInspection{}, err
 	}
-	now, str := r.now, r.str
 	var in locker.FamilyInspection
 	if kind == locker.KindPermit {
-		in.Permits, _ = strconv.Atoi(str)
-		in.Holders = entries(r.sets[0], now, locker.KindPermit)
+		in.Permits, _ = strconv.Atoi(r.str)
+		in.Holders = entries(r.sets[0], r.now, locker.KindPermit)
+		in.Waiters = entries(r.sets[1], r.now, locker.KindPermit)
 	} else {
-		in.Holders = entries(r.sets[0], now, locker.KindRead)
-		if str != "" {
-			w := locker.FamilyHolder{Holder: parseHolder(str), Kind: locker.KindWrite, Permits: 1}
-			w.TTL = r.ttl
-			in.Holders = append(in.Holders, w)
-		}
-		in.Waiters = entries(r.sets[1], now, locker.KindWrite)
+		in.Holders = r.rwHolders()
+		in.Waiters = append(entries(r.sets[1], r.now, locker.KindWrite), entries(r.sets[2], r.now, locker.KindRead)...)
 	}
-	for _, hs := range [][]locker.FamilyHolder{in.Holders, in.Waiters} {
-		slices.SortStableFunc(hs, func(a, b locker.FamilyHolder) int { return cmp.Compare(a.Token, b.Token) })
-	}
+	byToken(in.Holders)
+	byToken(in.Waiters)
 	return in, nil
 }
 
-// inspected is what familyInspectScript read: the server time (ms), a
-// string's value ("" when absent) and time left, and two sorted sets with
-// their scores.
+// ForceUnlockFamily ends, whoever owns them, the holds of the read-write
+// lock (kind KindRead or KindWrite: both sides) or the semaphore
+// (KindPermit) named name whose token is token, or all of them when token
+// is 0, and returns them, oldest grant first; ErrNotHeld when none
+// matched. A downgrading owner's write and read holds share a token: both
+// end. The waiters are woken as a release would wake them; the owners
+// learn it at their next renewal, within TTL/3 (Lost closes, Unlock
+// returns ErrLockLost). For operators clearing a stuck hold.
+func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name string, token uint64) ([]locker.FamilyHolder, error) {
+	if err := e.checkFamily("force unlock", kind, name); err != nil {
+		return nil, err
+	}
+	k := e.famKeyArray(kind, name)
+	script, keys := rwForceScript, []string{k[0], k[1], k[2]}
+	if kind == locker.KindPermit {
+		script, keys = semForceScript, []string{k[0], k[1]}
+	}
+	r, err := e.inspectKeys(ctx, script, "force unlock", name, keys, token, e.numsub, e.publish)
+	if err != nil {
+		return nil, err
+	}
+	ended := r.rwHolders()
+	if kind == locker.KindPermit {
+		ended = entries(r.sets[0], r.now, locker.KindPermit)
+	}
+	if len(ended) == 0 {
+		return nil, fmt.Errorf("redis: force unlock %s %q: %w", kind, name, locker.ErrNotHeld)
+	}
+	byToken(ended)
+	return ended, nil
+}
+
+// checkFamily refuses an operator call on a family name with a bad name or
+// kind, or on a closed engine.
+func (e *Engine) checkFamily(op string, kind locker.Kind, name string) error {
+	if err := e.checkOperation(name); err != nil {
+		return err
+	}
+	if kind != locker.KindRead && kind != locker.KindWrite && kind != locker.KindPermit {
+		return fmt.Errorf("redis: %s %q: %w: kind %v, want read, write or permit", op, name, locker.ErrInvalidArgument, kind)
+	}
+	return nil
+}
+
+// byToken sorts holds or waiters by token (or ticket): oldest first.
+func byToken(hs []locker.FamilyHolder) {
+	slices.SortStableFunc(hs, func(a, b locker.FamilyHolder) int { return cmp.Compare(a.Token, b.Token) })
+}
+
+// inspected is what familyInspectScript (or a force script) read: the
+// server time (ms), a string's value ("" when absent) and time left, and
+// sorted sets with their scores.
 type inspected struct {
 	now  int64
 	str  string
 	ttl  time.Duration
-	sets [2]any
+	sets []any
 }
 
-// inspectKeys runs familyInspectScript on keys (a string, two sorted sets)
-// for the inspection of name.
-func (e *Engine) inspectKeys(ctx context.Context, name string, keys []string) (inspected, error) {
-	v, err := familyInspectScript.Run(ctx, e.client, keys).Slice()
+// rwHolders are the holds of a read-write lock in r: the readers of its
+// first set, and the writer in its string.
+func (r inspected) rwHolders() []locker.FamilyHolder {
+	hs := entries(r.sets[0], r.now, locker.KindRead)
+	if r.str != "" {
+		w := locker.FamilyHolder{Holder: parseHolder(r.str), Kind: locker.KindWrite, Permits: 1}
+		w.TTL = r.ttl
+		hs = append(hs, w)
+	}
+	return hs
+}
+
+// inspectKeys runs script (familyInspectScript, or a script that answers
+// as it does) on keys (a string, then sorted sets) with args, for the
+// operation op on name.
+func (e *Engine) inspectKeys(ctx context.Context, script *luaScript, op, name string, keys []string, args ...any) (inspected, error) {
+	v, err := script.Run(ctx, e.client, keys, args...).Slice()
 	if err != nil {
-		return inspected{}, e.fail(ctx, "inspect", name, err)
+		return inspected{}, e.fail(ctx, op, name, err)
 	}
-	if len(v) != 5 {
-		return inspected{}, fmt.Errorf("redis: inspect %q: unexpected reply %v", name, v)
+	if len(v) < 4 {
+		return inspected{}, fmt.Errorf("redis: %s %q: unexpected reply %v", op, name, v)
 	}
-	r := inspected{sets: [2]any{v[3], v[4]}}
+	r := inspected{sets: v[3:]}
 	r.now, _ = v[0].(int64)
 	r.str, _ = v[1].(string)
 	pttl, _ := v[2].(int64)

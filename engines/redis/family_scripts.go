@@ -8,6 +8,8 @@ package redis
 //	                 the server time (ms) at which each read hold expires
 //	<lock>:rw:ww     the waiting writers: a sorted set of "<ticket>:<owner>"
 //	                 scored by the time their intent expires unless refreshed
+//	<lock>:rw:wr     the waiting readers, as the waiting writers: a record
+//	                 for operators, which no grant consults
 //	<lock>:rw:fence  the fencing counter, readers' and writers' alike
 //	<lock>:rw:wake   the wake-up channel
 //
@@ -17,15 +19,22 @@ package redis
 //	                 "<token>:<permits>:<owner>" scored by their expiry
 //	<lock>:sem:n     the permit count, a string without TTL
 //	<lock>:sem:fence the fencing counter
+//	<lock>:sem:w     the permit waiters: a sorted set of
+//	                 "<ticket>:<permits>:<owner>" scored by the time their
+//	                 entry expires unless refreshed; a record for operators,
+//	                 which no grant consults
 //	<lock>:sem:wake  the wake-up channel
 //
 // The scripts drop the entries whose expiry has passed before they count
 // them (a writer prunes the readers, a semaphore grant the holds), and keep
 // the TTL of a sorted set at its latest score, so that a name left idle
 // leaves nothing but the semaphore's count behind. A ticket is a value of
-// the fencing counter taken by a waiter when it first finds the lock taken:
-// it orders waiting readers and writers, and a grant's token is always
-// higher.
+// the fencing counter taken by a waiter when it first finds the lock (or
+// the permits) taken and will wait: it orders the waiters, names a
+// waiter's entry, and a grant's token is always higher. A waiter refreshes
+// its entry at every attempt, at least every TTL/3, and removes it when it
+// is granted or gives up: the entry of a waiter whose process died
+// expires with its TTL.
 
 // clockLua defines what the family's and the fair mutex's scripts share:
 // the server clock in ms, ms (an integer as a string: Lua prints large
@@ -93,7 +102,47 @@ local function tellFree(key, count, numsub, publish)
 end
 `
 
-// rwAcquireScript: KEYS writer, readers, waiting writers, fence; ARGV owner,
+// waitLua defines what the acquire scripts add to familyLua: enlist, which
+// records a waiter. Kept out of familyLua, whose every function costs each
+// script that includes it a closure per call.
+const waitLua = `
+-- enlist draws a waiter's ticket from the counter fk (idle: its idle
+-- time) unless it has one, records or refreshes its entry
+-- "<ticket>:<rest>" in the sorted set key, expiring ttl ms from now unless
+-- refreshed, and returns the ticket and the time to wait at most before
+-- the next refresh, from wait.
+local function enlist(key, fk, idle, ticket, rest, now, ttl, wait)
+  if ticket == 0 then
+    ticket = fence(fk, idle)
+  end
+  prune(key, now)
+  redis.call('zadd', key, ms(now + ttl), ms(ticket) .. ':' .. rest)
+  touch(key)
+  return ticket, math.min(wait, math.floor(ttl / 3))
+end
+`
+
+// forceLua defines what the force scripts add to familyLua: forced, the
+// entries of a sorted set whose token is given, or all of them.
+const forceLua = `
+-- forced removes from the sorted set key the entries whose token is tok
+-- ('0': every entry), and returns them with their scores.
+local function forced(key, tok)
+  local ended = {}
+  local all = redis.call('zrange', key, 0, -1, 'withscores')
+  for i = 1, #all, 2 do
+    if tok == '0' or string.match(all[i], '^(%d+):') == tok then
+      redis.call('zrem', key, all[i])
+      table.insert(ended, all[i])
+      table.insert(ended, all[i + 1])
+    end
+  end
+  return ended
+end
+`
+
+// rwAcquireScript: KEYS writer, readers, waiting writers, fence, waiting
+// readers; ARGV owner,
 // ttl ms, fence idle ms, mode ('r' or 'w'), ticket (0: none yet), register
 // ('1' when the caller will wait), the caller's own write hold
 // "<token>:<owner>" for a downgrade (empty otherwise).
@@ -105,8 +154,9 @@ end
 // when no writer holds it and no writer with a lower ticket waits (so new
 // readers queue behind a waiting writer, and readers that queued first go
 // before it); a downgrade, whose owner holds the write side, at once, with
-// the writer's token.
-var rwAcquireScript = newScript(familyLua + `
+// the writer's token. A reader that will wait is recorded the same way
+// among the waiting readers, which only operators read.
+var rwAcquireScript = newScript(familyLua + waitLua + `
 local ttl, ticket = tonumber(ARGV[2]), tonumber(ARGV[5])
 local w = redis.call('get', KEYS[1])
 local now, wait
@@ -133,13 +183,7 @@ if ARGV[4] == 'w' then
     wait = ttl
   end
   if ARGV[6] == '1' then
-    if ticket == 0 then
-      ticket = fence(KEYS[4], ARGV[3])
-    end
-    prune(KEYS[3], now)
-    redis.call('zadd', KEYS[3], ms(now + ttl), ms(ticket) .. ':' .. ARGV[1])
-    touch(KEYS[3])
-    wait = math.min(wait, math.floor(ttl / 3))
+    ticket, wait = enlist(KEYS[3], KEYS[4], ARGV[3], ticket, ARGV[1], now, ttl, wait)
   end
   return {math.max(wait, 1), ticket}
 end
@@ -164,13 +208,16 @@ end
 if t then
   redis.call('zadd', KEYS[2], ms(now + ttl), ms(t) .. ':' .. ARGV[1])
   touch(KEYS[2])
+  if ticket > 0 then
+    redis.call('zrem', KEYS[5], ms(ticket) .. ':' .. ARGV[1])
+  end
   return t
-end
-if ARGV[6] == '1' and ticket == 0 then
-  ticket = fence(KEYS[4], ARGV[3])
 end
 if wait < 0 then
   wait = ttl
+end
+if ARGV[6] == '1' then
+  ticket, wait = enlist(KEYS[5], KEYS[4], ARGV[3], ticket, ARGV[1], now, ttl, wait)
 end
 return {math.max(wait, 1), ticket}
 `)
@@ -228,14 +275,16 @@ end
 return 1
 `)
 
-// semAcquireScript: KEYS holds, count, fence; ARGV owner, ttl ms, fence idle
-// ms, permits wanted, the opener's count, check ('1': fail when the stored
-// count differs).
+// semAcquireScript: KEYS holds, count, fence, waiters; ARGV owner, ttl ms,
+// fence idle ms, permits wanted, the opener's count, check ('1': fail when
+// the stored count differs), ticket (0: none yet), register ('1' when the
+// caller will wait).
 //
 // Stores the opener's count when none is stored. Returns the token (> 0)
-// when granted, {ms to wait at most, 0} when the permits are out, or the
-// error "PERMITS <stored>" on a mismatch.
-var semAcquireScript = newScript(familyLua + `
+// when granted, {ms to wait at most, ticket} when the permits are out, or
+// the error "PERMITS <stored>" on a mismatch. A caller that will wait is
+// recorded among the waiters, as rwAcquireScript's waiting readers.
+var semAcquireScript = newScript(familyLua + waitLua + `
 local limit = tonumber(redis.call('get', KEYS[2]))
 if not limit then
   limit = tonumber(ARGV[5])
@@ -244,20 +293,26 @@ end
 if ARGV[6] == '1' and limit ~= tonumber(ARGV[5]) then
   return redis.error_reply('PERMITS ' .. ms(limit))
 end
-local now = clock()
+local now, ttl, ticket = clock(), tonumber(ARGV[2]), tonumber(ARGV[7])
 prune(KEYS[1], now)
 if permitsOut(KEYS[1]) + tonumber(ARGV[4]) <= limit then
   local t = fence(KEYS[3], ARGV[3])
-  redis.call('zadd', KEYS[1], ms(now + ARGV[2]), ms(t) .. ':' .. ARGV[4] .. ':' .. ARGV[1])
+  redis.call('zadd', KEYS[1], ms(now + ttl), ms(t) .. ':' .. ARGV[4] .. ':' .. ARGV[1])
   touch(KEYS[1])
+  if ticket > 0 then
+    redis.call('zrem', KEYS[4], ms(ticket) .. ':' .. ARGV[4] .. ':' .. ARGV[1])
+  end
   return t
 end
 local first = redis.call('zrange', KEYS[1], 0, 0, 'withscores')[2]
-local wait = tonumber(ARGV[2])
+local wait = ttl
 if first then
   wait = tonumber(first) - now
 end
-return {math.max(wait, 1), 0}
+if ARGV[8] == '1' then
+  ticket, wait = enlist(KEYS[4], KEYS[3], ARGV[3], ticket, ARGV[4] .. ':' .. ARGV[1], now, ttl, wait)
+end
+return {math.max(wait, 1), ticket}
 `)
 
 // semReleaseScript: KEYS holds, count; ARGV the hold's member, and the two
@@ -280,10 +335,60 @@ tellFree(KEYS[1], KEYS[2], ARGV[2], ARGV[3])
 return 1
 `)
 
-// familyInspectScript: KEYS a string, two sorted sets. Returns the server
-// time, the string's value (empty when absent) and PTTL, and both sets with
-// their scores.
+// familyInspectScript: KEYS a string, then sorted sets. Returns the server
+// time, the string's value (empty when absent) and PTTL, and each set with
+// its scores.
 var familyInspectScript = newScript(familyLua + `
-return {clock(), redis.call('get', KEYS[1]) or '', redis.call('pttl', KEYS[1]),
-  redis.call('zrange', KEYS[2], 0, -1, 'withscores'), redis.call('zrange', KEYS[3], 0, -1, 'withscores')}
+local r = {clock(), redis.call('get', KEYS[1]) or '', redis.call('pttl', KEYS[1])}
+for i = 2, #KEYS do
+  r[#r + 1] = redis.call('zrange', KEYS[i], 0, -1, 'withscores')
+end
+return r
+`)
+
+// rwForceScript: KEYS writer, readers, waiting writers; ARGV a token ('0':
+// any), and the two of releaseScript. Ends the holds with that token, the
+// writer's and the readers' (a downgrading owner's two share it), and
+// wakes the waiters as a release would: when the writer went, or the last
+// reader while no writer holds, "w<ticket>" of the first waiting writer.
+// Returns as familyInspectScript (the writer's value when it was ended,
+// and the readers it ended).
+var rwForceScript = newScript(familyLua + forceLua + `
+local now = clock()
+local w, left = redis.call('get', KEYS[1]) or '', 0
+if w ~= '' and (ARGV[1] == '0' or string.match(w, '^(%d+):') == ARGV[1]) then
+  left = redis.call('pttl', KEYS[1])
+  redis.call('del', KEYS[1])
+else
+  w = ''
+end
+prune(KEYS[2], now)
+local ended = forced(KEYS[2], ARGV[1])
+touch(KEYS[2])
+local ch = KEYS[1] .. ':wake'
+if (w ~= '' or (#ended > 0 and redis.call('exists', KEYS[2]) == 0)) and
+    redis.call('exists', KEYS[1]) == 0 and listened(ch, ARGV[2]) then
+  local first = 0
+  if redis.call('exists', KEYS[3]) == 1 then
+    prune(KEYS[3], now)
+    first = firstWriter(KEYS[3])
+  end
+  redis.call(ARGV[3], ch, 'w' .. ms(first))
+end
+return {now, w, left, ended}
+`)
+
+// semForceScript: KEYS holds, count; ARGV a token ('0': any), and the two
+// of releaseScript. Ends the permit holds with that token and tells the
+// waiters what is free. Returns as familyInspectScript (no string, and the
+// holds it ended).
+var semForceScript = newScript(familyLua + forceLua + `
+local now = clock()
+prune(KEYS[1], now)
+local ended = forced(KEYS[1], ARGV[1])
+if #ended > 0 then
+  touch(KEYS[1])
+  tellFree(KEYS[1], KEYS[2], ARGV[2], ARGV[3])
+end
+return {now, '', 0, ended}
 `)

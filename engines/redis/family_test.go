@@ -119,13 +119,26 @@ func await(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func waitingWriters(t *testing.T, e *redis.Engine, name string) int {
+// waiting counts the waiters of kind that InspectFamily lists for the
+// read-write lock or the semaphore name.
+func waiting(t *testing.T, e *redis.Engine, kind locker.Kind, name string) int {
 	t.Helper()
-	in, err := e.InspectFamily(context.Background(), locker.KindWrite, name)
+	in, err := e.InspectFamily(context.Background(), kind, name)
 	if err != nil {
 		t.Fatalf("InspectFamily() = %v", err)
 	}
-	return len(in.Waiters)
+	n := 0
+	for _, w := range in.Waiters {
+		if w.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+func waitingWriters(t *testing.T, e *redis.Engine, name string) int {
+	t.Helper()
+	return waiting(t, e, locker.KindWrite, name)
 }
 
 // Every hold of the family is its own lease: removed on the server, its
@@ -162,15 +175,22 @@ func TestFamilyLost(t *testing.T) {
 			if err := c.Del(ctx, e.FamilyKeys(tc.kind, name)[tc.key]).Err(); err != nil {
 				t.Fatal(err)
 			}
-			select {
-			case <-h.Lost():
-			case <-time.After(5 * time.Second):
-				t.Fatalf("Lost() not closed after the hold was deleted")
-			}
-			if err := h.Unlock(); !errors.Is(err, locker.ErrLockLost) {
-				t.Errorf("Unlock() = %v; want ErrLockLost", err)
-			}
+			wantLost(t, h, "the hold deleted")
 		})
+	}
+}
+
+// wantLost checks that h learns, within 5s, that its hold is gone (what
+// ended it), and that its Unlock then says so.
+func wantLost(t *testing.T, h locker.Handle, what string) {
+	t.Helper()
+	select {
+	case <-h.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: Lost() not closed within 5s", what)
+	}
+	if err := h.Unlock(); !errors.Is(err, locker.ErrLockLost) {
+		t.Errorf("%s: Unlock() = %v; want ErrLockLost", what, err)
 	}
 }
 
@@ -344,7 +364,7 @@ func TestSemaphoreSetPermitsWakes(t *testing.T) {
 }
 
 // The semaphore's count outlives its holds; nothing else of the family
-// stays once released, and cancelled waits leave no intent and no
+// stays once released, and cancelled waits leave no waiter's entry and no
 // subscription.
 func TestFamilyLeavesNothing(t *testing.T) {
 	ctx := context.Background()
@@ -370,12 +390,12 @@ func TestFamilyLeavesNothing(t *testing.T) {
 	channels := []string{rw[0] + ":wake", sm[0] + ":wake"}
 	await(t, "no waiting writer and no subscription", func() bool {
 		subs, err := c.PubSubNumSub(ctx, channels...).Result()
-		return err == nil && subs[channels[0]]+subs[channels[1]] == 0 && c.Exists(ctx, rw[2]).Val() == 0
+		return err == nil && subs[channels[0]]+subs[channels[1]] == 0 && c.Exists(ctx, rw[2], rw[4], sm[3]).Val() == 0
 	})
 	unlockNow(t, holder.WriteLock())
 	unlockNow(t, permit)
-	if n := c.Exists(ctx, rw[0], rw[1], rw[2], sm[0]).Val(); n != 0 {
-		t.Errorf("%d of the writer, readers, waiting writers and permit keys left after release; want 0", n)
+	if n := c.Exists(ctx, rw[0], rw[1], rw[2], rw[4], sm[0], sm[3]).Val(); n != 0 {
+		t.Errorf("%d of the writer, readers, waiting writers and readers, permit and permit waiter keys left after release; want 0", n)
 	}
 	if ttl := c.PTTL(ctx, rw[3]).Val(); ttl <= 0 {
 		t.Errorf("PTTL of the fence counter = %v; want it to expire", ttl)
@@ -407,4 +427,88 @@ func lockertestTry(t *testing.T, s locker.Semaphore) locker.Handle {
 		t.Fatalf("TryAcquire(1) = %v, %v; want a permit", p, err)
 	}
 	return p
+}
+
+// A waiter refreshes its entry while it waits, so it stays listed past
+// its TTL; a waiter that can no longer reach Redis (its process died, or
+// was cut off) drops out of the listing once its TTL has passed.
+func TestFamilyWaiterEntryExpires(t *testing.T) {
+	const ttl = 600 * time.Millisecond
+	for _, kind := range []locker.Kind{locker.KindRead, locker.KindWrite, locker.KindPermit} {
+		t.Run(kind.String(), func(t *testing.T) {
+			holder := openEngine(t)
+			c := newSingle(t)
+			e := newEngine(t, c)
+			t.Cleanup(func() { _ = e.Close() })
+			name := t.Name()
+			var held, waiter locker.Handle
+			if kind == locker.KindPermit {
+				s1, _ := holder.NewSemaphore(name, 1)
+				s2, _ := e.NewSemaphore(name, 1, locker.WithTTL(ttl))
+				held, _ = s1.NewPermit(1)
+				waiter, _ = s2.NewPermit(1)
+			} else {
+				l1, _ := holder.NewRWLock(name)
+				l2, _ := e.NewRWLock(name, locker.WithTTL(ttl))
+				held, waiter = l1.WriteLock(), l2.ReadLock()
+				if kind == locker.KindWrite {
+					waiter = l2.WriteLock()
+				}
+			}
+			lockNow(t, held)
+			done := lockLater(waiter)
+			await(t, "the waiter listed", func() bool { return waiting(t, holder, kind, name) == 1 })
+			time.Sleep(3 * ttl) // the entry would have expired twice without its refreshes
+			if n := waiting(t, holder, kind, name); n != 1 {
+				t.Fatalf("waiters listed %v after the waiter's TTL, while it waits = %d; want 1", 3*ttl, n)
+			}
+			// Cut off: its attempts fail, and so does its withdrawal.
+			_ = c.Close()
+			if err := <-done; err == nil {
+				t.Fatalf("LockCtx() with its client closed = nil; want an error")
+			}
+			start := time.Now()
+			await(t, "the cut-off waiter's entry gone", func() bool { return waiting(t, holder, kind, name) == 0 })
+			if d := time.Since(start); d > ttl+time.Second {
+				t.Errorf("the cut-off waiter listed %v after it failed; want within its TTL %v", d, ttl)
+			}
+			unlockNow(t, held)
+		})
+	}
+}
+
+// ForceUnlockFamily by the token of a downgrading writer ends both its
+// holds; the waiting readers are woken, as a writer's release wakes them.
+func TestRWForceUnlockDowngrade(t *testing.T) {
+	e := openEngine(t)
+	other := openEngine(t)
+	name := t.Name()
+	w, _ := e.NewRWLock(name, locker.WithOwner("writer"), locker.WithTTL(900*time.Millisecond))
+	lockNow(t, w.WriteLock())
+	lockNow(t, w.ReadLock())
+	r, _ := other.NewRWLock(name, locker.WithOwner("reader"))
+	done := lockLater(r.ReadLock())
+	await(t, "the reader listed", func() bool { return waiting(t, e, locker.KindRead, name) == 1 })
+	tok := w.WriteLock().Token()
+	ended, err := other.ForceUnlockFamily(context.Background(), locker.KindWrite, name, tok)
+	if err != nil {
+		t.Fatalf("ForceUnlockFamily(the writer's token) = %v", err)
+	}
+	if len(ended) != 2 || ended[0].Token != tok || ended[1].Token != tok || ended[0].Kind == ended[1].Kind {
+		t.Errorf("ForceUnlockFamily(the writer's token) ended %+v; want its write and read holds", ended)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("waiting reader: LockCtx() = %v", err)
+		}
+	case <-time.After(5 * time.Second): // the writer's TTL is 900ms, the reader's wait capped at 10s
+		t.Fatalf("waiting reader not granted within 5s of the force unlock")
+	}
+	wantLost(t, w.ReadLock(), "the forced-out downgraded read")
+	wantLost(t, w.WriteLock(), "the forced-out write")
+	unlockNow(t, r.ReadLock())
+	if _, err := e.ForceUnlockFamily(context.Background(), locker.KindMutex, name, 0); !errors.Is(err, locker.ErrInvalidArgument) {
+		t.Errorf("ForceUnlockFamily(KindMutex) = %v; want ErrInvalidArgument", err)
+	}
 }

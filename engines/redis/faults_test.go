@@ -2,8 +2,10 @@ package redis_test
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 
@@ -50,8 +52,32 @@ func faultClient(t *testing.T, addr string, contextTimeout bool) *goredis.Client
 		MaxRetries:            -1,
 		ContextTimeoutEnabled: contextTimeout,
 	})
-	t.Cleanup(func() { _ = c.Close() })
+	t.Cleanup(func() {
+		_ = c.Close()
+		awaitDialProbe()
+	})
 	return c
+}
+
+// awaitDialProbe waits, at most 3s, for go-redis's dial probes to end: once
+// a pool's dials have failed PoolSize times (the fault suite's calls, each
+// side and kind, against a killed server), the pool probes the server
+// every second until a dial works or it is closed, and sees that it was
+// closed only when it wakes. The probe is the client's, which an engine
+// never closes; the suite's leak check runs after this.
+func awaitDialProbe() {
+	deadline := time.Now().Add(3 * time.Second)
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if !bytes.Contains(buf[:n], []byte("pool.(*ConnPool).tryDial")) {
+			return
+		}
+		if time.Now().After(deadline) {
+			return // the leak check tells whether it is this client's
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // The fault suite, a server of its own per case, frozen or killed, with and

@@ -68,10 +68,11 @@ func (e *Engine) subscribers(ctx context.Context, channel string) (int, error) {
 	return int(m[channel]), err
 }
 
-// ForceUnlock removes the current hold of name whoever owns it, wakes the
-// waiters (on a fair engine, the first in line) and returns the hold it
-// removed; ErrNotHeld when the name was free. The owner learns of it at
-// its next renewal (Lost closes). For operators clearing a stuck hold.
+// ForceUnlock removes the current hold of the mutex name whoever owns it,
+// wakes the waiters (on a fair engine, the first in line) and returns the
+// hold it removed; ErrNotHeld when the name was free. The owner learns of
+// it at its next renewal (Lost closes). For operators clearing a stuck
+// hold; ForceUnlockFamily does it for read-write locks and semaphores.
 func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, error) {
 	if err := e.checkOperation(name); err != nil {
 		return locker.Holder{}, err
