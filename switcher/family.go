@@ -130,6 +130,10 @@ func (s *Switcher) SetPermits(ctx context.Context, name string, n int) error {
 // switcher token's epoch aside), or all of them when token is 0. Holds
 // granted before a switch stay on their engine: clear them there.
 func (s *Switcher) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name string, token uint64) ([]locker.FamilyHolder, error) {
+	if token != 0 && token&engineTokenMask == 0 {
+		// An epoch with no engine token names no hold (0 would mean all).
+		return nil, fmt.Errorf("switcher: force unlock %s %q: token %d: %w", kind, name, token, locker.ErrNotHeld)
+	}
 	op, err := s.familyInspector(s.Current())
 	if err != nil {
 		return nil, err
