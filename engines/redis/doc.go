@@ -143,8 +143,8 @@
 // gives up (in the background, as a cancelled wait returns at once): the
 // entry of a waiter whose process dies, or that cannot reach Redis to
 // withdraw, expires with its TTL. Only waiting writers change who gets in;
-// the other entries are a record, written only on the waiting path, so an
-// uncontended acquisition costs what it did before waiters were recorded.
+// the other entries are a record, written only on the waiting path: an
+// uncontended acquisition runs the same commands as without them.
 //
 // Wake-ups go through the same shared subscription, one channel per lock
 // (<lock>:rw:wake, <lock>:sem:wake), and say who may proceed: a writer's
