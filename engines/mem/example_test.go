@@ -158,3 +158,25 @@ func ExampleEngine_NewSemaphore() {
 	// big: true small: true another: false
 	// true
 }
+
+func ExampleEngine_ForceUnlockFamily() {
+	e, _ := mem.New()
+	defer e.Close()
+	exports, _ := e.NewSemaphore("exports", 2, locker.WithOwner("stuck-job"))
+	stuck, _ := exports.Acquire(context.Background(), 2)
+
+	// An operator sees who holds the permits and ends the stuck hold by its
+	// token (0 would end every hold of the name).
+	in, _ := e.InspectFamily(context.Background(), locker.KindPermit, "exports")
+	h := in.Holders[0]
+	fmt.Printf("%s holds %d of %d permits\n", h.Owner, h.Permits, in.Permits)
+	ended, _ := e.ForceUnlockFamily(context.Background(), locker.KindPermit, "exports", h.Token)
+	fmt.Println("ended:", len(ended), ended[0].Owner)
+
+	<-stuck.Lost() // the forced-out owner learns it
+	fmt.Println(errors.Is(stuck.Unlock(), locker.ErrLockLost))
+	// Output:
+	// stuck-job holds 2 of 2 permits
+	// ended: 1 stuck-job
+	// true
+}
