@@ -14,6 +14,7 @@ import (
 
 	"github.com/orthrus-go/orthrus/engines/etcd"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
 // hookKV runs a function once, just before the next transaction of its
@@ -44,18 +45,6 @@ func operator(t *testing.T, prefix string) (*etcd.Engine, *hookKV) {
 
 func testPrefix(t *testing.T) string {
 	return fmt.Sprintf("fu-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())
-}
-
-func wantLost(t *testing.T, h locker.Handle, what string) {
-	t.Helper()
-	select {
-	case <-h.Lost():
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: Lost() not closed within 10s of the force unlock", what)
-	}
-	if err := h.Unlock(); !errors.Is(err, locker.ErrLockLost) {
-		t.Errorf("%s: Unlock() = %v; want ErrLockLost", what, err)
-	}
 }
 
 // Forcing a downgrading writer's token ends its write and its downgraded
@@ -99,8 +88,8 @@ func TestFamilyForceUnlockDowngrade(t *testing.T) {
 		t.Errorf("ended kinds %v; want %v", kinds, want)
 	}
 	granted(t, done, "writer queued behind the forced-out holds")
-	wantLost(t, rw.ReadLock(), "forced-out downgraded read")
-	wantLost(t, rw.WriteLock(), "forced-out write")
+	lockertest.WantLost(t, rw.ReadLock(), "forced-out downgraded read")
+	lockertest.WantLost(t, rw.WriteLock(), "forced-out write")
 	if err := next.WriteLock().Unlock(); err != nil {
 		t.Error(err)
 	}
@@ -208,7 +197,7 @@ func TestFamilyForceUnlockRewritten(t *testing.T) {
 		t.Errorf("ForceUnlockFamily() made %d transactions; want 2 (the rewritten key deleted again)", got)
 	}
 	granted(t, done, "permit waiter after the rewritten hold was forced out")
-	wantLost(t, stuck, "forced-out permit hold")
+	lockertest.WantLost(t, stuck, "forced-out permit hold")
 	if err := p.Unlock(); err != nil {
 		t.Error(err)
 	}

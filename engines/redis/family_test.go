@@ -175,22 +175,8 @@ func TestFamilyLost(t *testing.T) {
 			if err := c.Del(ctx, e.FamilyKeys(tc.kind, name)[tc.key]).Err(); err != nil {
 				t.Fatal(err)
 			}
-			wantLost(t, h, "the hold deleted")
+			lockertest.WantLost(t, h, "the hold deleted")
 		})
-	}
-}
-
-// wantLost checks that h learns, within 5s, that its hold is gone (what
-// ended it), and that its Unlock then says so.
-func wantLost(t *testing.T, h locker.Handle, what string) {
-	t.Helper()
-	select {
-	case <-h.Lost():
-	case <-time.After(5 * time.Second):
-		t.Fatalf("%s: Lost() not closed within 5s", what)
-	}
-	if err := h.Unlock(); !errors.Is(err, locker.ErrLockLost) {
-		t.Errorf("%s: Unlock() = %v; want ErrLockLost", what, err)
 	}
 }
 
@@ -505,8 +491,8 @@ func TestRWForceUnlockDowngrade(t *testing.T) {
 	case <-time.After(5 * time.Second): // the writer's TTL is 900ms, the reader's wait capped at 10s
 		t.Fatalf("waiting reader not granted within 5s of the force unlock")
 	}
-	wantLost(t, w.ReadLock(), "the forced-out downgraded read")
-	wantLost(t, w.WriteLock(), "the forced-out write")
+	lockertest.WantLost(t, w.ReadLock(), "the forced-out downgraded read")
+	lockertest.WantLost(t, w.WriteLock(), "the forced-out write")
 	unlockNow(t, r.ReadLock())
 	if _, err := e.ForceUnlockFamily(context.Background(), locker.KindMutex, name, 0); !errors.Is(err, locker.ErrInvalidArgument) {
 		t.Errorf("ForceUnlockFamily(KindMutex) = %v; want ErrInvalidArgument", err)

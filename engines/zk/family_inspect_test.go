@@ -7,20 +7,8 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
-
-// wantLost waits for h's Lost and checks that Unlock then says so.
-func wantLost(t *testing.T, h locker.Handle, what string) {
-	t.Helper()
-	select {
-	case <-h.Lost():
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: Lost() not closed within 10s", what)
-	}
-	if err := h.Unlock(); !errors.Is(err, locker.ErrLockLost) {
-		t.Errorf("%s: Unlock() = %v; want ErrLockLost", what, err)
-	}
-}
 
 // The write token of a writer that downgraded ends both its holds; the
 // writer waiting for them takes the lock, and is not ended with them.
@@ -56,8 +44,8 @@ func TestForceUnlockFamilyDowngraded(t *testing.T) {
 	if err := <-bw; err != nil {
 		t.Fatalf("waiting writer: LockCtx() = %v", err)
 	}
-	wantLost(t, a.WriteLock(), "forced-out write hold")
-	wantLost(t, a.ReadLock(), "forced-out downgraded read hold")
+	lockertest.WantLost(t, a.WriteLock(), "forced-out write hold")
+	lockertest.WantLost(t, a.ReadLock(), "forced-out downgraded read hold")
 	unlock(t, b.WriteLock())
 }
 
@@ -101,7 +89,7 @@ func TestForceUnlockFamilyAllPermits(t *testing.T) {
 		t.Fatalf("permit waiter: LockCtx() = %v", err)
 	}
 	for i, h := range held {
-		wantLost(t, h, ended[i].Owner)
+		lockertest.WantLost(t, h, ended[i].Owner)
 	}
 	in, err := es[0].InspectFamily(ctx, locker.KindPermit, name)
 	if err != nil || len(in.Holders) != 1 || in.Holders[0].Owner != "next" || len(in.Waiters) != 0 {
@@ -136,7 +124,7 @@ func TestForceNodeVersionChanged(t *testing.T) {
 	if ok, err := e.ForceNode(context.Background(), path, st.Version); !ok || err != nil {
 		t.Fatalf("ForceNode(the version before the change) = %v, %v; want true, nil", ok, err)
 	}
-	wantLost(t, p, "forced-out permit hold")
+	lockertest.WantLost(t, p, "forced-out permit hold")
 	if ok, err := e.ForceNode(context.Background(), path, st.Version); ok || err != nil {
 		t.Errorf("ForceNode(a node gone) = %v, %v; want false, nil", ok, err)
 	}

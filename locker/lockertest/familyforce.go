@@ -13,17 +13,18 @@ import (
 // engines which tell a forced-out owner at its next renewal tell it soon.
 const forcedTTL = 900 * time.Millisecond
 
-// wantLost checks that a forced-out hold learns it within 10s and that its
-// Unlock then says so.
-func wantLost(t *testing.T, h locker.Handle, what string) {
+// WantLost checks that h, a hold ended under its owner (forced out,
+// expired), learns it within 10s, and that its Unlock then returns
+// ErrLockLost; what names the hold in failures.
+func WantLost(t testing.TB, h locker.Handle, what string) {
 	t.Helper()
 	select {
 	case <-h.Lost():
 	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: Lost() not closed within 10s of the force unlock", what)
+		t.Fatalf("%s: Lost() not closed within 10s", what)
 	}
 	if err := h.Unlock(); !errors.Is(err, locker.ErrLockLost) {
-		t.Errorf("%s: Unlock() after the force unlock = %v; want ErrLockLost", what, err)
+		t.Errorf("%s: Unlock() = %v; want ErrLockLost", what, err)
 	}
 }
 
@@ -68,7 +69,7 @@ func testRWForceUnlock(t *testing.T, f Factory) {
 	if ended[0].Owner != "reader-a" || ended[0].Kind != locker.KindRead {
 		t.Errorf("ForceUnlockFamily(reader-a's token) ended %+v; want reader-a's read hold", ended[0])
 	}
-	wantLost(t, a.ReadLock(), "forced-out reader")
+	WantLost(t, a.ReadLock(), "forced-out reader")
 	if in := inspectFamily(t, e2, locker.KindRead, name); len(in.Holders) != 1 || in.Holders[0].Owner != "reader-b" {
 		t.Errorf("InspectFamily() after forcing reader-a out = %+v; want reader-b alone", in.Holders)
 	}
@@ -80,7 +81,7 @@ func testRWForceUnlock(t *testing.T, f Factory) {
 	awaitWaiters(t, e1, locker.KindWrite, name, 1)
 	forceFamily(t, e2, locker.KindWrite, name, 0, b.ReadLock().Token())
 	wantGranted(t, done, "writer waiting when every hold was forced out")
-	wantLost(t, b.ReadLock(), "reader forced out by token 0")
+	WantLost(t, b.ReadLock(), "reader forced out by token 0")
 	mustUnlock(t, w.WriteLock())
 	if _, err := familyInspector(t, e1).ForceUnlockFamily(ctx, locker.KindWrite, name, 0); !errors.Is(err, locker.ErrNotHeld) {
 		t.Errorf("ForceUnlockFamily(free) = %v; want ErrNotHeld", err)
@@ -119,7 +120,7 @@ func testSemForceUnlock(t *testing.T, f Factory) {
 		t.Errorf("ForceUnlockFamily() ended %+v; want stuck's 2 permits", ended[0])
 	}
 	wantGranted(t, done, "permit waiter after the stuck hold was forced out")
-	wantLost(t, stuck, "forced-out permit hold")
+	WantLost(t, stuck, "forced-out permit hold")
 	mustUnlock(t, next)
 }
 
