@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -386,9 +385,4 @@ func (e *Engine) abandon(s *slot) {
 	if !e.core.Go(del) {
 		e.orphan(s) // closing: the revocation of the lease deletes it
 	}
-}
-
-// leaseErr describes a failed refresh for the renewal loop.
-func leaseErr(l *lease, err error) error {
-	return fmt.Errorf("lease %s: %w", l.hexID(), err)
 }
