@@ -244,6 +244,9 @@ func (e *Engine) checked(l *lease, err error) {
 
 // checkKeys is one check of l's holds (see checkLease).
 func (e *Engine) checkKeys(ctx context.Context, l *lease) error {
+	e.mu.Lock()
+	changes := l.changes
+	e.mu.Unlock()
 	rctx, cancel := e.bound(ctx)
 	resp, err := e.client.TimeToLive(rctx, l.id, clientv3.WithAttachedKeys())
 	cancel()
@@ -253,6 +256,17 @@ func (e *Engine) checkKeys(ctx context.Context, l *lease) error {
 		return errLeaseGone
 	case err != nil:
 		return err
+	}
+	// Every key attached to l is a taken slot's: a slot is freed only once
+	// its key is known gone. So when no slot was taken or freed while the
+	// list was read and it has as many keys as l has slots, every slot's
+	// key is there, and nothing more is needed: the common case, which
+	// costs no set of the keys.
+	e.mu.Lock()
+	same := l.changes == changes && len(resp.Keys) == l.keys
+	e.mu.Unlock()
+	if same {
+		return nil
 	}
 	attached := make(map[string]struct{}, len(resp.Keys))
 	for _, k := range resp.Keys {

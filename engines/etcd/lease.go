@@ -39,6 +39,7 @@ type lease struct {
 	retry   time.Duration            // the keeper's delay after a failed refresh; 0 after a success
 	warned  bool                     // the keeper warned that the lease is at risk, since its last refresh
 	keys    int                      // taken slots: holds, waiters and keys still to delete
+	changes uint64                   // slots taken and freed so far: checkKeys compares counts only when it did not move
 	busy    bool                     // the keeper's refresh is in flight
 	held    int                      // slots with a renewed hold (slot.hold)
 	checkAt time.Time                // when the keeper checks the holds' keys next
@@ -329,6 +330,7 @@ func (e *Engine) take(l *lease, prefix string) *slot {
 	s := &slot{l: l, prefix: prefix, n: n, key: prefix + l.hexID() + "-" + strconv.Itoa(n)}
 	taken[n] = s
 	l.keys++
+	l.changes++
 	if l.keys == 1 {
 		e.keeper.poke() // from now on the keeper keeps it alive
 	}
@@ -346,6 +348,7 @@ func (e *Engine) free(s *slot) {
 			delete(l.slots, s.prefix)
 		}
 		l.keys--
+		l.changes++
 	}
 	retire := l.keys == 0 && !l.killed && e.current[l.secs] != l && !e.closed
 	e.mu.Unlock()
