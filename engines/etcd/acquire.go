@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -23,9 +22,6 @@ type holdState struct {
 	rev    int64            // the key's create revision: the token, but for a downgraded read
 	shared *lease           // the lease the key was created on: slot.l
 	fixed  clientv3.LeaseID // the own lease of a WithLease hold, once granted
-	// checked is when the key was last seen with its create revision (the
-	// grant, at first); guarded by Engine.mu.
-	checked time.Time
 }
 
 func (st *holdState) set(s *slot, rev int64) {
@@ -548,21 +544,13 @@ func backoff(d time.Duration) time.Duration {
 // gets a second more than the hold's TTL rounded up, so that it cannot end
 // on the server before the Core ends the hold.
 func (e *Engine) hold(ctx context.Context, h *locker.Hold, st *holdState) error {
-	l := st.shared
 	if h.Renew {
-		e.mu.Lock()
-		killed := l.killed
-		if !killed {
-			l.holds[h] = struct{}{}
-			st.checked = time.Now()
-		}
-		e.mu.Unlock()
-		if killed {
+		err := e.register(h, st)
+		if err != nil {
 			// Retired, perhaps only by our estimate: the key may outlive it.
 			e.abandon(st.slot)
-			return errLeaseGone
 		}
-		return nil
+		return err
 	}
 	rctx, cancel := e.bound(ctx)
 	g, err := e.client.Grant(rctx, wholeSeconds(h.TTL)+1)
@@ -603,10 +591,7 @@ func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
 	if st == nil || st.slot == nil {
 		return e.fail("release", h.Name, errKeyGone)
 	}
-	e.mu.Lock()
-	_, registered := st.shared.holds[h]
-	delete(st.shared.holds, h)
-	e.mu.Unlock()
+	registered := e.unregister(h, st)
 	if h.Renew && !registered {
 		// Its lease ended, or its key was deleted after it was lost: the
 		// slot may be another hold's by now.
@@ -627,104 +612,4 @@ func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
 		return e.fail("release", h.Name, errKeyGone)
 	}
 	return nil
-}
-
-// Renew implements locker.Renewer. The keeper keeps the leases, and so the
-// holds, alive: Renew reports a hold lost when its lease was given up, and
-// otherwise checks that its key still exists with its create revision,
-// which catches a key deleted by hand (an operator's ForceUnlock). Each
-// hold's key is checked about once per TTL, not at every renewal: the
-// checks are the bulk of the renewal's cost, and a deletion by hand is
-// rare. The Core hands Renew chunks of at most 128 holds, several at once;
-// the keys of a chunk are checked in one transaction that compares every
-// key's create revision and returns nothing when all match, and reads the
-// keys only when one does not. A check that fails (etcd busy or away) is
-// tried again at the next renewal and loses nothing: the hold lives as long
-// as its lease, whose keep-alive never waits for these checks.
-func (e *Engine) Renew(ctx context.Context, holds []*locker.Hold) []error {
-	results := make([]error, len(holds))
-	var check []int
-	now := time.Now()
-	e.mu.Lock()
-	for i, h := range holds {
-		st, _ := h.State.(*holdState)
-		switch {
-		case st == nil || st.shared == nil:
-			results[i] = errKeyGone
-		case st.shared.killed:
-			results[i] = leaseErr(st.shared, errLeaseGone)
-		case !now.Before(st.checked.Add(h.TTL - h.TTL/6)):
-			check = append(check, i)
-		}
-	}
-	e.mu.Unlock()
-	var wg sync.WaitGroup
-	for len(check) > 0 {
-		chunk := check[:min(len(check), maxTxnOps)]
-		check = check[len(chunk):]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			e.checkKeys(ctx, holds, chunk, results, now)
-		}()
-	}
-	wg.Wait()
-	for i, err := range results {
-		if err != nil {
-			results[i] = e.fail("renew", holds[i].Name, err)
-		}
-	}
-	return results
-}
-
-// checkKeys checks the keys of holds[i] for i in idx, sets results[i] for
-// those that are gone, and records the check, made at now, for the others.
-// The rule, every key in place, costs one transaction of compares that
-// returns nothing; only when one fails are the keys read. A failed check
-// is only logged.
-func (e *Engine) checkKeys(ctx context.Context, holds []*locker.Hold, idx []int, results []error, now time.Time) {
-	cmps := make([]clientv3.Cmp, len(idx))
-	for j, i := range idx {
-		st := holds[i].State.(*holdState)
-		cmps[j] = clientv3.Compare(clientv3.CreateRevision(st.key), "=", st.rev)
-	}
-	rctx, cancel := e.bound(ctx)
-	defer cancel()
-	resp, err := e.client.Txn(rctx).If(cmps...).Commit()
-	var gone []bool
-	if err == nil && !resp.Succeeded {
-		gone, err = e.goneKeys(rctx, holds, idx)
-	}
-	if err != nil {
-		e.log.Debug("etcd: checking held keys failed, will retry", "keys", len(idx), "err", err)
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for j, i := range idx {
-		if gone != nil && gone[j] {
-			results[i] = errKeyGone
-			continue
-		}
-		holds[i].State.(*holdState).checked = now
-	}
-}
-
-// goneKeys reads the keys of holds[i] for i in idx and tells which are
-// gone, or hold another create revision.
-func (e *Engine) goneKeys(ctx context.Context, holds []*locker.Hold, idx []int) ([]bool, error) {
-	gets := make([]clientv3.Op, len(idx))
-	for j, i := range idx {
-		gets[j] = clientv3.OpGet(holds[i].State.(*holdState).key, clientv3.WithKeysOnly())
-	}
-	resp, err := e.client.Txn(ctx).Then(gets...).Commit()
-	if err != nil {
-		return nil, err
-	}
-	gone := make([]bool, len(idx))
-	for j, i := range idx {
-		kvs := resp.Responses[j].GetResponseRange().Kvs
-		gone[j] = len(kvs) == 0 || kvs[0].CreateRevision != holds[i].State.(*holdState).rev
-	}
-	return gone, nil
 }

@@ -49,7 +49,6 @@ type Engine struct {
 var (
 	_ locker.Engine  = (*Engine)(nil)
 	_ locker.Backend = (*Engine)(nil)
-	_ locker.Renewer = (*Engine)(nil)
 )
 
 type settings struct {

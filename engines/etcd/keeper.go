@@ -5,25 +5,51 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/orthrus-go/orthrus/locker"
 )
 
-// keeper is the engine's one loop that keeps its leases alive: every lease
-// with keys on it (holds, waiters) is refreshed when a third of its life
-// has gone, on a goroutine of its own, so that a lease whose refresh hangs
-// holds up no other. A lease that could not be refreshed before the end of
-// its life, as the engine counts it (the latest refresh sent plus its TTL),
-// is killed then: its holds are lost (Lost closes) no later than the server
-// may end it, and its waiters queue again on another lease.
+// keeper is the engine's one loop that keeps its leases alive and its
+// holds checked. Every lease with keys on it (holds, waiters) is refreshed
+// when a third of its life has gone, on a goroutine of its own, so that a
+// lease whose refresh hangs holds up no other. A lease that could not be
+// refreshed before the end of its life, as the engine counts it (the latest
+// refresh sent plus its TTL), is killed then: its holds are lost (Lost
+// closes) no later than the server may end it, and its waiters queue again
+// on another lease. A refresh still failing when a third of the life is
+// left is a WARN, once per lease until it is refreshed again.
+//
+// The keeper also notices a hold's key deleted by hand (an operator's
+// ForceUnlock) while its lease lives on: once per TTL, each lease with
+// holds on it is checked with one LeaseTimeToLive request that lists the
+// keys attached to it, however many there are, and only a hold whose key
+// is missing from the list is checked further, by comparing its key's
+// create revision (one transaction per 128), before it is lost. So such a
+// hold is lost (Lost closes, a WARN says how many) within about its TTL of
+// the deletion (the lease's TTL in whole seconds, plus a round trip), and
+// the steady cost of N holds is N/WithKeysPerLease requests per TTL, with
+// no request per hold; the Core schedules no renewal for them (the engine
+// is no locker.Renewer). The engine polls rather than watches for such
+// deletions: a watch on its namespace would deliver every release of every
+// process sharing it to every engine, a cost that grows with the fleet.
 type keeper struct {
 	wake   chan struct{}
 	done   chan struct{} // closed when the loop has ended
 	ctx    context.Context
-	cancel context.CancelFunc // ends the refreshes in flight, at Close
-	wg     sync.WaitGroup     // the refreshes in flight
+	cancel context.CancelFunc // ends the refreshes and checks in flight, at Close
+	wg     sync.WaitGroup     // the refreshes and checks in flight
+	// checks bounds the key checks in flight at once: after a long outage
+	// every lease falls due together.
+	checks chan struct{}
 }
 
+// maxChecks bounds the key checks in flight at once.
+const maxChecks = 4
+
 func newKeeper() *keeper {
-	k := &keeper{wake: make(chan struct{}, 1), done: make(chan struct{})}
+	k := &keeper{wake: make(chan struct{}, 1), done: make(chan struct{}), checks: make(chan struct{}, maxChecks)}
 	k.ctx, k.cancel = context.WithCancel(context.Background())
 	return k
 }
@@ -41,7 +67,7 @@ func (e *Engine) keep() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		due, expired, next := e.dueLeases(time.Now())
+		due, check, expired, next := e.dueLeases(time.Now())
 		for _, l := range expired {
 			e.kill(l, errLeaseGone)
 		}
@@ -50,6 +76,13 @@ func (e *Engine) keep() {
 			go func() {
 				defer e.keeper.wg.Done()
 				e.keepAlive(e.keeper.ctx, l)
+			}()
+		}
+		for _, l := range check {
+			e.keeper.wg.Add(1)
+			go func() {
+				defer e.keeper.wg.Done()
+				e.checkLease(e.keeper.ctx, l)
 			}()
 		}
 		timer.Reset(time.Until(next))
@@ -70,9 +103,10 @@ func (e *Engine) stopKeeper() {
 	e.keeper.wg.Wait()
 }
 
-// dueLeases returns the leases to refresh now, marking them busy, and those
-// whose life has run out, and says when to look again.
-func (e *Engine) dueLeases(now time.Time) (due, expired []*lease, next time.Time) {
+// dueLeases returns the leases to refresh now and those whose holds' keys
+// to check now, marking them busy, and those whose life has run out, and
+// says when to look again.
+func (e *Engine) dueLeases(now time.Time) (due, check, expired []*lease, next time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	next = now.Add(time.Hour)
@@ -83,6 +117,7 @@ func (e *Engine) dueLeases(now time.Time) (due, expired []*lease, next time.Time
 		switch {
 		case !now.Before(l.expiry):
 			expired = append(expired, l)
+			continue
 		case l.busy:
 			next = earliest(next, l.expiry)
 		case !now.Before(l.next):
@@ -91,8 +126,16 @@ func (e *Engine) dueLeases(now time.Time) (due, expired []*lease, next time.Time
 		default:
 			next = earliest(next, l.next)
 		}
+		switch {
+		case l.held == 0 || l.probing:
+		case !now.Before(l.checkAt):
+			l.probing = true
+			check = append(check, l)
+		default:
+			next = earliest(next, l.checkAt)
+		}
 	}
-	return due, expired, next
+	return due, check, expired, next
 }
 
 func earliest(a, b time.Time) time.Time {
@@ -108,13 +151,202 @@ func (e *Engine) keepAlive(ctx context.Context, l *lease) {
 	err := e.refresh(ctx, l)
 	e.mu.Lock()
 	l.busy = false
+	var warn bool
+	left := time.Until(l.expiry)
 	if err != nil {
 		l.retry = backoff(l.retry)
 		l.next = time.Now().Add(l.retry)
+		// Renewal falling behind: say so while the holds still live.
+		warn = !l.warned && l.held > 0 && left < l.ttl/3 && !errors.Is(err, errLeaseGone) && ctx.Err() == nil
+		l.warned = l.warned || warn
 	}
+	held := l.held
 	e.mu.Unlock()
-	if err != nil && !errors.Is(err, errLeaseGone) && ctx.Err() == nil {
+	switch {
+	case warn:
+		e.log.Warn("etcd: lease not refreshed, its holds are lost unless a retry succeeds in time",
+			"lease", l.hexID(), "left", left, "holds", held, "err", err)
+	case err != nil && !errors.Is(err, errLeaseGone) && ctx.Err() == nil:
 		e.log.Debug("etcd: renewing a lease failed, will retry", "lease", l.hexID(), "err", err)
 	}
 	e.keeper.poke()
+}
+
+// register makes h, whose key st.key was created at st.rev on a shared
+// lease, one of the holds the keeper checks. It returns errLeaseGone when
+// the lease was retired meanwhile.
+func (e *Engine) register(h *locker.Hold, st *holdState) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	l := st.slot.l
+	if l.killed {
+		return errLeaseGone
+	}
+	st.slot.hold = h
+	if l.held++; l.held == 1 && !l.checkAt.After(time.Now()) {
+		l.checkAt = time.Now().Add(l.ttl) // a TTL after its first hold
+	}
+	return nil
+}
+
+// unregister ends the keeper's checks of h, and tells whether h was still
+// registered: not lost with its lease or its key.
+func (e *Engine) unregister(h *locker.Hold, st *holdState) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.unhold(h, st.slot)
+}
+
+// unhold clears s.hold if it is h. Called with e.mu held.
+func (e *Engine) unhold(h *locker.Hold, s *slot) bool {
+	if s.hold != h || h == nil {
+		return false
+	}
+	s.hold = nil
+	s.l.held--
+	return true
+}
+
+// checkLease checks, for the keeper, that the keys of l's holds are still
+// attached to l: one LeaseTimeToLive lists them all. A hold whose key is
+// missing is checked by its key's create revision and lost if the key is
+// gone. A failure is tried again with a growing delay: the holds live as
+// long as the lease, which the keep-alives, never held up by a check, keep.
+func (e *Engine) checkLease(ctx context.Context, l *lease) {
+	select {
+	case e.keeper.checks <- struct{}{}:
+		defer func() { <-e.keeper.checks }()
+	case <-ctx.Done():
+		e.checked(l, ctx.Err())
+		return
+	}
+	err := e.checkKeys(ctx, l)
+	e.checked(l, err)
+	if err != nil && !errors.Is(err, errLeaseGone) && ctx.Err() == nil {
+		e.log.Debug("etcd: checking held keys failed, will retry", "lease", l.hexID(), "err", err)
+	}
+}
+
+// checked schedules l's next key check after one that ended with err.
+func (e *Engine) checked(l *lease, err error) {
+	e.mu.Lock()
+	l.probing = false
+	if err != nil {
+		l.checks = backoff(l.checks)
+		l.checkAt = time.Now().Add(l.checks)
+	} else {
+		l.checks = 0
+		l.checkAt = time.Now().Add(l.ttl)
+	}
+	e.mu.Unlock()
+	e.keeper.poke()
+}
+
+// checkKeys is one check of l's holds (see checkLease).
+func (e *Engine) checkKeys(ctx context.Context, l *lease) error {
+	e.mu.Lock()
+	changes := l.changes
+	e.mu.Unlock()
+	rctx, cancel := e.bound(ctx)
+	resp, err := e.client.TimeToLive(rctx, l.id, clientv3.WithAttachedKeys())
+	cancel()
+	switch {
+	case err != nil && isLeaseNotFound(err), err == nil && resp.TTL < 0:
+		e.kill(l, errLeaseGone)
+		return errLeaseGone
+	case err != nil:
+		return err
+	}
+	// Every key attached to l is a taken slot's: a slot is freed only once
+	// its key is known gone. So when no slot was taken or freed while the
+	// list was read and it has as many keys as l has slots, every slot's
+	// key is there, and nothing more is needed: the common case, which
+	// costs no set of the keys.
+	e.mu.Lock()
+	same := l.changes == changes && len(resp.Keys) == l.keys
+	e.mu.Unlock()
+	if same {
+		return nil
+	}
+	attached := make(map[string]struct{}, len(resp.Keys))
+	for _, k := range resp.Keys {
+		attached[string(k)] = struct{}{}
+	}
+	// A hold granted since the list was read may be missing from it: the
+	// compare below keeps it.
+	var missing []*locker.Hold
+	e.mu.Lock()
+	for _, taken := range l.slots {
+		for _, s := range taken {
+			if s.hold == nil {
+				continue
+			}
+			if _, ok := attached[s.key]; !ok {
+				missing = append(missing, s.hold)
+			}
+		}
+	}
+	e.mu.Unlock()
+	var lost []*locker.Hold
+	for len(missing) > 0 {
+		chunk := missing[:min(len(missing), maxTxnOps)]
+		missing = missing[len(chunk):]
+		gone, err := e.goneKeys(ctx, chunk)
+		if err != nil {
+			e.lose(lost)
+			return err
+		}
+		lost = append(lost, gone...)
+	}
+	e.lose(lost)
+	return nil
+}
+
+// goneKeys returns the holds of holds whose key is gone, or has another
+// create revision: one transaction compares every key's create revision
+// and returns nothing when all match; only when one does not are the keys
+// read.
+func (e *Engine) goneKeys(ctx context.Context, holds []*locker.Hold) ([]*locker.Hold, error) {
+	cmps := make([]clientv3.Cmp, len(holds))
+	gets := make([]clientv3.Op, len(holds))
+	for i, h := range holds {
+		st := h.State.(*holdState)
+		cmps[i] = clientv3.Compare(clientv3.CreateRevision(st.key), "=", st.rev)
+		gets[i] = clientv3.OpGet(st.key, clientv3.WithKeysOnly())
+	}
+	rctx, cancel := e.bound(ctx)
+	defer cancel()
+	resp, err := e.client.Txn(rctx).If(cmps...).Else(gets...).Commit()
+	if err != nil || resp.Succeeded {
+		return nil, err
+	}
+	var gone []*locker.Hold
+	for i, h := range holds {
+		kvs := resp.Responses[i].GetResponseRange().Kvs
+		if len(kvs) == 0 || kvs[0].CreateRevision != h.State.(*holdState).rev {
+			gone = append(gone, h)
+		}
+	}
+	return gone, nil
+}
+
+// lose ends holds whose keys are gone, unless released meanwhile: their
+// slots are free again, and Lost closes.
+func (e *Engine) lose(holds []*locker.Hold) {
+	var lost []*locker.Hold
+	e.mu.Lock()
+	for _, h := range holds {
+		if e.unhold(h, h.State.(*holdState).slot) {
+			lost = append(lost, h)
+		}
+	}
+	e.mu.Unlock()
+	if len(lost) == 0 {
+		return
+	}
+	e.log.Warn("etcd: held keys deleted", "holds", len(lost), "first", lost[0].Name, "token", lost[0].Token)
+	for _, h := range lost {
+		e.free(h.State.(*holdState).slot)
+		h.MarkLost()
+	}
 }

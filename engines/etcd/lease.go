@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -16,11 +15,12 @@ import (
 // the same TTL in whole seconds, up to a number of keys (WithKeysPerLease):
 // past it new acquisitions go on a new lease, so that one lease that ends
 // takes only its own share of the holds. The keeper (keeper.go) keeps
-// every lease with keys on it alive, apart from the renewal of the holds
-// and the waiters' checks, so that neither can hold up a keep-alive; it
-// sends one KeepAliveOnce per lease every third of its life, however many
-// holds and waiters are on it. Nothing keeps a lease without keys alive:
-// it expires on the server, and the next acquisition grants a new one.
+// every lease with keys on it alive, apart from the checks of the holds'
+// keys and the waiters' checks, so that neither can hold up a keep-alive;
+// it sends one KeepAliveOnce per lease every third of its life, however
+// many holds and waiters are on it. Nothing keeps a lease without keys
+// alive: it expires on the server, and the next acquisition grants a new
+// one.
 type lease struct {
 	secs  int64         // the requested TTL
 	ready chan struct{} // closed when the grant is done: id and ttl, or err, are set
@@ -33,15 +33,20 @@ type lease struct {
 	dead   chan struct{} // closed by kill
 
 	// Guarded by Engine.mu.
-	granted bool                      // id and ttl are set
-	expiry  time.Time                 // at the earliest the server expires the lease: last refresh sent + ttl
-	next    time.Time                 // when the keeper refreshes it next
-	retry   time.Duration             // the keeper's delay after a failed refresh; 0 after a success
-	keys    int                       // taken slots: holds, waiters and keys still to delete
-	busy    bool                      // the keeper's refresh is in flight
-	holds   map[*locker.Hold]struct{} // renewed holds whose key is on the lease
-	orphans []*slot                   // keys to delete before the lease is refreshed again
-	slots   map[string]map[int]bool   // taken slot numbers by lock prefix
+	granted bool                     // id and ttl are set
+	expiry  time.Time                // at the earliest the server expires the lease: last refresh sent + ttl
+	next    time.Time                // when the keeper refreshes it next
+	retry   time.Duration            // the keeper's delay after a failed refresh; 0 after a success
+	warned  bool                     // the keeper warned that the lease is at risk, since its last refresh
+	keys    int                      // taken slots: holds, waiters and keys still to delete
+	changes uint64                   // slots taken and freed so far: checkKeys compares counts only when it did not move
+	busy    bool                     // the keeper's refresh is in flight
+	held    int                      // slots with a renewed hold (slot.hold)
+	checkAt time.Time                // when the keeper checks the holds' keys next
+	checks  time.Duration            // the delay after a failed check; 0 after a success
+	probing bool                     // the keeper's check of the keys is in flight
+	orphans []*slot                  // keys to delete before the lease is refreshed again
+	slots   map[string]map[int]*slot // taken slots by lock prefix and number
 	killed  bool
 }
 
@@ -57,6 +62,9 @@ type slot struct {
 	prefix string
 	n      int
 	key    string
+	// hold is the renewed hold whose key this is, once granted (register),
+	// until it is released or lost; guarded by Engine.mu.
+	hold *locker.Hold
 }
 
 func (l *lease) hexID() string { return strconv.FormatInt(int64(l.id), 16) }
@@ -97,7 +105,7 @@ func (e *Engine) sharedLease(ctx context.Context, ttl time.Duration) (*lease, er
 		}
 		if l == nil {
 			l = &lease{secs: secs, ready: make(chan struct{}), dead: make(chan struct{}),
-				holds: make(map[*locker.Hold]struct{}), slots: make(map[string]map[int]bool)}
+				slots: make(map[string]map[int]*slot)}
 			e.current[secs] = l
 			e.leases[l] = struct{}{}
 			e.mu.Unlock()
@@ -169,6 +177,7 @@ func (e *Engine) grant(ctx context.Context, l *lease) error {
 		l.id, l.ttl = resp.ID, time.Duration(resp.TTL)*time.Second
 		l.granted = true
 		l.refreshed(sent, resp.TTL)
+		l.checkAt = sent.Add(l.ttl)
 	}
 	close(l.ready)
 	e.mu.Unlock()
@@ -184,9 +193,9 @@ func (e *Engine) refresh(ctx context.Context, l *lease) error {
 		e.mu.Unlock()
 		return errLeaseGone
 	}
-	// The Core gives up on a hold only when Renew said its key or its lease
-	// is gone, so no lost hold's key is left to sweep here: only keys of
-	// failed writes and releases.
+	// A hold is lost only when its key or its lease is gone, so no lost
+	// hold's key is left to sweep here: only keys of failed writes and
+	// releases.
 	sweep := l.orphans
 	l.orphans = nil
 	e.mu.Unlock()
@@ -222,6 +231,7 @@ func (e *Engine) refresh(ctx context.Context, l *lease) error {
 	}
 	e.mu.Lock()
 	l.refreshed(sent, resp.TTL)
+	l.warned = false
 	e.mu.Unlock()
 	return nil
 }
@@ -281,13 +291,21 @@ func (e *Engine) kill(l *lease, cause error) {
 		delete(e.current, l.secs)
 	}
 	delete(e.leases, l)
-	holds := l.holds
-	l.holds = nil
+	var holds []*locker.Hold
+	for _, taken := range l.slots {
+		for _, s := range taken {
+			if s.hold != nil {
+				holds = append(holds, s.hold)
+				s.hold = nil
+			}
+		}
+	}
+	l.held = 0
 	e.mu.Unlock()
 	if cause != nil {
 		e.log.Warn("etcd: lease lost", "lease", l.hexID(), "ttl", l.ttl, "holds", len(holds), "err", cause)
 	}
-	for h := range holds {
+	for _, h := range holds {
 		h.MarkLost()
 	}
 }
@@ -302,19 +320,21 @@ func (e *Engine) take(l *lease, prefix string) *slot {
 	}
 	taken := l.slots[prefix]
 	if taken == nil {
-		taken = make(map[int]bool)
+		taken = make(map[int]*slot)
 		l.slots[prefix] = taken
 	}
 	n := 0
-	for taken[n] {
+	for taken[n] != nil {
 		n++
 	}
-	taken[n] = true
+	s := &slot{l: l, prefix: prefix, n: n, key: prefix + l.hexID() + "-" + strconv.Itoa(n)}
+	taken[n] = s
 	l.keys++
+	l.changes++
 	if l.keys == 1 {
 		e.keeper.poke() // from now on the keeper keeps it alive
 	}
-	return &slot{l: l, prefix: prefix, n: n, key: prefix + l.hexID() + "-" + strconv.Itoa(n)}
+	return s
 }
 
 // free returns a slot whose key is known to be gone. A lease that new
@@ -322,12 +342,13 @@ func (e *Engine) take(l *lease, prefix string) *slot {
 func (e *Engine) free(s *slot) {
 	e.mu.Lock()
 	l := s.l
-	if taken := l.slots[s.prefix]; taken != nil && taken[s.n] {
+	if taken := l.slots[s.prefix]; taken != nil && taken[s.n] == s {
 		delete(taken, s.n)
 		if len(taken) == 0 {
 			delete(l.slots, s.prefix)
 		}
 		l.keys--
+		l.changes++
 	}
 	retire := l.keys == 0 && !l.killed && e.current[l.secs] != l && !e.closed
 	e.mu.Unlock()
@@ -367,9 +388,4 @@ func (e *Engine) abandon(s *slot) {
 	if !e.core.Go(del) {
 		e.orphan(s) // closing: the revocation of the lease deletes it
 	}
-}
-
-// leaseErr describes a failed refresh for the renewal loop.
-func leaseErr(l *lease, err error) error {
-	return fmt.Errorf("lease %s: %w", l.hexID(), err)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -124,6 +125,92 @@ func TestWaitersShareKeepAlive(t *testing.T) {
 	for err := range errs {
 		if err != nil {
 			t.Errorf("waiter: %v", err)
+		}
+	}
+}
+
+// unaryCalls counts the unary requests a client sends, by gRPC method.
+type unaryCalls struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (u *unaryCalls) option() grpc.DialOption {
+	return grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		u.mu.Lock()
+		u.n[method]++
+		u.mu.Unlock()
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+}
+
+func (u *unaryCalls) snapshot() map[string]int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return maps.Clone(u.n)
+}
+
+// Checking that held keys still exist costs one LeaseTimeToLive per lease
+// per TTL, whatever the number of holds on it, and no transaction while
+// every key is in place; a key deleted by hand among them is lost within
+// about a TTL, and only it.
+func TestHeldKeysCheckedPerLease(t *testing.T) {
+	calls := &unaryCalls{n: map[string]int{}}
+	cfg := clientConfig(endpoint)
+	cfg.DialOptions = append(cfg.DialOptions, calls.option())
+	c, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	e := newEngine(t, c, etcd.WithKeysPerLease(150))
+	base := fmt.Sprintf("%s/%d/", t.Name(), time.Now().UnixNano())
+	const n, ttl = 300, 3 * time.Second // two leases
+	ls := make([]locker.Handle, n)
+	for i := range ls {
+		ls[i] = newLocker(t, e, fmt.Sprint(base, i), locker.WithTTL(ttl))
+		if err := ls[i].Lock(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := calls.snapshot()
+	const window = 2 * ttl
+	time.Sleep(window)
+	after := calls.snapshot()
+	const ttlMethod, txnMethod = "/etcdserverpb.Lease/LeaseTimeToLive", "/etcdserverpb.KV/Txn"
+	// Two leases, checked once per TTL each: 4 in the window, 6 with slack.
+	if got := after[ttlMethod] - before[ttlMethod]; got < 2 || got > 6 {
+		t.Errorf("%d holds on 2 leases: %d LeaseTimeToLive in %v (TTL %v); want 2 to 6, one per lease per TTL", n, got, window, ttl)
+	}
+	if got := after[txnMethod] - before[txnMethod]; got != 0 {
+		t.Errorf("%d holds, every key in place: %d transactions in %v; want 0", n, got, window)
+	}
+
+	victim := ls[n/2]
+	gone := keys(t, c, e, fmt.Sprint(base, n/2))
+	if len(gone) != 1 {
+		t.Fatalf("hold %d has keys %v; want one", n/2, gone)
+	}
+	if _, err := c.Delete(context.Background(), gone[0].key); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-victim.Lost():
+	case <-time.After(2 * ttl):
+		t.Fatalf("Lost() not closed %v after the key was deleted by hand; want within about the TTL %v", 2*ttl, ttl)
+	}
+	if err := victim.Unlock(); !errors.Is(err, locker.ErrLockLost) {
+		t.Errorf("Unlock() after the key was deleted = %v; want ErrLockLost", err)
+	}
+	// The name is free again, and the freed slot is reused without harm.
+	again := newLocker(t, e, fmt.Sprint(base, n/2), locker.WithTTL(ttl))
+	if ok, err := again.TryLock(); !ok || err != nil {
+		t.Errorf("TryLock() of the force-unlocked name = %v, %v; want true, nil", ok, err)
+	}
+	ls[n/2] = again
+	for i, l := range ls {
+		if err := l.Unlock(); err != nil {
+			t.Errorf("Unlock() of hold %d = %v; want nil: only the deleted key's hold is lost", i, err)
 		}
 	}
 }
