@@ -136,8 +136,8 @@
 // even on the same key name, is never ended; a key merely rewritten
 // meanwhile (a grant mark) is deleted again, and one released meanwhile is
 // not reported. Waiters stay queued and take their turn as at a release;
-// the forced-out owners learn of it at their next renewal's check of their
-// keys, within about a TTL and a third (Lost closes, Unlock returns
+// the forced-out owners learn of it at the keeper's next check of their
+// lease's keys, within about a TTL (Lost closes, Unlock returns
 // ErrLockLost), or, under a fixed lease, at Unlock.
 //
 // # Leases and TTLs
@@ -167,23 +167,26 @@
 // owner's hold ends at most its TTL, rounded up to whole seconds (or the
 // server minimum), after its last refresh.
 //
-// The Core's renewal loop hands Renew chunks of at most 128 holds, four
-// chunks at a time. Renew reports a hold lost when its lease was given up,
-// and checks each hold's key about once per TTL (not at every renewal: the
-// checks are most of the cost): one transaction per chunk compares every
-// key's create revision with the hold's token and returns nothing when all
-// match. A key deleted by hand (an operator's ForceUnlock) is so noticed
-// within about a TTL and a third. A check that fails, etcd being busy or
-// away, is tried again at the next renewal and loses nothing by itself:
-// the hold lives as long as its lease. The engine polls rather than
-// watches for such deletions: a watch on the namespace would deliver every
-// release of every process sharing it to every engine, a cost that grows
-// with the fleet, while polling costs each engine N/128 small
-// transactions per TTL, issued in parallel. A hold is lost, Lost closes
-// and Unlock returns ErrLockLost, when its lease ends (revoked, expired, or
-// not refreshed within its life), or when its key is deleted. A hold given
-// up on while its lease lives on has its key deleted before the lease is
-// refreshed again, so it never keeps the lock.
+// The engine keeps its holds itself (it is no locker.Renewer: the Core
+// schedules nothing per hold). Once per TTL the keeper checks the keys of
+// each lease with holds on it with one LeaseTimeToLive request that lists
+// the keys attached to the lease, at most four checks in flight, apart
+// from the keep-alives: when no hold of the lease came or went meanwhile
+// and the count matches, that is all; otherwise only the holds whose keys
+// are missing from the list are checked, with one transaction comparing
+// their create revisions. A key deleted by hand (an operator's ForceUnlock)
+// is so noticed within about its lease's TTL. A check that fails, etcd
+// being busy or away, is tried again later and loses nothing by itself:
+// the hold lives as long as its lease; a lease refresh still failing with
+// a third of its life left logs a WARN before its holds go. The engine
+// polls rather than watches for deletions: a watch on the namespace would
+// deliver every release of every process sharing it to every engine, a
+// cost that grows with the fleet, while polling costs one small request
+// per lease per TTL. A hold is lost, Lost closes and Unlock returns
+// ErrLockLost, when its lease ends (revoked, expired, or not refreshed
+// within its life), or when its key is deleted. A hold given up on while
+// its lease lives on has its key deleted before the lease is refreshed
+// again, so it never keeps the lock.
 //
 // A fixed lease (locker.WithLease(d)) queues on the shared lease of its TTL,
 // then, once granted, moves its key onto a lease of its own, granted then
@@ -230,8 +233,8 @@
 // with one range read and one TimeToLive per distinct lease. ForceUnlock
 // deletes the holder's key if it still has the create revision read (one
 // transaction), so the next waiter takes the lock; the forced-out owner
-// learns of it at its next renewal (Lost closes, Unlock returns
-// ErrLockLost). lockctl holders and lockctl unlock --force use them.
+// learns of it at the keeper's next check of its lease's keys, within
+// about a TTL (Lost closes, Unlock returns ErrLockLost). lockctl holders and lockctl unlock --force use them.
 //
 // # Errors
 //
