@@ -87,7 +87,7 @@ func TestFamilyForceUnlockDowngrade(t *testing.T) {
 	if want := []locker.Kind{locker.KindRead, locker.KindWrite}; !slices.Equal(kinds, want) {
 		t.Errorf("ended kinds %v; want %v", kinds, want)
 	}
-	granted(t, done, "writer queued behind the forced-out holds")
+	lockertest.WantGranted(t, done, "writer queued behind the forced-out holds")
 	lockertest.WantLost(t, rw.ReadLock(), "forced-out downgraded read")
 	lockertest.WantLost(t, rw.WriteLock(), "forced-out write")
 	if err := next.WriteLock().Unlock(); err != nil {
@@ -196,7 +196,7 @@ func TestFamilyForceUnlockRewritten(t *testing.T) {
 	if got := kv.txns.Load() - before; got != 2 {
 		t.Errorf("ForceUnlockFamily() made %d transactions; want 2 (the rewritten key deleted again)", got)
 	}
-	granted(t, done, "permit waiter after the rewritten hold was forced out")
+	lockertest.WantGranted(t, done, "permit waiter after the rewritten hold was forced out")
 	lockertest.WantLost(t, stuck, "forced-out permit hold")
 	if err := p.Unlock(); err != nil {
 		t.Error(err)

@@ -71,29 +71,6 @@ func waiters(n int) func(locker.FamilyInspection) bool {
 	return func(in locker.FamilyInspection) bool { return len(in.Waiters) == n }
 }
 
-func granted(t *testing.T, done <-chan error, what string) {
-	t.Helper()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("%s: LockCtx() = %v; want nil", what, err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("%s: not granted within 20s", what)
-	}
-}
-
-// pending wants done still waiting after a while: what must not happen
-// has had the time to.
-func pending(t *testing.T, done <-chan error, what string) {
-	t.Helper()
-	select {
-	case err := <-done:
-		t.Fatalf("%s: returned %v; want still waiting", what, err)
-	case <-time.After(300 * time.Millisecond):
-	}
-}
-
 // txns reads the transaction counts of ps.
 func txns(ps []process) []int64 {
 	out := make([]int64, len(ps))
@@ -145,9 +122,9 @@ func TestRWNoHerd(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 1; i <= 3; i++ {
-		granted(t, done[i], fmt.Sprintf("reader %d after the writer", i))
+		lockertest.WantGranted(t, done[i], fmt.Sprintf("reader %d after the writer", i))
 	}
-	pending(t, done[4], "writer behind the readers")
+	lockertest.WantPending(t, done[4], "writer behind the readers")
 	wantTxns(t, "writer released", ps, before, 0, 0, 0, 0, 0, 0, 0)
 
 	before = txns(ps)
@@ -156,16 +133,16 @@ func TestRWNoHerd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	granted(t, done[4], "second writer")
-	pending(t, done[5], "reader behind the second writer")
+	lockertest.WantGranted(t, done[4], "second writer")
+	lockertest.WantPending(t, done[5], "reader behind the second writer")
 	wantTxns(t, "readers released, oldest first", ps, before, 0, 0, 0, 0, 1, 0, 0)
 
 	before = txns(ps)
 	if err := sides[4].Unlock(); err != nil {
 		t.Fatal(err)
 	}
-	granted(t, done[5], "reader after the second writer")
-	granted(t, done[6], "last reader")
+	lockertest.WantGranted(t, done[5], "reader after the second writer")
+	lockertest.WantGranted(t, done[6], "last reader")
 	// They saw both writers when they queued: one check each.
 	wantTxns(t, "second writer released", ps, before, 0, 0, 0, 0, 0, 1, 1)
 	for _, s := range sides[5:] {
@@ -219,16 +196,16 @@ func TestSemaphoreNoHerd(t *testing.T) {
 	if err := held[0].Unlock(); err != nil {
 		t.Fatal(err)
 	}
-	granted(t, done[1], "first waiter")
-	pending(t, done[2], "second waiter, one permit out of two held by others")
+	lockertest.WantGranted(t, done[1], "first waiter")
+	lockertest.WantPending(t, done[2], "second waiter, one permit out of two held by others")
 	wantTxns(t, "permit released", ps, before, 0, 1, 0, 0)
 
 	before = txns(ps)
 	if err := held[1].Unlock(); err != nil {
 		t.Fatal(err)
 	}
-	granted(t, done[2], "second waiter")
-	pending(t, done[3], "waiter for two permits")
+	lockertest.WantGranted(t, done[2], "second waiter")
+	lockertest.WantPending(t, done[3], "waiter for two permits")
 	wantTxns(t, "second permit released", ps, before, 0, 0, 1, 1)
 
 	before = txns(ps)
@@ -237,7 +214,7 @@ func TestSemaphoreNoHerd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	granted(t, done[3], "waiter for two permits")
+	lockertest.WantGranted(t, done[3], "waiter for two permits")
 	wantTxns(t, "both released, nobody behind", ps, before, 0, 0, 0, 0)
 	if err := permits[3].Unlock(); err != nil {
 		t.Error(err)
@@ -265,16 +242,16 @@ func TestSemaphoreFIFO(t *testing.T) {
 	}
 	one, _ := s.NewPermit(1)
 	oneDone := lockAsync(one, 30*time.Second)
-	pending(t, oneDone, "one permit behind a waiter for two")
+	lockertest.WantPending(t, oneDone, "one permit behind a waiter for two")
 	if err := first.Unlock(); err != nil {
 		t.Fatal(err)
 	}
-	granted(t, twoDone, "waiter for two")
-	pending(t, oneDone, "one permit while two are out")
+	lockertest.WantGranted(t, twoDone, "waiter for two")
+	lockertest.WantPending(t, oneDone, "one permit while two are out")
 	if err := two.Unlock(); err != nil {
 		t.Fatal(err)
 	}
-	granted(t, oneDone, "waiter for one")
+	lockertest.WantGranted(t, oneDone, "waiter for one")
 	if err := one.Unlock(); err != nil {
 		t.Error(err)
 	}
@@ -345,12 +322,12 @@ func TestSemaphoreSetPermitsLower(t *testing.T) {
 		if err := p.Unlock(); err != nil {
 			t.Fatal(err)
 		}
-		pending(t, done, "waiter while a hold is out of one permit")
+		lockertest.WantPending(t, done, "waiter while a hold is out of one permit")
 	}
 	if err := held[2].Unlock(); err != nil {
 		t.Fatal(err)
 	}
-	granted(t, done, "waiter after every hold left")
+	lockertest.WantGranted(t, done, "waiter after every hold left")
 	if err := e.SetPermits(ctx, name, 2); err != nil {
 		t.Fatalf("SetPermits(2) = %v", err)
 	}

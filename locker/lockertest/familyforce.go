@@ -80,7 +80,7 @@ func testRWForceUnlock(t *testing.T, f Factory) {
 	done := lockAsync(wctx, w.WriteLock())
 	awaitWaiters(t, e1, locker.KindWrite, name, 1)
 	forceFamily(t, e2, locker.KindWrite, name, 0, b.ReadLock().Token())
-	wantGranted(t, done, "writer waiting when every hold was forced out")
+	WantGranted(t, done, "writer waiting when every hold was forced out")
 	WantLost(t, b.ReadLock(), "reader forced out by token 0")
 	mustUnlock(t, w.WriteLock())
 	if _, err := familyInspector(t, e1).ForceUnlockFamily(ctx, locker.KindWrite, name, 0); !errors.Is(err, locker.ErrNotHeld) {
@@ -119,7 +119,7 @@ func testSemForceUnlock(t *testing.T, f Factory) {
 	if ended[0].Owner != "stuck" || ended[0].Permits != 2 {
 		t.Errorf("ForceUnlockFamily() ended %+v; want stuck's 2 permits", ended[0])
 	}
-	wantGranted(t, done, "permit waiter after the stuck hold was forced out")
+	WantGranted(t, done, "permit waiter after the stuck hold was forced out")
 	WantLost(t, stuck, "forced-out permit hold")
 	mustUnlock(t, next)
 }

@@ -85,7 +85,9 @@ func lockAsync(ctx context.Context, l locker.Locker) <-chan error {
 	return done
 }
 
-func wantPending(t *testing.T, done <-chan error, what string) {
+// WantPending checks that the acquisition whose result done carries is
+// still waiting 300ms on: what must not happen has had the time to.
+func WantPending(t testing.TB, done <-chan error, what string) {
 	t.Helper()
 	select {
 	case err := <-done:
@@ -94,7 +96,9 @@ func wantPending(t *testing.T, done <-chan error, what string) {
 	}
 }
 
-func wantGranted(t *testing.T, done <-chan error, what string) {
+// WantGranted waits up to 20s for the acquisition whose result done
+// carries, and checks that it was granted.
+func WantGranted(t testing.TB, done <-chan error, what string) {
 	t.Helper()
 	select {
 	case err := <-done:
@@ -196,9 +200,9 @@ func testRWWriterBehindDowngrade(t *testing.T, f Factory) {
 	mustLock(t, a.ReadLock())
 	rtok := a.ReadLock().Token()
 	mustUnlock(t, a.WriteLock())
-	wantPending(t, done, "writer queued before the downgrade, while the downgraded read is held")
+	WantPending(t, done, "writer queued before the downgrade, while the downgraded read is held")
 	mustUnlock(t, a.ReadLock())
-	wantGranted(t, done, "writer after the downgraded read ended")
+	WantGranted(t, done, "writer after the downgraded read ended")
 	if got := w.WriteLock().Token(); got <= rtok {
 		t.Errorf("writer Token() = %d; want > %d, the downgraded reader's", got, rtok)
 	}
@@ -241,12 +245,12 @@ func testRWReaderBehindWriter(t *testing.T, f Factory) {
 	awaitWaiters(t, e1, locker.KindWrite, name, 1)
 	wantTry(t, r2.ReadLock(), false)
 	rdone := lockAsync(ctx, r2.ReadLock())
-	wantPending(t, rdone, "reader behind a waiting writer")
+	WantPending(t, rdone, "reader behind a waiting writer")
 	mustUnlock(t, r1.ReadLock())
-	wantGranted(t, wdone, "writer after the readers left")
-	wantPending(t, rdone, "reader while the writer holds")
+	WantGranted(t, wdone, "writer after the readers left")
+	WantPending(t, rdone, "reader while the writer holds")
 	mustUnlock(t, w.WriteLock())
-	wantGranted(t, rdone, "reader after the writer")
+	WantGranted(t, rdone, "reader after the writer")
 	mustUnlock(t, r2.ReadLock())
 }
 
