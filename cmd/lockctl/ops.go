@@ -535,7 +535,7 @@ func pickHeld(ctx context.Context, es *config.Engines, h heldFinder) (locker.Eng
 			blind = append(blind, d.Name)
 		case desc != "":
 			found, holds = append(found, d.Engine), append(holds, desc)
-			where = append(where, fmt.Sprintf("%s (%s)", d.Name, desc))
+			where = append(where, fmt.Sprintf("%s, %s", d.Name, desc))
 		}
 	}
 	what := fmt.Sprintf("%q", h.name)
@@ -548,7 +548,7 @@ func pickHeld(ctx context.Context, es *config.Engines, h heldFinder) (locker.Eng
 	case len(down) > 0:
 		held := "not held on the engines that answered"
 		if len(found) > 0 {
-			held = "held on " + strings.Join(where, ", ")
+			held = "held on " + strings.Join(where, "; ")
 		}
 		return nil, "", fmt.Errorf("%s is %s, and %s did not answer: name the engine to clear with --engine", what, held, strings.Join(down, ", "))
 	case len(found) == 0 && len(blind) > 0:
@@ -556,7 +556,7 @@ func pickHeld(ctx context.Context, es *config.Engines, h heldFinder) (locker.Eng
 	case len(found) == 0:
 		return nil, "", fmt.Errorf("%s is not held: %w", what, locker.ErrNotHeld)
 	case len(found) > 1:
-		return nil, "", fmt.Errorf("%s is held on %s: choose one with --engine", what, strings.Join(where, ", "))
+		return nil, "", fmt.Errorf("%s is held on %s: choose one with --engine", what, strings.Join(where, "; "))
 	}
 	return found[0], holds[0], nil
 }
