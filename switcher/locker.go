@@ -296,24 +296,22 @@ func (l *switchLocker) prepare(ctx context.Context, r route, wait bool) (locker.
 // engine that stopped answering, or its caller would wait out the engine's
 // request timeout before the next engine is tried.
 func (l *switchLocker) attempt(ctx context.Context, r route, in locker.Handle, wait bool) (ok, switchedAway bool, err error) {
-	tctx := ctx
+	actx := ctx
 	if wait && ctx.Done() != nil {
 		var stop func()
-		tctx, stop = l.s.startWait(ctx, r.engine)
+		actx, stop = l.s.startWait(ctx, r.engine)
 		defer stop()
 	}
-	ok, err = locker.Acquire(tctx, in, false)
-	if !wait || err != nil || ok {
-		return ok, err != nil && ctx.Err() == nil && tctx.Err() != nil, err
+	ok, err = locker.Acquire(actx, in, false)
+	if wait && err == nil && !ok {
+		if actx == ctx {
+			var stop func()
+			actx, stop = l.s.startWait(ctx, r.engine)
+			defer stop()
+		}
+		ok, err = locker.Acquire(actx, in, true)
 	}
-	wctx := tctx
-	if wctx == ctx {
-		var stop func()
-		wctx, stop = l.s.startWait(ctx, r.engine)
-		defer stop()
-	}
-	ok, err = locker.Acquire(wctx, in, true)
-	return ok, err != nil && ctx.Err() == nil && wctx.Err() != nil, err
+	return ok, err != nil && ctx.Err() == nil && actx.Err() != nil, err
 }
 
 // awaitSwitch waits for a switch (switched closes), at most d, or until
