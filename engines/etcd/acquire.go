@@ -44,7 +44,8 @@ type waiter interface {
 	// try makes one attempt that leaves nothing behind on contention.
 	try(ctx context.Context, h *locker.Hold) (bool, error)
 	// enqueue creates the waiter's key (st.set) and returns what blocks
-	// it, seen at the returned revision: nothing when it holds at once.
+	// it, seen at the returned revision: nothing when it holds at once;
+	// revision 0 when check must tell.
 	enqueue(ctx context.Context, h *locker.Hold) (watchSpec, int64, error)
 	// check looks again, in one round trip if it can; errKeyGone when the
 	// waiter's key vanished.
@@ -197,11 +198,15 @@ func (w *lockWaiter) try(ctx context.Context, h *locker.Hold) (bool, error) {
 	}, nil)
 }
 
-// enqueue creates the key and reads, in the same transaction, the two
-// newest keys of rng: the newest created before ours blocks it.
+// enqueue creates the key and counts, in the same transaction, the keys of
+// rng: a count etcd takes from its index, without reading a key, where
+// the sorted read that finds the key just before ours reads every key of
+// rng, and would do so inside etcd's apply loop, in front of the releases
+// that hand the lock over. Alone, the key holds at once (unless also
+// blocks it); behind others, the waiter reads its place by check, outside
+// the write (rev 0).
 func (w *lockWaiter) enqueue(ctx context.Context, h *locker.Hold) (watchSpec, int64, error) {
-	ops := []clientv3.Op{clientv3.OpGet(w.rng, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
-		clientv3.WithLimit(2), clientv3.WithKeysOnly())}
+	ops := []clientv3.Op{clientv3.OpGet(w.rng, clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly())}
 	s, resp, err := w.e.create(ctx, h, w.st, func(t clientv3.Txn, put clientv3.Op) clientv3.Txn {
 		return t.Then(append([]clientv3.Op{put}, w.alsoOps(ops)...)...)
 	})
@@ -210,6 +215,9 @@ func (w *lockWaiter) enqueue(ctx context.Context, h *locker.Hold) (watchSpec, in
 	}
 	w.st.set(s, resp.Header.Revision)
 	w.gone = false
+	if resp.Responses[1].GetResponseRange().Count > 1 {
+		return watchSpec{}, 0, nil
+	}
 	return w.blocker(resp.Responses[1:]), resp.Header.Revision, nil
 }
 
@@ -302,7 +310,7 @@ func (e *Engine) acquireWait(ctx context.Context, h *locker.Hold, st *holdState,
 // ridden out while the lease lives. It returns errRequeue when its key
 // vanished or its lease ended.
 func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, wt waiter, spec watchSpec, rev int64) error {
-	q := &queued{e: e, h: h, st: st, wt: wt, spec: spec, rev: rev, recheck: time.Now().Add(st.shared.ttl)}
+	q := &queued{e: e, h: h, st: st, wt: wt, spec: spec, rev: rev, check: rev == 0, recheck: time.Now().Add(st.shared.ttl)}
 	defer q.stopWatch()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
