@@ -488,3 +488,38 @@ func TestFaultsTryStuckDuringSwitch(t *testing.T) {
 		t.Errorf("Unlock() = %v", err)
 	}
 }
+
+// Callers whose deadlines cut their requests short do not trip a slow but
+// answering engine's breaker: only a request left unanswered for longer
+// than a health check may take counts against it.
+func TestFaultsCallerDeadlinesDoNotTrip(t *testing.T) {
+	const healthTimeout = 200 * time.Millisecond
+	f := newFaultyFleet(t, switcher.WithHealthCheck(time.Hour, healthTimeout))
+	if err := f.primary.SetLatency(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	lockWithin := func(budget time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), budget)
+		defer cancel()
+		return f.locker(t, "job").LockCtx(ctx)
+	}
+	for range 5 {
+		if err := lockWithin(20 * time.Millisecond); err != context.DeadlineExceeded {
+			t.Fatalf("LockCtx() with a 20ms budget on a slow engine = %v; want context.DeadlineExceeded", err)
+		}
+	}
+	select {
+	case ev := <-f.events:
+		t.Fatalf("switch %+v after callers' short deadlines; want none", ev)
+	default:
+	}
+	if got := f.sw.Current(); got != "primary" {
+		t.Fatalf("Current() = %q; want primary", got)
+	}
+
+	// Unanswered for longer than a health check may take: that counts.
+	if err := lockWithin(2 * healthTimeout); err != context.DeadlineExceeded {
+		t.Fatalf("LockCtx() with a %v budget on a slow engine = %v; want context.DeadlineExceeded", 2*healthTimeout, err)
+	}
+	wantEvent(t, f.nextEvent(t), "primary", "secondary", switcher.ReasonBreaker)
+}
