@@ -82,9 +82,14 @@ type Hold struct {
 	stopped  bool      // released: the scheduler must drop it
 }
 
-// MarkLost closes Lost. It is safe to call more than once and from any
+// MarkLost closes Lost, for a hold the engine ended: a lease or session
+// lost (cause LostEngine). It is safe to call more than once and from any
 // goroutine.
 func (h *Hold) MarkLost() { h.markLost(LostEngine) }
+
+// MarkGone is MarkLost for a hold whose key or node the engine found
+// deleted, or taken over, under it (cause LostGone).
+func (h *Hold) MarkGone() { h.markLost(LostGone) }
 
 // Lost is closed when the hold has ended without Unlock.
 func (h *Hold) Lost() <-chan struct{} { return h.lost }

@@ -33,7 +33,9 @@ type Observer interface {
 	ReleaseEnd(ctx context.Context, h HoldInfo, err error)
 	// Renewed is called for each hold of a renewal round trip, with nil
 	// or the failure. A failed renewal is retried until the hold's TTL
-	// runs out; HoldEnd follows when the hold is lost.
+	// runs out; HoldEnd follows when the hold is lost. Holds that live on
+	// a lease or session the engine keeps (etcd, ZooKeeper) have no
+	// renewal of their own to report.
 	Renewed(h HoldInfo, err error)
 	// HoldEnd is called exactly once per granted hold, when it ends:
 	// released (cause LostNone) or lost (any other cause). held is the
@@ -113,7 +115,7 @@ const (
 	LostExpired  LostCause = "expired"   // renewals failed until the TTL ran out
 	LostGone     LostCause = "gone"      // the engine no longer had it (key deleted or expired, taken over)
 	LostLeaseEnd LostCause = "lease_end" // a fixed lease (WithLease) ran out
-	LostEngine   LostCause = "engine"    // the engine reported it: ZooKeeper session expiry or node deletion, etcd lease loss
+	LostEngine   LostCause = "engine"    // the engine reported it: ZooKeeper session expiry, etcd lease loss
 	LostClosed   LostCause = "closed"    // the engine was closed while it was held
 )
 

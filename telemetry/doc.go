@@ -66,8 +66,9 @@
 //
 // # What is not guaranteed
 //
-// Holds kept alive by the engine itself (ZooKeeper sessions) have no
-// renewals to count. The holds and waiters counts are this process's. A
+// Holds kept alive by the engine itself (etcd leases, ZooKeeper sessions)
+// have no renewals of their own to count: a lease or session that fails
+// shows as lost holds (orthrus.lock.lost, cause engine) and WARN logs. The holds and waiters counts are this process's. A
 // wait moved by a switch that the switcher made through a shared source
 // may find the switch's span not yet recorded: it gets the event, not the
 // link.

@@ -385,6 +385,33 @@ func TestStaleOwnerCannotTouchNewHold(t *testing.T) {
 	}
 }
 
+// A held key deleted by hand while its lease lives on is noticed by the
+// keeper within about a TTL, and the hold ends as gone, not as a lease lost.
+func TestDeletedKeyReportsGone(t *testing.T) {
+	c := newClient(t, endpoint)
+	causes := &lockertest.Causes{}
+	e := newEngine(t, c, etcd.WithObserver(causes))
+	name := fmt.Sprintf("%s/%d", t.Name(), time.Now().UnixNano())
+	l := newLocker(t, e, name, locker.WithTTL(time.Second))
+	if err := l.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Delete(context.Background(), keys(t, c, e, name)[0].key); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lease(l).Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lost() not closed 5s after the held key was deleted")
+	}
+	if got, _ := causes.Of(lease(l).Token()); got != locker.LostGone {
+		t.Errorf("the hold ended with cause %q; want %q", got, locker.LostGone)
+	}
+	if err := l.Unlock(); !errors.Is(err, locker.ErrLockLost) {
+		t.Errorf("Unlock() = %v; want ErrLockLost", err)
+	}
+}
+
 // Revoking a lease loses every hold on it; new acquisitions get a new lease.
 func TestLeaseRevokedLosesItsHolds(t *testing.T) {
 	ctx := context.Background()

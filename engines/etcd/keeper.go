@@ -347,6 +347,6 @@ func (e *Engine) lose(holds []*locker.Hold) {
 	e.log.Warn("etcd: held keys deleted", "holds", len(lost), "first", lost[0].Name, "token", lost[0].Token)
 	for _, h := range lost {
 		e.free(h.State.(*holdState).slot)
-		h.MarkLost()
+		h.MarkGone()
 	}
 }

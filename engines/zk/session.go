@@ -79,7 +79,7 @@ func (e *Engine) lostNode(n *node, why string) {
 	}
 	e.forgetLocked(n)
 	if n.hold != nil {
-		n.hold.MarkLost()
+		n.hold.MarkGone()
 		locker.WarnLost(e.log, "zk", []*locker.Hold{n.hold}, errors.New(why))
 	}
 }

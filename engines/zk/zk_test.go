@@ -711,7 +711,8 @@ func TestTokenIsCzxid(t *testing.T) {
 // lease, and once the hold has been renewed, by a watch on the node.
 func TestDeletedNodeReportsLost(t *testing.T) {
 	c := admin(t)
-	e := newEngine(t, []string{zkAddr})
+	causes := &lockertest.Causes{}
+	e := newEngine(t, []string{zkAddr}, zk.WithObserver(causes))
 	defer e.Close()
 	for _, tc := range []struct {
 		desc string
@@ -746,6 +747,9 @@ func TestDeletedNodeReportsLost(t *testing.T) {
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%s: Lost() not closed 5s after the node was deleted", tc.desc)
+		}
+		if got, _ := causes.Of(lease(l).Token()); got != locker.LostGone {
+			t.Errorf("%s: the hold ended with cause %q; want %q", tc.desc, got, locker.LostGone)
 		}
 		if err := l.Unlock(); !errors.Is(err, locker.ErrLockLost) {
 			t.Errorf("%s: Unlock() = %v; want ErrLockLost", tc.desc, err)

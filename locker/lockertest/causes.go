@@ -1,0 +1,52 @@
+package lockertest
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/orthrus-go/orthrus/locker"
+)
+
+// Causes is a locker.Observer that records why each hold ended, by token.
+// The zero value is ready to use.
+type Causes struct {
+	mu      sync.Mutex
+	byToken map[uint64]locker.LostCause
+}
+
+var _ locker.Observer = (*Causes)(nil)
+
+// Of returns the cause the hold with token ended with, and whether it has
+// ended. A hold's cause is recorded before its Lost closes.
+func (c *Causes) Of(token uint64) (locker.LostCause, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cause, ok := c.byToken[token]
+	return cause, ok
+}
+
+// HoldEnd records cause.
+func (c *Causes) HoldEnd(h locker.HoldInfo, _ time.Duration, cause locker.LostCause) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byToken == nil {
+		c.byToken = make(map[uint64]locker.LostCause)
+	}
+	c.byToken[h.Token] = cause
+}
+
+// AcquireStart records nothing.
+func (*Causes) AcquireStart(ctx context.Context, _ locker.Acquisition) context.Context { return ctx }
+
+// AcquireEnd records nothing.
+func (*Causes) AcquireEnd(context.Context, locker.Acquisition, locker.AcquireResult) {}
+
+// ReleaseStart records nothing.
+func (*Causes) ReleaseStart(ctx context.Context, _ locker.HoldInfo) context.Context { return ctx }
+
+// ReleaseEnd records nothing.
+func (*Causes) ReleaseEnd(context.Context, locker.HoldInfo, error) {}
+
+// Renewed records nothing.
+func (*Causes) Renewed(locker.HoldInfo, error) {}
