@@ -34,14 +34,23 @@ func (s *Source) Announce(ctx context.Context, m switcher.Member) error {
 	if err != nil {
 		return fmt.Errorf("zksource: announce %q: %w", m.ID, err)
 	}
-	_, err = zkconn.Call(ctx, func() (struct{}, error) { return struct{}{}, s.announce(s.memberPath(m.ID), data) })
+	_, err = zkconn.Call(ctx, func() (struct{}, error) { return struct{}{}, s.announce(m.ID, data) })
 	if err != nil {
 		return fmt.Errorf("zksource: announce %q: %w: %w", m.ID, locker.ErrUnavailable, err)
 	}
 	return nil
 }
 
-func (s *Source) announce(path string, data []byte) error {
+func (s *Source) announce(id string, data []byte) error {
+	s.roster.Lock()
+	defer s.roster.Unlock()
+	s.mu.Lock()
+	retracted := s.retracted[id]
+	s.mu.Unlock()
+	if retracted {
+		return nil
+	}
+	path := s.memberPath(id)
 	_, err := s.conn.Set(path, data, -1)
 	if !errors.Is(err, gozk.ErrNoNode) {
 		return err
@@ -55,7 +64,15 @@ func (s *Source) announce(path string, data []byte) error {
 
 // Retract implements switcher.Announcer.
 func (s *Source) Retract(ctx context.Context, id string) error {
+	s.mu.Lock()
+	if s.retracted == nil {
+		s.retracted = make(map[string]bool)
+	}
+	s.retracted[id] = true
+	s.mu.Unlock()
 	_, err := zkconn.Call(ctx, func() (struct{}, error) {
+		s.roster.Lock()
+		defer s.roster.Unlock()
 		err := s.conn.Delete(s.memberPath(id), -1)
 		if errors.Is(err, gozk.ErrNoNode) {
 			err = nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
@@ -27,6 +28,13 @@ type Source struct {
 	path string
 	acl  []gozk.ACL
 	log  *slog.Logger
+	// roster orders announcements and retractions: an announcement its
+	// caller gave up on runs on, over several requests, and must end
+	// before a retraction begins, or it recreates what was retracted; one
+	// not begun by then must not begin (retracted, guarded by mu).
+	roster    sync.Mutex
+	mu        sync.Mutex
+	retracted map[string]bool
 }
 
 var (

@@ -3,6 +3,7 @@ package zksource_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/orthrus-go/orthrus/internal/testmain"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/switcher"
 	"github.com/orthrus-go/orthrus/switcher/sourcetest"
 	"github.com/orthrus-go/orthrus/switcher/zksource"
 )
@@ -241,5 +243,28 @@ func TestRoster(t *testing.T) {
 	// The last member out leaves the watched node as it found it.
 	if _, st, err := conn.Get(src.Path()); err != nil || st.NumChildren != 0 {
 		t.Errorf("watched node after the last Retract: err %v, stat %+v; want no children", err, st)
+	}
+}
+
+// An announcement its caller gave up on still ends before a retraction
+// begins: a switcher closed mid-announcement leaves no members node.
+func TestRetractAfterAbandonedAnnounce(t *testing.T) {
+	conn := connect(t, zkAddr)
+	src := newSource(t, conn, "/test/abandoned/active")
+	set(t, src, "redis")
+	for i := range 20 {
+		id := fmt.Sprintf("abandoned-%d", i)
+		gone, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = src.Announce(gone, switcher.Member{ID: id, Engine: "redis"})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := src.Retract(ctx, id)
+		cancel()
+		if err != nil {
+			t.Fatalf("Retract(%q) = %v", id, err)
+		}
+		if _, st, err := conn.Get(src.Path()); err != nil || st.NumChildren != 0 {
+			t.Fatalf("watched node after an abandoned Announce and its Retract (round %d): err %v, stat %+v; want no children", i, err, st)
+		}
 	}
 }
