@@ -68,6 +68,9 @@ type member struct {
 	closed  atomic.Bool // mirrors the breaker's state being closed
 	failing atomic.Bool // the last outcome counted was a failure
 	report  func(error) // the bypass's outcome: reports failures only
+	// lastFailure is the latest failure counted, logged when the breaker
+	// opens: the reason an operator looks for.
+	lastFailure atomic.Pointer[error]
 
 	// Guarded by Switcher.mu.
 	healthySince time.Time // zero when the last ping failed or none succeeded yet
@@ -194,6 +197,13 @@ func (s *Switcher) newBreaker(m *member) *gobreaker.TwoStepCircuitBreaker[struct
 	st.OnStateChange = func(name string, from, to gobreaker.State) {
 		// Runs under the breaker's mutex: only signal from here.
 		m.closed.Store(to == gobreaker.StateClosed)
+		if from == gobreaker.StateClosed && to == gobreaker.StateOpen { // not each failed probe of an outage
+			var last error
+			if p := m.lastFailure.Load(); p != nil {
+				last = *p
+			}
+			s.log.Warn("switcher: engine breaker opened", "engine", name, "last_failure", last)
+		}
 		s.poke()
 		if user != nil {
 			user(name, from, to)
@@ -232,6 +242,7 @@ func (m *member) record(done func(error), err error) {
 	switch {
 	case errors.Is(err, locker.ErrUnavailable):
 		m.failing.Store(true)
+		m.lastFailure.Store(&err)
 	case err == nil || !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
 		m.failing.Store(false)
 	}
