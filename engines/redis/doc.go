@@ -186,6 +186,18 @@
 // Inspect or ForceUnlock of a key the other version wrote fails with
 // ErrUnavailable (WRONGTYPE).
 //
+// # Pipelining
+//
+// The acquire and release scripts of concurrent callers share round trips:
+// an idle engine sends a request at once, on the caller's goroutine and
+// context; while one is in flight, new requests queue, and the first of
+// them sends the whole queue as one pipeline when the one in flight
+// lands. Redis then reads, runs and answers several scripts per system call
+// instead of one, which is most of a lock's cost on a busy host (8 owners
+// on 8 names: see the README). A queued request leaves at its caller's
+// deadline if it has not been sent yet; a pipeline lasts as long as its
+// most patient caller allows. Renewals go in pipelines of their own.
+//
 // # Contexts and failures
 //
 // go-redis honours a context's deadline only with ContextTimeoutEnabled,

@@ -23,6 +23,7 @@ type Engine struct {
 	prefix string
 	client goredis.UniversalClient
 	hub    *hub
+	batch  *batcher
 	core   *locker.Core
 	log    *slog.Logger
 	calls  sync.Pool // of *call
@@ -138,7 +139,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 	}
 	logger := s.logger.With("engine", s.name)
 	e := &Engine{
-		name: s.name, prefix: s.prefix, client: client, hub: newHub(client, logger), log: logger,
+		name: s.name, prefix: s.prefix, client: client, hub: newHub(client, logger), batch: &batcher{client: client}, log: logger,
 		idle: s.fenceIdle.Milliseconds(), numsub: "numsub", publish: "publish",
 		shaAcquire: acquireScript.Hash(), shaRelease: releaseScript.Hash(), shaRenew: renewScript.Hash(),
 		fsha: newFamilySHAs(),
@@ -495,7 +496,7 @@ func (e *Engine) releaseLate(bg context.Context, st *hold) {
 // script runs a script by its SHA with args (EVALSHA, the SHA, numkeys,
 // ...) and returns its integer reply (see evalsha).
 func (e *Engine) script(ctx context.Context, s *luaScript, args []any) (int64, error) {
-	return evalsha(ctx, e.client, s, goredis.NewIntCmd, args).Result()
+	return e.batch.run(ctx, s, args)
 }
 
 // evalsha runs s by its SHA with args as a command made by newCmd. A
@@ -515,6 +516,11 @@ func evalsha[C goredis.Cmder](ctx context.Context, c goredis.UniversalClient, s 
 // newCmd, in one pipeline, and those whose server lacked s again as EVAL,
 // in a second: each command on its own, whatever the others answered.
 func evalshaAll[C goredis.Cmder](ctx context.Context, c goredis.UniversalClient, s *luaScript, newCmd func(context.Context, ...any) C, cmds []C) {
+	evalshaEach(ctx, c, func(int) *luaScript { return s }, newCmd, cmds)
+}
+
+// evalshaEach is evalshaAll with the script of cmds[i] given by script(i).
+func evalshaEach[C goredis.Cmder](ctx context.Context, c goredis.UniversalClient, script func(int) *luaScript, newCmd func(context.Context, ...any) C, cmds []C) {
 	pipeline := func(cmds []C) {
 		_, _ = c.Pipelined(ctx, func(p goredis.Pipeliner) error {
 			for _, cmd := range cmds {
@@ -527,7 +533,7 @@ func evalshaAll[C goredis.Cmder](ctx context.Context, c goredis.UniversalClient,
 	var again []C
 	for i, cmd := range cmds {
 		if noScript(cmd.Err()) {
-			cmds[i] = newCmd(ctx, s.eval(cmd.Args())...)
+			cmds[i] = newCmd(ctx, script(i).eval(cmd.Args())...)
 			again = append(again, cmds[i])
 		}
 	}

@@ -1,0 +1,141 @@
+package redis
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// batcher coalesces the scripts of concurrent callers (acquisitions and
+// releases) into pipelines. An idle engine sends a request at once, on the
+// caller's own context, as a plain client would. While one request or
+// pipeline is in flight, the requests that come in queue, and the first
+// of them sends the whole queue in one pipeline when the one in flight
+// lands: a server shared by many goroutines then reads, runs and answers
+// several scripts per system call on each side instead of one. Each caller
+// waits only for the pipeline in flight and its own; the engine has no
+// goroutine of its own for it.
+type batcher struct {
+	client goredis.UniversalClient
+	pool   sync.Pool // of *batched
+
+	mu       sync.Mutex
+	inFlight bool // some caller sends, and will hand the queue on
+	queue    []*batched
+}
+
+// batched is one queued script call.
+type batched struct {
+	ctx    context.Context // the caller's
+	cmd    *goredis.IntCmd
+	script *luaScript
+	ready  chan []*batched // its pipeline, to send (it leads), or nil: answered
+}
+
+// run runs s with args (EVALSHA, the SHA, numkeys, ...) and returns its
+// integer reply (see evalsha). A queued request whose caller's context
+// ends before it is sent is dropped, and run returns ctx.Err(); once sent,
+// it is answered.
+func (b *batcher) run(ctx context.Context, s *luaScript, args []any) (int64, error) {
+	b.mu.Lock()
+	if !b.inFlight {
+		b.inFlight = true
+		b.mu.Unlock()
+		v, err := evalsha(ctx, b.client, s, goredis.NewIntCmd, args).Result()
+		b.handOn()
+		return v, err
+	}
+	p, _ := b.pool.Get().(*batched)
+	if p == nil {
+		p = &batched{ready: make(chan []*batched, 1)}
+	}
+	p.ctx, p.cmd, p.script = ctx, goredis.NewIntCmd(ctx, args...), s
+	b.queue = append(b.queue, p)
+	b.mu.Unlock()
+
+	var batch []*batched
+	select {
+	case batch = <-p.ready:
+	case <-ctx.Done():
+		if b.withdraw(p) {
+			b.recycle(p)
+			return 0, ctx.Err()
+		}
+		batch = <-p.ready // sent meanwhile: bounded by the pipeline's deadline
+	}
+	if batch != nil {
+		b.send(batch)
+		b.handOn()
+	}
+	v, err := p.cmd.Result()
+	b.recycle(p)
+	return v, err
+}
+
+func (b *batcher) recycle(p *batched) {
+	p.ctx, p.cmd, p.script = nil, nil, nil
+	b.pool.Put(p)
+}
+
+// withdraw takes p out of the queue, unless it has been sent.
+func (b *batcher) withdraw(p *batched) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i := slices.Index(b.queue, p)
+	if i < 0 {
+		return false
+	}
+	b.queue = slices.Delete(b.queue, i, i+1)
+	return true
+}
+
+// handOn passes the queue, if any, to its first request, which sends it;
+// else the engine is idle again.
+func (b *batcher) handOn() {
+	b.mu.Lock()
+	batch := b.queue
+	b.queue = nil
+	b.inFlight = len(batch) > 0
+	b.mu.Unlock()
+	if len(batch) > 0 {
+		batch[0].ready <- batch
+	}
+}
+
+// send runs batch in one pipeline (scripts a server lacks go again as
+// EVAL) and wakes every request of it but the first, whose caller sends.
+func (b *batcher) send(batch []*batched) {
+	ctx, cancel := patient(batch)
+	defer cancel()
+	cmds := make([]*goredis.IntCmd, len(batch))
+	for i, p := range batch {
+		cmds[i] = p.cmd
+	}
+	evalshaEach(ctx, b.client, func(i int) *luaScript { return batch[i].script }, goredis.NewIntCmd, cmds)
+	for i, p := range batch {
+		p.cmd = cmds[i]
+		if i > 0 {
+			p.ready <- nil
+		}
+	}
+}
+
+// patient returns the context of a pipeline: it ends when the most patient
+// of its callers would give up (never, if one would not), not before, so
+// that no caller loses its answer to another's shorter deadline.
+func patient(batch []*batched) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, p := range batch {
+		d, ok := p.ctx.Deadline()
+		if !ok {
+			return context.WithoutCancel(p.ctx), func() {}
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(context.WithoutCancel(batch[0].ctx), latest)
+}

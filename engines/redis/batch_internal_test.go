@@ -1,0 +1,135 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/orthrus-go/orthrus/internal/testserver"
+)
+
+// incrScript answers each call with a value of its own.
+var incrScript = newScript(`return redis.call('incr', KEYS[1])`)
+
+// pipelines records the size of every pipeline a client sends, and
+// signals a single command sent on processing (if not nil and not full).
+type pipelines struct {
+	mu         sync.Mutex
+	sizes      []int
+	processing chan struct{}
+}
+
+func (*pipelines) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (p *pipelines) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		select {
+		case p.processing <- struct{}{}:
+		default: // nil, or signalled already
+		}
+		return next(ctx, cmd)
+	}
+}
+func (p *pipelines) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		p.mu.Lock()
+		p.sizes = append(p.sizes, len(cmds))
+		p.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+func incr(ctx context.Context, b *batcher, key string) (int64, error) {
+	return b.run(ctx, incrScript, []any{"evalsha", incrScript.Hash(), 1, key})
+}
+
+// Concurrent calls share pipelines, and each gets its own answer, also from
+// a server that lacks the script (sent again as EVAL).
+func TestBatcherPipelinesConcurrentCalls(t *testing.T) {
+	srv := testserver.Redis(t)
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+	defer c.Close()
+	seen := &pipelines{}
+	c.AddHook(seen)
+	if err := c.ScriptFlush(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b := &batcher{client: c}
+	const callers, calls = 8, 200
+	var (
+		mu  sync.Mutex
+		got []int64
+		wg  sync.WaitGroup
+	)
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range calls {
+				v, err := incr(context.Background(), b, "counter")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				got = append(got, v)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	slices.Sort(got)
+	for i, v := range got {
+		if v != int64(i+1) {
+			t.Fatalf("answers, sorted, have %d at %d; want each of 1..%d once", v, i, callers*calls)
+		}
+	}
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	if len(seen.sizes) == 0 || slices.Max(seen.sizes) < 2 {
+		t.Errorf("pipelines sent: %v; want some of more than one call", seen.sizes)
+	}
+}
+
+// A call queued behind one the server does not answer leaves at its
+// deadline, and is never sent.
+func TestBatcherQueuedCallLeavesAtDeadline(t *testing.T) {
+	srv := testserver.Redis(t)
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), ReadTimeout: 2 * time.Second})
+	defer c.Close()
+	b := &batcher{client: c}
+	if _, err := incr(context.Background(), b, "warm"); err != nil { // connection up, script loaded
+		t.Fatal(err)
+	}
+	sending := &pipelines{processing: make(chan struct{}, 1)}
+	c.AddHook(sending)
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() {
+		_, err := incr(context.Background(), b, "counter")
+		first <- err
+	}()
+	<-sending.processing // in flight: the next call queues
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := incr(ctx, b, "counter")
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > time.Second {
+		t.Errorf("queued call = %v after %v; want context.DeadlineExceeded at its 100ms deadline", err, time.Since(start))
+	}
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Logf("the call in flight during the pause: %v", err)
+	}
+	if n, err := c.Get(context.Background(), "counter").Int(); err != nil || n > 1 {
+		t.Errorf("counter = %d, %v; want at most 1: the call that left was sent", n, err)
+	}
+}
