@@ -237,6 +237,53 @@ func TestSchedulerCutsChunks(t *testing.T) {
 	}
 }
 
+// concurrency records the most Renew calls in flight at once; each call
+// takes a little while.
+type concurrency struct {
+	mu        sync.Mutex
+	now, most int
+	calls     chan struct{}
+}
+
+func (c *concurrency) Renew(_ context.Context, hs []*Hold) []error {
+	c.mu.Lock()
+	c.now++
+	c.most = max(c.most, c.now)
+	c.mu.Unlock()
+	time.Sleep(2 * time.Millisecond) // the call's round trip
+	c.mu.Lock()
+	c.now--
+	c.mu.Unlock()
+	select {
+	case c.calls <- struct{}{}:
+	default:
+	}
+	return make([]error, len(hs))
+}
+
+// Holds renewed before they are due go one chunk at a time, so that an
+// acquisition finds at most one renewal ahead of it on the server.
+func TestSchedulerEarlyChunksOneAtATime(t *testing.T) {
+	const n, ttl = 20, 30 * time.Second
+	c := &concurrency{calls: make(chan struct{}, n)}
+	s := startScheduler(c, func(*Hold) {}, slog.Default(), 1, 4)
+	defer s.close()
+	// Granted so long ago that they are ready now, and due 2s from now:
+	// 20 calls of 2ms take far less.
+	granted := time.Now().Add(2*time.Second - ttl/3)
+	for range n {
+		s.add(newHold("h", ttl, true), granted)
+	}
+	for range n {
+		<-c.calls
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.most != 1 {
+		t.Errorf("%d early Renew calls in flight at once; want 1", c.most)
+	}
+}
+
 // slowRenewer blocks the renewal of the hold named slow until its context
 // ends, and renews every other hold at once.
 type slowRenewer struct {

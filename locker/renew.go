@@ -11,9 +11,11 @@ import (
 
 // Renewal runs in bounded chunks on a few workers, so that its cost per
 // call does not grow with the number of holds: 100k holds are ~800 calls
-// of 128, four at a time, each small enough not to sit long in front of an
-// acquisition on a shared connection, and a slow or failed call holds up
-// only its own chunk.
+// of 128, each small enough not to sit long in front of an acquisition on
+// a shared server, and a slow or failed call holds up only its own chunk.
+// Chunks taken early (holds ready but not yet due) go one at a time, so
+// that an acquisition finds at most one chunk ahead of it on the server;
+// chunks of holds that are due go on every worker at once.
 const (
 	// renewChunk bounds the holds of one Renew call: etcd's default
 	// --max-txn-ops, and a Redis pipeline that takes well under a
@@ -48,6 +50,7 @@ type scheduler struct {
 
 	mu     sync.Mutex
 	queue  holdHeap
+	busy   int       // chunks in flight
 	stale  int       // removed holds still in queue
 	next   time.Time // when the idle workers wake up next
 	warned time.Time // the latest warning that renewal is late
@@ -206,6 +209,10 @@ func (s *scheduler) work() {
 		}
 		if len(renew) > 0 {
 			s.renew(renew)
+			s.mu.Lock()
+			s.busy--
+			s.mu.Unlock()
+			s.poke() // a worker held back by this chunk may go
 		}
 		if len(renew) == 0 && len(expired) == 0 {
 			timer.Reset(time.Until(next))
@@ -226,8 +233,10 @@ func (s *scheduler) work() {
 }
 
 // take pops up to a chunk of the holds that are ready, earliest due first,
-// and says when the workers should look again. When the earliest is past
-// its due time, renewal is late: the chunk may be eight times as large.
+// and says when the workers should look again. Holds ready but not yet
+// due are taken only while no other chunk is in flight. When the earliest
+// is past its due time, renewal is late: the chunk may be eight times as
+// large.
 func (s *scheduler) take(now time.Time) (renew, expired []*Hold, next time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -241,7 +250,7 @@ func (s *scheduler) take(now time.Time) (renew, expired []*Hold, next time.Time)
 			s.pop()
 			continue
 		}
-		if ready(h).After(now) {
+		if ready(h).After(now) || h.Renew && s.busy > 0 && h.due.After(now) && renew == nil {
 			break
 		}
 		s.pop()
@@ -252,6 +261,7 @@ func (s *scheduler) take(now time.Time) (renew, expired []*Hold, next time.Time)
 		if renew == nil {
 			s.checkLag(h, now)
 			renew = make([]*Hold, 0, min(limit, len(s.queue)+1))
+			s.busy++
 		}
 		renew = append(renew, h)
 	}
