@@ -4,7 +4,9 @@
 //
 //   - its circuit breaker opens (one sony/gobreaker breaker per engine;
 //     only errors wrapping locker.ErrUnavailable count, never contention or
-//     a caller's cancellation), to the next engine whose breaker is not open;
+//     a caller's cancellation, nor a request its caller's deadline cut short
+//     before it had waited the health timeout), to the next engine whose
+//     breaker is not open;
 //   - a watched Source (a configuration key) names another engine;
 //   - an operator calls SwitchEngine or SwitchEngineTo;
 //   - with WithFailback, the primary has been healthy for the set period.
@@ -14,6 +16,7 @@
 // and a revived one closes again. A failure that wraps locker.ErrRefused (a
 // refused or reset connection: the engine is certainly down) opens the
 // breaker at once; other failures open it after WithBreaker's count (3).
+// A breaker that opens is logged (WARN) with the last failure it counted.
 // Every switch is logged with slog and delivered to the OnSwitch hook as
 // an Event. All switching decisions are made by one goroutine, in order.
 //
