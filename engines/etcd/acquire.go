@@ -52,6 +52,9 @@ type waiter interface {
 	check(ctx context.Context, h *locker.Hold) (watchSpec, int64, error)
 	// wakes tells whether a response of the watch calls for a check.
 	wakes(resp clientv3.WatchResponse) bool
+	// grantedInLine is told that the key holds after it queued behind
+	// others.
+	grantedInLine()
 }
 
 // watchSpec is what a waiter watches: one key, or a range, and whether
@@ -60,6 +63,7 @@ type watchSpec struct {
 	key    string
 	prefix bool // key is a range
 	puts   bool // PUT events are delivered too
+	prev   bool // deletions carry the deleted key as it was
 }
 
 // Acquire implements locker.Backend. Each acquisition puts a key of its own
@@ -73,7 +77,7 @@ func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, 
 		// Not a request that clientv3 would retry until ctx ends.
 		return false, e.fail("acquire", h.Name, errNoConnection)
 	}
-	var w waiter = &lockWaiter{e: e, st: st, rng: st.prefix}
+	var w waiter = &lockWaiter{e: e, st: st, rng: st.prefix, mutex: true}
 	ok, err := false, error(nil)
 	if h.Kind != locker.KindMutex {
 		w, ok, err = e.familyWaiter(ctx, h, st)
@@ -181,10 +185,24 @@ type lockWaiter struct {
 	// counted: when the key read as blocking it was the only key of rng
 	// before it (keys created later come after it), its deletion lets
 	// it hold without another look (sole, then gone). Readers count;
-	// writers must look for downgraded readers, and the mutex checks
-	// that its own key is still there.
+	// writers must look for downgraded readers.
 	counted, sole, gone bool
+	// marks (the mutex, in a long queue: see markDepth): a key that holds
+	// after queueing is marked held, and the deletion of the key blocking
+	// it, if marked, lets it hold without reading the range before it:
+	// that key was first once, and no key can come between the two. It
+	// checks that its own key is still there, and marks it, in one
+	// transaction (marked): so each hand-off costs one request, whatever
+	// the length of the queue. A key that held after reading the range is
+	// marked in the background.
+	mutex, marks, marked bool
 }
+
+// markDepth is the length of a queue, in keys before a new waiter's, from
+// which its waiters mark their keys held: etcd reads every key of the
+// range to find the one before a waiter's (about a microsecond each), and
+// a mark is a write, which costs more than reading a short range.
+const markDepth = 64
 
 // try creates the key only if rng (and also) is empty, so that contention
 // costs one round trip and leaves nothing.
@@ -215,7 +233,8 @@ func (w *lockWaiter) enqueue(ctx context.Context, h *locker.Hold) (watchSpec, in
 	}
 	w.st.set(s, resp.Header.Revision)
 	w.gone = false
-	if resp.Responses[1].GetResponseRange().Count > 1 {
+	if n := resp.Responses[1].GetResponseRange().Count; n > 1 {
+		w.marks = w.mutex && n > markDepth
 		return watchSpec{}, 0, nil
 	}
 	return w.blocker(resp.Responses[1:]), resp.Header.Revision, nil
@@ -234,7 +253,7 @@ func (w *lockWaiter) blocker(rs []*etcdserverpb.ResponseOp) watchSpec {
 	for i, kv := range kvs {
 		if kv.CreateRevision < w.st.rev {
 			w.sole = w.counted && i == len(kvs)-1 && len(kvs) < 2
-			return watchSpec{key: string(kv.Key)}
+			return watchSpec{key: string(kv.Key), prev: w.marks}
 		}
 	}
 	if len(rs) > 1 {
@@ -248,12 +267,26 @@ func (w *lockWaiter) blocker(rs []*etcdserverpb.ResponseOp) watchSpec {
 // check reads in one transaction that the key still exists with its
 // create revision, and what blocks it now.
 func (w *lockWaiter) check(ctx context.Context, _ *locker.Hold) (watchSpec, int64, error) {
+	rctx, cancel := w.e.bound(ctx)
+	defer cancel()
+	if w.sole && w.gone && w.marks {
+		resp, err := w.e.client.Txn(rctx).
+			If(clientv3.Compare(clientv3.CreateRevision(w.st.key), "=", w.st.rev)).
+			Then(clientv3.OpPut(w.st.key, w.st.value, clientv3.WithIgnoreLease())).
+			Commit()
+		switch {
+		case err != nil:
+			return watchSpec{}, 0, err
+		case !resp.Succeeded:
+			return watchSpec{}, 0, errKeyGone
+		}
+		w.marked = true
+		return watchSpec{}, 0, nil
+	}
 	if w.sole && w.gone {
 		return watchSpec{}, 0, nil
 	}
 	w.gone = false
-	rctx, cancel := w.e.bound(ctx)
-	defer cancel()
 	limit := int64(1)
 	if w.counted {
 		limit = 2 // is it the only one?
@@ -275,7 +308,50 @@ func (w *lockWaiter) check(ctx context.Context, _ *locker.Hold) (watchSpec, int6
 
 func (w *lockWaiter) wakes(resp clientv3.WatchResponse) bool {
 	w.gone = hasDelete(resp)
+	if w.gone && w.marks {
+		w.sole = heldWhenDeleted(resp, w.st.rev)
+	}
 	return w.gone
+}
+
+func (w *lockWaiter) grantedInLine() {
+	if w.marks && !w.marked {
+		w.e.markLater(w.st)
+	}
+}
+
+// heldWhenDeleted tells whether resp deletes a key created before rev that
+// was marked held.
+func heldWhenDeleted(resp clientv3.WatchResponse, rev int64) bool {
+	for _, ev := range resp.Events {
+		if p := ev.PrevKv; ev.Type == mvccpb.DELETE && p != nil && p.CreateRevision < rev && p.ModRevision > p.CreateRevision {
+			return true
+		}
+	}
+	return false
+}
+
+// markLater marks the key of a hold granted after a wait: the value put
+// again, on the same lease, moves its mod revision past its create
+// revision, which tells the waiter behind it, when the key goes, that it
+// was held (the mutex), or wakes that waiter at once (a semaphore). In the
+// background: the grant does not wait for it. The mark is written only
+// while the key has its create revision, so never over a released key nor
+// another hold's; if it fails, the waiter behind reads the range instead.
+// A fixed lease's key, moved onto its own lease, is marked already.
+func (e *Engine) markLater(st *holdState) {
+	key, rev, v := st.key, st.rev, st.value
+	e.core.Go(func(ctx context.Context) {
+		rctx, cancel := e.bound(ctx)
+		defer cancel()
+		_, err := e.client.Txn(rctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+			Then(clientv3.OpPut(key, v, clientv3.WithIgnoreLease())).
+			Commit()
+		if err != nil {
+			e.log.Debug("etcd: marking a granted key failed", "key", key, "err", err)
+		}
+	})
 }
 
 // acquireWait queues a key and waits until what blocks it has gone,
@@ -311,6 +387,7 @@ func (e *Engine) acquireWait(ctx context.Context, h *locker.Hold, st *holdState,
 // vanished or its lease ended.
 func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, wt waiter, spec watchSpec, rev int64) error {
 	q := &queued{e: e, h: h, st: st, wt: wt, spec: spec, rev: rev, check: rev == 0, recheck: time.Now().Add(st.shared.ttl)}
+	behind := rev == 0 || spec.key != "" // others queued before it
 	defer q.stopWatch()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -325,6 +402,9 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, wt wa
 			err := e.hold(ctx, h, st)
 			if errors.Is(err, errLeaseGone) || errors.Is(err, errKeyGone) {
 				return errRequeue
+			}
+			if err == nil && behind && h.Renew {
+				wt.grantedInLine()
 			}
 			return err
 		}
@@ -469,6 +549,9 @@ func (e *Engine) watch(spec watchSpec) *watch {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
 	w := &watch{spec: spec, ready: make(chan struct{}), cancel: cancel}
 	opts := []clientv3.OpOption{clientv3.WithCreatedNotify()}
+	if spec.prev {
+		opts = append(opts, clientv3.WithPrevKV())
+	}
 	if spec.prefix {
 		opts = append(opts, clientv3.WithPrefix())
 	}

@@ -38,10 +38,20 @@
 //
 //   - Mutual exclusion with etcd's strong consistency: the key with the
 //     lowest create revision in the lock's range holds the lock. Acquiring
-//     is one transaction (create the key, read the key created just before
-//     it); releasing deletes the key, which no other hold can have meanwhile
-//     (its slot is the hold's), and reports ErrLockLost unless the deleted
-//     key had the hold's create revision.
+//     is one transaction (create the key, count the range: a count etcd
+//     takes from its index); a key that is not alone then reads the key
+//     created just before it, outside the write, since that read walks
+//     every key of the range. Releasing deletes the key, which no other
+//     hold can have meanwhile (its slot is the hold's), and reports
+//     ErrLockLost unless the deleted key had the hold's create revision.
+//   - Long queues: a waiter that queued behind more than 64 keys marks its
+//     key when it holds (the value put again, which moves its mod
+//     revision). The waiter behind it sees the mark in the deletion event
+//     and holds without reading the range: that key was first, and no key
+//     can come between them. It checks that its own key is still there
+//     and marks it in one transaction, so a hand-off costs one request
+//     whatever the queue's length (1,000 waiters: about the hand-off time
+//     of 10).
 //   - FIFO: waiters get the lock in the order their keys were created. A
 //     waiter watches only the key just before its own (no herd) and checks
 //     its place again when that key goes, and once per TTL of its lease, a

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -308,8 +308,16 @@ func TestHoldsShareLeasePerTTL(t *testing.T) {
 	}
 }
 
-// Waiters get the lock in the order they queued.
+// Waiters get the lock in the order they queued, one at a time. In a long
+// queue, each waiter's key is marked held by the time its Lock returns, so
+// that the next one holds without reading the range.
 func TestFIFO(t *testing.T) {
+	for _, waiters := range []int{5, etcd.MarkDepth + 16} {
+		t.Run(fmt.Sprint(waiters), func(t *testing.T) { testFIFO(t, waiters) })
+	}
+}
+
+func testFIFO(t *testing.T, waiters int) {
 	c := newClient(t, endpoint)
 	e := newEngine(t, c)
 	name := fmt.Sprintf("%s/%d", t.Name(), time.Now().UnixNano())
@@ -317,10 +325,13 @@ func TestFIFO(t *testing.T) {
 	if err := holder.Lock(); err != nil {
 		t.Fatal(err)
 	}
-	const waiters = 5
-	var mu sync.Mutex
-	var order []int
-	var wg sync.WaitGroup
+	var (
+		mu       sync.Mutex
+		order    []int
+		unmarked []int // waiters past the mark depth whose key was not marked while held
+		holding  atomic.Bool
+		wg       sync.WaitGroup
+	)
 	errs := make(chan error, waiters)
 	for i := 0; i < waiters; i++ {
 		l := newLocker(t, e, name)
@@ -333,9 +344,20 @@ func TestFIFO(t *testing.T) {
 				errs <- fmt.Errorf("waiter %d: LockCtx() = %w", i, err)
 				return
 			}
+			if !holding.CompareAndSwap(false, true) {
+				errs <- fmt.Errorf("waiter %d holds while another does", i)
+			}
+			resp, err := c.Get(ctx, e.LockPrefix(name), clientv3.WithFirstCreate()...)
+			if err != nil || len(resp.Kvs) == 0 {
+				errs <- fmt.Errorf("waiter %d: reading its key: %v, %d keys", i, err, len(resp.Kvs))
+			}
 			mu.Lock()
 			order = append(order, i)
+			if i >= etcd.MarkDepth+2 && err == nil && len(resp.Kvs) > 0 && resp.Kvs[0].ModRevision == resp.Kvs[0].CreateRevision {
+				unmarked = append(unmarked, i)
+			}
 			mu.Unlock()
+			holding.Store(false)
 			if err := l.Unlock(); err != nil {
 				errs <- fmt.Errorf("waiter %d: Unlock() = %w", i, err)
 			}
@@ -350,8 +372,13 @@ func TestFIFO(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if want := []int{0, 1, 2, 3, 4}; !slices.Equal(order, want) {
-		t.Errorf("waiters got the lock in order %v; want %v", order, want)
+	for i, got := range order {
+		if got != i {
+			t.Fatalf("waiters got the lock in order %v; want 0 to %d in turn", order, waiters-1)
+		}
+	}
+	if len(unmarked) > 0 {
+		t.Errorf("waiters %v held unmarked keys; want every key past the mark depth %d marked", unmarked, etcd.MarkDepth)
 	}
 }
 

@@ -8,3 +8,6 @@ func (e *Engine) LockPrefix(name string) string { return e.lockPrefix(name) }
 // FamilyRange exposes the key range of a read-write lock or semaphore name
 // to the tests.
 func (e *Engine) FamilyRange(k locker.Kind, name string) string { return e.familyRange(k, name) }
+
+// MarkDepth exposes the queue length from which waiters mark their keys.
+const MarkDepth = markDepth

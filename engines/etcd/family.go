@@ -388,20 +388,12 @@ func (w *semWaiter) grant(h *locker.Hold) (watchSpec, int64, error) {
 	if !w.behind {
 		return watchSpec{}, 0, nil
 	}
-	e, key, rev, v := w.e, w.st.key, w.st.rev, w.st.value
-	e.core.Go(func(ctx context.Context) {
-		rctx, cancel := e.bound(ctx)
-		defer cancel()
-		_, err := e.client.Txn(rctx).
-			If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
-			Then(clientv3.OpPut(key, v, clientv3.WithIgnoreLease())).
-			Commit()
-		if err != nil {
-			e.log.Debug("etcd: marking a permit granted failed", "key", key, "err", err)
-		}
-	})
+	w.e.markLater(w.st)
 	return watchSpec{}, 0, nil
 }
+
+// grantedInLine: grant has marked the key, if a waiter is behind it.
+func (w *semWaiter) grantedInLine() {}
 
 // wakes: a far waiter wakes on any change of the key before it (gone, or
 // marked granted). A near waiter follows the deletions of the keys before
