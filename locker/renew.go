@@ -17,9 +17,10 @@ import (
 // that an acquisition finds at most one chunk ahead of it on the server;
 // chunks of holds that are due go on every worker at once.
 const (
-	// renewChunk bounds the holds of one Renew call: etcd's default
-	// --max-txn-ops, and a Redis pipeline that takes well under a
-	// millisecond.
+	// renewChunk bounds the holds of one Renew call: a Redis script that
+	// takes well under a millisecond, and no more than the operations
+	// etcd allows in one transaction (--max-txn-ops), should a Renewer use
+	// one.
 	renewChunk = 128
 	// lateChunk bounds the holds of one Renew call when renewal is late:
 	// fewer, larger calls then catch up at less cost per hold.
