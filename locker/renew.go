@@ -251,7 +251,9 @@ func (s *scheduler) take(now time.Time) (renew, expired []*Hold, next time.Time)
 			s.pop()
 			continue
 		}
-		if ready(h).After(now) || h.Renew && s.busy > 0 && h.due.After(now) && renew == nil {
+		// An early renewal waits while another chunk is in flight.
+		early := renew == nil && h.Renew && s.busy > 0 && h.due.After(now)
+		if ready(h).After(now) || early {
 			break
 		}
 		s.pop()

@@ -52,9 +52,6 @@ type waiter interface {
 	check(ctx context.Context, h *locker.Hold) (watchSpec, int64, error)
 	// wakes tells whether a response of the watch calls for a check.
 	wakes(resp clientv3.WatchResponse) bool
-	// grantedInLine is told that the key holds after it queued behind
-	// others.
-	grantedInLine()
 }
 
 // watchSpec is what a waiter watches: one key, or a range, and whether
@@ -187,15 +184,15 @@ type lockWaiter struct {
 	// it hold without another look (sole, then gone). Readers count;
 	// writers must look for downgraded readers.
 	counted, sole, gone bool
-	// marks (the mutex, in a long queue: see markDepth): a key that holds
+	// marks (the mutex, in a long queue: see markDepth): a key found first
 	// after queueing is marked held, and the deletion of the key blocking
 	// it, if marked, lets it hold without reading the range before it:
 	// that key was first once, and no key can come between the two. It
 	// checks that its own key is still there, and marks it, in one
-	// transaction (marked): so each hand-off costs one request, whatever
-	// the length of the queue. A key that held after reading the range is
-	// marked in the background.
-	mutex, marks, marked bool
+	// transaction: so each hand-off costs one request, whatever the length
+	// of the queue. A key found first by reading the range is marked in
+	// the background.
+	mutex, marks bool
 }
 
 // markDepth is the length of a queue, in keys before a new waiter's, from
@@ -233,8 +230,9 @@ func (w *lockWaiter) enqueue(ctx context.Context, h *locker.Hold) (watchSpec, in
 	}
 	w.st.set(s, resp.Header.Revision)
 	w.gone = false
-	if n := resp.Responses[1].GetResponseRange().Count; n > 1 {
-		w.marks = w.mutex && n > markDepth
+	n := resp.Responses[1].GetResponseRange().Count
+	w.marks = w.mutex && n > markDepth
+	if n > 1 {
 		return watchSpec{}, 0, nil
 	}
 	return w.blocker(resp.Responses[1:]), resp.Header.Revision, nil
@@ -266,24 +264,13 @@ func (w *lockWaiter) blocker(rs []*etcdserverpb.ResponseOp) watchSpec {
 
 // check reads in one transaction that the key still exists with its
 // create revision, and what blocks it now.
-func (w *lockWaiter) check(ctx context.Context, _ *locker.Hold) (watchSpec, int64, error) {
+func (w *lockWaiter) check(ctx context.Context, h *locker.Hold) (watchSpec, int64, error) {
 	rctx, cancel := w.e.bound(ctx)
 	defer cancel()
-	if w.sole && w.gone && w.marks {
-		resp, err := w.e.client.Txn(rctx).
-			If(clientv3.Compare(clientv3.CreateRevision(w.st.key), "=", w.st.rev)).
-			Then(clientv3.OpPut(w.st.key, w.st.value, clientv3.WithIgnoreLease())).
-			Commit()
-		switch {
-		case err != nil:
-			return watchSpec{}, 0, err
-		case !resp.Succeeded:
-			return watchSpec{}, 0, errKeyGone
-		}
-		w.marked = true
-		return watchSpec{}, 0, nil
-	}
-	if w.sole && w.gone {
+	switch {
+	case w.sole && w.gone && w.marks:
+		return watchSpec{}, 0, w.e.mark(rctx, w.st)
+	case w.sole && w.gone:
 		return watchSpec{}, 0, nil
 	}
 	w.gone = false
@@ -303,7 +290,11 @@ func (w *lockWaiter) check(ctx context.Context, _ *locker.Hold) (watchSpec, int6
 	if !resp.Succeeded {
 		return watchSpec{}, 0, errKeyGone
 	}
-	return w.blocker(resp.Responses), resp.Header.Revision, nil
+	spec := w.blocker(resp.Responses)
+	if spec.key == "" && w.marks && h.Renew { // a fixed lease's key is moved, so marked, when held
+		w.e.markLater(w.st)
+	}
+	return spec, resp.Header.Revision, nil
 }
 
 func (w *lockWaiter) wakes(resp clientv3.WatchResponse) bool {
@@ -312,12 +303,6 @@ func (w *lockWaiter) wakes(resp clientv3.WatchResponse) bool {
 		w.sole = heldWhenDeleted(resp, w.st.rev)
 	}
 	return w.gone
-}
-
-func (w *lockWaiter) grantedInLine() {
-	if w.marks && !w.marked {
-		w.e.markLater(w.st)
-	}
 }
 
 // heldWhenDeleted tells whether resp deletes a key created before rev that
@@ -331,25 +316,32 @@ func heldWhenDeleted(resp clientv3.WatchResponse, rev int64) bool {
 	return false
 }
 
-// markLater marks the key of a hold granted after a wait: the value put
-// again, on the same lease, moves its mod revision past its create
-// revision, which tells the waiter behind it, when the key goes, that it
-// was held (the mutex), or wakes that waiter at once (a semaphore). In the
-// background: the grant does not wait for it. The mark is written only
-// while the key has its create revision, so never over a released key nor
-// another hold's; if it fails, the waiter behind reads the range instead.
-// A fixed lease's key, moved onto its own lease, is marked already.
+// mark marks the key of st, found first after a wait: its value put again,
+// on the same lease, moves its mod revision past its create revision,
+// which tells the waiter behind it, when the key goes, that it was held
+// (the mutex), or wakes that waiter at once (a semaphore). It is written
+// only while the key has its create revision, so never over a released
+// key nor another hold's: errKeyGone then.
+func (e *Engine) mark(ctx context.Context, st *holdState) error {
+	resp, err := e.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(st.key), "=", st.rev)).
+		Then(clientv3.OpPut(st.key, st.value, clientv3.WithIgnoreLease())).
+		Commit()
+	if err == nil && !resp.Succeeded {
+		err = errKeyGone
+	}
+	return err
+}
+
+// markLater marks the key of st in the background: the grant does not wait
+// for it. If it fails, the waiter behind reads the range instead.
 func (e *Engine) markLater(st *holdState) {
-	key, rev, v := st.key, st.rev, st.value
+	marked := *st // the fields mark reads, as they are now
 	e.core.Go(func(ctx context.Context) {
 		rctx, cancel := e.bound(ctx)
 		defer cancel()
-		_, err := e.client.Txn(rctx).
-			If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
-			Then(clientv3.OpPut(key, v, clientv3.WithIgnoreLease())).
-			Commit()
-		if err != nil {
-			e.log.Debug("etcd: marking a granted key failed", "key", key, "err", err)
+		if err := e.mark(rctx, &marked); err != nil {
+			e.log.Debug("etcd: marking a granted key failed", "key", marked.key, "err", err)
 		}
 	})
 }
@@ -387,7 +379,6 @@ func (e *Engine) acquireWait(ctx context.Context, h *locker.Hold, st *holdState,
 // vanished or its lease ended.
 func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, wt waiter, spec watchSpec, rev int64) error {
 	q := &queued{e: e, h: h, st: st, wt: wt, spec: spec, rev: rev, check: rev == 0, recheck: time.Now().Add(st.shared.ttl)}
-	behind := rev == 0 || spec.key != "" // others queued before it
 	defer q.stopWatch()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -402,9 +393,6 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, wt wa
 			err := e.hold(ctx, h, st)
 			if errors.Is(err, errLeaseGone) || errors.Is(err, errKeyGone) {
 				return errRequeue
-			}
-			if err == nil && behind && h.Renew {
-				wt.grantedInLine()
 			}
 			return err
 		}

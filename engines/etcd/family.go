@@ -392,9 +392,6 @@ func (w *semWaiter) grant(h *locker.Hold) (watchSpec, int64, error) {
 	return watchSpec{}, 0, nil
 }
 
-// grantedInLine: grant has marked the key, if a waiter is behind it.
-func (w *semWaiter) grantedInLine() {}
-
 // wakes: a far waiter wakes on any change of the key before it (gone, or
 // marked granted). A near waiter follows the deletions of the keys before
 // it and the stored count from the events after its read, and wakes when
