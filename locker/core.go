@@ -78,6 +78,7 @@ type Hold struct {
 	// Scheduling, guarded by the scheduler's mutex.
 	due      time.Time // next renewal, or the end of a fixed lease
 	deadline time.Time // the hold is lost if not renewed by then
+	failures int       // renewals failed in a row
 	queued   bool      // in the scheduler's queue
 	stopped  bool      // released: the scheduler must drop it
 }

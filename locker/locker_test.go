@@ -434,3 +434,29 @@ func TestSchedulerCompactsRemovedHolds(t *testing.T) {
 		t.Errorf("queue of %d holds after %d of %d were removed, %d of them live; want it rebuilt with all %d live ones", len(s.queue), removed, n, live, n-removed)
 	}
 }
+
+// A renewal that keeps failing (a dead server, a Sentinel failover) is
+// retried with growing delays: a handful of attempts per TTL, not a
+// retry as soon as the last one failed.
+func TestSchedulerBacksOffFailedRenewals(t *testing.T) {
+	var mu sync.Mutex
+	attempts := 0
+	r := newRecorder(func(*Hold) error {
+		mu.Lock()
+		attempts++
+		mu.Unlock()
+		return ErrUnavailable
+	})
+	s := newScheduler(r, func(*Hold) {}, slog.Default())
+	defer s.close()
+	const ttl = 600 * time.Millisecond
+	h := newHold("unreachable", ttl, true)
+	s.add(h, time.Now())
+	waitLost(t, h, 10*ttl)
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("%d renewal attempts in a TTL of %v", attempts, ttl)
+	if attempts < 3 || attempts > 10 {
+		t.Errorf("a hold whose renewals all failed was tried %d times in its TTL; want 3 to 10", attempts)
+	}
+}

@@ -84,18 +84,21 @@ func startScheduler(r Renewer, expire func(*Hold), log *slog.Logger, chunk, work
 
 func interval(h *Hold) time.Duration { return h.TTL / 3 }
 
-// retryDelay is how soon a failed renewal is tried again: often enough to
-// get several tries in before the deadline, rarely enough not to hammer a
-// struggling server.
-func retryDelay(h *Hold) time.Duration {
-	return min(max(interval(h)/4, 10*time.Millisecond), time.Second)
+// retryDelay is how soon a renewal that failed failures times in a row is
+// tried again: an eighth of an interval, doubling with each failure up to
+// half an interval. A server back within a second (a leader election, a
+// Sentinel failover) is found at once; one that stays down costs about
+// seven tries per TTL, not a retry as soon as the last one failed.
+func retryDelay(h *Hold, failures int) time.Duration {
+	return max(interval(h)/8, time.Millisecond) << min(failures-1, 2)
 }
 
 // ready is when a worker may take h: its due time, or a quarter of an
 // interval before it for a renewal, so that holds falling due close
-// together share a call.
+// together share a call. A retry waits for its due time: taken early, it
+// would go again as soon as it failed.
 func ready(h *Hold) time.Time {
-	if h.Renew {
+	if h.Renew && h.failures == 0 {
 		return h.due.Add(-interval(h) / 4)
 	}
 	return h.due
@@ -334,6 +337,7 @@ func (s *scheduler) renew(holds []*Hold) {
 		h.renewed(err)
 		switch {
 		case err == nil:
+			h.failures = 0
 			h.due = start.Add(interval(h))
 			h.deadline = start.Add(h.TTL)
 		case errors.Is(err, ErrLockLost) || !now.Before(h.deadline):
@@ -344,8 +348,9 @@ func (s *scheduler) renew(holds []*Hold) {
 			lost = append(lost, h)
 			continue
 		default:
-			s.log.Debug("locker: renewal failed, will retry", "name", h.Name, "err", err)
-			h.due = now.Add(min(retryDelay(h), h.deadline.Sub(now)))
+			h.failures++
+			s.log.Debug("locker: renewal failed, will retry", "name", h.Name, "failures", h.failures, "err", err)
+			h.due = now.Add(min(retryDelay(h, h.failures), h.deadline.Sub(now)))
 		}
 		s.push(h)
 	}
