@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -285,9 +286,80 @@ func (c *Core) granted(h *Hold) bool {
 	return true
 }
 
-// release forgets h and ends it on the engine.
-func (c *Core) release(ctx context.Context, h *Hold) error {
+// release forgets h and ends it on the engine, on a worker of the Core and
+// within h.ReleaseTimeout, never the caller's context: a release must
+// happen even when its caller has given up. The caller waits for the first
+// answer at most wait, or until done closes; past that it gets an error
+// wrapping ErrUnavailable. An engine that does not answer is asked again
+// until the release timeout, and the hold ends by its TTL if it never
+// answers. The handoff costs a little on every release, and keeps the one
+// rule for every engine.
+func (c *Core) release(h *Hold, wait time.Duration, done <-chan struct{}) error {
 	c.forget(h)
+	r := &pendingRelease{answer: make(chan error, 1)}
+	if !c.Go(func(bg context.Context) { r.run(bg, c, h) }) { // closing
+		ctx, cancel := context.WithTimeout(context.Background(), h.ReleaseTimeout)
+		defer cancel()
+		return c.endOnEngine(ctx, h)
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case err := <-r.answer:
+		return err
+	case <-t.C:
+	case <-done:
+	}
+	if r.settled.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: no answer yet; the release goes on in the background (within %v)", ErrUnavailable, h.ReleaseTimeout)
+	}
+	return <-r.answer // answered just now
+}
+
+// Retries of a release that got no answer start at releaseRetry and
+// double up to releaseRetryMax.
+const (
+	releaseRetry    = 50 * time.Millisecond
+	releaseRetryMax = time.Second
+)
+
+// pendingRelease is one release on a worker. Its first answer goes to the
+// caller, or the caller leaves without it: settled says one of the two
+// happened, whichever came first.
+type pendingRelease struct {
+	answer  chan error
+	settled atomic.Bool
+}
+
+// run ends h on the engine, asking again while it does not answer.
+func (r *pendingRelease) run(bg context.Context, c *Core, h *Hold) {
+	ctx, cancel := context.WithTimeout(bg, h.ReleaseTimeout)
+	defer cancel()
+	delay := releaseRetry
+	for {
+		err := c.endOnEngine(ctx, h)
+		if r.settled.CompareAndSwap(false, true) {
+			r.answer <- err
+		}
+		if !errors.Is(err, ErrUnavailable) {
+			// ErrLockLost after a try that got no answer: that try ended it.
+			return
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			c.log.Warn("locker: release got no answer; the hold ends at its TTL",
+				"name", h.Name, "owner", h.Owner, "ttl", h.TTL, "err", err)
+			return
+		}
+		delay = min(2*delay, releaseRetryMax)
+	}
+}
+
+// endOnEngine ends h on the engine.
+func (c *Core) endOnEngine(ctx context.Context, h *Hold) error {
 	if c.obs != nil {
 		return c.observeRelease(ctx, h)
 	}

@@ -22,8 +22,22 @@
 // own chunk; each call is bounded by its chunk's earliest deadline and by a
 // third of a TTL. When renewal falls behind anyway (a chunk taken more than
 // half an interval late), a WARN says by how much, before holds are lost;
-// lost holds are reported by Lost, and in one WARN per chunk. ZooKeeper
-// ties liveness to its session instead; see its package.
+// lost holds are reported by Lost, and in one WARN per chunk. A renewal
+// that fails is tried again after an eighth of an interval, doubling up to
+// half an interval: about seven tries per TTL against a server that stays
+// down. ZooKeeper ties liveness to its session instead; see its package.
+//
+// # Releases
+//
+// Unlock never holds its caller on an engine that does not answer: it
+// waits for the answer at most DefaultReleaseWait (1s), then returns an
+// error wrapping ErrUnavailable while the release goes on in the
+// background, asked again until the release timeout (WithReleaseTimeout,
+// 5s), on a goroutine the engine owns and Close stops. A hold whose
+// release never gets through ends by its TTL, and a WARN says so. Release
+// (Releaser) waits as long as a context allows instead; the switcher's
+// Unlock waits at most its health timeout, and not at all once the
+// engine's breaker is open.
 //
 // # Lost holds
 //

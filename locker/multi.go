@@ -282,6 +282,24 @@ type Acquirer interface {
 	Acquire(ctx context.Context, wait bool) (bool, error)
 }
 
+// Releaser is the bounded release path of the Lockers this module
+// returns: Release releases one hold as Unlock does, but waits for the
+// engine's answer until ctx is done rather than DefaultReleaseWait. Past
+// that, the release goes on in the background (within the release
+// timeout) and the error wraps ErrUnavailable.
+type Releaser interface {
+	Release(ctx context.Context) error
+}
+
+// Release releases one hold of l through its bounded path when it has one
+// (Releaser), and otherwise with Unlock.
+func Release(ctx context.Context, l Locker) error {
+	if r, ok := l.(Releaser); ok {
+		return r.Release(ctx)
+	}
+	return l.Unlock()
+}
+
 // Acquire acquires l through its raw path when it has one (Acquirer), and
 // otherwise through LockCtx (wait) or TryLock. Wrappers such as the
 // switcher and MultiLock use it to keep the engine's own outcome.

@@ -141,6 +141,21 @@ func (m *mutex) reenter() (bool, error) {
 }
 
 func (m *mutex) Unlock() error {
+	return m.unlock(nil, min(DefaultReleaseWait, m.settings.ReleaseTimeout))
+}
+
+// Release is Unlock for a caller that waits for the engine's answer until
+// ctx is done (at most the release timeout).
+func (m *mutex) Release(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: Release(%q): nil context", ErrInvalidArgument, m.name)
+	}
+	return m.unlock(ctx.Done(), m.settings.ReleaseTimeout)
+}
+
+// unlock releases one hold; the last one is released on the engine, and
+// its caller waits for the answer at most wait, or until done closes.
+func (m *mutex) unlock(done <-chan struct{}, wait time.Duration) error {
 	m.mu.Lock()
 	h := m.hold
 	if h == nil {
@@ -165,11 +180,7 @@ func (m *mutex) Unlock() error {
 		m.core.forget(h)
 		return fmt.Errorf("%s: unlock %q: %w", m.core.engine, m.name, ErrLockLost)
 	}
-	// Never the caller's context: a release must happen even when the caller
-	// has given up.
-	ctx, cancel := context.WithTimeout(context.Background(), m.settings.ReleaseTimeout)
-	defer cancel()
-	if err := m.core.release(ctx, h); err != nil {
+	if err := m.core.release(h, wait, done); err != nil {
 		return fmt.Errorf("%s: unlock %q: %w", m.core.engine, m.name, err)
 	}
 	return nil

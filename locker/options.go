@@ -11,9 +11,16 @@ import (
 // DefaultTTL is how long a hold outlives its owner when nothing renews it.
 const DefaultTTL = 30 * time.Second
 
-// DefaultReleaseTimeout bounds the Unlock round trip, which never uses the
+// DefaultReleaseTimeout bounds a release on the engine, which never uses the
 // caller's context so that a cancelled caller still releases.
 const DefaultReleaseTimeout = 5 * time.Second
+
+// DefaultReleaseWait bounds how long Unlock waits for the engine's answer:
+// a release still unanswered then goes on in the background, within the
+// release timeout, and Unlock returns an error wrapping ErrUnavailable, so
+// that a frozen engine never holds its caller for long. Use Release to wait
+// for as long as a context allows instead.
+const DefaultReleaseWait = time.Second
 
 // maxOwnerLen keeps owner IDs small enough for every engine's key or node name.
 const maxOwnerLen = 256
@@ -31,7 +38,8 @@ type Settings struct {
 	// Renew is true when a watchdog renews the hold every TTL/3 while held,
 	// false for a fixed lease (WithLease).
 	Renew bool
-	// ReleaseTimeout bounds Unlock.
+	// ReleaseTimeout bounds a release on the engine; Unlock waits for it
+	// at most DefaultReleaseWait.
 	ReleaseTimeout time.Duration
 }
 
@@ -78,7 +86,9 @@ func WithOwner(id string) Option {
 	}
 }
 
-// WithReleaseTimeout bounds how long Unlock waits for the engine.
+// WithReleaseTimeout bounds how long a release may take on the engine:
+// Unlock waits for it at most DefaultReleaseWait (1s) or this timeout,
+// whichever is shorter, and leaves the rest in the background.
 // Default: DefaultReleaseTimeout (5s).
 func WithReleaseTimeout(d time.Duration) Option {
 	return func(s *Settings) error {

@@ -85,8 +85,9 @@ type switchLocker struct {
 }
 
 var (
-	_ locker.Locker = (*switchLocker)(nil)
-	_ locker.Lease  = (*switchLocker)(nil)
+	_ locker.Locker   = (*switchLocker)(nil)
+	_ locker.Lease    = (*switchLocker)(nil)
+	_ locker.Releaser = (*switchLocker)(nil)
 )
 
 // innerFor returns this owner's Locker on engine i.
@@ -380,13 +381,29 @@ func (l *switchLocker) drainPrevious(ctx context.Context, prev int, windowEnd ti
 	return true, nil
 }
 
+// Unlock releases one hold. The last one waits for its engine at most a
+// health check's time (WithHealthCheck), and not at all once the engine's
+// breaker is open: past that the error wraps locker.ErrUnavailable and the
+// release goes on in the background, so that a frozen engine never holds
+// its caller, whose next acquisition goes to the engine current then.
 func (l *switchLocker) Unlock() error {
+	ctx, cancel := context.WithTimeout(context.Background(), l.s.opts.healthTimeout)
+	defer cancel()
+	return l.Release(ctx)
+}
+
+// Release is Unlock for a caller that waits for the engine until ctx is
+// done (locker.Releaser); not at all once the engine's breaker is open.
+func (l *switchLocker) Release(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("switcher: Release(%q): %w: nil context", l.name, locker.ErrInvalidArgument)
+	}
 	l.mu.Lock()
 	if l.count == 0 {
 		l.mu.Unlock()
 		return fmt.Errorf("switcher: unlock %q: %w", l.name, locker.ErrNotHeld)
 	}
-	in := l.inner[l.pinned]
+	in, m := l.inner[l.pinned], l.s.members[l.pinned]
 	l.count--
 	if l.count > 0 {
 		defer l.mu.Unlock()
@@ -396,7 +413,12 @@ func (l *switchLocker) Unlock() error {
 		return nil
 	}
 	l.mu.Unlock()
-	return in.Unlock()
+	if !m.closed.Load() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		cancel()
+	}
+	return locker.Release(ctx, in)
 }
 
 func (l *switchLocker) Name() string { return l.name }

@@ -444,3 +444,80 @@ func TestSafeSwitch(t *testing.T) {
 	}
 	_ = next.Unlock()
 }
+
+// An Unlock on a frozen engine, with the client's default timeouts (a
+// 3s read timeout that ignores the context), never holds its caller: it
+// returns ErrUnavailable within the health timeout, and at once after the
+// engine's breaker opened; the caller's next Lock goes to the engine the
+// switcher names, and the releases finish once the engine answers again.
+func TestUnlockOnFrozenEngine(t *testing.T) {
+	primary := testserver.Redis(t)
+	c := goredis.NewClient(&goredis.Options{Addr: primary.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	p, err := redis.New(c, redis.WithName("primary"), redis.WithPrefix("switcher-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := redisEngine(t, "secondary", secondaryAddr)
+	switched := make(chan switcher.Event, 1)
+	sw, err := switcher.New([]locker.Engine{p, s}, switcher.OnSwitch(func(ev switcher.Event) { switched <- ev }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sw.Close() })
+
+	first, _ := sw.NewLocker("frozen-unlock-1")
+	second, _ := sw.NewLocker("frozen-unlock-2")
+	for _, l := range []locker.Handle{first, second} {
+		if err := l.Lock(); err != nil || l.Engine() != "primary" {
+			t.Fatalf("Lock() = %v on %q; want nil on primary", err, l.Engine())
+		}
+	}
+	if err := primary.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = primary.Resume() })
+
+	start := time.Now()
+	err = first.Unlock()
+	if took := time.Since(start); !errors.Is(err, locker.ErrUnavailable) || took > switcher.DefaultHealthTimeout+200*time.Millisecond {
+		t.Errorf("Unlock() on a frozen engine = %v after %v; want ErrUnavailable within %v", err, took, switcher.DefaultHealthTimeout+200*time.Millisecond)
+	}
+	select {
+	case ev := <-switched:
+		if ev.To != "secondary" {
+			t.Fatalf("switch = %+v; want to secondary", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no switch 10s after the primary froze")
+	}
+	start = time.Now()
+	err = second.Unlock()
+	if took := time.Since(start); !errors.Is(err, locker.ErrUnavailable) || took > 50*time.Millisecond {
+		t.Errorf("Unlock() once the breaker opened = %v after %v; want ErrUnavailable at once", err, took)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := first.LockCtx(ctx); err != nil || first.Engine() != "secondary" {
+		t.Fatalf("LockCtx() after the switch = %v on %q; want nil on secondary", err, first.Engine())
+	}
+	_ = first.Unlock()
+
+	if err := primary.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	// The releases went on in the background: both keys go long before
+	// their 30s TTL.
+	keys := []string{p.LockKey("frozen-unlock-1"), p.LockKey("frozen-unlock-2")}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := c.Exists(context.Background(), keys...).Result()
+		if err == nil && n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the held keys still on the primary 10s after it thawed (err %v); want the releases finished", n, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -195,10 +195,21 @@ func (l *faultLocker) reenter() (bool, error) {
 }
 
 // Unlock releases one hold. The last one goes to the engine through the
-// faults: when it does not get through, the error wraps
-// locker.ErrUnavailable and the hold stays on the engine until its TTL
-// runs out.
+// faults, waiting at most locker.DefaultReleaseWait: when it does not get
+// through, the error wraps locker.ErrUnavailable and the hold stays on the
+// engine until its TTL runs out.
 func (l *faultLocker) Unlock() error {
+	ctx, cancel := context.WithTimeout(context.Background(), locker.DefaultReleaseWait)
+	defer cancel()
+	return l.Release(ctx)
+}
+
+// Release is Unlock for a caller that waits until ctx is done (at most the
+// release timeout), as locker.Releaser.
+func (l *faultLocker) Release(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: Release(%q): nil context", locker.ErrInvalidArgument, l.name)
+	}
 	e := l.e
 	l.mu.Lock()
 	h := l.cur
@@ -226,13 +237,13 @@ func (l *faultLocker) Unlock() error {
 	if h.isLost() { // lost by the engine: the inner Locker says so
 		return h.inner.Unlock()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), l.st.ReleaseTimeout)
+	ctx, cancel := context.WithTimeout(ctx, l.st.ReleaseTimeout)
 	defer cancel()
 	if err := e.enter(ctx, fmt.Sprintf("unlock %q", l.name)); err != nil {
 		e.linger(h)
 		return err
 	}
-	return h.inner.Unlock()
+	return locker.Release(ctx, h.inner)
 }
 
 func (l *faultLocker) Name() string { return l.name }

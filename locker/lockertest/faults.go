@@ -3,6 +3,7 @@ package lockertest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -65,6 +66,7 @@ func RunFaults(t *testing.T, f FaultFactory) {
 		{"Paused", testPaused},
 		{"Killed", testKilled},
 		{"CancelWhilePaused", testCancelWhilePaused},
+		{"UnlockWhilePaused", testUnlockWhilePaused},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { guard(t, func() { c.fn(t, f) }) })
@@ -380,4 +382,73 @@ func cancelWhilePaused(t *testing.T, h FaultHarness, pause func(), kind locker.K
 	mustUnlock(t, next)
 	// The background cleanup is the engine's: goleak checks that Close
 	// stopped it.
+}
+
+// testUnlockWhilePaused: a release on a frozen server returns with an
+// error wrapping ErrUnavailable within its bound, whatever the engine's
+// request timeout, for every kind: Unlock within locker.DefaultReleaseWait,
+// locker.Release when its context ends. The release goes on in the
+// background: once the server answers again, the name is free long before
+// the hold's TTL would have freed it.
+func testUnlockWhilePaused(t *testing.T, f FaultFactory) {
+	h, pause := openFaults(t, f)
+	type release struct {
+		kind  locker.Kind
+		name  string
+		l     locker.Handle
+		how   string
+		limit time.Duration
+		call  func(locker.Handle) error
+	}
+	unlock := func(l locker.Handle) error { return l.Unlock() }
+	bounded := func(l locker.Handle) error {
+		ctx, cancel := context.WithTimeout(context.Background(), faultWait)
+		defer cancel()
+		return locker.Release(ctx, l)
+	}
+	var releases []release
+	for _, kind := range []locker.Kind{locker.KindMutex, locker.KindRead, locker.KindWrite, locker.KindPermit} {
+		releases = append(releases,
+			release{kind: kind, how: "Unlock()", limit: locker.DefaultReleaseWait + callWithin, call: unlock},
+			release{kind: kind, how: "Release(ctx)", limit: faultWait + callWithin, call: bounded})
+	}
+	for i := range releases {
+		r := &releases[i]
+		r.name = lockName(t, fmt.Sprintf("u%d", i))
+		r.l = newHandle(t, h.Engine, r.kind, r.name)
+		mustLock(t, r.l)
+	}
+	pause()
+	errs := make(chan error, len(releases))
+	for _, r := range releases { // at once: the server stays frozen for one wait only
+		go func() {
+			start := time.Now()
+			err := r.call(r.l)
+			took := time.Since(start)
+			switch {
+			case !errors.Is(err, locker.ErrUnavailable):
+				errs <- fmt.Errorf("%s %s on a frozen server = %v; want ErrUnavailable", r.kind, r.how, err)
+			case took > r.limit:
+				errs <- fmt.Errorf("%s %s on a frozen server returned after %v; want within %v", r.kind, r.how, took, r.limit)
+			default:
+				errs <- nil
+			}
+		}()
+	}
+	for range releases {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if err := h.Resume(); err != nil {
+		t.Fatalf("Resume() = %v", err)
+	}
+	for _, r := range releases {
+		next := newHandle(t, h.Engine, r.kind, r.name)
+		eventually(t, 10*time.Second, r.kind.String()+" released in the background once the server answers", func() bool {
+			ok, _ := next.TryLock()
+			return ok
+		})
+		mustUnlock(t, next)
+	}
 }
