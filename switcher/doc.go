@@ -15,7 +15,18 @@
 // with a 300ms timeout by default), so a dead engine trips without traffic
 // and a revived one closes again. A failure that wraps locker.ErrRefused (a
 // refused or reset connection: the engine is certainly down) opens the
-// breaker at once; other failures open it after WithBreaker's count (3).
+// breaker at once; other failures open it after WithBreaker's count (3),
+// but only while another engine's breaker is closed: slow is not dead when
+// nothing else is left, and callers keep getting locks from an engine that
+// answers late. On a loaded host, pings may take longer than the health
+// timeout; raise it (WithHealthCheck) above the slowest ping a healthy
+// engine gives there, or a busy host's engines trip in turn.
+//
+// Unlock never holds its caller on an engine that does not answer: it
+// waits at most locker.DefaultReleaseWait (1s), and no longer than the
+// engine's breaker stays closed (not at all once it is open), then returns
+// an error wrapping locker.ErrUnavailable while the release goes on in the
+// background, until the lock's release timeout.
 // A breaker that opens is logged (WARN) with the last failure it counted.
 // Every switch is logged with slog and delivered to the OnSwitch hook as
 // an Event. All switching decisions are made by one goroutine, in order.

@@ -523,3 +523,43 @@ func TestFaultsCallerDeadlinesDoNotTrip(t *testing.T) {
 	}
 	wantEvent(t, f.nextEvent(t), "primary", "secondary", switcher.ReasonBreaker)
 }
+
+// Slow is not dead when nothing else is left: with the primary down, a
+// secondary that answers, but later than the health timeout, keeps its
+// breaker closed and its callers keep getting locks; timeouts alone open
+// a breaker only while another engine's is closed.
+func TestFaultsSlowLastEngineKeepsServing(t *testing.T) {
+	f := newFaultyFleet(t)
+	f.primary.Refuse()
+	wantEvent(t, f.nextEvent(t), "primary", "secondary", switcher.ReasonBreaker)
+	const slow = 3 * faultHealthTimeout
+	if err := f.secondary.SetLatency(slow); err != nil {
+		t.Fatal(err)
+	}
+	l := f.locker(t, "slow")
+	var longest time.Duration
+	last := time.Now()
+	for end := last.Add(50 * slow); time.Now().Before(end); {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := l.LockCtx(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("LockCtx() on the slow secondary = %v; want nil", err)
+		}
+		if err := l.Unlock(); err != nil && !errors.Is(err, locker.ErrUnavailable) {
+			t.Fatalf("Unlock() = %v", err)
+		}
+		longest = max(longest, time.Since(last))
+		last = time.Now()
+		if st := f.sw.States()[1]; st.Breaker != gobreaker.StateClosed {
+			t.Fatalf("the slow secondary's breaker is %v with the primary down; want closed", st.Breaker)
+		}
+	}
+	if limit := 10 * slow; longest > limit {
+		t.Errorf("longest time between grants %v; want within %v", longest, limit)
+	}
+	// Once the primary is back, timeouts count again: the slow secondary
+	// is left for it.
+	f.primary.Heal()
+	f.waitBreaker(t, 1, gobreaker.StateOpen)
+}

@@ -381,19 +381,19 @@ func (l *switchLocker) drainPrevious(ctx context.Context, prev int, windowEnd ti
 	return true, nil
 }
 
-// Unlock releases one hold. The last one waits for its engine at most a
-// health check's time (WithHealthCheck), and not at all once the engine's
-// breaker is open: past that the error wraps locker.ErrUnavailable and the
-// release goes on in the background, so that a frozen engine never holds
-// its caller, whose next acquisition goes to the engine current then.
+// Unlock releases one hold. The last one waits for its engine's answer at
+// most locker.DefaultReleaseWait, and no longer than the engine's breaker
+// stays closed: then the error wraps locker.ErrUnavailable and the release
+// goes on in the background, so that a frozen engine never holds its
+// caller, whose next acquisition goes to the engine current then.
 func (l *switchLocker) Unlock() error {
-	ctx, cancel := context.WithTimeout(context.Background(), l.s.opts.healthTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), locker.DefaultReleaseWait)
 	defer cancel()
 	return l.Release(ctx)
 }
 
 // Release is Unlock for a caller that waits for the engine until ctx is
-// done (locker.Releaser); not at all once the engine's breaker is open.
+// done (locker.Releaser), and no longer than its breaker stays closed.
 func (l *switchLocker) Release(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("switcher: Release(%q): %w: nil context", l.name, locker.ErrInvalidArgument)
@@ -413,11 +413,8 @@ func (l *switchLocker) Release(ctx context.Context) error {
 		return nil
 	}
 	l.mu.Unlock()
-	if !m.closed.Load() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		cancel()
-	}
+	ctx, cancel := m.releaseCtx(ctx)
+	defer cancel()
 	return locker.Release(ctx, in)
 }
 

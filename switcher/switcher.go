@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,9 +59,13 @@ var (
 
 // member is one engine, its breaker and its health.
 type member struct {
-	engine  locker.Engine
-	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
-	refused atomic.Bool // the last failure said the engine is down: trip at once
+	engine   locker.Engine
+	breaker  *gobreaker.TwoStepCircuitBreaker[struct{}]
+	refused  atomic.Bool // the last failure said the engine is down: trip at once
+	timedOut atomic.Bool // the last failure was a request given no answer in time
+	// untilOpen ends when the breaker opens, and is replaced then: a
+	// release waiting on the engine gives up at once.
+	untilOpen atomic.Pointer[openSignal]
 
 	// With the consecutive-failures policy, a closed breaker whose last
 	// outcome was a success needs to hear only of the next failure: calls
@@ -143,6 +149,7 @@ func (s *Switcher) addMembers(engines []locker.Engine) error {
 		seen[e.Name()] = i
 		m := &member{engine: e, bypass: !s.opts.customBreaker}
 		m.closed.Store(true)
+		m.untilOpen.Store(newOpenSignal())
 		m.report = m.reportFailure
 		m.breaker = s.newBreaker(m)
 		s.members = append(s.members, m)
@@ -192,11 +199,18 @@ func (s *Switcher) newBreaker(m *member) *gobreaker.TwoStepCircuitBreaker[struct
 		trip = consecutiveFailures(DefaultFailures)
 	}
 	// A refused connection is certain: no need to wait for more failures.
-	st.ReadyToTrip = func(c gobreaker.Counts) bool { return m.refused.Load() || trip(c) }
+	// A timeout says the engine is slow, which beats no engine: it opens
+	// the breaker only while another engine's is closed.
+	st.ReadyToTrip = func(c gobreaker.Counts) bool {
+		return m.refused.Load() || trip(c) && (!m.timedOut.Load() || s.closedElsewhere(m))
+	}
 	user := st.OnStateChange
 	st.OnStateChange = func(name string, from, to gobreaker.State) {
 		// Runs under the breaker's mutex: only signal from here.
 		m.closed.Store(to == gobreaker.StateClosed)
+		if to == gobreaker.StateOpen {
+			m.untilOpen.Swap(newOpenSignal()).cancel()
+		}
 		if from == gobreaker.StateClosed && to == gobreaker.StateOpen { // not each failed probe of an outage
 			var last error
 			if p := m.lastFailure.Load(); p != nil {
@@ -210,6 +224,43 @@ func (s *Switcher) newBreaker(m *member) *gobreaker.TwoStepCircuitBreaker[struct
 		}
 	}
 	return gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
+}
+
+// closedElsewhere reports whether an engine other than m has a closed
+// breaker. It reads the breakers' mirrors, not their state: it runs under
+// m's breaker mutex, and two breakers asking each other would deadlock.
+func (s *Switcher) closedElsewhere(m *member) bool {
+	for _, o := range s.members {
+		if o != m && o.closed.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// openSignal is a context that ends when a breaker opens.
+type openSignal struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newOpenSignal() *openSignal {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &openSignal{ctx, cancel}
+}
+
+// releaseCtx bounds a release on m by ctx and by m's breaker: the context
+// it returns ends with ctx, when the breaker opens, or at once when the
+// breaker is not closed now.
+func (m *member) releaseCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	sig := m.untilOpen.Load() // before the state: an opening in between ends sig
+	rctx, cancel := context.WithCancel(ctx)
+	if !m.closed.Load() {
+		cancel()
+		return rctx, cancel
+	}
+	stop := context.AfterFunc(sig.ctx, cancel)
+	return rctx, func() { stop(); cancel() }
 }
 
 // allow admits one call on m, as the breaker's Allow does; the returned
@@ -238,15 +289,26 @@ func (m *member) reportFailure(err error) {
 
 // record reports the outcome of one call on m to its breaker.
 func (m *member) record(done func(error), err error) {
-	m.refused.Store(errors.Is(err, locker.ErrRefused))
 	switch {
 	case errors.Is(err, locker.ErrUnavailable):
+		// Set by failures only: ReadyToTrip reads them for the failure
+		// it judges, which a success recorded meanwhile must not change.
+		m.refused.Store(errors.Is(err, locker.ErrRefused))
+		m.timedOut.Store(timeout(err))
 		m.failing.Store(true)
 		m.lastFailure.Store(&err)
 	case err == nil || !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
 		m.failing.Store(false)
 	}
 	done(err)
+}
+
+// timeout reports whether err is a request that got no answer in time: a
+// context's deadline, or a client's own read or dial timeout.
+func timeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		errors.As(err, &ne) && ne.Timeout()
 }
 
 // poke makes the decider look at the state again.

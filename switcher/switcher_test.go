@@ -480,13 +480,18 @@ func TestUnlockOnFrozenEngine(t *testing.T) {
 
 	start := time.Now()
 	err = first.Unlock()
-	if took := time.Since(start); !errors.Is(err, locker.ErrUnavailable) || took > switcher.DefaultHealthTimeout+200*time.Millisecond {
-		t.Errorf("Unlock() on a frozen engine = %v after %v; want ErrUnavailable within %v", err, took, switcher.DefaultHealthTimeout+200*time.Millisecond)
+	returned := time.Now()
+	if took := returned.Sub(start); !errors.Is(err, locker.ErrUnavailable) || took > locker.DefaultReleaseWait+100*time.Millisecond {
+		t.Errorf("Unlock() on a frozen engine = %v after %v; want ErrUnavailable within %v", err, took, locker.DefaultReleaseWait+100*time.Millisecond)
 	}
 	select {
 	case ev := <-switched:
 		if ev.To != "secondary" {
 			t.Fatalf("switch = %+v; want to secondary", ev)
+		}
+		// The breaker opened just before the switch: Unlock gave up then.
+		if late := returned.Sub(ev.At); late > 100*time.Millisecond {
+			t.Errorf("Unlock() returned %v after the switch; want within 100ms of the breaker opening", late)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no switch 10s after the primary froze")

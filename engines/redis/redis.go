@@ -709,7 +709,7 @@ const reloadEvery = 250 * time.Millisecond
 // when a master stops answering, so after a failover it would keep sending
 // the master's slots, the renewals of its holds among them, to the dead
 // node until the holds are lost. The reload runs in the background; the
-// next attempt (a renewal is retried within TTL/12, at most 1s) goes to the new master
+// next attempt (a failed renewal is retried after TTL/24, then less often) goes to the new master
 // once the cluster has promoted one.
 func (e *Engine) reload(err error) {
 	if e.cluster == nil || !staleMap(err) {
