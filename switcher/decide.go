@@ -54,10 +54,13 @@ func (s *Switcher) reconcile(ctx context.Context) bool {
 		if next < 0 {
 			return false // every breaker is open: waiting callers ride out the outage
 		}
-		if s.proposer == nil || want < 0 {
+		if s.proposer == nil {
 			_, _ = s.switchTo(next, ReasonBreaker, 0)
 			return false
 		}
+		// Without a value yet (a key never written: every new fleet), the
+		// proposal from epoch 0 creates it, so the fleet still follows one
+		// decision at one epoch.
 		return s.propose(ctx, next, wantEp, ReasonBreaker)
 	}
 	switch {
@@ -66,7 +69,7 @@ func (s *Switcher) reconcile(ctx context.Context) bool {
 		// and the epoch converge on one decision.
 		return s.propose(ctx, cur, wantEp, ReasonBreaker)
 	case s.failbackDue(cur):
-		if s.proposer == nil || want < 0 {
+		if s.proposer == nil {
 			_, _ = s.switchTo(0, ReasonFailback, 0)
 			return false
 		}
@@ -146,11 +149,17 @@ func (s *Switcher) propose(ctx context.Context, i int, from uint64, reason Reaso
 		_, _ = s.switchTo(i, reason, from+1)
 		return true
 	}
-	s.setDesired(d)
-	if won {
+	switch {
+	case won:
+		s.setDesired(d)
 		_, _ = s.switchTo(i, reason, d.Epoch)
-	} else {
+	case s.setDesired(d):
 		s.poke() // another decision won: follow it
+	default:
+		// The source names no engine of this process (setDesired logged
+		// it): there is nothing to follow, so decide alone, as without a
+		// shared source, rather than propose again and again.
+		_, _ = s.switchTo(i, reason, 0)
 	}
 	return false
 }

@@ -1,0 +1,211 @@
+package switcher_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	gozk "github.com/go-zookeeper/zk"
+
+	"github.com/orthrus-go/orthrus/internal/testserver"
+	"github.com/orthrus-go/orthrus/switcher"
+	"github.com/orthrus-go/orthrus/switcher/etcdsource"
+	"github.com/orthrus-go/orthrus/switcher/zksource"
+)
+
+// sharedKey is one key or node of a shared source, seen by the processes
+// of a fleet (each with its own connection) and by an operator.
+type sharedKey struct {
+	// source returns a new process's source over the key, on a connection
+	// of its own.
+	source func(t *testing.T) switcher.Source
+	// set is an operator's write of engine.
+	set func(t *testing.T, engine string)
+	// read returns the value and its epoch, read with the server's own
+	// client; ok is false when the key does not exist.
+	read func(t *testing.T) (engine string, epoch uint64, ok bool)
+}
+
+// sharedSources start one server per kind of shared source and return a
+// key on it that was never written, one per call.
+var sharedSources = []struct {
+	name  string
+	start func(t *testing.T) func(t *testing.T, key string) sharedKey
+}{
+	{"etcd", func(t *testing.T) func(*testing.T, string) sharedKey {
+		es := testserver.Etcd(t)
+		admin := etcdClient(t, es.Addr())
+		return func(t *testing.T, key string) sharedKey {
+			key = "/switcher-test/" + key
+			return sharedKey{
+				source: func(t *testing.T) switcher.Source {
+					src, err := etcdsource.New(etcdClient(t, es.Addr()), key)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return src
+				},
+				set: func(t *testing.T, engine string) {
+					if _, err := admin.Put(context.Background(), key, engine); err != nil {
+						t.Fatal(err)
+					}
+				},
+				read: func(t *testing.T) (string, uint64, bool) {
+					resp, err := admin.Get(context.Background(), key)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(resp.Kvs) == 0 {
+						return "", 0, false
+					}
+					return string(resp.Kvs[0].Value), uint64(resp.Kvs[0].Version), true
+				},
+			}
+		}
+	}},
+	{"zk", func(t *testing.T) func(*testing.T, string) sharedKey {
+		zs := testserver.ZooKeeper(t)
+		admin := zkConn(t, zs.Addr())
+		return func(t *testing.T, key string) sharedKey {
+			path := "/switcher-test/" + key
+			writer, err := zksource.New(admin, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return sharedKey{
+				source: func(t *testing.T) switcher.Source {
+					src, err := zksource.New(zkConn(t, zs.Addr()), path)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return src
+				},
+				set: func(t *testing.T, engine string) {
+					if err := writer.Set(context.Background(), engine); err != nil {
+						t.Fatal(err)
+					}
+				},
+				read: func(t *testing.T) (string, uint64, bool) {
+					data, st, err := admin.Get(path)
+					if errors.Is(err, gozk.ErrNoNode) {
+						return "", 0, false
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					return string(data), uint64(st.Version) + 1, true // zksource's epoch
+				},
+			}
+		}
+	}},
+}
+
+// The fleet's promises with a shared source, for every kind of shared
+// source: one server per kind, one key per case.
+func TestSharedSourceFleet(t *testing.T) {
+	for _, kind := range sharedSources {
+		t.Run(kind.name, func(t *testing.T) {
+			newKey := kind.start(t)
+			t.Run("UnwrittenKeyCreatedByFirstProposal", func(t *testing.T) {
+				testUnwrittenKeyCreatedByFirstProposal(t, newKey(t, "unwritten"))
+			})
+		})
+	}
+}
+
+// A fleet whose key was never written (every new fleet) moves as one when
+// the primary dies: the first proposal creates the key, and every process
+// follows it, on one engine at one epoch.
+func testUnwrittenKeyCreatedByFirstProposal(t *testing.T, key sharedKey) {
+	primary := testserver.Redis(t)
+	const fleet = 3
+	events := make(chan switcher.Event, 16)
+	sws := make([]*switcher.Switcher, fleet)
+	for i := range sws {
+		sws[i], _ = newSwitcher(t, [2]string{primary.Addr(), secondaryAddr}, switcher.WithSource(key.source(t)),
+			switcher.OnSwitch(func(ev switcher.Event) { events <- ev }))
+	}
+	// Every process has read the key (and found none) before the fault.
+	for _, sw := range sws {
+		lockOnce(t, sw, "unwritten-ready")
+	}
+	if err := primary.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	breaker := 0
+	for range fleet {
+		select {
+		case ev := <-events:
+			if ev.To != "secondary" {
+				t.Fatalf("event %+v; want a switch to secondary", ev)
+			}
+			if ev.Reason == switcher.ReasonBreaker {
+				breaker++
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("not every process switched 5s after the primary was killed")
+		}
+	}
+	engine, epoch, ok := key.read(t)
+	if !ok || engine != "secondary" || epoch != 1 {
+		t.Fatalf("the key after the failover: %q at epoch %d, exists %v; want secondary at epoch 1", engine, epoch, ok)
+	}
+	for i, sw := range sws {
+		if got, cur := sw.Epoch(), sw.Current(); got != epoch || cur != "secondary" {
+			t.Errorf("process %d: Epoch(), Current() = %d, %q; want %d, secondary", i, got, cur, epoch)
+		}
+	}
+	if breaker != 1 {
+		t.Errorf("%d processes switched by their own breaker; want 1 proposal, the rest following it", breaker)
+	}
+}
+
+// lockOnce takes and releases a lock on sw and returns its token.
+func lockOnce(t *testing.T, sw *switcher.Switcher, name string) uint64 {
+	t.Helper()
+	l, err := sw.NewLocker(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := l.LockCtx(ctx); err != nil {
+		t.Fatalf("LockCtx(%q) = %v; want nil", name, err)
+	}
+	tok := l.Token()
+	if err := l.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+type quietZK struct{}
+
+func (quietZK) Printf(string, ...any) {}
+
+// zkConn returns a ZooKeeper connection with a session, closed when the
+// test ends.
+func zkConn(t *testing.T, addr string) *gozk.Conn {
+	t.Helper()
+	conn, events, err := gozk.Connect([]string{addr}, 2*time.Second, gozk.WithLogger(quietZK{}), gozk.WithLogInfo(false))
+	if err != nil {
+		t.Fatalf("Connect(%q) = %v", addr, err)
+	}
+	t.Cleanup(conn.Close)
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == gozk.StateHasSession {
+				go func() {
+					for range events { // until the connection closes
+					}
+				}()
+				return conn
+			}
+		case <-deadline:
+			t.Fatalf("no session with %s within 10s", addr)
+		}
+	}
+}
