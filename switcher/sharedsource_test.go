@@ -110,6 +110,12 @@ func TestSharedSourceFleet(t *testing.T) {
 			t.Run("UnwrittenKeyCreatedByFirstProposal", func(t *testing.T) {
 				testUnwrittenKeyCreatedByFirstProposal(t, newKey(t, "unwritten"))
 			})
+			t.Run("SameEngineAdoptsEpoch", func(t *testing.T) {
+				testSameEngineAdoptsEpoch(t, newKey(t, "same-engine"))
+			})
+			t.Run("LateStarterHasFleetEpoch", func(t *testing.T) {
+				testLateStarterHasFleetEpoch(t, newKey(t, "late"))
+			})
 		})
 	}
 }
@@ -158,6 +164,62 @@ func testUnwrittenKeyCreatedByFirstProposal(t *testing.T, key sharedKey) {
 	}
 	if breaker != 1 {
 		t.Errorf("%d processes switched by their own breaker; want 1 proposal, the rest following it", breaker)
+	}
+}
+
+// A process already on the engine the source names takes the source's
+// epoch, as the processes that switched to it did.
+func testSameEngineAdoptsEpoch(t *testing.T, key sharedKey) {
+	events := make(chan switcher.Event, 8)
+	sw, _ := newSwitcher(t, [2]string{primaryAddr, secondaryAddr}, switcher.WithSource(key.source(t)),
+		switcher.OnSwitch(func(ev switcher.Event) { events <- ev }))
+	lockOnce(t, sw, "same-engine-ready") // the key was read: it does not exist
+	key.set(t, "primary")
+	_, want, _ := key.read(t)
+	waitFor(t, "the source's value", func() bool { return sw.States()[0].Desired })
+	waitFor(t, "the source's epoch", func() bool { return sw.Epoch() >= want })
+	if got, cur := sw.Epoch(), sw.Current(); got != want || cur != "primary" {
+		t.Errorf("Epoch(), Current() = %d, %q; want %d, primary", got, cur, want)
+	}
+	if tok := lockOnce(t, sw, "same-engine"); tok>>44 != want {
+		t.Errorf("token epoch = %d; want the source's epoch %d", tok>>44, want)
+	}
+	select {
+	case ev := <-events:
+		t.Errorf("event %+v; want none: the engine did not change", ev)
+	default:
+	}
+}
+
+// A process started after the fleet switched twice grants its first lock
+// on the fleet's engine at the fleet's epoch, whichever engine that is.
+func testLateStarterHasFleetEpoch(t *testing.T, key sharedKey) {
+	fleet := make([]*switcher.Switcher, 2)
+	for i := range fleet {
+		fleet[i], _ = newSwitcher(t, [2]string{primaryAddr, secondaryAddr}, switcher.WithSource(key.source(t)))
+	}
+	for _, engine := range []string{"primary", "secondary", "primary", "secondary"} {
+		key.set(t, engine)
+		_, epoch, _ := key.read(t)
+		for _, sw := range fleet {
+			waitFor(t, "the fleet to follow the key", func() bool { return sw.Current() == engine && sw.Epoch() == epoch })
+		}
+		if epoch < 3 { // two switches at least
+			continue
+		}
+		late, _ := newSwitcher(t, [2]string{primaryAddr, secondaryAddr}, switcher.WithSource(key.source(t)))
+		l, err := late.NewLocker("late-" + engine)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := l.TryLock(); !ok || err != nil {
+			t.Fatalf("TryLock() = %v, %v; want true, nil", ok, err)
+		}
+		if got, tok := l.Engine(), l.Token(); got != engine || tok>>44 != epoch {
+			t.Errorf("key %q at epoch %d: the new process's first grant is on %q at epoch %d; want %q at %d",
+				engine, epoch, got, tok>>44, engine, epoch)
+		}
+		_ = l.Unlock()
 	}
 }
 
