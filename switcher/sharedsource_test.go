@@ -136,9 +136,11 @@ func testUnwrittenKeyCreatedByFirstProposal(t *testing.T, key sharedKey) {
 	for _, sw := range sws {
 		lockOnce(t, sw, "unwritten-ready")
 	}
+	killed := time.Now()
 	if err := primary.Kill(); err != nil {
 		t.Fatal(err)
 	}
+	var first, last time.Time
 	breaker := 0
 	for range fleet {
 		select {
@@ -149,6 +151,10 @@ func testUnwrittenKeyCreatedByFirstProposal(t *testing.T, key sharedKey) {
 			if ev.Reason == switcher.ReasonBreaker {
 				breaker++
 			}
+			if first.IsZero() {
+				first = ev.At
+			}
+			last = ev.At
 		case <-time.After(5 * time.Second):
 			t.Fatal("not every process switched 5s after the primary was killed")
 		}
@@ -162,8 +168,12 @@ func testUnwrittenKeyCreatedByFirstProposal(t *testing.T, key sharedKey) {
 			t.Errorf("process %d: Epoch(), Current() = %d, %q; want %d, secondary", i, got, cur, epoch)
 		}
 	}
+	t.Logf("first switch %v after the kill, spread %v, %d by breaker", first.Sub(killed), last.Sub(first), breaker)
 	if breaker != 1 {
 		t.Errorf("%d processes switched by their own breaker; want 1 proposal, the rest following it", breaker)
+	}
+	if spread := last.Sub(first); spread > 300*time.Millisecond {
+		t.Errorf("spread between first and last switch %v; want <= 300ms", spread)
 	}
 }
 
