@@ -25,6 +25,8 @@ type sharedKey struct {
 	// read returns the value and its epoch, read with the server's own
 	// client; ok is false when the key does not exist.
 	read func(t *testing.T) (engine string, epoch uint64, ok bool)
+	// server serves the key: the tests that break it resume it.
+	server *testserver.Server
 }
 
 // sharedSources start one server per kind of shared source and return a
@@ -51,6 +53,7 @@ var sharedSources = []struct {
 						t.Fatal(err)
 					}
 				},
+				server: es,
 				read: func(t *testing.T) (string, uint64, bool) {
 					resp, err := admin.Get(context.Background(), key)
 					if err != nil {
@@ -86,6 +89,7 @@ var sharedSources = []struct {
 						t.Fatal(err)
 					}
 				},
+				server: zs,
 				read: func(t *testing.T) (string, uint64, bool) {
 					data, st, err := admin.Get(path)
 					if errors.Is(err, gozk.ErrNoNode) {
@@ -115,6 +119,13 @@ func TestSharedSourceFleet(t *testing.T) {
 			})
 			t.Run("LateStarterHasFleetEpoch", func(t *testing.T) {
 				testLateStarterHasFleetEpoch(t, newKey(t, "late"))
+			})
+			t.Run("UnknownEngineIsNotProposedAgainst", func(t *testing.T) {
+				testUnknownEngineIsNotProposedAgainst(t, newKey(t, "unknown"))
+			})
+			// Last: it pauses the server.
+			t.Run("SourceDownAtStartGrantsAlone", func(t *testing.T) {
+				testSourceDownAtStartGrantsAlone(t, newKey(t, "down"))
 			})
 		})
 	}
@@ -231,6 +242,71 @@ func testLateStarterHasFleetEpoch(t *testing.T, key sharedKey) {
 		}
 		_ = l.Unlock()
 	}
+}
+
+// A key that names no engine of this process is nothing to follow: a
+// breaker switch is made alone, as without a shared source, and the key is
+// neither overwritten nor proposed against again and again.
+func testUnknownEngineIsNotProposedAgainst(t *testing.T, key sharedKey) {
+	primary := testserver.Redis(t)
+	key.set(t, "nowhere")
+	_, epoch, _ := key.read(t)
+	events := make(chan switcher.Event, 8)
+	sw, _ := newSwitcher(t, [2]string{primary.Addr(), secondaryAddr}, switcher.WithSource(key.source(t)),
+		switcher.OnSwitch(func(ev switcher.Event) { events <- ev }))
+	lockOnce(t, sw, "unknown-ready")
+	if err := primary.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-events:
+		if ev.To != "secondary" || ev.Reason != switcher.ReasonBreaker {
+			t.Fatalf("event %+v; want a breaker switch to secondary", ev)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no switch 5s after the primary was killed")
+	}
+	// Absence cannot be awaited: give the decider several health checks.
+	select {
+	case ev := <-events:
+		t.Errorf("event %+v; want one switch only", ev)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if got, gotEp, ok := key.read(t); got != "nowhere" || gotEp != epoch || !ok {
+		t.Errorf("the key after the switch: %q at epoch %d, exists %v; want it untouched, nowhere at %d", got, gotEp, ok, epoch)
+	}
+}
+
+// A process whose shared source does not answer at start still grants,
+// on its start engine, once the read has had the health timeout: the wait
+// for the fleet's epoch never becomes an outage of its own.
+func testSourceDownAtStartGrantsAlone(t *testing.T, key sharedKey) {
+	src := key.source(t) // connected before the pause
+	if err := key.server.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = key.server.Resume() })
+	const healthTimeout = 200 * time.Millisecond
+	sw, _ := newSwitcher(t, [2]string{primaryAddr, secondaryAddr}, switcher.WithSource(src),
+		switcher.WithHealthCheck(100*time.Millisecond, healthTimeout))
+	l, err := sw.NewLocker("down-at-start")
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	ok, err := l.TryLock()
+	took := time.Since(began)
+	if !ok || err != nil {
+		t.Fatalf("TryLock() = %v, %v; want true, nil", ok, err)
+	}
+	t.Logf("first grant %v after New with the source paused", took)
+	if got := l.Engine(); got != "primary" {
+		t.Errorf("Engine() = %q; want the start engine, primary", got)
+	}
+	if took > healthTimeout+500*time.Millisecond {
+		t.Errorf("the first grant took %v; want about the health timeout, %v", took, healthTimeout)
+	}
+	_ = l.Unlock()
 }
 
 // lockOnce takes and releases a lock on sw and returns its token.
