@@ -228,7 +228,9 @@ func testLateStarterHasFleetEpoch(t *testing.T, key sharedKey) {
 		if epoch < 3 { // two switches at least
 			continue
 		}
-		late, _ := newSwitcher(t, [2]string{primaryAddr, secondaryAddr}, switcher.WithSource(key.source(t)))
+		src := key.source(t) // connected: the process's start, not its dial, is timed
+		began := time.Now()
+		late, _ := newSwitcher(t, [2]string{primaryAddr, secondaryAddr}, switcher.WithSource(src))
 		l, err := late.NewLocker("late-" + engine)
 		if err != nil {
 			t.Fatal(err)
@@ -236,6 +238,7 @@ func testLateStarterHasFleetEpoch(t *testing.T, key sharedKey) {
 		if ok, err := l.TryLock(); !ok || err != nil {
 			t.Fatalf("TryLock() = %v, %v; want true, nil", ok, err)
 		}
+		t.Logf("key %q at epoch %d: first grant %v after New", engine, epoch, time.Since(began))
 		if got, tok := l.Engine(), l.Token(); got != engine || tok>>44 != epoch {
 			t.Errorf("key %q at epoch %d: the new process's first grant is on %q at epoch %d; want %q at %d",
 				engine, epoch, got, tok>>44, engine, epoch)
