@@ -22,9 +22,9 @@ type sharedKey struct {
 	source func(t *testing.T) switcher.Source
 	// set is an operator's write of engine.
 	set func(t *testing.T, engine string)
-	// read returns the value and its epoch, read with the server's own
+	// get returns the value and its epoch, read with the server's own
 	// client; ok is false when the key does not exist.
-	read func(t *testing.T) (engine string, epoch uint64, ok bool)
+	get func() (engine string, epoch uint64, ok bool, err error)
 	// server serves the key: the tests that break it resume it.
 	server *testserver.Server
 }
@@ -54,15 +54,12 @@ var sharedSources = []struct {
 					}
 				},
 				server: es,
-				read: func(t *testing.T) (string, uint64, bool) {
+				get: func() (string, uint64, bool, error) {
 					resp, err := admin.Get(context.Background(), key)
-					if err != nil {
-						t.Fatal(err)
+					if err != nil || len(resp.Kvs) == 0 {
+						return "", 0, false, err
 					}
-					if len(resp.Kvs) == 0 {
-						return "", 0, false
-					}
-					return string(resp.Kvs[0].Value), uint64(resp.Kvs[0].Version), true
+					return string(resp.Kvs[0].Value), uint64(resp.Kvs[0].Version), true, nil
 				},
 			}
 		}
@@ -90,19 +87,30 @@ var sharedSources = []struct {
 					}
 				},
 				server: zs,
-				read: func(t *testing.T) (string, uint64, bool) {
+				get: func() (string, uint64, bool, error) {
 					data, st, err := admin.Get(path)
 					if errors.Is(err, gozk.ErrNoNode) {
-						return "", 0, false
+						return "", 0, false, nil
 					}
 					if err != nil {
-						t.Fatal(err)
+						return "", 0, false, err
 					}
-					return string(data), uint64(st.Version) + 1, true // zksource's epoch
+					return string(data), uint64(st.Version) + 1, true, nil // zksource's epoch
 				},
 			}
 		}
 	}},
+}
+
+// read returns the key's value and epoch; ok is false when it does not
+// exist.
+func (k sharedKey) read(t *testing.T) (engine string, epoch uint64, ok bool) {
+	t.Helper()
+	engine, epoch, ok, err := k.get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return engine, epoch, ok
 }
 
 // The fleet's promises with a shared source, for every kind of shared
@@ -123,9 +131,12 @@ func TestSharedSourceFleet(t *testing.T) {
 			t.Run("UnknownEngineIsNotProposedAgainst", func(t *testing.T) {
 				testUnknownEngineIsNotProposedAgainst(t, newKey(t, "unknown"))
 			})
-			// Last: it pauses the server.
+			// Last: these pause the server.
 			t.Run("SourceDownAtStartGrantsAlone", func(t *testing.T) {
 				testSourceDownAtStartGrantsAlone(t, newKey(t, "down"))
+			})
+			t.Run("AloneOnUnwrittenKeyThenCreate", func(t *testing.T) {
+				testAloneOnUnwrittenKeyThenCreate(t, newKey(t, "alone"))
 			})
 		})
 	}
@@ -310,6 +321,51 @@ func testSourceDownAtStartGrantsAlone(t *testing.T, key sharedKey) {
 		t.Errorf("the first grant took %v; want about the health timeout, %v", took, healthTimeout)
 	}
 	_ = l.Unlock()
+}
+
+// A fleet whose key was never written and whose source does not answer
+// when the primary dies switches alone, each at epoch 1; once the source
+// answers, one proposal creates the key with that decision and the fleet
+// agrees on it.
+func testAloneOnUnwrittenKeyThenCreate(t *testing.T, key sharedKey) {
+	primary := testserver.Redis(t)
+	events := make(chan switcher.Event, 16)
+	sws := make([]*switcher.Switcher, 2)
+	for i := range sws {
+		sws[i], _ = newSwitcher(t, [2]string{primary.Addr(), secondaryAddr}, switcher.WithSource(key.source(t)),
+			switcher.OnSwitch(func(ev switcher.Event) { events <- ev }))
+		lockOnce(t, sws[i], "alone-ready")
+	}
+	if err := key.server.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = key.server.Resume() })
+	if err := primary.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for range sws {
+		select {
+		case ev := <-events:
+			if ev.To != "secondary" || ev.Reason != switcher.ReasonBreaker || ev.Epoch != 1 {
+				t.Errorf("event = %+v; want a breaker switch to secondary at epoch 1, alone", ev)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("not every process switched alone within 5s")
+		}
+	}
+	if err := key.server.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the key to record the switch", func() bool {
+		engine, epoch, ok, err := key.get() // fails until the admin's connection is back
+		return err == nil && ok && engine == "secondary" && epoch == 1
+	})
+	for i, sw := range sws {
+		waitFor(t, "the process to follow the recorded switch", func() bool { return sw.States()[1].Desired })
+		if got, cur := sw.Epoch(), sw.Current(); got != 1 || cur != "secondary" {
+			t.Errorf("process %d: Epoch(), Current() = %d, %q; want 1, secondary", i, got, cur)
+		}
+	}
 }
 
 // lockOnce takes and releases a lock on sw and returns its token.
