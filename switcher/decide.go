@@ -21,8 +21,14 @@ func (s *Switcher) decide(ctx context.Context) {
 	defer s.wg.Done()
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
-	for {
+	if s.proposer != nil {
+		s.learn(ctx)
+	}
+	for first := true; ; first = false {
 		again := s.reconcile(ctx)
+		if first && s.proposer != nil {
+			close(s.learned) // the first decision is made: grants may begin
+		}
 		if again {
 			retry.Reset(s.opts.healthEvery)
 		}
@@ -39,14 +45,22 @@ func (s *Switcher) decide(ctx context.Context) {
 // later (a switch the shared source has not agreed to yet).
 func (s *Switcher) reconcile(ctx context.Context) bool {
 	s.mu.Lock()
-	cur, want, wantEp, alone, override := s.current, s.desired, s.desiredEp, s.alone, s.override
+	cur, epoch, want, wantEp, alone, override := s.current, s.epoch, s.desired, s.desiredEp, s.alone, s.override
 	s.mu.Unlock()
 
-	if want >= 0 && want != cur && !override {
-		if s.ready(want) {
-			_, _ = s.switchTo(want, ReasonSource, wantEp)
-			return false
-		}
+	switch {
+	case want < 0 || override:
+	case want == cur && wantEp > epoch:
+		// Already on the engine the source names (started there, or
+		// stayed while others switched to it): take its epoch, which
+		// every process that switched to it has, or this process's
+		// tokens would be refused by a resource they wrote to.
+		_, _ = s.switchTo(want, ReasonSource, wantEp)
+	case want == cur:
+	case s.ready(want):
+		_, _ = s.switchTo(want, ReasonSource, wantEp)
+		return false
+	default:
 		s.deferTo(want)
 	}
 	if s.open(cur) {
@@ -54,10 +68,13 @@ func (s *Switcher) reconcile(ctx context.Context) bool {
 		if next < 0 {
 			return false // every breaker is open: waiting callers ride out the outage
 		}
-		if s.proposer == nil || want < 0 {
+		if s.proposer == nil {
 			_, _ = s.switchTo(next, ReasonBreaker, 0)
 			return false
 		}
+		// Without a value yet (a key never written: every new fleet), the
+		// proposal from epoch 0 creates it, so the fleet still follows one
+		// decision at one epoch.
 		return s.propose(ctx, next, wantEp, ReasonBreaker)
 	}
 	switch {
@@ -66,7 +83,7 @@ func (s *Switcher) reconcile(ctx context.Context) bool {
 		// and the epoch converge on one decision.
 		return s.propose(ctx, cur, wantEp, ReasonBreaker)
 	case s.failbackDue(cur):
-		if s.proposer == nil || want < 0 {
+		if s.proposer == nil {
 			_, _ = s.switchTo(0, ReasonFailback, 0)
 			return false
 		}
@@ -146,24 +163,75 @@ func (s *Switcher) propose(ctx context.Context, i int, from uint64, reason Reaso
 		_, _ = s.switchTo(i, reason, from+1)
 		return true
 	}
-	s.setDesired(d)
-	if won {
+	switch {
+	case won:
+		s.setDesired(d)
 		_, _ = s.switchTo(i, reason, d.Epoch)
-	} else {
+	case s.setDesired(d):
 		s.poke() // another decision won: follow it
+	default:
+		// The source names no engine of this process (setDesired logged
+		// it): there is nothing to follow, so decide alone, as without a
+		// shared source, rather than propose again and again.
+		_, _ = s.switchTo(i, reason, 0)
 	}
 	return false
 }
 
+// learn reads the shared source before the first grant, so that a process
+// started or restarted after switches grants on the fleet's engine at the
+// fleet's epoch, not on its start engine at epoch 0: the watch's first
+// value may come after the first grant. A source that does not answer
+// within the health timeout leaves the process where it starts until the
+// watch delivers; one whose key was never written leaves it there too.
+func (s *Switcher) learn(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, s.opts.healthTimeout)
+	d, ok, err := s.proposer.Read(rctx)
+	cancel()
+	switch {
+	case ctx.Err() != nil:
+	case err != nil:
+		s.log.Warn("switcher: the shared source did not answer at start; granting on the start engine until it does", "err", err)
+	case ok:
+		s.desire(d, true)
+	}
+}
+
+// awaitLearned waits until the decider has made its first decision with
+// the shared source's value (at once without a shared source), or ctx is
+// done.
+func (s *Switcher) awaitLearned(ctx context.Context) error {
+	select { // first alone: once learned, a done ctx is the attempt's business
+	case <-s.learned:
+		return nil
+	default:
+	}
+	select {
+	case <-s.learned:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // setDesired records a source's value; it reports false for an unknown
 // engine.
-func (s *Switcher) setDesired(d Desired) bool {
+func (s *Switcher) setDesired(d Desired) bool { return s.desire(d, false) }
+
+// desire records a source's value, and with onlyFirst only when none was
+// recorded yet: a value read once must not replace a newer one that the
+// watch delivered meanwhile. It reports false for an unknown engine.
+func (s *Switcher) desire(d Desired, onlyFirst bool) bool {
 	i, err := s.index(d.Engine)
 	if err != nil {
 		s.log.Error("switcher: source names an unknown engine; keeping the current one", "err", err)
 		return false
 	}
 	s.mu.Lock()
+	if onlyFirst && s.desired >= 0 {
+		s.mu.Unlock()
+		return true
+	}
 	// A newer value decides; a source without versions (a file) decides
 	// with every value it delivers, as an operator writing it means it.
 	if i != s.desired || d.Epoch != s.desiredEp || d.Epoch == 0 {

@@ -40,6 +40,18 @@
 //     version the process follows; one proposal wins, every process
 //     follows the source's watch (milliseconds), and the switch epoch is the
 //     source's version, so tokens compare across processes;
+//   - a key or node that was never written (every new fleet) is created by
+//     the first proposal, by compare-and-swap on its absence: the fleet
+//     moves as one from its first failover, at epoch 1;
+//   - every process on the engine the source names has the source's
+//     version as its epoch, whether it switched there or was already
+//     there; a process that starts or restarts reads the source before its
+//     first grant (acquisitions wait for that read, at most the health
+//     timeout and never past their own budget), so it grants on the fleet's
+//     engine at the fleet's epoch. An epoch never goes backwards in a
+//     process: a version lower than the process's epoch does not lower
+//     it. Do not delete a fleet's key: its version starts again at 1, and
+//     processes started afterwards would have lower epochs than the others;
 //   - a process never stays on an engine the source has left, unless its own
 //     checks show the named engine down: then it stays where it is, logs a
 //     WARN, emits an Event with ReasonDeferred, shows it in States
@@ -48,7 +60,9 @@
 //   - when the source does not answer a proposal, the process switches
 //     alone, at the epoch the proposal would have had (so processes that
 //     decide alone from the same value still agree), and proposes again until
-//     the source answers; a value written meanwhile by someone else wins;
+//     the source answers; a value written meanwhile by someone else wins.
+//     One that does not answer at start leaves the process on its start
+//     engine at epoch 0 until the watch delivers a value;
 //   - with WithFailback, failback is proposed the same way.
 //
 // Put the source where the primary's failure cannot take it: on the
@@ -60,9 +74,10 @@
 //
 // Without a shared source (no source, or a file source) each process
 // decides alone: processes may switch at different moments and epochs
-// count each process's own switches, so a fleet can run on two engines for
-// a while and a fenced resource may refuse a process whose epoch is lower
-// until it switches too. Use a shared source for a fleet.
+// count each process's own switches (a process that restarts starts again
+// at 0), so a fleet can run on two engines for a while and a fenced
+// resource may refuse a process whose epoch is lower until it switches
+// too. Use a shared source for a fleet.
 //
 // # Holds stay where they were granted
 //

@@ -58,7 +58,15 @@ type Proposer interface {
 	// afterwards and whether it is this proposal's: the proposal with its
 	// new epoch if it won, the value another writer put there if it lost.
 	// An error means the source did not answer.
+	// A key or node that does not exist is the value of epoch 0: the
+	// first proposal, from 0, creates it (compare-and-swap on absence).
 	Propose(ctx context.Context, from uint64, engine string) (d Desired, won bool, err error)
+	// Read returns the value in force; ok is false when the key or node
+	// does not exist (or names no engine). A switcher reads it before its
+	// first grant, so that a process started after switches grants on the
+	// fleet's engine at the fleet's epoch. An error means the source did
+	// not answer.
+	Read(ctx context.Context) (d Desired, ok bool, err error)
 }
 
 // Setter is implemented by sources that can be written, so that one call

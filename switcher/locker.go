@@ -158,6 +158,9 @@ func (l *switchLocker) take(ctx context.Context, wait bool) (ok bool, err error)
 		ctx, obs = l.observeStart(ctx, wait)
 		defer func() { obs.end(ctx, l, ok, err) }()
 	}
+	if err := s.awaitLearned(ctx); err != nil {
+		return false, err
+	}
 	if l.check != nil {
 		if err := l.check(); err != nil {
 			return false, err

@@ -45,6 +45,10 @@ type Switcher struct {
 
 	retried atomic.Int64 // acquisitions that failed on an engine and went again
 
+	// learned closes once the decider has read the shared source and acted
+	// on it: grants wait for it, so that none is made at a stale epoch.
+	learned chan struct{}
+
 	kick   chan struct{}      // something changed: the decider looks again
 	cancel context.CancelFunc // ends the context of the switcher's goroutines
 	wg     sync.WaitGroup
@@ -105,6 +109,7 @@ func New(engines []locker.Engine, opts ...Option) (*Switcher, error) {
 		log:      s.logger.With("switcher", s.name),
 		switched: make(chan struct{}),
 		kick:     make(chan struct{}, 1),
+		learned:  make(chan struct{}),
 		events:   make(chan Event, 64),
 		waits:    make(map[*wait]struct{}),
 		desired:  -1,
@@ -119,6 +124,9 @@ func New(engines []locker.Engine, opts ...Option) (*Switcher, error) {
 			sw.proposer = p
 			break
 		}
+	}
+	if sw.proposer == nil {
+		close(sw.learned) // no fleet's epoch to learn: the decider's first look changes nothing
 	}
 	if s.start != "" {
 		i, err := sw.index(s.start)
@@ -426,8 +434,15 @@ func (s *Switcher) switchTo(i int, reason Reason, epoch uint64) (string, error) 
 	}
 	to := s.members[i].engine.Name()
 	if i == s.current {
+		// No switch; a shared source's newer epoch is still adopted, so
+		// that this process's tokens on the engine match the fleet's.
+		raised := epoch > s.epoch
 		s.epoch = max(epoch, s.epoch)
 		s.mu.Unlock()
+		if raised {
+			s.log.Info("switcher: epoch raised to the source's", "engine", to, "reason", reason, "epoch", epoch)
+			s.changed()
+		}
 		return to, nil
 	}
 	ev := Event{From: s.members[s.current].engine.Name(), To: to, Reason: reason, At: time.Now()}

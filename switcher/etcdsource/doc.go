@@ -24,6 +24,12 @@
 // source checks that the name is one of the switcher's engines: the
 // switcher logs a name it does not know and keeps its current engine.
 //
+// The key need not exist: a switcher whose breaker opens proposes the
+// switch from epoch 0, which creates the key at Version 1 only if it still
+// does not exist, so the processes of a new fleet follow one decision.
+// A switcher reads the key (Read) before its first grant, to start at the
+// fleet's engine and epoch.
+//
 // A DELETE of the key is logged and ignored: the switchers keep their
 // current engine. Do not delete the key to reset it: a re-created key starts
 // again at Version 1, lower than the epoch the switchers have reached, so

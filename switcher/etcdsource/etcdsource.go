@@ -102,9 +102,11 @@ func (s *Source) Set(ctx context.Context, engine string) error {
 }
 
 // Propose implements switcher.Proposer: it puts engine if the key's version
-// is still from (0: the key does not exist), in one transaction that reads
-// the key back when another writer was first. The key's version is the
-// epoch.
+// is still from, in one transaction that reads the key back when another
+// writer was first. The key's version is the epoch. From 0 the key must
+// not exist (etcd's version of a missing key is 0, and a deletion resets
+// it): of the processes that propose on a key never written, one creates
+// it and the others follow.
 func (s *Source) Propose(ctx context.Context, from uint64, engine string) (switcher.Desired, bool, error) {
 	if strings.TrimSpace(engine) == "" {
 		return switcher.Desired{}, false, fmt.Errorf("etcdsource: propose %q: %w: engine name is empty", s.key, locker.ErrInvalidArgument)
@@ -125,6 +127,20 @@ func (s *Source) Propose(ctx context.Context, from uint64, engine string) (switc
 		return s.Propose(ctx, 0, engine)
 	}
 	return switcher.Desired{Engine: strings.TrimSpace(string(kvs[0].Value)), Epoch: uint64(kvs[0].Version)}, false, nil
+}
+
+// Read implements switcher.Proposer: the key's value at its version; ok is
+// false when the key does not exist or is empty.
+func (s *Source) Read(ctx context.Context) (switcher.Desired, bool, error) {
+	resp, err := s.client.Get(ctx, s.key)
+	if err != nil {
+		return switcher.Desired{}, false, fmt.Errorf("etcdsource: read %q: %w: %w", s.key, locker.ErrUnavailable, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return switcher.Desired{}, false, nil
+	}
+	d, ok := s.desired(resp.Kvs[0].Value, resp.Kvs[0].Version)
+	return d, ok, nil
 }
 
 // Watch calls apply with the key's value, then with every value PUT, until
@@ -209,12 +225,20 @@ func (s *Source) follow(ctx context.Context, rev int64, apply func(switcher.Desi
 }
 
 func (s *Source) apply(value []byte, version int64, apply func(switcher.Desired)) {
+	if d, ok := s.desired(value, version); ok {
+		apply(d)
+	}
+}
+
+// desired returns what a value of the key at version asks for; false
+// (logged) for an empty value, which names no engine.
+func (s *Source) desired(value []byte, version int64) (switcher.Desired, bool) {
 	name := strings.TrimSpace(string(value))
 	if name == "" {
 		s.log.Warn("etcdsource: the key is empty; ignoring it", "version", version)
-		return
+		return switcher.Desired{}, false
 	}
-	apply(switcher.Desired{Engine: name, Epoch: uint64(version)})
+	return switcher.Desired{Engine: name, Epoch: uint64(version)}, true
 }
 
 // pause waits d, or less when ctx is done first; it reports whether ctx is

@@ -3,6 +3,7 @@ package etcdsource_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -243,7 +244,7 @@ func TestRecoversFromCompaction(t *testing.T) {
 }
 
 func TestPropose(t *testing.T) {
-	key := "/test/propose"
+	key := fmt.Sprintf("/test/propose/%d", time.Now().UnixNano()) // missing, whatever -count
 	sourcetest.Propose(t, newSource(t, newClient(t, endpoint), key), newSource(t, newClient(t, endpoint), key))
 }
 

@@ -27,6 +27,13 @@
 // checks that the name is one of the switcher's engines: the switcher logs a
 // name it does not know and keeps its current engine.
 //
+// The node need not exist: a switcher whose breaker opens proposes the
+// switch from epoch 0, which creates the node (and its parents) at epoch 1
+// only if it still does not exist, so the processes of a new fleet follow
+// one decision.
+// A switcher reads the node (Read) before its first grant, to start at the
+// fleet's engine and epoch.
+//
 // While the node does not exist, Watch waits for it to be created. Deleting
 // the node is logged and the switchers keep their current engine. Do not
 // delete the node to reset it: a re-created node starts again at version 0,

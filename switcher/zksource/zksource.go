@@ -143,8 +143,11 @@ func (s *Source) create(data []byte) error {
 }
 
 // Propose implements switcher.Proposer: it sets engine if the node's version
-// still matches the epoch from (the node's version plus one; 0: the node
-// does not exist), and reads the node back when another writer was first.
+// still matches the epoch from (the node's version plus one), and reads the
+// node back when another writer was first. From 0 the node must not exist:
+// it is created (with its missing parents), and of the processes that
+// propose on a node never written, one creates it and the others, whose
+// create fails with NodeExists, follow it.
 func (s *Source) Propose(ctx context.Context, from uint64, engine string) (switcher.Desired, bool, error) {
 	if strings.TrimSpace(engine) == "" {
 		return switcher.Desired{}, false, fmt.Errorf("zksource: propose %q: %w: engine name is empty", s.path, locker.ErrInvalidArgument)
@@ -184,6 +187,25 @@ func (s *Source) propose(from uint64, engine string) (proposal, error) {
 		return proposal{}, err
 	}
 	return proposal{d: switcher.Desired{Engine: strings.TrimSpace(string(data)), Epoch: uint64(st.Version) + 1}}, nil
+}
+
+// Read implements switcher.Proposer: the node's data at its epoch; ok is
+// false when the node does not exist or is empty.
+func (s *Source) Read(ctx context.Context) (switcher.Desired, bool, error) {
+	got, err := zkconn.Call(ctx, func() (getResult, error) {
+		data, stat, err := s.conn.Get(s.path)
+		return getResult{data: data, stat: stat}, err
+	})
+	switch {
+	case errors.Is(err, gozk.ErrNoNode):
+		return switcher.Desired{}, false, nil
+	case err != nil && zkconn.Answered(err): // no permission: not an outage
+		return switcher.Desired{}, false, fmt.Errorf("zksource: read %q: %w", s.path, err)
+	case err != nil:
+		return switcher.Desired{}, false, fmt.Errorf("zksource: read %q: %w: %w", s.path, locker.ErrUnavailable, err)
+	}
+	d, ok := s.desired(got.data, got.stat.Version)
+	return d, ok, nil
 }
 
 // Watch calls apply with the node's data, then with every change, until
@@ -270,12 +292,21 @@ func (s *Source) read(ctx context.Context, apply func(switcher.Desired)) (<-chan
 }
 
 func (s *Source) apply(data []byte, version int32, apply func(switcher.Desired)) {
+	if d, ok := s.desired(data, version); ok {
+		apply(d)
+	}
+}
+
+// desired returns what the node's data at version asks for, at the epoch
+// version+1 (a new node's version is 0); false (logged) for empty data,
+// which names no engine.
+func (s *Source) desired(data []byte, version int32) (switcher.Desired, bool) {
 	name := strings.TrimSpace(string(data))
 	if name == "" {
 		s.log.Warn("zksource: the node is empty; ignoring it", "version", version)
-		return
+		return switcher.Desired{}, false
 	}
-	apply(switcher.Desired{Engine: name, Epoch: uint64(version) + 1})
+	return switcher.Desired{Engine: name, Epoch: uint64(version) + 1}, true
 }
 
 // pause waits d, or less when ctx is done first; it reports whether ctx is

@@ -231,7 +231,7 @@ func TestSurvivesRestart(t *testing.T) {
 }
 
 func TestPropose(t *testing.T) {
-	path := "/test/propose/active"
+	path := fmt.Sprintf("/test/propose/%d/active", time.Now().UnixNano()) // missing, whatever -count
 	sourcetest.Propose(t, newSource(t, connect(t, zkAddr), path), newSource(t, connect(t, zkAddr), path))
 }
 
