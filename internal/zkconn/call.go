@@ -20,6 +20,9 @@ var (
 	ErrNoServer = errors.New("no ZooKeeper server accepts a connection")
 	// errLate: a request's time ran out.
 	errLate = errors.New("request timed out")
+	// ErrNoSession: a Lazy connection has not had a session yet, or has
+	// not authenticated it yet.
+	ErrNoSession = errors.New("no ZooKeeper session yet")
 )
 
 // Backoff between attempts of a request whose connection dropped.
@@ -91,7 +94,19 @@ const (
 // f returns, orphan, if not nil, gets f's result, to undo what the request
 // did. Once Close has begun, f does not run and the result is ErrClosed.
 func Start[T any](c *Conn, f func() (T, error), orphan func(T, error)) *Pending[T] {
+	return start(c, f, orphan, true)
+}
+
+// start is Start; gate false lets f run before a Lazy connection is
+// ready, for the requests that make it so.
+func start[T any](c *Conn, f func() (T, error), orphan func(T, error), gate bool) *Pending[T] {
 	p := &Pending[T]{ch: make(chan result[T], 1)}
+	if gate && !isClosed(c.ready) {
+		// Not one request on a session without its credentials.
+		p.state.Store(delivered)
+		p.ch <- result[T]{err: ErrNoSession}
+		return p
+	}
 	ok := c.Spawn(func() {
 		v, err := f()
 		if p.state.CompareAndSwap(running, delivered) {
@@ -184,21 +199,23 @@ func putTimer(t *time.Timer) {
 // timeout. f must be safe to repeat. It returns f's error, ctx.Err(),
 // ErrClosed, or ErrNoAnswer (wrapping f's last error) when time ran out.
 func Do[T any](ctx context.Context, c *Conn, f func() (T, error)) (T, error) {
-	return retry(ctx, c, f, false)
+	return retry(ctx, c, f, false, true)
 }
 
 // Probe is Do, except that it gives up at once with ErrNoServer when the
 // connection is Refused: for a health check, which must tell a dead
 // ensemble at once, whereas a request may ride out a restart.
 func Probe[T any](ctx context.Context, c *Conn, f func() (T, error)) (T, error) {
-	return retry(ctx, c, f, true)
+	return retry(ctx, c, f, true, true)
 }
 
-func retry[T any](ctx context.Context, c *Conn, f func() (T, error), fast bool) (T, error) {
+// retry runs f until it succeeds or fails for good, within ctx and the
+// connect timeout; fast: see Probe; gate: see start.
+func retry[T any](ctx context.Context, c *Conn, f func() (T, error), fast, gate bool) (T, error) {
 	deadline := time.Now().Add(c.cfg.ConnectTimeout)
 	backoff := MinBackoff
 	for {
-		v, err := Start(c, f, nil).WaitUntil(ctx, deadline)
+		v, err := start(c, f, nil, gate).WaitUntil(ctx, deadline)
 		switch {
 		case err == nil, !Retryable(err) && !IsCtx(err) && err != errLate:
 			return v, err
