@@ -1,0 +1,254 @@
+package config_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"go.uber.org/goleak"
+
+	"github.com/orthrus-go/orthrus/config"
+	"github.com/orthrus-go/orthrus/internal/testserver"
+	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/switcher"
+)
+
+// startSlack is what Open may take beyond start_timeout (issue 24, target
+// e: start_timeout + 0.5s).
+const startSlack = 500 * time.Millisecond
+
+// TestOpenDegradedStart: Open while the primary is down starts on the
+// secondary at once, with the primary's breaker open; callers get locks
+// with no error; when the primary comes back its breaker closes, and the
+// switcher returns to it only with failback configured. The primary of
+// each type is a real server, killed before Open and restarted after, so
+// that each engine shows it can be built while its server is down.
+func TestOpenDegradedStart(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		kind     string // of the primary
+		source   string // "" for Load's default, the file
+		failback string // "" for none
+	}{
+		{"redis primary, file source, no failback", config.TypeRedis, "", ""},
+		{"etcd primary, no source, failback", config.TypeEtcd, "{type: none}", "300ms"},
+		{"zk primary, file source, failback", config.TypeZK, "", "300ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var srv *testserver.Server
+			var primary string
+			switch tc.kind {
+			case config.TypeRedis:
+				srv = testserver.Redis(t)
+				primary = fmt.Sprintf("{name: primary, type: redis, addrs: [%q], prefix: degraded}", srv.Addr())
+			case config.TypeEtcd:
+				srv = testserver.Etcd(t)
+				primary = fmt.Sprintf("{name: primary, type: etcd, endpoints: [%q], prefix: degraded}", srv.Addr())
+			case config.TypeZK:
+				srv = testserver.ZooKeeper(t)
+				primary = fmt.Sprintf("{name: primary, type: zk, servers: [%q], prefix: /degraded, session_timeout: 4s}", srv.Addr())
+			}
+			// The server's process is the test's, not Open's, and
+			// Restart starts it again.
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+				goleak.IgnoreAnyFunction("github.com/orthrus-go/orthrus/internal/testserver.(*Server).start.func1"))
+			if err := srv.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			yaml := fmt.Sprintf(`
+start_timeout: 1s
+breaker: {open_timeout: 300ms}
+health: {every: 50ms}
+engines:
+  - %s
+  - {name: secondary, type: redis, addrs: [%q], prefix: degraded}
+`, primary, redisAddr)
+			if tc.source != "" {
+				yaml += "source: " + tc.source + "\n"
+			}
+			if tc.failback != "" {
+				yaml += "failback: {after: " + tc.failback + "}\n"
+			}
+			c := loadYAML(t, yaml)
+			var switches atomic.Int32
+			rec := &logRecorder{}
+			start := time.Now()
+			sw, err := config.Open(context.Background(), c, config.WithLogger(slog.New(rec)),
+				config.WithSwitcherOptions(switcher.OnSwitch(func(switcher.Event) { switches.Add(1) })))
+			took := time.Since(start)
+			if err != nil {
+				t.Fatalf("Open() with the primary down = %v; want a switcher on the secondary", err)
+			}
+			defer sw.Close()
+			t.Logf("Open() took %v with the primary down", took)
+			if limit := c.StartTimeout + startSlack; took > limit {
+				t.Errorf("Open() took %v; want at most start_timeout + %v = %v", took, startSlack, limit)
+			}
+			if got := sw.Current(); got != "secondary" {
+				t.Errorf("Current() = %q; want secondary", got)
+			}
+			if st := sw.States()[0]; st.Breaker != gobreaker.StateOpen || st.Healthy {
+				t.Errorf("States()[0] = %+v; want primary with its breaker open, not healthy", st)
+			}
+			if n := rec.count("engine down at start"); n != 1 {
+				t.Errorf("%d WARN logs for the engine down at start; want 1:\n%s", n, strings.Join(rec.all(), "\n"))
+			}
+
+			if errs := lockMany(sw, "degraded-"+tc.kind, 4, 10); errs > 0 {
+				t.Errorf("%d of 40 Lock/Unlock failed while the primary is down; want 0", errs)
+			}
+
+			if err := srv.Restart(); err != nil {
+				t.Fatal(err)
+			}
+			// The breaker's open period, then a ping: well within 15s
+			// even on a loaded machine (a ZooKeeper session may take a
+			// few seconds to be granted after a restart).
+			eventually(t, 15*time.Second, "the primary's breaker closes", func() bool {
+				st := sw.States()[0]
+				return st.Breaker == gobreaker.StateClosed && st.Healthy
+			})
+			if tc.failback != "" {
+				eventually(t, 5*time.Second, "failback to the primary", func() bool { return sw.Current() == "primary" })
+				if errs := lockMany(sw, "degraded-"+tc.kind, 2, 5); errs > 0 {
+					t.Errorf("%d of 10 Lock/Unlock failed after failback; want 0", errs)
+				}
+				return
+			}
+			// Without failback nothing may move: watch for longer than
+			// a failback or a source's pull would take.
+			deadline := time.Now().Add(time.Second)
+			for time.Now().Before(deadline) {
+				if got := sw.Current(); got != "secondary" || switches.Load() != 0 {
+					t.Fatalf("Current() = %q after %d switches with the primary back and no failback; want secondary, 0", got, switches.Load())
+				}
+				time.Sleep(20 * time.Millisecond) // polling a negative, with a deadline
+			}
+		})
+	}
+}
+
+// lockMany takes and releases a lock workers×rounds times, from workers
+// goroutines, and returns how many calls failed.
+func lockMany(sw *config.Switcher, name string, workers, rounds int) int {
+	var errs atomic.Int32
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			l, err := sw.NewLocker(fmt.Sprintf("%s-%d", name, w))
+			if err != nil {
+				errs.Add(int32(rounds))
+				return
+			}
+			for range rounds {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				err := l.LockCtx(ctx)
+				cancel()
+				if err == nil {
+					err = l.Unlock()
+				}
+				if err != nil {
+					errs.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return int(errs.Load())
+}
+
+// TestOpenDegradedBound: engines of every type that hang (accept and never
+// answer) are waited for concurrently, each at most start_timeout, however
+// long their own dial timeouts are.
+func TestOpenDegradedBound(t *testing.T) {
+	hang := silent(t) // its goroutine ends in a Cleanup, after the check
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	c := loadYAML(t, fmt.Sprintf(`
+start_timeout: 1s
+source: {type: none}
+engines:
+  - {name: redis-hang, type: redis, addrs: [%q]}
+  - {name: etcd-hang, type: etcd, endpoints: [%q]}
+  - {name: zk-hang, type: zk, servers: [%q]}
+  - {name: good, type: redis, addrs: [%q], prefix: degraded-bound}
+`, hang, hang, hang, redisAddr))
+	start := time.Now()
+	sw, err := config.Open(context.Background(), c, quiet)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("Open() = %v; want a switcher on good", err)
+	}
+	defer sw.Close()
+	t.Logf("Open() took %v with three engines hanging", took)
+	if limit := c.StartTimeout + startSlack; took > limit {
+		t.Errorf("Open() took %v; want at most %v", took, limit)
+	}
+	if got := sw.Current(); got != "good" {
+		t.Errorf("Current() = %q; want good", got)
+	}
+	for _, st := range sw.States()[:3] {
+		if st.Breaker != gobreaker.StateOpen {
+			t.Errorf("%s: breaker %v; want open", st.Name, st.Breaker)
+		}
+	}
+}
+
+// TestOpenNoEngineAnswers: Open fails, within start_timeout + 0.5s, with an
+// error naming each engine and wrapping ErrUnavailable.
+func TestOpenNoEngineAnswers(t *testing.T) {
+	hang := silent(t) // its goroutine ends in a Cleanup, after the check
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	c := loadYAML(t, fmt.Sprintf(`
+start_timeout: 1s
+engines:
+  - {name: redis-refuses, type: redis, addrs: ["127.0.0.1:1"]}
+  - {name: etcd-hangs, type: etcd, endpoints: [%q]}
+  - {name: zk-hangs, type: zk, servers: [%q]}
+`, hang, hang))
+	start := time.Now()
+	sw, err := config.Open(context.Background(), c, quiet)
+	took := time.Since(start)
+	if err == nil {
+		_ = sw.Close()
+		t.Fatal("Open() = nil error with no engine answering; want ErrUnavailable")
+	}
+	t.Logf("Open() took %v: %v", took, err)
+	if !errors.Is(err, locker.ErrUnavailable) {
+		t.Errorf("Open() = %v; want it to wrap ErrUnavailable", err)
+	}
+	for i, name := range []string{"redis-refuses", "etcd-hangs", "zk-hangs"} {
+		if want := fmt.Sprintf("engines[%d] %q", i, name); !strings.Contains(err.Error(), want) {
+			t.Errorf("Open() = %v; want it to name %s", err, want)
+		}
+	}
+	if limit := c.StartTimeout + startSlack; took > limit {
+		t.Errorf("Open() took %v; want at most %v", took, limit)
+	}
+}
+
+// TestDialClientWhileAnotherEngineIsDown: DialClient dials only the engine
+// it is asked for.
+func TestDialClientWhileAnotherEngineIsDown(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	c := loadYAML(t, fmt.Sprintf(`
+start_timeout: 1s
+engines:
+  - {name: down, type: redis, addrs: ["127.0.0.1:1"]}
+  - {name: up, type: redis, addrs: [%q]}
+`, redisAddr))
+	cl, err := config.DialClient(context.Background(), c, "up", quiet)
+	if err != nil {
+		t.Fatalf("DialClient(up) = %v; want a client", err)
+	}
+	defer cl.Close()
+	if err := cl.Redis.Ping(context.Background()).Err(); err != nil {
+		t.Errorf("Ping() = %v", err)
+	}
+}
