@@ -252,3 +252,29 @@ engines:
 		t.Errorf("Ping() = %v", err)
 	}
 }
+
+// TestOpenDegradedEtcdWithCredentials: an etcd engine with a username
+// authenticates while its client is built, so with its cluster down there
+// is no engine to start degraded: Open fails, naming it.
+func TestOpenDegradedEtcdWithCredentials(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	c := loadYAML(t, fmt.Sprintf(`
+start_timeout: 1s
+engines:
+  - {name: etcd-auth, type: etcd, endpoints: ["127.0.0.1:1"], username: app, password: secret}
+  - {name: good, type: redis, addrs: [%q]}
+`, redisAddr))
+	start := time.Now()
+	sw, err := config.Open(context.Background(), c, quiet)
+	took := time.Since(start)
+	if err == nil {
+		_ = sw.Close()
+		t.Fatal("Open() = nil error; want one naming engines[0]")
+	}
+	if !errors.Is(err, locker.ErrUnavailable) || !strings.Contains(err.Error(), `engines[0] "etcd-auth"`) || strings.Contains(err.Error(), "good") {
+		t.Errorf("Open() = %v; want ErrUnavailable naming engines[0] \"etcd-auth\" only", err)
+	}
+	if limit := c.StartTimeout + startSlack; took > limit {
+		t.Errorf("Open() took %v; want at most %v", took, limit)
+	}
+}

@@ -123,12 +123,13 @@ func WithSwitcherOptions(opts ...switcher.Option) Option {
 // goes where the configuration says. With an etcd or zk source, the
 // shared key's value, when it names a known engine, wins over active.
 //
-// Every engine and the source must answer within start_timeout: an
-// unreachable one fails Open with an error wrapping locker.ErrUnavailable
-// and naming it (a zk engine waits up to its dial_timeout for a session,
-// 5s by default). An invalid cfg fails with a *ValidationError. On error
-// Open closes whatever it had started. cfg is copied: later changes to it
-// have no effect.
+// Engines that do not answer within start_timeout start degraded, with
+// their breaker open and a WARN each, while at least one engine answers
+// (see "Degraded start" in the package doc); when none does, Open fails
+// with an error naming each engine and wrapping locker.ErrUnavailable. The
+// source must answer within start_timeout. An invalid cfg fails with a
+// *ValidationError. On error Open closes whatever it had started. cfg is
+// copied: later changes to it have no effect.
 func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err error) {
 	c, o, err := prepare(ctx, "Open", cfg, opts)
 	if err != nil {
@@ -163,7 +164,7 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 			clients = append(clients, s.closeClient)
 		}
 	}
-	if err := degraded(ctx, errs); err != nil {
+	if err := degraded(ctx, started, errs); err != nil {
 		return nil, err
 	}
 
@@ -231,21 +232,23 @@ func switcherOptions(c *Config, log *slog.Logger, initial string, src switcher.S
 
 // degraded decides whether Open can go on with the engines that failed to
 // start (errs, one per engine, nil for those that answered): it can while
-// one engine answered and every failure is an outage, which the health
-// checks retry. A refused identity, a bad setting, or the caller giving up
-// fail Open, as does no engine answering: then the error names each
-// engine and why.
-func degraded(ctx context.Context, errs []error) error {
+// one engine answered and every failure is an outage of an engine that was
+// built, which the health checks retry. A refused identity, a bad setting,
+// an engine that could not be built, or the caller giving up fail Open, as
+// does no engine answering: then the error names each engine and why.
+func degraded(ctx context.Context, built []started, errs []error) error {
 	if err := errors.Join(errs...); err == nil {
 		return nil
 	} else if ctx.Err() != nil || !slices.Contains(errs, nil) {
 		return callerOr(ctx, err)
 	}
 	var fatal []error
-	for _, err := range errs {
+	for i, err := range errs {
 		// Retrying an engine that refuses the credentials, or was
-		// configured wrong, would never close its breaker: say so now.
-		if err != nil && (errors.Is(err, locker.ErrPermission) || !errors.Is(err, locker.ErrUnavailable)) {
+		// configured wrong, would never close its breaker; one that
+		// could not be built (etcd authenticates while it builds its
+		// client) has nothing to retry: say so now.
+		if err != nil && (built[i].engine == nil || errors.Is(err, locker.ErrPermission) || !errors.Is(err, locker.ErrUnavailable)) {
 			fatal = append(fatal, err)
 		}
 	}
