@@ -88,6 +88,7 @@ func (s *Switcher) Close() error {
 }
 
 type openSettings struct {
+	allowDown    bool // AllowDown
 	logger       *slog.Logger
 	switcherOpts []switcher.Option
 	telemetry    []telemetry.Option // nil: no instrumentation (config/telemetry.go)
@@ -104,6 +105,17 @@ func WithLogger(l *slog.Logger) Option {
 			return fmt.Errorf("config: WithLogger: %w: logger is nil", locker.ErrInvalidArgument)
 		}
 		s.logger = l
+		return nil
+	}
+}
+
+// AllowDown makes DialClient return the client of a server that does not
+// answer in time rather than fail (see DialClient). Open and Dial ignore
+// it: Open always starts such an engine degraded, Dial reports it.
+// Default: DialClient fails when the server does not answer.
+func AllowDown() Option {
+	return func(s *openSettings) error {
+		s.allowDown = true
 		return nil
 	}
 }
