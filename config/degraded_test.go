@@ -229,7 +229,11 @@ engines:
 			t.Errorf("Open() = %v; want it to name %s", err, want)
 		}
 	}
-	if limit := c.StartTimeout + startSlack; took > limit {
+	// Open answers by start_timeout, then closes what it built: closing
+	// a ZooKeeper connection that never had a session can take go-zookeeper
+	// up to a second more (its Close waits that long for an answer to its
+	// close request, which may be queued after its loop has ended).
+	if limit := c.StartTimeout + startSlack + time.Second; took > limit {
 		t.Errorf("Open() took %v; want at most %v", took, limit)
 	}
 }
