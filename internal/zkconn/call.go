@@ -225,11 +225,23 @@ func retry[T any](ctx context.Context, c *Conn, f func() (T, error), fast, gate 
 			// No server to try again on: say so now, not at the deadline.
 			return v, fmt.Errorf("%w: %w", ErrNoServer, err)
 		}
-		if perr := c.Pause(ctx, deadline, &backoff); perr != nil {
+		ready := c.Up()
+		if fast && !isClosed(c.ready) {
+			// A Lazy connection before its first session: look again
+			// after the backoff rather than at the deadline, as its
+			// first dials may be refused meanwhile. The attempts cost
+			// nothing: they fail with ErrNoSession before reaching
+			// go-zookeeper.
+			ready = closedChan
+		}
+		if perr := c.pause(ctx, deadline, &backoff, ready); perr != nil {
 			return v, c.StepErr(ctx, perr)
 		}
 	}
 }
+
+// closedChan is ready at once.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // StepErr explains why a request gave up: the caller's context, Close, or
 // the connect timeout. last is the request's last error.
@@ -258,13 +270,18 @@ func (c *Conn) GiveUp(ctx context.Context, err error) error {
 // Pause waits for a connected session, then for the backoff, which it
 // doubles, within ctx and deadline (none when zero).
 func (c *Conn) Pause(ctx context.Context, deadline time.Time, backoff *time.Duration) error {
+	return c.pause(ctx, deadline, backoff, c.Up())
+}
+
+// pause is Pause, waiting for ready rather than a session.
+func (c *Conn) pause(ctx context.Context, deadline time.Time, backoff *time.Duration, ready <-chan struct{}) error {
 	var late <-chan time.Time
 	if !deadline.IsZero() {
 		t := getTimer(time.Until(deadline))
 		defer putTimer(t)
 		late = t.C
 	}
-	if err := await(ctx, c, c.Up(), late); err != nil {
+	if err := await(ctx, c, ready, late); err != nil {
 		return err
 	}
 	t := getTimer(*backoff)
