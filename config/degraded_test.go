@@ -13,7 +13,9 @@ import (
 
 	gozk "github.com/go-zookeeper/zk"
 	"github.com/sony/gobreaker/v2"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 
 	"github.com/orthrus-go/orthrus/config"
 	"github.com/orthrus-go/orthrus/internal/testserver"
@@ -28,19 +30,23 @@ const startSlack = 500 * time.Millisecond
 // TestOpenDegradedStart: Open while the primary is down starts on the
 // secondary at once, with the primary's breaker open; callers get locks
 // with no error; when the primary comes back its breaker closes, and the
-// switcher returns to it only with failback configured. The primary of
-// each type is a real server, killed before Open and restarted after, so
-// that each engine shows it can be built while its server is down.
+// switcher returns to it only with failback configured, or when a shared
+// source names it (the fleet's decision, deferred while it was down). The
+// primary of each type is a real server, killed before Open and restarted
+// after, so that each engine shows it can be built while its server is
+// down.
 func TestOpenDegradedStart(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		kind     string // of the primary
 		source   string // "" for Load's default, the file
 		failback string // "" for none
+		back     bool   // the switcher returns to the primary
 	}{
-		{"redis primary, file source, no failback", config.TypeRedis, "", ""},
-		{"etcd primary, no source, failback", config.TypeEtcd, "{type: none}", "300ms"},
-		{"zk primary, file source, failback", config.TypeZK, "", "300ms"},
+		{"redis primary, file source, no failback", config.TypeRedis, "", "", false},
+		{"etcd primary, no source, failback", config.TypeEtcd, "{type: none}", "300ms", true},
+		{"zk primary, file source, failback", config.TypeZK, "", "300ms", true},
+		{"redis primary, etcd source naming it, no failback", config.TypeRedis, "etcd", "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var srv *testserver.Server
@@ -71,7 +77,13 @@ engines:
   - %s
   - {name: secondary, type: redis, addrs: [%q], prefix: degraded}
 `, primary, redisAddr)
-			if tc.source != "" {
+			switch tc.source {
+			case "":
+			case "etcd":
+				key := "/config-test/" + t.Name()
+				putKey(t, key, "primary")
+				yaml += fmt.Sprintf("source: {type: etcd, endpoints: [%q], key: %q}\n", etcdAddr, key)
+			default:
 				yaml += "source: " + tc.source + "\n"
 			}
 			if tc.failback != "" {
@@ -116,8 +128,11 @@ engines:
 				st := sw.States()[0]
 				return st.Breaker == gobreaker.StateClosed && st.Healthy
 			})
-			if tc.failback != "" {
-				eventually(t, 5*time.Second, "failback to the primary", func() bool { return sw.Current() == "primary" })
+			if tc.source == "etcd" { // the watch delivers the key's value on its own time
+				eventually(t, 5*time.Second, "the primary desired (the key names it)", func() bool { return sw.States()[0].Desired })
+			}
+			if tc.back {
+				eventually(t, 5*time.Second, "the return to the primary", func() bool { return sw.Current() == "primary" })
 				if errs := lockMany(sw, "degraded-"+tc.kind, 2, 5); errs > 0 {
 					t.Errorf("%d of 10 Lock/Unlock failed after failback; want 0", errs)
 				}
@@ -133,6 +148,21 @@ engines:
 				time.Sleep(20 * time.Millisecond) // polling a negative, with a deadline
 			}
 		})
+	}
+}
+
+// putKey writes value at key in the shared etcd.
+func putKey(t *testing.T, key, value string) {
+	t.Helper()
+	client, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdAddr}, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := client.Put(ctx, key, value); err != nil {
+		t.Fatal(err)
 	}
 }
 
