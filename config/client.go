@@ -35,6 +35,10 @@ type Client struct {
 	// through ZK: all permissions to the sessions with the same credentials
 	// when the engine has auth, to all otherwise.
 	ZKACL []gozk.ACL
+	// Down says why the server did not answer when DialClient checked it,
+	// with AllowDown; nil when it answered. The client connects on its own
+	// when the server is back.
+	Down error
 
 	closeOnce sync.Once
 	closeFn   func() error
@@ -55,6 +59,15 @@ func (c *Client) Close() error {
 // that it answers: a Redis PING, an etcd endpoint's status, a ZooKeeper
 // session. WithLogger sets the ZooKeeper connection's logger; the other
 // options have no effect.
+//
+// With AllowDown, a server that does not answer in time does not fail
+// DialClient: the client is returned with Client.Down set, and connects
+// when the server is back, as Open's engines do in a degraded start. This
+// is for building what needs a client per engine (the stores of an
+// idem.NewSwitched gate) while an engine is down. Refused Redis or etcd
+// credentials, and an etcd engine with a username (which authenticates
+// while its client is built), still fail; a ZooKeeper session whose
+// credentials are refused is logged and authenticated again later.
 //
 // DialClient fails, before dialling, when cfg is nil or invalid (a
 // *ValidationError) or name is not one of its engines (an error naming it
@@ -84,30 +97,45 @@ func DialClient(ctx context.Context, cfg *Config, name string, opts ...Option) (
 	case TypeZK:
 		var conf zkconn.Config
 		if conf, err = zkEngineConn(e, field, o.logger); err == nil {
+			conf.Lazy = o.allowDown
 			err = cl.dialZK(sctx, conf)
 		}
 	default:
 		err = fmt.Errorf("%w: unknown engine type %q", locker.ErrInvalidArgument, e.Type)
 	}
 	if err != nil {
-		return nil, callerOr(ctx, fmt.Errorf("config: %s %q (%s): %w", field, e.Name, e.Type, unavailable(err)))
+		err = fmt.Errorf("config: %s %q (%s): %w", field, e.Name, e.Type, unavailable(err))
 	}
-	return cl, nil
+	switch {
+	case err == nil:
+		return cl, nil
+	case o.allowDown && cl.closeFn != nil && ctx.Err() == nil && !errors.Is(err, locker.ErrPermission) && errors.Is(err, locker.ErrUnavailable):
+		cl.Down = err
+		o.logger.Warn("config: DialClient: the server does not answer; the client connects when it is back", "engine", e.Name, "err", err)
+		return cl, nil
+	}
+	if cl.closeFn != nil {
+		_ = cl.closeFn()
+	}
+	return nil, callerOr(ctx, err)
 }
+
+// The dial functions set the client, and its close, once it is built,
+// and return why it does not answer, if it does not: DialClient decides
+// whether to keep it.
 
 func (cl *Client) dialRedis(ctx context.Context, e *Engine, field string) error {
 	client, err := redisClient(e, field)
 	if err != nil {
 		return err
 	}
+	cl.Redis, cl.closeFn = client, client.Close
 	if err := client.Ping(ctx).Err(); err != nil {
-		_ = client.Close()
 		if goredis.IsAuthError(err) || goredis.IsPermissionError(err) {
 			return fmt.Errorf("%w: %w", locker.ErrPermission, err)
 		}
 		return err
 	}
-	cl.Redis, cl.closeFn = client, client.Close
 	return nil
 }
 
@@ -116,6 +144,7 @@ func (cl *Client) dialEtcd(ctx context.Context, e *Engine, field string, startTi
 	if err != nil {
 		return err
 	}
+	cl.Etcd, cl.closeFn = client, func() error { return closeEtcd(client) }
 	// Status needs no permission on any key: a role limited to some prefix
 	// answers too. One endpoint that answers is enough.
 	var errs []error
@@ -124,18 +153,24 @@ func (cl *Client) dialEtcd(ctx context.Context, e *Engine, field string, startTi
 			errs = append(errs, err)
 			continue
 		}
-		cl.Etcd, cl.closeFn = client, func() error { return closeEtcd(client) }
 		return nil
 	}
-	_ = closeEtcd(client)
 	return explainTLS(ctx, errors.Join(errs...), e.Endpoints, &e.TLS, field+".tls")
 }
 
+// dialZK connects and waits within ctx for the session to be
+// authenticated. A Lazy conf makes the connection before the wait, so that
+// one whose ensemble is down exists to be kept.
 func (cl *Client) dialZK(ctx context.Context, conf zkconn.Config) error {
 	conn, err := zkconn.Dial(ctx, conf)
 	if err != nil {
 		return err
 	}
 	cl.ZK, cl.ZKACL, cl.closeFn = conn.Client(), conn.ACL(), conn.Close
-	return nil
+	select {
+	case <-conn.Ready():
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("no session: %w", ctx.Err())
+	}
 }

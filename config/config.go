@@ -59,9 +59,9 @@ type Config struct {
 	Engines []Engine `mapstructure:"engines"`
 
 	// StartTimeout bounds how long Open waits for each engine, and for the
-	// source, to answer; engines are started in parallel. A ZooKeeper
-	// engine also waits at most its dial_timeout for a session.
-	// Default: 5s.
+	// source, to answer; engines are started in parallel. An engine that
+	// does not answer in time starts degraded, its breaker open, unless no
+	// engine answers. Default: 5s.
 	StartTimeout time.Duration `mapstructure:"start_timeout"`
 
 	Lock       Lock       `mapstructure:"lock"`

@@ -117,7 +117,7 @@ func Dial(ctx context.Context, cfg *Config, names []string, opts ...Option) (*En
 			s, err := startEngine(sctx, c, i, o.logger, tel)
 			d := Dialed{Name: e.Name, Took: time.Since(t0)}
 			if err != nil {
-				d.Err = fmt.Errorf("config: engines[%d] %q (%s): %w", i, e.Name, e.Type, unavailable(err))
+				d.Err = startError(c, i, err)
 			} else {
 				d.Engine = s.engine
 				mu.Lock()

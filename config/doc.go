@@ -88,13 +88,39 @@
 // # Open
 //
 // Open starts the engines in parallel and pings each within start_timeout
-// (default 5s; a ZooKeeper engine waits for its session up to its
-// dial_timeout, 5s by default): an unreachable engine fails Open within
-// that bound, with an error naming the engine and wrapping
-// locker.ErrUnavailable, and Open closes what it had started. It then
-// builds the switcher (switcher.New) with one breaker per engine, the
-// health checks, failback and safe switch as configured, makes the initial
-// engine current, and starts the watch.
+// (default 5s), then builds the switcher (switcher.New) with one breaker
+// per engine, the health checks, failback and safe switch as configured,
+// makes the initial engine current, and starts the watch.
+//
+// # Degraded start
+//
+// Open succeeds while some engines are down, so that a rollout or an
+// autoscale during an outage starts on the engines that answer. An engine
+// that does not answer within start_timeout (refused, hung, TLS handshake
+// failing) starts degraded: it is built all the same (go-redis and the etcd
+// client connect in the background, a zk engine gets its session whenever
+// the ensemble answers), Open logs a WARN naming it and why ("switcher:
+// engine down at start"), and its breaker starts open
+// (switcher.WithDownAtStart). The health check retries it once
+// breaker.open_timeout has passed and closes its breaker when it answers.
+// The switcher starts on the initial engine if it answered, else on the
+// first engine in order that did. Coming back from a degraded start is
+// a failback: with failback.after set, the switcher returns to the first
+// engine once it has been healthy that long; without, it stays until the
+// source names another engine. A file source that names the engine that was
+// down does not pull the switcher back (as after a breaker switch); an etcd
+// or zk source that names it is the fleet's decision, which the switcher
+// defers until the engine is healthy and then follows.
+//
+// Open fails only when no engine answers, with an error naming each engine
+// and why, wrapping locker.ErrUnavailable, within start_timeout plus the
+// time to close what it built; or when an engine refuses the credentials
+// (locker.ErrPermission) or its settings, which retrying would not cure.
+// An etcd engine with a username authenticates while it is built: with its
+// cluster down it cannot start degraded, and fails Open like those.
+// Every engine is waited for at the same time, so one that hangs costs
+// start_timeout once, not once per engine. The source (etcd or zk) must
+// still answer within its own start_timeout.
 //
 // The initial engine is active, or, with an etcd or zk source, the shared
 // key's value when it names a known engine: the fleet's choice wins over

@@ -43,6 +43,9 @@ type fileSource struct {
 	realDir string  // the directory of real, watched too; "" when it is path's
 	armed   string  // the directory watched for path: its own, or the nearest existing ancestor while it is gone
 	gone    bool    // the file was missing at the last read
+	// elsewhere: Open started on another engine than active, which did
+	// not answer (startedElsewhere). Set before Watch runs.
+	elsewhere bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -139,11 +142,23 @@ func (f *fileSource) close() error {
 	return f.closeErr
 }
 
-// Watch applies the active engine of the configuration Open was given, then
-// of every valid version of the file, until ctx is done.
+// startedElsewhere tells the source that Open started on another engine
+// because active did not answer: Watch then leaves the switcher there, as
+// after a breaker switch, until the file names another engine (or failback,
+// if configured, returns to the primary). Applying active at once would
+// instead send the switcher back to it as soon as it answers, failback or
+// not, since a file's value carries no version to tell it from an
+// operator's new choice.
+func (f *fileSource) startedElsewhere() { f.elsewhere = true }
+
+// Watch applies the active engine of the configuration Open was given
+// (unless Open started elsewhere), then of every valid version of the
+// file, until ctx is done.
 func (f *fileSource) Watch(ctx context.Context, apply func(switcher.Desired)) error {
 	defer f.close()
-	apply(switcher.Desired{Engine: f.last.Active})
+	if !f.elsewhere {
+		apply(switcher.Desired{Engine: f.last.Active})
+	}
 	f.reload(apply) // changed between Load and now?
 
 	timer := time.NewTimer(debounce)

@@ -88,6 +88,7 @@ func (s *Switcher) Close() error {
 }
 
 type openSettings struct {
+	allowDown    bool // AllowDown
 	logger       *slog.Logger
 	switcherOpts []switcher.Option
 	telemetry    []telemetry.Option // nil: no instrumentation (config/telemetry.go)
@@ -108,6 +109,17 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// AllowDown makes DialClient return the client of a server that does not
+// answer in time rather than fail (see DialClient). Open and Dial ignore
+// it: Open always starts such an engine degraded, Dial reports it.
+// Default: DialClient fails when the server does not answer.
+func AllowDown() Option {
+	return func(s *openSettings) error {
+		s.allowDown = true
+		return nil
+	}
+}
+
 // WithSwitcherOptions adds switcher options after those the configuration
 // sets, for what a file cannot say (switcher.OnSwitch) or to override it.
 func WithSwitcherOptions(opts ...switcher.Option) Option {
@@ -123,12 +135,13 @@ func WithSwitcherOptions(opts ...switcher.Option) Option {
 // goes where the configuration says. With an etcd or zk source, the
 // shared key's value, when it names a known engine, wins over active.
 //
-// Every engine and the source must answer within start_timeout: an
-// unreachable one fails Open with an error wrapping locker.ErrUnavailable
-// and naming it (a zk engine waits up to its dial_timeout for a session,
-// 5s by default). An invalid cfg fails with a *ValidationError. On error
-// Open closes whatever it had started. cfg is copied: later changes to it
-// have no effect.
+// Engines that do not answer within start_timeout start degraded, with
+// their breaker open and a WARN each, while at least one engine answers
+// (see "Degraded start" in the package doc); when none does, Open fails
+// with an error naming each engine and wrapping locker.ErrUnavailable. The
+// source must answer within start_timeout. An invalid cfg fails with a
+// *ValidationError. On error Open closes whatever it had started. cfg is
+// copied: later changes to it have no effect.
 func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err error) {
 	c, o, err := prepare(ctx, "Open", cfg, opts)
 	if err != nil {
@@ -163,8 +176,8 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 			clients = append(clients, s.closeClient)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, callerOr(ctx, err)
+	if err := degraded(ctx, started, errs); err != nil {
+		return nil, err
 	}
 
 	src, initial, closeSource, err := startSource(ctx, c, engines, log)
@@ -172,8 +185,17 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 		return nil, callerOr(ctx, err)
 	}
 	cleanup = append(cleanup, closeSource)
-
-	sopts := append(switcherOptions(c, log, initial, src, tel), o.switcherOpts...)
+	sopts := switcherOptions(c, log, initial, src, tel)
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		sopts = append(sopts, switcher.WithDownAtStart(c.Engines[i].Name, err))
+		if f, ok := src.(*fileSource); ok && c.Engines[i].Name == initial {
+			f.startedElsewhere()
+		}
+	}
+	sopts = append(sopts, o.switcherOpts...)
 	sw, err := switcher.New(engines, sopts...)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -220,6 +242,31 @@ func switcherOptions(c *Config, log *slog.Logger, initial string, src switcher.S
 	return sopts
 }
 
+// degraded decides whether Open can go on with the engines that failed to
+// start (errs, one per engine, nil for those that answered): it can while
+// one engine answered and every failure is an outage of an engine that was
+// built, which the health checks retry. A refused identity, a bad setting,
+// an engine that could not be built, or the caller giving up fail Open, as
+// does no engine answering: then the error names each engine and why.
+func degraded(ctx context.Context, built []started, errs []error) error {
+	if err := errors.Join(errs...); err == nil {
+		return nil
+	} else if ctx.Err() != nil || !slices.Contains(errs, nil) {
+		return callerOr(ctx, err)
+	}
+	var fatal []error
+	for i, err := range errs {
+		// Retrying an engine that refuses the credentials, or was
+		// configured wrong, would never close its breaker; one that
+		// could not be built (etcd authenticates while it builds its
+		// client) has nothing to retry: say so now.
+		if err != nil && (built[i].engine == nil || errors.Is(err, locker.ErrPermission) || !errors.Is(err, locker.ErrUnavailable)) {
+			fatal = append(fatal, err)
+		}
+	}
+	return errors.Join(fatal...)
+}
+
 // callerOr returns the caller's giving up, when that is why Open failed,
 // rather than engines that look unavailable.
 func callerOr(ctx context.Context, err error) error {
@@ -238,25 +285,38 @@ type started struct {
 
 func noop() error { return nil }
 
-// startEngines starts every engine in parallel and returns, per engine,
-// the started engine or its error; the caller closes what started.
+// startEngines starts every engine in parallel, each within start_timeout,
+// and returns, per engine, the engine built and why it did not answer
+// (nil when it did). An engine that was built but did not answer is
+// returned too, for Open to start degraded: its clients reconnect on their
+// own. The caller closes what was built.
 func startEngines(ctx context.Context, c *Config, log *slog.Logger, tel *telemetry.Telemetry) ([]started, []error) {
 	out := make([]started, len(c.Engines))
 	errs := make([]error, len(c.Engines))
 	var wg sync.WaitGroup
 	for i := range c.Engines {
 		wg.Go(func() {
-			e := &c.Engines[i]
 			sctx, cancel := context.WithTimeout(ctx, c.StartTimeout)
 			defer cancel()
-			out[i], errs[i] = startEngine(sctx, c, i, log, tel)
-			if errs[i] != nil {
-				errs[i] = fmt.Errorf("config: engines[%d] %q (%s): %w", i, e.Name, e.Type, unavailable(errs[i]))
+			out[i], errs[i] = buildEngine(c, i, log, tel)
+			if errs[i] == nil {
+				errs[i] = pingEngine(sctx, c, i, out[i].engine)
 			}
+			errs[i] = startError(c, i, errs[i])
 		})
 	}
 	wg.Wait()
 	return out, errs
+}
+
+// startError names engine i of c in err, a failure to start it, and makes
+// sure a failure to reach its server wraps ErrUnavailable; nil stays nil.
+func startError(c *Config, i int, err error) error {
+	if err == nil {
+		return nil
+	}
+	e := &c.Engines[i]
+	return fmt.Errorf("config: engines[%d] %q (%s): %w", i, e.Name, e.Type, unavailable(err))
 }
 
 // unavailable makes sure a failure to reach a server wraps ErrUnavailable.
@@ -270,22 +330,47 @@ func unavailable(err error) error {
 	return fmt.Errorf("%w: %w", locker.ErrUnavailable, err)
 }
 
-// startEngine starts and pings engine i of c, with a client dialled for it.
+// startEngine starts and pings engine i of c, with a client dialled for it;
+// when the engine does not answer, it closes what it built.
 func startEngine(ctx context.Context, c *Config, i int, log *slog.Logger, tel *telemetry.Telemetry) (started, error) {
+	s, err := buildEngine(c, i, log, tel)
+	if err != nil {
+		return started{}, err
+	}
+	if err := pingEngine(ctx, c, i, s.engine); err != nil {
+		return started{}, errors.Join(err, closeQuietly(s.engine.Close, s.closeClient))
+	}
+	return s, nil
+}
+
+// buildEngine builds engine i of c, with a client dialled for it, without
+// waiting for its server where the client allows: see the build functions.
+func buildEngine(c *Config, i int, log *slog.Logger, tel *telemetry.Telemetry) (started, error) {
 	e := &c.Engines[i]
 	field := fmt.Sprintf("engines[%d]", i)
 	switch e.Type {
 	case TypeRedis:
-		return startRedis(ctx, e, field, log, tel)
+		return buildRedis(e, field, log, tel)
 	case TypeZK:
-		return startZK(ctx, e, field, log, tel)
+		return buildZK(e, field, log, tel)
 	case TypeEtcd:
-		return startEtcd(ctx, e, field, c.StartTimeout, log, tel)
+		return buildEtcd(e, field, c.StartTimeout, log, tel)
 	}
 	return started{}, fmt.Errorf("%w: unknown engine type %q", locker.ErrInvalidArgument, e.Type)
 }
 
-func startRedis(ctx context.Context, e *Engine, field string, log *slog.Logger, tel *telemetry.Telemetry) (started, error) {
+// pingEngine checks that eng, engine i of c, answers within ctx.
+func pingEngine(ctx context.Context, c *Config, i int, eng locker.Engine) error {
+	err := eng.Ping(ctx)
+	if e := &c.Engines[i]; err != nil && e.Type == TypeEtcd {
+		err = explainTLS(ctx, err, e.Endpoints, &e.TLS, fmt.Sprintf("engines[%d].tls", i))
+	}
+	return err
+}
+
+// buildRedis builds a redis engine; go-redis dials on first use, so this
+// never waits for the server.
+func buildRedis(e *Engine, field string, log *slog.Logger, tel *telemetry.Telemetry) (started, error) {
 	client, err := engineRedisClient(e, field)
 	if err != nil {
 		return started{}, err
@@ -304,9 +389,6 @@ func startRedis(ctx context.Context, e *Engine, field string, log *slog.Logger, 
 	if err != nil {
 		_ = client.Close()
 		return started{}, err
-	}
-	if err := eng.Ping(ctx); err != nil {
-		return started{}, errors.Join(err, closeQuietly(eng.Close, client.Close))
 	}
 	return started{eng, client.Close}, nil
 }
@@ -340,7 +422,7 @@ func engineRedisClient(e *Engine, field string) (goredis.UniversalClient, error)
 	return goredis.NewUniversalClient(o), nil
 }
 
-func startZK(ctx context.Context, e *Engine, field string, log *slog.Logger, tel *telemetry.Telemetry) (started, error) {
+func buildZK(e *Engine, field string, log *slog.Logger, tel *telemetry.Telemetry) (started, error) {
 	opts, err := zkOptions(e, field, log)
 	if err != nil {
 		return started{}, err
@@ -351,9 +433,6 @@ func startZK(ctx context.Context, e *Engine, field string, log *slog.Logger, tel
 	eng, err := zk.New(e.Servers, opts...)
 	if err != nil {
 		return started{}, err
-	}
-	if err := eng.Ping(ctx); err != nil {
-		return started{}, errors.Join(err, closeQuietly(eng.Close))
 	}
 	return started{eng, noop}, nil
 }
@@ -366,7 +445,11 @@ func zkOptions(e *Engine, field string, log *slog.Logger) ([]zk.Option, error) {
 		return nil, err
 	}
 	opts := []zk.Option{zk.WithName(e.Name), zk.WithLogger(log),
-		zk.WithSessionTimeout(conn.SessionTimeout), zk.WithConnectTimeout(conn.ConnectTimeout)}
+		zk.WithSessionTimeout(conn.SessionTimeout), zk.WithConnectTimeout(conn.ConnectTimeout),
+		// The session is waited for by Open's ping, within start_timeout;
+		// an engine whose ensemble is down then starts degraded, and
+		// gets its session when the ensemble is back.
+		zk.WithLazyConnect()}
 	if e.Prefix != "" {
 		opts = append(opts, zk.WithPrefix(e.Prefix))
 	}
@@ -411,7 +494,10 @@ func zkConnConfig(servers []string, session, connect time.Duration, auth Auth, t
 	return cfg, nil
 }
 
-func startEtcd(ctx context.Context, e *Engine, field string, startTimeout time.Duration, log *slog.Logger, tel *telemetry.Telemetry) (started, error) {
+// buildEtcd builds an etcd engine. The client connects in the background
+// (grpc.NewClient), except that with a username it authenticates first,
+// within its dial timeout.
+func buildEtcd(e *Engine, field string, startTimeout time.Duration, log *slog.Logger, tel *telemetry.Telemetry) (started, error) {
 	client, err := engineEtcdClient(e, field, startTimeout)
 	if err != nil {
 		return started{}, err
@@ -428,10 +514,6 @@ func startEtcd(ctx context.Context, e *Engine, field string, startTimeout time.D
 	if err != nil {
 		_ = closeClient()
 		return started{}, err
-	}
-	if err := eng.Ping(ctx); err != nil {
-		err = explainTLS(ctx, err, e.Endpoints, &e.TLS, field+".tls")
-		return started{}, errors.Join(err, closeQuietly(eng.Close, closeClient))
 	}
 	return started{eng, closeClient}, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	gozk "github.com/go-zookeeper/zk"
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
@@ -233,6 +234,9 @@ func silent(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// TestOpenUnreachable: an engine that does not answer, whatever the way,
+// starts degraded within start_timeout: its breaker open, a WARN naming it
+// and why, the switcher on the engine that answered.
 func TestOpenUnreachable(t *testing.T) {
 	hang := silent(t)
 	for _, tc := range []struct {
@@ -249,21 +253,29 @@ func TestOpenUnreachable(t *testing.T) {
 			c := loadYAML(t, fmt.Sprintf(`
 start_timeout: 500ms
 engines:
+  - {name: bad, type: redis, addrs: ["127.0.0.1:1"]}
   - {name: good, type: redis, addrs: [%q]}
-  - %s
-`, redisAddr, tc.engine))
+`, redisAddr))
+			c.Engines[0] = loadYAML(t, "engines:\n  - "+tc.engine+"\n").Engines[0]
+			logs := &logRecorder{}
 			start := time.Now()
-			sw, err := config.Open(context.Background(), c, quiet)
+			sw, err := config.Open(context.Background(), c, config.WithLogger(slog.New(logs)))
 			elapsed := time.Since(start)
-			if err == nil {
-				_ = sw.Close()
-				t.Fatal("Open() = nil error; want ErrUnavailable")
+			if err != nil {
+				t.Fatalf("Open() = %v; want a switcher on good", err)
 			}
-			if !errors.Is(err, locker.ErrUnavailable) || !strings.Contains(err.Error(), `engines[1] "bad"`) {
-				t.Errorf("Open() = %v; want ErrUnavailable naming engines[1] \"bad\"", err)
+			defer sw.Close()
+			if got := sw.Current(); got != "good" {
+				t.Errorf("Current() = %q; want good", got)
 			}
-			if elapsed > 3*time.Second {
-				t.Errorf("Open() took %v; want about start_timeout (500ms)", elapsed)
+			if st := sw.States()[0]; st.Breaker != gobreaker.StateOpen {
+				t.Errorf("States()[0].Breaker = %v; want open", st.Breaker)
+			}
+			if logs.count(`engines[0] "bad"`) == 0 || logs.count("engine down at start") != 1 {
+				t.Errorf("logs:\n%s\nwant one WARN naming engines[0] \"bad\"", strings.Join(logs.all(), "\n"))
+			}
+			if elapsed > 500*time.Millisecond+startSlack {
+				t.Errorf("Open() took %v; want at most start_timeout (500ms) + %v", elapsed, startSlack)
 			}
 		})
 	}

@@ -127,6 +127,8 @@ type Core struct {
 	stopping chan struct{}
 
 	obs Observer // nil: nothing observes
+
+	releases sync.Pool // of *pendingRelease
 }
 
 // workerIdle is how long a worker of Go waits for more work: engines hand
@@ -292,28 +294,43 @@ func (c *Core) granted(h *Hold) bool {
 // answer at most wait, or until done closes; past that it gets an error
 // wrapping ErrUnavailable. An engine that does not answer is asked again
 // until the release timeout, and the hold ends by its TTL if it never
-// answers. The handoff costs a little on every release, and keeps the one
-// rule for every engine.
+// answers. The hand-over allocates nothing (see pendingRelease); it costs
+// two goroutine switches per release, and keeps the one rule for every
+// engine, whether its client honours a context or not.
 func (c *Core) release(h *Hold, wait time.Duration, done <-chan struct{}) error {
 	c.forget(h)
-	r := &pendingRelease{answer: make(chan error, 1)}
-	if !c.Go(func(bg context.Context) { r.run(bg, c, h) }) { // closing
+	r, _ := c.releases.Get().(*pendingRelease)
+	if r == nil {
+		r = &pendingRelease{c: c, answer: make(chan error, 1), timer: time.NewTimer(time.Hour)}
+		r.run = r.exec
+		r.timer.Stop()
+	}
+	r.h = h
+	r.settled.Store(false)
+	if !c.Go(r.run) { // closing
+		r.recycle()
 		ctx, cancel := context.WithTimeout(context.Background(), h.ReleaseTimeout)
 		defer cancel()
 		return c.endOnEngine(ctx, h)
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
+	r.timer.Reset(wait)
+	var err error
+	answered := false
 	select {
-	case err := <-r.answer:
-		return err
-	case <-t.C:
+	case err = <-r.answer:
+		answered = true
+	case <-r.timer.C:
 	case <-done:
 	}
-	if r.settled.CompareAndSwap(false, true) {
-		return fmt.Errorf("%w: no answer yet; the release goes on in the background (within %v)", ErrUnavailable, h.ReleaseTimeout)
+	r.timer.Stop() // before r can be the worker's
+	if !answered {
+		if r.settled.CompareAndSwap(false, true) { // the worker recycles r
+			return fmt.Errorf("%w: no answer yet; the release goes on in the background (within %v)", ErrUnavailable, h.ReleaseTimeout)
+		}
+		err = <-r.answer // answered just now
 	}
-	return <-r.answer // answered just now
+	r.recycle()
+	return err
 }
 
 // Retries of a release that got no answer start at releaseRetry and
@@ -323,28 +340,38 @@ const (
 	releaseRetryMax = time.Second
 )
 
-// pendingRelease is one release on a worker. Its first answer goes to the
-// caller, or the caller leaves without it: settled says one of the two
-// happened, whichever came first.
+// pendingRelease is one release handed to a worker: pooled, with its
+// function bound once. Its first answer goes to the caller, who recycles
+// it, or the caller leaves without it and the worker recycles it: settled
+// says which happened first. The caller owns the timer.
 type pendingRelease struct {
-	answer  chan error
+	c       *Core
+	run     func(context.Context) // exec
+	answer  chan error            // buffered: the worker never blocks
 	settled atomic.Bool
+	timer   *time.Timer
+	h       *Hold
 }
 
-// run ends h on the engine, asking again while it does not answer.
-func (r *pendingRelease) run(bg context.Context, c *Core, h *Hold) {
+func (r *pendingRelease) recycle() {
+	r.h = nil
+	r.c.releases.Put(r)
+}
+
+// exec ends r.h on the engine, and goes on asking while it does not answer;
+// after the first answer it no longer touches r, which is recycled then.
+func (r *pendingRelease) exec(bg context.Context) {
+	c, h := r.c, r.h
 	ctx, cancel := context.WithTimeout(bg, h.ReleaseTimeout)
 	defer cancel()
-	delay := releaseRetry
-	for {
-		err := c.endOnEngine(ctx, h)
-		if r.settled.CompareAndSwap(false, true) {
-			r.answer <- err
-		}
-		if !errors.Is(err, ErrUnavailable) {
-			// ErrLockLost after a try that got no answer: that try ended it.
-			return
-		}
+	err := c.endOnEngine(ctx, h)
+	if r.settled.CompareAndSwap(false, true) {
+		r.answer <- err
+	} else {
+		r.recycle()
+	}
+	// ErrLockLost after a try that got no answer: that try ended it.
+	for delay := releaseRetry; errors.Is(err, ErrUnavailable); delay = min(2*delay, releaseRetryMax) {
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
@@ -354,7 +381,7 @@ func (r *pendingRelease) run(bg context.Context, c *Core, h *Hold) {
 				"name", h.Name, "owner", h.Owner, "ttl", h.TTL, "err", err)
 			return
 		}
-		delay = min(2*delay, releaseRetryMax)
+		err = c.endOnEngine(ctx, h)
 	}
 }
 

@@ -22,7 +22,8 @@ type settings struct {
 	onSwitch      func(Event)
 	sources       []Source
 	start         string
-	customBreaker bool // WithBreakerSettings: its ReadyToTrip may count successes
+	down          []downAtStart // WithDownAtStart, in the order given
+	customBreaker bool          // WithBreakerSettings: its ReadyToTrip may count successes
 	observer      Observer
 }
 
@@ -196,6 +197,37 @@ func WithStart(engine string) Option {
 			return invalid("WithStart", "engine is empty")
 		}
 		s.start = engine
+		return nil
+	}
+}
+
+// downAtStart is one engine that did not answer when its owner started
+// the switcher.
+type downAtStart struct {
+	engine string
+	cause  error
+}
+
+// WithDownAtStart tells New that engine did not answer at start, because
+// of cause: its breaker starts open, as if it had tripped, so that nothing
+// is sent to it, and New starts on the WithStart engine only if it is up,
+// else on the first engine in order that is. The health check retries the
+// engine once the breaker's open period (WithBreaker) has passed and closes
+// the breaker when it answers; from then on it is an engine that recovered,
+// for failback and sources alike. It lets a service start during an outage
+// of some of its engines (config.Open uses it). When every engine is down,
+// New starts on the WithStart engine and acquisitions wait for one to
+// recover, as in any outage (WithOutageWait). Each call adds one engine.
+// Default: every engine is taken as up.
+func WithDownAtStart(engine string, cause error) Option {
+	return func(s *settings) error {
+		if engine == "" {
+			return invalid("WithDownAtStart", "engine is empty")
+		}
+		if cause == nil {
+			return invalid("WithDownAtStart", "cause of %q is nil", engine)
+		}
+		s.down = append(s.down, downAtStart{engine, cause})
 		return nil
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,7 @@ type member struct {
 	breaker  *gobreaker.TwoStepCircuitBreaker[struct{}]
 	refused  atomic.Bool // the last failure said the engine is down: trip at once
 	timedOut atomic.Bool // the last failure was a request given no answer in time
+	tripNow  atomic.Bool // tripAtStart is reporting the start's failure: trip on it
 	// untilOpen ends when the breaker opens, and is replaced then: a
 	// release waiting on the engine gives up at once.
 	untilOpen atomic.Pointer[openSignal]
@@ -135,6 +137,9 @@ func New(engines []locker.Engine, opts ...Option) (*Switcher, error) {
 		}
 		sw.current = i
 	}
+	if err := sw.startDown(); err != nil {
+		return nil, err
+	}
 	sw.switchedAt = time.Now()
 	if s.observer != nil {
 		sw.detach = s.observer.Attach(sw)
@@ -163,6 +168,52 @@ func (s *Switcher) addMembers(engines []locker.Engine) error {
 		s.members = append(s.members, m)
 	}
 	return nil
+}
+
+// startDown opens the breaker of each engine WithDownAtStart names, and
+// moves current off a down engine to the first one in order that is up.
+// It runs before the switcher's goroutines: nothing can use the engines
+// yet.
+func (s *Switcher) startDown() error {
+	down := make([]bool, len(s.members))
+	for _, d := range s.opts.down {
+		i, err := s.index(d.engine)
+		if err != nil {
+			return fmt.Errorf("switcher: WithDownAtStart: %w", err)
+		}
+		if down[i] {
+			continue
+		}
+		down[i] = true
+		m := s.members[i]
+		m.tripAtStart(d.cause)
+		m.pingFailed = true // not ready for a source until a health check passes
+		s.log.Warn("switcher: engine down at start; its breaker starts open and the health check retries it after the open period",
+			"engine", d.engine, "err", d.cause)
+	}
+	up := slices.Index(down, false)
+	if !down[s.current] || up < 0 {
+		return nil
+	}
+	s.log.Warn("switcher: starting on the first engine that is up", "down", s.members[s.current].engine.Name(), "current", s.members[up].engine.Name())
+	s.current = up
+	return nil
+}
+
+// tripAtStart opens m's breaker with the failure that kept its engine from
+// answering at start. gobreaker has no call that opens a breaker: the
+// failure goes through Allow and the outcome as any other does, with
+// ReadyToTrip told to trip on it, so that the state, the counts, the open
+// period and OnStateChange stay the breaker's own.
+func (m *member) tripAtStart(cause error) {
+	if !errors.Is(cause, locker.ErrUnavailable) {
+		cause = fmt.Errorf("%w: %w", locker.ErrUnavailable, cause) // what the breaker counts
+	}
+	m.tripNow.Store(true)
+	defer m.tripNow.Store(false)
+	if done, err := m.breaker.Allow(); err == nil {
+		m.record(done, cause)
+	}
 }
 
 // start starts the switcher's goroutines, which Close stops.
@@ -210,7 +261,7 @@ func (s *Switcher) newBreaker(m *member) *gobreaker.TwoStepCircuitBreaker[struct
 	// A timeout says the engine is slow, which beats no engine: it opens
 	// the breaker only while another engine's is closed.
 	st.ReadyToTrip = func(c gobreaker.Counts) bool {
-		return m.refused.Load() || trip(c) && (!m.timedOut.Load() || s.closedElsewhere(m))
+		return m.refused.Load() || m.tripNow.Load() || trip(c) && (!m.timedOut.Load() || s.closedElsewhere(m))
 	}
 	user := st.OnStateChange
 	st.OnStateChange = func(name string, from, to gobreaker.State) {
@@ -219,7 +270,9 @@ func (s *Switcher) newBreaker(m *member) *gobreaker.TwoStepCircuitBreaker[struct
 		if to == gobreaker.StateOpen {
 			m.untilOpen.Swap(newOpenSignal()).cancel()
 		}
-		if from == gobreaker.StateClosed && to == gobreaker.StateOpen { // not each failed probe of an outage
+		// Not each failed probe of an outage, nor a start while the
+		// engine is down, which startDown logs.
+		if from == gobreaker.StateClosed && to == gobreaker.StateOpen && !m.tripNow.Load() {
 			var last error
 			if p := m.lastFailure.Load(); p != nil {
 				last = *p

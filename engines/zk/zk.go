@@ -180,6 +180,20 @@ func WithParentLinger(d time.Duration) Option {
 	}
 }
 
+// WithLazyConnect makes New return without waiting for a session, so that
+// an engine can be built while its ensemble is down (config.Open does, to
+// start with the engine's breaker open). The session, and the credentials
+// of WithAuth, come whenever the ensemble answers, until Close; until then
+// every call fails with an error wrapping locker.ErrUnavailable, and Ping
+// tells so. A failed authentication is logged and tried again.
+// Default: New waits for the session, at most the connect timeout.
+func WithLazyConnect() Option {
+	return func(s *settings) error {
+		s.conn.Lazy = true
+		return nil
+	}
+}
+
 // WithLogger sets the logger for lost holds and session trouble.
 // go-zookeeper's own messages go to it at Debug level.
 // Default: slog.Default().
@@ -194,9 +208,9 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // New connects to the ensemble given by servers ("host:port"; the port
-// defaults to 2181) and waits for a session, at most the connect timeout:
-// an ensemble that cannot be reached fails New with an error wrapping
-// locker.ErrUnavailable. The engine owns the connection; Close ends it.
+// defaults to 2181) and waits for a session, at most the connect timeout
+// (not with WithLazyConnect): an ensemble that cannot be reached fails New
+// with an error wrapping locker.ErrUnavailable. The engine owns the connection; Close ends it.
 func New(servers []string, opts ...Option) (*Engine, error) {
 	s, err := newSettings(servers, opts)
 	if err != nil {

@@ -20,6 +20,9 @@ var (
 	ErrNoServer = errors.New("no ZooKeeper server accepts a connection")
 	// errLate: a request's time ran out.
 	errLate = errors.New("request timed out")
+	// ErrNoSession: a Lazy connection has not had a session yet, or has
+	// not authenticated it yet.
+	ErrNoSession = errors.New("no ZooKeeper session yet")
 )
 
 // Backoff between attempts of a request whose connection dropped.
@@ -91,7 +94,19 @@ const (
 // f returns, orphan, if not nil, gets f's result, to undo what the request
 // did. Once Close has begun, f does not run and the result is ErrClosed.
 func Start[T any](c *Conn, f func() (T, error), orphan func(T, error)) *Pending[T] {
+	return start(c, f, orphan, true)
+}
+
+// start is Start; gate false lets f run before a Lazy connection is
+// ready, for the requests that make it so.
+func start[T any](c *Conn, f func() (T, error), orphan func(T, error), gate bool) *Pending[T] {
 	p := &Pending[T]{ch: make(chan result[T], 1)}
+	if gate && !isClosed(c.ready) {
+		// Not one request on a session without its credentials.
+		p.state.Store(delivered)
+		p.ch <- result[T]{err: ErrNoSession}
+		return p
+	}
 	ok := c.Spawn(func() {
 		v, err := f()
 		if p.state.CompareAndSwap(running, delivered) {
@@ -184,21 +199,23 @@ func putTimer(t *time.Timer) {
 // timeout. f must be safe to repeat. It returns f's error, ctx.Err(),
 // ErrClosed, or ErrNoAnswer (wrapping f's last error) when time ran out.
 func Do[T any](ctx context.Context, c *Conn, f func() (T, error)) (T, error) {
-	return retry(ctx, c, f, false)
+	return retry(ctx, c, f, false, true)
 }
 
 // Probe is Do, except that it gives up at once with ErrNoServer when the
 // connection is Refused: for a health check, which must tell a dead
 // ensemble at once, whereas a request may ride out a restart.
 func Probe[T any](ctx context.Context, c *Conn, f func() (T, error)) (T, error) {
-	return retry(ctx, c, f, true)
+	return retry(ctx, c, f, true, true)
 }
 
-func retry[T any](ctx context.Context, c *Conn, f func() (T, error), fast bool) (T, error) {
+// retry runs f until it succeeds or fails for good, within ctx and the
+// connect timeout; fast: see Probe; gate: see start.
+func retry[T any](ctx context.Context, c *Conn, f func() (T, error), fast, gate bool) (T, error) {
 	deadline := time.Now().Add(c.cfg.ConnectTimeout)
 	backoff := MinBackoff
 	for {
-		v, err := Start(c, f, nil).WaitUntil(ctx, deadline)
+		v, err := start(c, f, nil, gate).WaitUntil(ctx, deadline)
 		switch {
 		case err == nil, !Retryable(err) && !IsCtx(err) && err != errLate:
 			return v, err
@@ -208,11 +225,23 @@ func retry[T any](ctx context.Context, c *Conn, f func() (T, error), fast bool) 
 			// No server to try again on: say so now, not at the deadline.
 			return v, fmt.Errorf("%w: %w", ErrNoServer, err)
 		}
-		if perr := c.Pause(ctx, deadline, &backoff); perr != nil {
+		ready := c.Up()
+		if fast && !isClosed(c.ready) {
+			// A Lazy connection before its first session: look again
+			// after the backoff rather than at the deadline, as its
+			// first dials may be refused meanwhile. The attempts cost
+			// nothing: they fail with ErrNoSession before reaching
+			// go-zookeeper.
+			ready = closedChan
+		}
+		if perr := c.pause(ctx, deadline, &backoff, ready); perr != nil {
 			return v, c.StepErr(ctx, perr)
 		}
 	}
 }
+
+// closedChan is ready at once.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // StepErr explains why a request gave up: the caller's context, Close, or
 // the connect timeout. last is the request's last error.
@@ -241,13 +270,18 @@ func (c *Conn) GiveUp(ctx context.Context, err error) error {
 // Pause waits for a connected session, then for the backoff, which it
 // doubles, within ctx and deadline (none when zero).
 func (c *Conn) Pause(ctx context.Context, deadline time.Time, backoff *time.Duration) error {
+	return c.pause(ctx, deadline, backoff, c.Up())
+}
+
+// pause is Pause, waiting for ready rather than a session.
+func (c *Conn) pause(ctx context.Context, deadline time.Time, backoff *time.Duration, ready <-chan struct{}) error {
 	var late <-chan time.Time
 	if !deadline.IsZero() {
 		t := getTimer(time.Until(deadline))
 		defer putTimer(t)
 		late = t.C
 	}
-	if err := await(ctx, c, c.Up(), late); err != nil {
+	if err := await(ctx, c, ready, late); err != nil {
 		return err
 	}
 	t := getTimer(*backoff)

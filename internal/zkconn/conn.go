@@ -68,6 +68,12 @@ type Config struct {
 	// ParentLinger is how long a parent stays once the caller's last node
 	// under it is gone; 0 leaves parents to the server (see ParentUsed).
 	ParentLinger time.Duration
+	// Lazy makes Dial return without waiting for a session, so that a
+	// connection can be made while the ensemble is down: the first session
+	// comes, and is authenticated, whenever the ensemble answers, until
+	// Close. Requests fail with ErrNoSession (retryable) until then. A
+	// failed AddAuth is logged and tried again at the next session.
+	Lazy bool
 
 	// OnEpochLost is told that ep ended: the session expired (reap false),
 	// or the ensemble was silent for the session timeout (reap true: the
@@ -89,6 +95,7 @@ type Conn struct {
 	wire   *wire
 	log    *slog.Logger
 	done   chan struct{} // closed when Close begins
+	ready  chan struct{} // closed once the first session is authenticated
 
 	// Session state, set by the event callback.
 	mu      sync.Mutex
@@ -159,6 +166,7 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 		log:      cfg.Logger,
 		wire:     newWire(max(min(cfg.ConnectTimeout, cfg.SessionTimeout*2/3), minHandshake), cfg.TLS),
 		done:     make(chan struct{}),
+		ready:    make(chan struct{}),
 		up:       make(chan struct{}),
 		changed:  make(chan struct{}, 1),
 		work:     make(chan func()),
@@ -178,6 +186,14 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 	c.client, c.events = client, events
 	c.ptr.Store(client)
 	c.sync(client) // events before the Store were not acted on
+	if cfg.Lazy {
+		c.wg.Add(4)
+		go c.startLater()
+		go c.monitor()
+		go c.reaper()
+		go c.sweeper()
+		return c, nil
+	}
 	if err := c.start(ctx); err != nil {
 		_ = c.Close()
 		return nil, err
@@ -190,8 +206,21 @@ func (c *Conn) start(ctx context.Context) error {
 	if err := c.waitSession(ctx); err != nil {
 		return err
 	}
+	if err := c.authenticate(ctx); err != nil {
+		return err
+	}
+	c.wg.Add(3)
+	go c.monitor()
+	go c.reaper()
+	go c.sweeper()
+	return nil
+}
+
+// authenticate adds the credentials to the session (go-zookeeper sends
+// them again at each reconnection) and lets requests through.
+func (c *Conn) authenticate(ctx context.Context) error {
 	for _, a := range c.cfg.Auth {
-		_, err := Do(ctx, c, func() (struct{}, error) { return struct{}{}, c.client.AddAuth(a.Scheme, a.Cred) })
+		_, err := retry(ctx, c, func() (struct{}, error) { return struct{}{}, c.client.AddAuth(a.Scheme, a.Cred) }, false, false)
 		if err != nil {
 			return &AuthError{Scheme: a.Scheme, Err: err}
 		}
@@ -199,11 +228,36 @@ func (c *Conn) start(ctx context.Context) error {
 	if got := c.liveness(); got != c.cfg.SessionTimeout {
 		c.log.Info("zk: the server changed the session timeout", "asked", c.cfg.SessionTimeout, "granted", got)
 	}
-	c.wg.Add(3)
-	go c.monitor()
-	go c.reaper()
-	go c.sweeper()
+	close(c.ready)
 	return nil
+}
+
+// startLater is start for a Lazy connection, whose goroutines run already:
+// it waits for sessions until one is authenticated, or until Close.
+func (c *Conn) startLater() {
+	defer c.wg.Done()
+	backoff := time.Second
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-c.Up():
+		}
+		// Each attempt ends by the connect timeout, or at Close.
+		err := c.authenticate(context.Background())
+		if err == nil || c.Closing() {
+			return
+		}
+		c.log.Error("zk: cannot authenticate the session; trying again", "err", err, "after", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-c.done:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(backoff*2, 30*time.Second)
+	}
 }
 
 // AuthError is a failed AddAuth in Dial.
@@ -233,6 +287,10 @@ func (c *Conn) waitSession(ctx context.Context) error {
 	}
 	return err
 }
+
+// Ready is closed once the first session is authenticated: at once after a
+// Dial that was not Lazy.
+func (c *Conn) Ready() <-chan struct{} { return c.ready }
 
 // Client is the go-zookeeper connection, for requests run through Do.
 func (c *Conn) Client() *gozk.Conn { return c.client }
@@ -266,7 +324,15 @@ func (c *Conn) Close() error {
 		c.gmu.Unlock()
 		// A graceful close first: the server ends the session and deletes
 		// its nodes at once. Then the sockets, in case a handshake with a
-		// frozen server holds go-zookeeper's loop.
+		// frozen server holds go-zookeeper's loop. Without a session there
+		// is nothing to end gracefully: the sockets go first, so that
+		// go-zookeeper does not wait a second for an answer to its close.
+		c.mu.Lock()
+		up := c.isUp
+		c.mu.Unlock()
+		if !up {
+			c.wire.close()
+		}
 		c.client.Close()
 		c.wire.close()
 		c.wg.Wait()

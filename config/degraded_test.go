@@ -1,0 +1,380 @@
+package config_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	gozk "github.com/go-zookeeper/zk"
+	"github.com/sony/gobreaker/v2"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+
+	"github.com/orthrus-go/orthrus/config"
+	"github.com/orthrus-go/orthrus/internal/testserver"
+	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/switcher"
+)
+
+// startSlack is what Open may take beyond start_timeout (issue 24, target
+// e: start_timeout + 0.5s).
+const startSlack = 500 * time.Millisecond
+
+// TestOpenDegradedStart: Open while the primary is down starts on the
+// secondary at once, with the primary's breaker open; callers get locks
+// with no error; when the primary comes back its breaker closes, and the
+// switcher returns to it only with failback configured, or when a shared
+// source names it (the fleet's decision, deferred while it was down). The
+// primary of each type is a real server, killed before Open and restarted
+// after, so that each engine shows it can be built while its server is
+// down.
+func TestOpenDegradedStart(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		kind     string // of the primary
+		source   string // "" for Load's default, the file
+		failback string // "" for none
+		back     bool   // the switcher returns to the primary
+	}{
+		{"redis primary, file source, no failback", config.TypeRedis, "", "", false},
+		{"etcd primary, no source, failback", config.TypeEtcd, "{type: none}", "300ms", true},
+		{"zk primary, file source, failback", config.TypeZK, "", "300ms", true},
+		{"redis primary, etcd source naming it, no failback", config.TypeRedis, "etcd", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var srv *testserver.Server
+			var primary string
+			switch tc.kind {
+			case config.TypeRedis:
+				srv = testserver.Redis(t)
+				primary = fmt.Sprintf("{name: primary, type: redis, addrs: [%q], prefix: degraded}", srv.Addr())
+			case config.TypeEtcd:
+				srv = testserver.Etcd(t)
+				primary = fmt.Sprintf("{name: primary, type: etcd, endpoints: [%q], prefix: degraded}", srv.Addr())
+			case config.TypeZK:
+				srv = testserver.ZooKeeper(t)
+				primary = fmt.Sprintf("{name: primary, type: zk, servers: [%q], prefix: /degraded, session_timeout: 4s}", srv.Addr())
+			}
+			// The server's process is the test's, not Open's, and
+			// Restart starts it again.
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+				goleak.IgnoreAnyFunction("github.com/orthrus-go/orthrus/internal/testserver.(*Server).start.func1"))
+			if err := srv.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			yaml := fmt.Sprintf(`
+start_timeout: 1s
+breaker: {open_timeout: 300ms}
+health: {every: 50ms}
+engines:
+  - %s
+  - {name: secondary, type: redis, addrs: [%q], prefix: degraded}
+`, primary, redisAddr)
+			switch tc.source {
+			case "":
+			case "etcd":
+				key := "/config-test/" + t.Name()
+				putKey(t, key, "primary")
+				yaml += fmt.Sprintf("source: {type: etcd, endpoints: [%q], key: %q}\n", etcdAddr, key)
+			default:
+				yaml += "source: " + tc.source + "\n"
+			}
+			if tc.failback != "" {
+				yaml += "failback: {after: " + tc.failback + "}\n"
+			}
+			c := loadYAML(t, yaml)
+			var switches atomic.Int32
+			rec := &logRecorder{}
+			start := time.Now()
+			sw, err := config.Open(context.Background(), c, config.WithLogger(slog.New(rec)),
+				config.WithSwitcherOptions(switcher.OnSwitch(func(switcher.Event) { switches.Add(1) })))
+			took := time.Since(start)
+			if err != nil {
+				t.Fatalf("Open() with the primary down = %v; want a switcher on the secondary", err)
+			}
+			defer sw.Close()
+			t.Logf("Open() took %v with the primary down", took)
+			if limit := c.StartTimeout + startSlack; took > limit {
+				t.Errorf("Open() took %v; want at most start_timeout + %v = %v", took, startSlack, limit)
+			}
+			if got := sw.Current(); got != "secondary" {
+				t.Errorf("Current() = %q; want secondary", got)
+			}
+			if st := sw.States()[0]; st.Breaker != gobreaker.StateOpen || st.Healthy {
+				t.Errorf("States()[0] = %+v; want primary with its breaker open, not healthy", st)
+			}
+			if n := rec.count("engine down at start"); n != 1 {
+				t.Errorf("%d WARN logs for the engine down at start; want 1:\n%s", n, strings.Join(rec.all(), "\n"))
+			}
+
+			if errs := lockMany(sw, "degraded-"+tc.kind, 4, 10); errs > 0 {
+				t.Errorf("%d of 40 Lock/Unlock failed while the primary is down; want 0", errs)
+			}
+
+			if err := srv.Restart(); err != nil {
+				t.Fatal(err)
+			}
+			// The breaker's open period, then a ping: well within 15s
+			// even on a loaded machine (a ZooKeeper session may take a
+			// few seconds to be granted after a restart).
+			eventually(t, 15*time.Second, "the primary's breaker closes", func() bool {
+				st := sw.States()[0]
+				return st.Breaker == gobreaker.StateClosed && st.Healthy
+			})
+			if tc.source == "etcd" { // the watch delivers the key's value on its own time
+				eventually(t, 5*time.Second, "the primary desired (the key names it)", func() bool { return sw.States()[0].Desired })
+			}
+			if tc.back {
+				eventually(t, 5*time.Second, "the return to the primary", func() bool { return sw.Current() == "primary" })
+				if errs := lockMany(sw, "degraded-"+tc.kind, 2, 5); errs > 0 {
+					t.Errorf("%d of 10 Lock/Unlock failed after failback; want 0", errs)
+				}
+				return
+			}
+			// Without failback nothing may move: watch for longer than
+			// a failback or a source's pull would take.
+			deadline := time.Now().Add(time.Second)
+			for time.Now().Before(deadline) {
+				if got := sw.Current(); got != "secondary" || switches.Load() != 0 {
+					t.Fatalf("Current() = %q after %d switches with the primary back and no failback; want secondary, 0", got, switches.Load())
+				}
+				time.Sleep(20 * time.Millisecond) // polling a negative, with a deadline
+			}
+		})
+	}
+}
+
+// putKey writes value at key in the shared etcd.
+func putKey(t *testing.T, key, value string) {
+	t.Helper()
+	client, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdAddr}, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := client.Put(ctx, key, value); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lockMany takes and releases a lock workers×rounds times, from workers
+// goroutines, and returns how many calls failed.
+func lockMany(sw *config.Switcher, name string, workers, rounds int) int {
+	var errs atomic.Int32
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			l, err := sw.NewLocker(fmt.Sprintf("%s-%d", name, w))
+			if err != nil {
+				errs.Add(int32(rounds))
+				return
+			}
+			for range rounds {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				err := l.LockCtx(ctx)
+				cancel()
+				if err == nil {
+					err = l.Unlock()
+				}
+				if err != nil {
+					errs.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return int(errs.Load())
+}
+
+// TestOpenDegradedBound: engines of every type that hang (accept and never
+// answer) are waited for concurrently, each at most start_timeout, however
+// long their own dial timeouts are.
+func TestOpenDegradedBound(t *testing.T) {
+	hang := silent(t) // its goroutine ends in a Cleanup, after the check
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	c := loadYAML(t, fmt.Sprintf(`
+start_timeout: 1s
+source: {type: none}
+engines:
+  - {name: redis-hang, type: redis, addrs: [%q]}
+  - {name: etcd-hang, type: etcd, endpoints: [%q]}
+  - {name: zk-hang, type: zk, servers: [%q]}
+  - {name: good, type: redis, addrs: [%q], prefix: degraded-bound}
+`, hang, hang, hang, redisAddr))
+	start := time.Now()
+	sw, err := config.Open(context.Background(), c, quiet)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("Open() = %v; want a switcher on good", err)
+	}
+	defer sw.Close()
+	t.Logf("Open() took %v with three engines hanging", took)
+	if limit := c.StartTimeout + startSlack; took > limit {
+		t.Errorf("Open() took %v; want at most %v", took, limit)
+	}
+	if got := sw.Current(); got != "good" {
+		t.Errorf("Current() = %q; want good", got)
+	}
+	for _, st := range sw.States()[:3] {
+		if st.Breaker != gobreaker.StateOpen {
+			t.Errorf("%s: breaker %v; want open", st.Name, st.Breaker)
+		}
+	}
+}
+
+// TestOpenNoEngineAnswers: Open fails, within start_timeout + 0.5s, with an
+// error naming each engine and wrapping ErrUnavailable.
+func TestOpenNoEngineAnswers(t *testing.T) {
+	hang := silent(t) // its goroutine ends in a Cleanup, after the check
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	c := loadYAML(t, fmt.Sprintf(`
+start_timeout: 1s
+engines:
+  - {name: redis-refuses, type: redis, addrs: ["127.0.0.1:1"]}
+  - {name: etcd-hangs, type: etcd, endpoints: [%q]}
+  - {name: zk-hangs, type: zk, servers: [%q]}
+`, hang, hang))
+	start := time.Now()
+	sw, err := config.Open(context.Background(), c, quiet)
+	took := time.Since(start)
+	if err == nil {
+		_ = sw.Close()
+		t.Fatal("Open() = nil error with no engine answering; want ErrUnavailable")
+	}
+	t.Logf("Open() took %v: %v", took, err)
+	if !errors.Is(err, locker.ErrUnavailable) {
+		t.Errorf("Open() = %v; want it to wrap ErrUnavailable", err)
+	}
+	for i, name := range []string{"redis-refuses", "etcd-hangs", "zk-hangs"} {
+		if want := fmt.Sprintf("engines[%d] %q", i, name); !strings.Contains(err.Error(), want) {
+			t.Errorf("Open() = %v; want it to name %s", err, want)
+		}
+	}
+	// Open answers by start_timeout, then closes what it built: closing
+	// a ZooKeeper connection that never had a session can take go-zookeeper
+	// up to a second more (its Close waits that long for an answer to its
+	// close request, which may be queued after its loop has ended).
+	if limit := c.StartTimeout + startSlack + time.Second; took > limit {
+		t.Errorf("Open() took %v; want at most %v", took, limit)
+	}
+}
+
+// TestDialClientWhileAnotherEngineIsDown: DialClient dials only the engine
+// it is asked for.
+func TestDialClientWhileAnotherEngineIsDown(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	c := loadYAML(t, fmt.Sprintf(`
+start_timeout: 1s
+engines:
+  - {name: down, type: redis, addrs: ["127.0.0.1:1"]}
+  - {name: up, type: redis, addrs: [%q]}
+`, redisAddr))
+	cl, err := config.DialClient(context.Background(), c, "up", quiet)
+	if err != nil {
+		t.Fatalf("DialClient(up) = %v; want a client", err)
+	}
+	defer cl.Close()
+	if err := cl.Redis.Ping(context.Background()).Err(); err != nil {
+		t.Errorf("Ping() = %v", err)
+	}
+}
+
+// TestOpenDegradedEtcdWithCredentials: an etcd engine with a username
+// authenticates while its client is built, so with its cluster down there
+// is no engine to start degraded: Open fails, naming it.
+func TestOpenDegradedEtcdWithCredentials(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	c := loadYAML(t, fmt.Sprintf(`
+start_timeout: 1s
+engines:
+  - {name: etcd-auth, type: etcd, endpoints: ["127.0.0.1:1"], username: app, password: secret}
+  - {name: good, type: redis, addrs: [%q]}
+`, redisAddr))
+	start := time.Now()
+	sw, err := config.Open(context.Background(), c, quiet)
+	took := time.Since(start)
+	if err == nil {
+		_ = sw.Close()
+		t.Fatal("Open() = nil error; want one naming engines[0]")
+	}
+	if !errors.Is(err, locker.ErrUnavailable) || !strings.Contains(err.Error(), `engines[0] "etcd-auth"`) || strings.Contains(err.Error(), "good") {
+		t.Errorf("Open() = %v; want ErrUnavailable naming engines[0] \"etcd-auth\" only", err)
+	}
+	if limit := c.StartTimeout + startSlack; took > limit {
+		t.Errorf("Open() took %v; want at most %v", took, limit)
+	}
+}
+
+// TestDialClientAllowDown: with AllowDown, DialClient returns the client of
+// a server that is down, with Down set, and the client works once the
+// server is back; without, it fails naming the engine.
+func TestDialClientAllowDown(t *testing.T) {
+	for _, kind := range []string{config.TypeRedis, config.TypeEtcd, config.TypeZK} {
+		t.Run(kind, func(t *testing.T) {
+			var srv *testserver.Server
+			var engine string
+			switch kind {
+			case config.TypeRedis:
+				srv = testserver.Redis(t)
+				engine = fmt.Sprintf("{name: down, type: redis, addrs: [%q]}", srv.Addr())
+			case config.TypeEtcd:
+				srv = testserver.Etcd(t)
+				engine = fmt.Sprintf("{name: down, type: etcd, endpoints: [%q]}", srv.Addr())
+			case config.TypeZK:
+				srv = testserver.ZooKeeper(t)
+				engine = fmt.Sprintf("{name: down, type: zk, servers: [%q], session_timeout: 4s}", srv.Addr())
+			}
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+				goleak.IgnoreAnyFunction("github.com/orthrus-go/orthrus/internal/testserver.(*Server).start.func1"))
+			if err := srv.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			c := loadYAML(t, fmt.Sprintf("start_timeout: 1s\nengines:\n  - %s\n  - {name: up, type: redis, addrs: [%q]}\n", engine, redisAddr))
+			ctx := context.Background()
+			if cl, err := config.DialClient(ctx, c, "down", quiet); err == nil {
+				_ = cl.Close()
+				t.Errorf("DialClient(down) = nil error; want ErrUnavailable")
+			} else if !errors.Is(err, locker.ErrUnavailable) || !strings.Contains(err.Error(), `engines[0] "down"`) {
+				t.Errorf("DialClient(down) = %v; want ErrUnavailable naming engines[0] \"down\"", err)
+			}
+			start := time.Now()
+			cl, err := config.DialClient(ctx, c, "down", quiet, config.AllowDown())
+			if err != nil {
+				t.Fatalf("DialClient(down, AllowDown()) = %v; want a client", err)
+			}
+			defer cl.Close()
+			if took := time.Since(start); took > c.StartTimeout+startSlack {
+				t.Errorf("DialClient() took %v; want at most %v", took, c.StartTimeout+startSlack)
+			}
+			if !errors.Is(cl.Down, locker.ErrUnavailable) {
+				t.Errorf("Client.Down = %v; want ErrUnavailable", cl.Down)
+			}
+			if err := srv.Restart(); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 15*time.Second, "a write through the client", func() bool {
+				ctx, cancel := context.WithTimeout(ctx, time.Second)
+				defer cancel()
+				switch kind {
+				case config.TypeRedis:
+					return cl.Redis.Set(ctx, "allowdown", "v", 0).Err() == nil
+				case config.TypeEtcd:
+					_, err := cl.Etcd.Put(ctx, "allowdown", "v")
+					return err == nil
+				default:
+					_, err := cl.ZK.Create("/allowdown", []byte("v"), 0, cl.ZKACL)
+					return err == nil || errors.Is(err, gozk.ErrNodeExists)
+				}
+			})
+		})
+	}
+}
