@@ -31,6 +31,15 @@ type Backend interface {
 	Release(ctx context.Context, h *Hold) error
 }
 
+// DeadlineHonourer is implemented by backends whose Release returns by its
+// context's deadline (but may not at a cancellation): Unlock then releases
+// on its caller's goroutine, bounded by a deadline, and hands the release
+// to a worker only when the deadline passes without an answer. Backends
+// that do not implement it get every release handed to a worker.
+type DeadlineHonourer interface {
+	HonoursDeadlines() bool
+}
+
 // Renewer is implemented by backends whose holds expire unless renewed. Core
 // calls it with the holds that fall due together, in chunks of at most 128,
 // several calls at once (see renew.go): Renew must be safe for concurrent
@@ -128,7 +137,8 @@ type Core struct {
 
 	obs Observer // nil: nothing observes
 
-	releases sync.Pool // of *pendingRelease
+	releases  sync.Pool // of *pendingRelease
+	deadlines bool      // the backend's Release returns by its context's deadline
 }
 
 // workerIdle is how long a worker of Go waits for more work: engines hand
@@ -150,6 +160,9 @@ func NewCore(engine string, b Backend, logger *slog.Logger, opts ...CoreOption) 
 	}
 	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
 	c.idle, c.stopping = make(chan func(context.Context)), make(chan struct{})
+	if d, ok := b.(DeadlineHonourer); ok {
+		c.deadlines = d.HonoursDeadlines()
+	}
 	renewer, _ := b.(Renewer)
 	c.sched = newScheduler(renewer, c.expire, logger)
 	return c
@@ -288,17 +301,22 @@ func (c *Core) granted(h *Hold) bool {
 	return true
 }
 
-// release forgets h and ends it on the engine, on a worker of the Core and
-// within h.ReleaseTimeout, never the caller's context: a release must
-// happen even when its caller has given up. The caller waits for the first
-// answer at most wait, or until done closes; past that it gets an error
-// wrapping ErrUnavailable. An engine that does not answer is asked again
-// until the release timeout, and the hold ends by its TTL if it never
-// answers. The hand-over allocates nothing (see pendingRelease); it costs
-// two goroutine switches per release, and keeps the one rule for every
-// engine, whether its client honours a context or not.
+// release forgets h and ends it on the engine within h.ReleaseTimeout,
+// never the caller's context: a release must happen even when its caller
+// has given up. The caller waits for the first answer at most wait, or
+// until done closes; past that it gets an error wrapping ErrUnavailable,
+// and the engine is asked again in the background until the release
+// timeout; the hold ends by its TTL if it never answers.
+//
+// Without done, on a backend that honours deadlines, the first try is made
+// on the caller's goroutine; otherwise every try is handed to a worker,
+// which allocates nothing (see pendingRelease) but costs two goroutine
+// switches per release.
 func (c *Core) release(h *Hold, wait time.Duration, done <-chan struct{}) error {
 	c.forget(h)
+	if done == nil && c.deadlines {
+		return c.releaseHere(h, wait)
+	}
 	r, _ := c.releases.Get().(*pendingRelease)
 	if r == nil {
 		r = &pendingRelease{c: c, answer: make(chan error, 1), timer: time.NewTimer(time.Hour)}
@@ -309,9 +327,7 @@ func (c *Core) release(h *Hold, wait time.Duration, done <-chan struct{}) error 
 	r.settled.Store(false)
 	if !c.Go(r.run) { // closing
 		r.recycle()
-		ctx, cancel := context.WithTimeout(context.Background(), h.ReleaseTimeout)
-		defer cancel()
-		return c.endOnEngine(ctx, h)
+		return c.releaseHere(h, h.ReleaseTimeout)
 	}
 	r.timer.Reset(wait)
 	var err error
@@ -325,12 +341,33 @@ func (c *Core) release(h *Hold, wait time.Duration, done <-chan struct{}) error 
 	r.timer.Stop() // before r can be the worker's
 	if !answered {
 		if r.settled.CompareAndSwap(false, true) { // the worker recycles r
-			return fmt.Errorf("%w: no answer yet; the release goes on in the background (within %v)", ErrUnavailable, h.ReleaseTimeout)
+			return errReleaseGoesOn(h)
 		}
 		err = <-r.answer // answered just now
 	}
 	r.recycle()
 	return err
+}
+
+// releaseHere makes the first try of a release on the caller's goroutine,
+// within wait, and hands the rest to a worker when it got no answer.
+func (c *Core) releaseHere(h *Hold, wait time.Duration) error {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	err := c.endOnEngine(ctx, h)
+	cancel()
+	if !errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	left := h.ReleaseTimeout - time.Since(start)
+	if left <= 0 || !c.Go(func(bg context.Context) { c.retryRelease(bg, h, left, err) }) {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", errReleaseGoesOn(h), err)
+}
+
+func errReleaseGoesOn(h *Hold) error {
+	return fmt.Errorf("%w: no answer yet; the release goes on in the background (within %v)", ErrUnavailable, h.ReleaseTimeout)
 }
 
 // Retries of a release that got no answer start at releaseRetry and
@@ -362,26 +399,37 @@ func (r *pendingRelease) recycle() {
 // after the first answer it no longer touches r, which is recycled then.
 func (r *pendingRelease) exec(bg context.Context) {
 	c, h := r.c, r.h
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(bg, h.ReleaseTimeout)
-	defer cancel()
 	err := c.endOnEngine(ctx, h)
+	cancel()
 	if r.settled.CompareAndSwap(false, true) {
 		r.answer <- err
 	} else {
 		r.recycle()
 	}
+	if errors.Is(err, ErrUnavailable) {
+		c.retryRelease(bg, h, h.ReleaseTimeout-time.Since(start), err)
+	}
+}
+
+// retryRelease asks the engine again to end h, with growing pauses, while
+// it does not answer and left lasts; last is the latest try's failure.
+func (c *Core) retryRelease(bg context.Context, h *Hold, left time.Duration, last error) {
+	ctx, cancel := context.WithTimeout(bg, left)
+	defer cancel()
 	// ErrLockLost after a try that got no answer: that try ended it.
-	for delay := releaseRetry; errors.Is(err, ErrUnavailable); delay = min(2*delay, releaseRetryMax) {
+	for delay := releaseRetry; errors.Is(last, ErrUnavailable); delay = min(2*delay, releaseRetryMax) {
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
 			c.log.Warn("locker: release got no answer; the hold ends at its TTL",
-				"name", h.Name, "owner", h.Owner, "ttl", h.TTL, "err", err)
+				"name", h.Name, "owner", h.Owner, "ttl", h.TTL, "err", last)
 			return
 		}
-		err = c.endOnEngine(ctx, h)
+		last = c.endOnEngine(ctx, h)
 	}
 }
 

@@ -36,8 +36,11 @@
 // 5s), on a goroutine the engine owns and Close stops. A hold whose
 // release never gets through ends by its TTL, and a WARN says so. Release
 // (Releaser) waits as long as a context allows instead; the switcher's
-// Unlock waits at most its health timeout, and not at all once the
-// engine's breaker is open.
+// Unlock waits no longer than the engine's breaker stays closed. On
+// engines whose client honours a deadline (DeadlineHonourer: etcd,
+// ZooKeeper, mem) Unlock releases on its caller's goroutine; on the others
+// (Redis, whose pipelines outlast a caller's deadline) a worker makes the
+// request, which costs two goroutine switches per Unlock.
 //
 // # Lost holds
 //

@@ -660,6 +660,10 @@ func (e *Engine) hold(ctx context.Context, h *locker.Hold, st *holdState) error 
 	return err
 }
 
+// HonoursDeadlines implements locker.DeadlineHonourer: a release returns
+// when its context ends.
+func (e *Engine) HonoursDeadlines() bool { return true }
+
 // Release implements locker.Backend: it deletes the hold's key and reports
 // ErrLockLost unless the key it deleted had the hold's create revision. A
 // plain delete is enough, and cheaper on etcd than a transaction comparing

@@ -185,6 +185,10 @@ func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, 
 	}
 }
 
+// HonoursDeadlines implements locker.DeadlineHonourer: a release returns
+// when its context ends.
+func (e *Engine) HonoursDeadlines() bool { return true }
+
 // Release implements locker.Backend.
 func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
 	if !e.store.release(h.State.(*entry)) {

@@ -549,7 +549,10 @@ func (s *luaScript) eval(args []any) []any {
 	return append([]any{"eval", s.src}, args[2:]...)
 }
 
-// Release implements locker.Backend.
+// Release implements locker.Backend. The engine is no
+// locker.DeadlineHonourer: a release batched behind other requests waits
+// for their pipeline (see batcher), whatever its own deadline, so Unlock
+// hands every release to a worker of the Core and waits at most its bound.
 func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
 	return e.release(ctx, h.State.(*hold))
 }

@@ -274,6 +274,10 @@ func position(children []string, own string) (pred string, first, found bool) {
 	return pred, found && pred == "", found
 }
 
+// HonoursDeadlines implements locker.DeadlineHonourer: a release returns
+// when its context ends.
+func (e *Engine) HonoursDeadlines() bool { return true }
+
 // Release implements locker.Backend: it deletes the hold's node, which is
 // the hold's own (its name carries a guid of its own), whatever its version.
 func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
