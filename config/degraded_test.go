@@ -49,19 +49,7 @@ func TestOpenDegradedStart(t *testing.T) {
 		{"redis primary, etcd source naming it, no failback", config.TypeRedis, "etcd", "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var srv *testserver.Server
-			var primary string
-			switch tc.kind {
-			case config.TypeRedis:
-				srv = testserver.Redis(t)
-				primary = fmt.Sprintf("{name: primary, type: redis, addrs: [%q], prefix: degraded}", srv.Addr())
-			case config.TypeEtcd:
-				srv = testserver.Etcd(t)
-				primary = fmt.Sprintf("{name: primary, type: etcd, endpoints: [%q], prefix: degraded}", srv.Addr())
-			case config.TypeZK:
-				srv = testserver.ZooKeeper(t)
-				primary = fmt.Sprintf("{name: primary, type: zk, servers: [%q], prefix: /degraded, session_timeout: 4s}", srv.Addr())
-			}
+			srv, primary := serverEngine(t, tc.kind, "primary", "degraded")
 			// The server's process is the test's, not Open's, and
 			// Restart starts it again.
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
@@ -320,19 +308,7 @@ engines:
 func TestDialClientAllowDown(t *testing.T) {
 	for _, kind := range []string{config.TypeRedis, config.TypeEtcd, config.TypeZK} {
 		t.Run(kind, func(t *testing.T) {
-			var srv *testserver.Server
-			var engine string
-			switch kind {
-			case config.TypeRedis:
-				srv = testserver.Redis(t)
-				engine = fmt.Sprintf("{name: down, type: redis, addrs: [%q]}", srv.Addr())
-			case config.TypeEtcd:
-				srv = testserver.Etcd(t)
-				engine = fmt.Sprintf("{name: down, type: etcd, endpoints: [%q]}", srv.Addr())
-			case config.TypeZK:
-				srv = testserver.ZooKeeper(t)
-				engine = fmt.Sprintf("{name: down, type: zk, servers: [%q], session_timeout: 4s}", srv.Addr())
-			}
+			srv, engine := serverEngine(t, kind, "down", "")
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
 				goleak.IgnoreAnyFunction("github.com/orthrus-go/orthrus/internal/testserver.(*Server).start.func1"))
 			if err := srv.Kill(); err != nil {
@@ -377,4 +353,36 @@ func TestDialClientAllowDown(t *testing.T) {
 			})
 		})
 	}
+}
+
+// serverEngine starts a server of kind and returns it with the YAML of an
+// engine named name on it, with prefix unless it is empty.
+func serverEngine(t *testing.T, kind, name, prefix string) (*testserver.Server, string) {
+	t.Helper()
+	var srv *testserver.Server
+	var addrs string
+	switch kind {
+	case config.TypeRedis:
+		srv = testserver.Redis(t)
+		addrs = "addrs"
+	case config.TypeEtcd:
+		srv = testserver.Etcd(t)
+		addrs = "endpoints"
+	case config.TypeZK:
+		srv = testserver.ZooKeeper(t)
+		addrs = "servers"
+		if prefix != "" {
+			prefix = "/" + prefix
+		}
+	default:
+		t.Fatalf("serverEngine: unknown kind %q", kind)
+	}
+	engine := fmt.Sprintf("{name: %s, type: %s, %s: [%q]", name, kind, addrs, srv.Addr())
+	if prefix != "" {
+		engine += ", prefix: " + prefix
+	}
+	if kind == config.TypeZK {
+		engine += ", session_timeout: 4s"
+	}
+	return srv, engine + "}"
 }

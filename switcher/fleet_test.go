@@ -54,25 +54,7 @@ func TestFleetFollowsOneBreakerDecision(t *testing.T) {
 	if err := primary.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	var first, last time.Time
-	breaker := 0
-	for range fleet {
-		select {
-		case ev := <-events:
-			if ev.To != "secondary" {
-				t.Fatalf("event %+v; want a switch to secondary", ev)
-			}
-			if ev.Reason == switcher.ReasonBreaker {
-				breaker++
-			}
-			if first.IsZero() {
-				first = ev.At
-			}
-			last = ev.At
-		case <-time.After(5 * time.Second):
-			t.Fatal("not every process switched 5s after the primary was killed")
-		}
-	}
+	first, last, breaker := awaitFleetSwitch(t, events, fleet)
 	resp, err := cli.Get(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
@@ -315,4 +297,29 @@ func TestBreakerSwitchHoldsAgainstUnchangedSource(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("did not follow the source's new value")
 	}
+}
+
+// awaitFleetSwitch waits for the switch to the secondary of each of fleet
+// processes, and returns when the first and the last switched and how
+// many did by their own breaker.
+func awaitFleetSwitch(t *testing.T, events <-chan switcher.Event, fleet int) (first, last time.Time, breaker int) {
+	t.Helper()
+	for range fleet {
+		select {
+		case ev := <-events:
+			if ev.To != "secondary" {
+				t.Fatalf("event %+v; want a switch to secondary", ev)
+			}
+			if ev.Reason == switcher.ReasonBreaker {
+				breaker++
+			}
+			if first.IsZero() {
+				first = ev.At
+			}
+			last = ev.At
+		case <-time.After(5 * time.Second):
+			t.Fatal("not every process switched 5s after the primary was killed")
+		}
+	}
+	return first, last, breaker
 }

@@ -162,25 +162,7 @@ func testUnwrittenKeyCreatedByFirstProposal(t *testing.T, key sharedKey) {
 	if err := primary.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	var first, last time.Time
-	breaker := 0
-	for range fleet {
-		select {
-		case ev := <-events:
-			if ev.To != "secondary" {
-				t.Fatalf("event %+v; want a switch to secondary", ev)
-			}
-			if ev.Reason == switcher.ReasonBreaker {
-				breaker++
-			}
-			if first.IsZero() {
-				first = ev.At
-			}
-			last = ev.At
-		case <-time.After(5 * time.Second):
-			t.Fatal("not every process switched 5s after the primary was killed")
-		}
-	}
+	first, last, breaker := awaitFleetSwitch(t, events, fleet)
 	engine, epoch, ok := key.read(t)
 	if !ok || engine != "secondary" || epoch != 1 {
 		t.Fatalf("the key after the failover: %q at epoch %d, exists %v; want secondary at epoch 1", engine, epoch, ok)
