@@ -107,7 +107,18 @@ var errQueued = errors.New("etcd: still queued")
 // st.prefix on the shared lease of h's TTL, within the transaction build
 // makes of the put; it starts over on a new lease when etcd no longer has
 // the lease. The caller frees the slot when the key was not created.
+//
+// On a cluster, the create is sent again, in another slot, whenever it
+// has gone unanswered for the attempt timeout (see createHedged).
 func (e *Engine) create(ctx context.Context, h *locker.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn) (*slot, *clientv3.TxnResponse, error) {
+	if e.attempt < e.timeout {
+		return e.createHedged(ctx, h, st, build)
+	}
+	return e.createOnce(ctx, h, st, build)
+}
+
+// createOnce is one create, of the request timeout.
+func (e *Engine) createOnce(ctx context.Context, h *locker.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn) (*slot, *clientv3.TxnResponse, error) {
 	for attempt := 1; ; attempt++ {
 		l, err := e.sharedLease(ctx, h.TTL)
 		if err != nil {
@@ -131,6 +142,113 @@ func (e *Engine) create(ctx context.Context, h *locker.Hold, st *holdState, buil
 		e.leftBehind(ctx, s)
 		return nil, nil, err
 	}
+}
+
+// maxHedges bounds the attempts of one create in flight at once.
+const maxHedges = 3
+
+// created is the outcome of one attempt of createHedged.
+type created struct {
+	s    *slot
+	resp *clientv3.TxnResponse
+	err  error
+}
+
+// createHedged sends the create again, in a new slot, each time its
+// attempts have gone unanswered for the attempt timeout, while the request
+// timeout lasts, and takes the first answer. A create must not be given up
+// on and sent again: one given up on may still be applied later (a member
+// that froze reads it when it resumes; a leader elected may commit it),
+// and its key would stand in the queue with no one to delete it. So every
+// attempt runs its full request timeout, as a single create does, and
+// what it leaves is settled in the background: a key of an attempt
+// answered after the one taken is deleted, comparing its create revision;
+// an attempt never answered is left behind as a single create's would be.
+// A create forwarded to a leader that died, which nothing answers, costs
+// its caller an attempt timeout, not the request timeout. Attempts end
+// with the caller's context only while none has been answered.
+func (e *Engine) createHedged(ctx context.Context, h *locker.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn) (*slot, *clientv3.TxnResponse, error) {
+	actx, abort := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, abort)
+	defer stop()
+	results := make(chan created, maxHedges)
+	began, inflight := time.Now(), 0
+	launch := func() {
+		inflight++
+		go func() {
+			s, resp, err := e.createOnce(actx, h, st, build)
+			results <- created{s, resp, err}
+		}()
+	}
+	launch()
+	timer := time.NewTimer(e.attempt)
+	defer timer.Stop()
+	for {
+		select {
+		case c := <-results:
+			inflight--
+			switch {
+			case c.err == nil:
+				e.settle(results, inflight, abort)
+				return c.s, c.resp, nil
+			case inflight > 0 && e.again(ctx, c.err, began, false):
+				continue // another attempt may still answer
+			case inflight == 0 && e.again(ctx, c.err, began, false):
+				timer.Reset(backoff(0)) // a member that failed at once: the next one, soon
+				continue
+			}
+			abort()
+			e.settle(results, inflight, abort)
+			return nil, nil, c.err
+		case <-timer.C:
+			if inflight < maxHedges && ctx.Err() == nil && time.Since(began)+e.attempt <= e.timeout {
+				launch()
+			}
+			timer.Reset(e.attempt)
+		}
+	}
+}
+
+// settle receives the outcomes of the n attempts of createHedged still in
+// flight, in the background, and deletes the keys of those that created
+// one; abort ends them when the engine closes.
+func (e *Engine) settle(results <-chan created, n int, abort context.CancelFunc) {
+	if n == 0 {
+		abort()
+		return
+	}
+	drain := func(ctx context.Context) {
+		stop := context.AfterFunc(ctx, abort)
+		defer stop()
+		defer abort()
+		for range n {
+			c := <-results
+			if c.err == nil {
+				e.discard(ctx, c.s, c.resp)
+			}
+		}
+	}
+	if !e.core.Go(drain) {
+		abort() // closing: the attempts end now, their keys with the leases
+		drain(context.Background())
+	}
+}
+
+// discard deletes the key an unneeded attempt of createHedged made, if it
+// made one: only a key created by that transaction has its revision as
+// create revision.
+func (e *Engine) discard(ctx context.Context, s *slot, resp *clientv3.TxnResponse) {
+	rctx, cancel := e.cleanupContext(ctx)
+	defer cancel()
+	_, err := e.client.Txn(rctx).
+		If(clientv3.Compare(clientv3.CreateRevision(s.key), "=", resp.Header.Revision)).
+		Then(clientv3.OpDelete(s.key)).
+		Commit()
+	if err != nil {
+		e.orphan(s) // deleted before its lease is renewed again
+		return
+	}
+	e.free(s)
 }
 
 // tryCreate makes one attempt with a transaction that creates the key only
@@ -265,7 +383,9 @@ func (w *lockWaiter) blocker(rs []*etcdserverpb.ResponseOp) watchSpec {
 // check reads in one transaction that the key still exists with its
 // create revision, and what blocks it now.
 func (w *lockWaiter) check(ctx context.Context, h *locker.Hold) (watchSpec, int64, error) {
-	rctx, cancel := w.e.bound(ctx)
+	// One attempt: a check that fails is tried again soon (queue), on the
+	// next member when this one went away.
+	rctx, cancel := w.e.attemptBound(ctx)
 	defer cancel()
 	switch {
 	case w.sole && w.gone && w.marks:
@@ -676,9 +796,7 @@ func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
 		// slot may be another hold's by now.
 		return e.fail("release", h.Name, errKeyGone)
 	}
-	rctx, cancel := e.bound(ctx)
-	resp, err := e.client.Delete(rctx, st.key, clientv3.WithPrevKV())
-	cancel()
+	deleted, tries, err := e.deleteHeld(ctx, st)
 	if st.fixed != clientv3.NoLease {
 		e.revokeQuiet(ctx, st.fixed)
 	}
@@ -687,8 +805,46 @@ func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
 		return e.fail("release", h.Name, err)
 	}
 	e.free(st.slot)
-	if len(resp.PrevKvs) == 0 || resp.PrevKvs[0].CreateRevision != st.rev {
+	if !deleted && tries > 1 {
+		// An attempt that went unanswered may have deleted the key: the
+		// slot was the hold's, and its lease was kept, so it most likely
+		// did. Only a deletion by hand in that same moment would be
+		// missed, and the hold ends either way.
+		return nil
+	}
+	if !deleted {
 		return e.fail("release", h.Name, errKeyGone)
 	}
 	return nil
+}
+
+// deleteHeld deletes the key of a hold and tells whether it had the hold's
+// create revision, in as many attempts as it took. With one attempt (one
+// endpoint) a plain delete does. With retries, an attempt that went
+// unanswered may still be applied later — sent to a member that froze, it
+// is read when the member resumes — after the slot was freed and its key
+// name taken by another hold: so each attempt deletes the key only if it
+// still has the hold's create revision.
+func (e *Engine) deleteHeld(ctx context.Context, st *holdState) (deleted bool, tries int, err error) {
+	if e.attempt >= e.timeout {
+		rctx, cancel := e.attemptBound(ctx)
+		defer cancel()
+		resp, err := e.client.Delete(rctx, st.key, clientv3.WithPrevKV())
+		if err != nil {
+			return false, 1, err
+		}
+		return len(resp.PrevKvs) > 0 && resp.PrevKvs[0].CreateRevision == st.rev, 1, nil
+	}
+	err = e.retry(ctx, func(rctx context.Context) error {
+		tries++
+		resp, err := e.client.Txn(rctx).
+			If(clientv3.Compare(clientv3.CreateRevision(st.key), "=", st.rev)).
+			Then(clientv3.OpDelete(st.key)).
+			Commit()
+		if err == nil {
+			deleted = resp.Succeeded
+		}
+		return err
+	})
+	return deleted, tries, err
 }

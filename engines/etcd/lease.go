@@ -218,7 +218,10 @@ func (e *Engine) refresh(ctx context.Context, l *lease) error {
 			return errLeaseGone
 		}
 	}
-	rctx, cancel := e.bound(ctx)
+	// One attempt: the keeper tries again soon after a failure, on the
+	// next member when this one went away (the new leader, after an
+	// election), well before the lease may end.
+	rctx, cancel := e.attemptBound(ctx)
 	sent := time.Now()
 	resp, err := e.client.KeepAliveOnce(rctx, l.id)
 	cancel()
