@@ -68,6 +68,13 @@ type Config struct {
 	// ParentLinger is how long a parent stays once the caller's last node
 	// under it is gone; 0 leaves parents to the server (see ParentUsed).
 	ParentLinger time.Duration
+	// StallTimeout, with several servers, is how long the server of the
+	// session may leave a request unanswered before its socket is closed,
+	// so that go-zookeeper moves the session to the next server and the
+	// requests are sent again there (see stallWatch). 0: never; the
+	// session then stays on a frozen server for go-zookeeper's receive
+	// timeout, two thirds of the session timeout.
+	StallTimeout time.Duration
 
 	// OnEpochLost is told that ep ended: the session expired (reap false),
 	// or the ensemble was silent for the session timeout (reap true: the
@@ -203,7 +210,35 @@ func (c *Conn) start(ctx context.Context) error {
 	go c.monitor()
 	go c.reaper()
 	go c.sweeper()
+	if c.cfg.StallTimeout > 0 && len(c.cfg.Servers) > 1 {
+		c.wg.Add(1)
+		go c.stallWatch()
+	}
 	return nil
+}
+
+// stallWatch closes the session's socket when the server has left a
+// request unanswered for the stall timeout: a server that froze (or lost
+// its leader and cannot serve writes) keeps its socket open, and
+// go-zookeeper would wait its receive timeout (two thirds of the session
+// timeout) before it tried another server. A member of a healthy ensemble
+// answers in milliseconds; one that cannot is the ensemble's business, and
+// the session moves on, keeping its nodes, within the session timeout.
+func (c *Conn) stallWatch() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.cfg.StallTimeout / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+		}
+		if d := c.wire.waiting(); d >= c.cfg.StallTimeout {
+			c.log.Debug("zk: the server left a request unanswered; trying the next one", "for", d)
+			c.wire.cut()
+		}
+	}
 }
 
 // AuthError is a failed AddAuth in Dial.
