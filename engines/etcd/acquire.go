@@ -202,6 +202,7 @@ func (e *Engine) createHedged(ctx context.Context, h *locker.Hold, st *holdState
 			return nil, nil, c.err
 		case <-timer.C:
 			if inflight < maxHedges && ctx.Err() == nil && time.Since(began)+e.attempt <= e.timeout {
+				e.noteTrouble()
 				launch()
 			}
 			timer.Reset(e.attempt)
@@ -568,6 +569,7 @@ func (q *queued) checkPlace(ctx context.Context) error {
 		q.e.free(q.st.slot)
 		return errRequeue
 	case ctx.Err() == nil:
+		q.e.noteTrouble()
 		q.e.log.Debug("etcd: checking a waiter's place failed, will retry", "name", q.h.Name, "err", err)
 		if q.e.expired(l) {
 			q.e.kill(l, err)
@@ -593,6 +595,12 @@ func (q *queued) await(ctx context.Context, timer *time.Timer) error {
 		}
 	}
 	wait := time.Until(q.recheck)
+	troubled, inTrouble := q.e.trouble()
+	if inTrouble {
+		// The watch may sit on a member that froze: look again every
+		// third of the window, a few reads per waiter per episode.
+		wait = min(wait, q.e.window/3)
+	}
 	if q.check {
 		wait = q.retry
 	}
@@ -614,6 +622,8 @@ func (q *queued) await(ctx context.Context, timer *time.Timer) error {
 		q.stopWatch()
 		q.e.abandon(q.st.slot) // most likely gone with the lease
 		return errRequeue
+	case <-troubled:
+		q.check = true // a member went away: is the way clear already?
 	case <-pending:
 		// Set: wait on its events from the next round.
 	case resp, ok := <-events:
@@ -824,7 +834,8 @@ func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
 // unanswered may still be applied later — sent to a member that froze, it
 // is read when the member resumes — after the slot was freed and its key
 // name taken by another hold: so each attempt deletes the key only if it
-// still has the hold's create revision.
+// still has the hold's create revision, and attempts may run at once
+// (hedge).
 func (e *Engine) deleteHeld(ctx context.Context, st *holdState) (deleted bool, tries int, err error) {
 	if e.attempt >= e.timeout {
 		rctx, cancel := e.attemptBound(ctx)
@@ -835,16 +846,15 @@ func (e *Engine) deleteHeld(ctx context.Context, st *holdState) (deleted bool, t
 		}
 		return len(resp.PrevKvs) > 0 && resp.PrevKvs[0].CreateRevision == st.rev, 1, nil
 	}
-	err = e.retry(ctx, func(rctx context.Context) error {
-		tries++
+	deleted, tries, err = hedge(ctx, e, func(rctx context.Context) (bool, error) {
 		resp, err := e.client.Txn(rctx).
 			If(clientv3.Compare(clientv3.CreateRevision(st.key), "=", st.rev)).
 			Then(clientv3.OpDelete(st.key)).
 			Commit()
-		if err == nil {
-			deleted = resp.Succeeded
+		if err != nil {
+			return false, err
 		}
-		return err
+		return resp.Succeeded, nil
 	})
 	return deleted, tries, err
 }

@@ -58,7 +58,13 @@ type Engine struct {
 	log     *slog.Logger
 	core    *locker.Core
 
-	done      chan struct{} // closed by Close
+	done chan struct{} // closed by Close
+
+	// Trouble: the latest attempt to the cluster that went unanswered (see
+	// noteTrouble), and a channel closed when an episode of it begins.
+	troubleMu sync.Mutex
+	troubleAt time.Time
+	troubled  chan struct{}
 	closeOnce sync.Once
 
 	keeper   *keeper
@@ -242,6 +248,7 @@ func New(client *clientv3.Client, opts ...Option) (*Engine, error) {
 		window:   s.window,
 		log:      logger,
 		done:     make(chan struct{}),
+		troubled: make(chan struct{}),
 		keeper:   newKeeper(),
 		perLease: s.perLease,
 		current:  make(map[int64]*lease),
@@ -386,7 +393,7 @@ func (e *Engine) bound(ctx context.Context) (context.Context, context.CancelFunc
 
 // attemptBound limits one attempt of a round trip that may be sent again:
 // to the request timeout with one endpoint, to the attempt timeout with
-// several (see retry). Only for requests that do no harm if an attempt
+// several (see hedge). Only for requests that do no harm if an attempt
 // given up on is applied late: reads, lease refreshes, writes that compare
 // the key's create revision.
 func (e *Engine) attemptBound(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -409,19 +416,93 @@ func (e *Engine) again(ctx context.Context, err error, began time.Time, expired 
 	return expired || isUnavailable(err)
 }
 
-// retry runs one round trip, op, in attempts bounded by attemptBound,
-// until one is answered, an answer is an error, or the request timeout
-// would pass. A failed attempt is followed at once by the next: clientv3's
-// balancer sends it to the next member.
-func (e *Engine) retry(ctx context.Context, op func(rctx context.Context) error) error {
-	began := time.Now()
-	for {
-		rctx, cancel := e.attemptBound(ctx)
-		err := op(rctx)
-		expired := rctx.Err() != nil
+// noteTrouble records that an attempt to the cluster went unanswered: a
+// member died or froze, or the cluster is electing a leader. Queued waiters
+// then stop trusting their watch alone for the ride-through window (see
+// queued.await): the engine's watches share one gRPC stream, to one
+// member, which may be the one that froze and delivers nothing until it
+// resumes. The first attempt of an episode wakes them all.
+func (e *Engine) noteTrouble() {
+	if e.window <= 0 {
+		return
+	}
+	e.troubleMu.Lock()
+	defer e.troubleMu.Unlock()
+	now := time.Now()
+	if now.Sub(e.troubleAt) >= e.window {
+		close(e.troubled)
+		e.troubled = make(chan struct{})
+	}
+	e.troubleAt = now
+}
+
+// trouble returns the channel the next episode of trouble closes, and
+// whether an attempt went unanswered within the ride-through window.
+func (e *Engine) trouble() (<-chan struct{}, bool) {
+	e.troubleMu.Lock()
+	defer e.troubleMu.Unlock()
+	return e.troubled, e.window > 0 && !e.troubleAt.IsZero() && time.Since(e.troubleAt) < e.window
+}
+
+// hedge runs one round trip, op, that is safe to run more than once at a
+// time, within the request timeout: when no attempt has answered for the
+// attempt timeout, it sends another, to the next member as clientv3's
+// balancer picks it, without giving up on the ones in flight, and takes
+// the first answer. So an attempt stuck on a member that froze, or
+// forwarded to a leader that died, costs an attempt timeout, and one that
+// lands on a member that serves is never cut short. The attempts still in
+// flight are cancelled and waited for when it returns. It also returns
+// how many attempts it sent.
+func hedge[T any](ctx context.Context, e *Engine, op func(rctx context.Context) (T, error)) (T, int, error) {
+	hctx, cancel := context.WithTimeout(ctx, e.timeout)
+	var wg sync.WaitGroup
+	defer func() {
 		cancel()
-		if !e.again(ctx, err, began, expired) {
-			return err
+		wg.Wait()
+	}()
+	type answer struct {
+		v   T
+		err error
+	}
+	most := int(e.timeout/e.attempt) + 1
+	answers := make(chan answer, most)
+	sent, inflight := 0, 0
+	launch := func() {
+		sent++
+		inflight++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := op(hctx)
+			answers <- answer{v, err}
+		}()
+	}
+	launch()
+	timer := time.NewTimer(e.attempt)
+	defer timer.Stop()
+	var last answer
+	for {
+		select {
+		case a := <-answers:
+			inflight--
+			if a.err == nil || hctx.Err() != nil || !isUnavailable(a.err) && !errors.Is(a.err, context.DeadlineExceeded) {
+				return a.v, sent, a.err
+			}
+			last = a // a member that could not serve: the next one
+			if inflight == 0 {
+				timer.Reset(backoff(0))
+			}
+		case <-timer.C:
+			if sent < most {
+				e.noteTrouble()
+				launch()
+			}
+			timer.Reset(e.attempt)
+		case <-hctx.Done():
+			if last.err == nil {
+				last.err = hctx.Err()
+			}
+			return last.v, sent, last.err
 		}
 	}
 }
