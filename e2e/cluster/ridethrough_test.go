@@ -101,12 +101,13 @@ func BenchmarkRideThrough(b *testing.B) {
 		for _, f := range []fault{killLeader, killFollower, pauseLeader} {
 			b.Run(kind+"/"+string(f), func(b *testing.B) {
 				r := newRig(b, kind)
-				var gaps, locks, firsts, switchAfter []time.Duration
+				var gaps, locks, frees, firsts, switchAfter []time.Duration
 				switches, errs, lost := 0, 0, 0
 				for range b.N {
 					o := r.drill(b, f)
 					b.Logf("%v", o)
 					gaps, locks, firsts = append(gaps, o.gap), append(locks, o.longestLock), append(firsts, o.firstGrant)
+					frees = append(frees, o.longestFree)
 					if o.switchAfter > 0 {
 						switchAfter = append(switchAfter, o.switchAfter)
 					}
@@ -117,8 +118,8 @@ func BenchmarkRideThrough(b *testing.B) {
 				b.ReportMetric(float64(switches), "switches")
 				b.ReportMetric(float64(errs), "errors")
 				b.ReportMetric(float64(lost), "lost")
-				b.Logf("%s %s, n=%d: switches %d (after %s); longest gap %s; longest LockCtx %s; first grant %s; caller errors %d; long holds lost %d",
-					kind, f, b.N, switches, spread(switchAfter), spread(gaps), spread(locks), spread(firsts), errs, lost)
+				b.Logf("%s %s, n=%d: switches %d (after %s); longest gap %s; longest LockCtx %s; longest Unlock %s; first grant %s; caller errors %d; long holds lost %d",
+					kind, f, b.N, switches, spread(switchAfter), spread(gaps), spread(locks), spread(frees), spread(firsts), errs, lost)
 			})
 		}
 	}
