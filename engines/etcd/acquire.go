@@ -129,9 +129,22 @@ func (e *Engine) createOnce(ctx context.Context, h *locker.Hold, st *holdState, 
 			continue // retired meanwhile
 		}
 		rctx, cancel := e.bound(ctx)
-		resp, err := build(e.client.Txn(rctx), clientv3.OpPut(s.key, st.value, clientv3.WithLease(l.id))).Commit()
+		resp, err := build(e.client.Txn(rctx), clientv3.OpPut(s.key, st.value, clientv3.WithLease(l.id), clientv3.WithPrevKV())).Commit()
 		cancel()
 		if err == nil {
+			if prev := overwritten(resp); prev != nil {
+				// The key was there: a create of this slot given up on
+				// (unanswered for the request timeout) was applied late,
+				// after the slot was swept and freed. Our put kept that
+				// key's create revision, so the key is not where the
+				// transaction says: delete it and start again.
+				if err = e.deleteRev(ctx, s.key, prev.CreateRevision); err != nil {
+					e.leftBehind(ctx, s)
+					return nil, nil, err
+				}
+				e.free(s)
+				continue
+			}
 			return s, resp, nil
 		}
 		if isLeaseNotFound(err) && attempt < attempts {
@@ -144,8 +157,35 @@ func (e *Engine) createOnce(ctx context.Context, h *locker.Hold, st *holdState, 
 	}
 }
 
-// maxHedges bounds the attempts of one create in flight at once.
-const maxHedges = 3
+// overwritten returns the key the put of a create's transaction (its first
+// operation, when it succeeded) replaced: nil unless the key existed.
+func overwritten(resp *clientv3.TxnResponse) *mvccpb.KeyValue {
+	if !resp.Succeeded || len(resp.Responses) == 0 {
+		return nil
+	}
+	if p := resp.Responses[0].GetResponsePut(); p != nil {
+		return p.PrevKv
+	}
+	return nil
+}
+
+// deleteRev deletes key if it has create revision rev.
+func (e *Engine) deleteRev(ctx context.Context, key string, rev int64) error {
+	rctx, cancel := e.bound(ctx)
+	defer cancel()
+	_, err := e.client.Txn(rctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+		Then(clientv3.OpDelete(key)).
+		Commit()
+	return err
+}
+
+// hedges bounds the attempts of one create: enough to go on sending one
+// every attempt timeout through the ride-through window (an election),
+// and at least 3.
+func (e *Engine) hedges() int {
+	return max(int(e.window/e.attempt)+1, 3)
+}
 
 // created is the outcome of one attempt of createHedged.
 type created struct {
@@ -171,7 +211,7 @@ func (e *Engine) createHedged(ctx context.Context, h *locker.Hold, st *holdState
 	actx, abort := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, abort)
 	defer stop()
-	results := make(chan created, maxHedges)
+	results := make(chan created, e.hedges())
 	began, inflight := time.Now(), 0
 	launch := func() {
 		inflight++
@@ -201,7 +241,7 @@ func (e *Engine) createHedged(ctx context.Context, h *locker.Hold, st *holdState
 			e.settle(results, inflight, abort)
 			return nil, nil, c.err
 		case <-timer.C:
-			if inflight < maxHedges && ctx.Err() == nil && time.Since(began)+e.attempt <= e.timeout {
+			if inflight < e.hedges() && ctx.Err() == nil && time.Since(began)+e.attempt <= e.timeout {
 				e.noteTrouble()
 				launch()
 			}
