@@ -231,9 +231,9 @@ func (e *Engine) createHedged(ctx context.Context, h *locker.Hold, st *holdState
 			case c.err == nil:
 				e.settle(results, inflight, abort)
 				return c.s, c.resp, nil
-			case inflight > 0 && e.again(ctx, c.err, began, false):
+			case inflight > 0 && e.again(ctx, c.err, began):
 				continue // another attempt may still answer
-			case inflight == 0 && e.again(ctx, c.err, began, false):
+			case inflight == 0 && e.again(ctx, c.err, began):
 				timer.Reset(backoff(0)) // a member that failed at once: the next one, soon
 				continue
 			}

@@ -153,17 +153,16 @@ func WithRideThrough(d time.Duration) Option {
 	}
 }
 
-// WithAttemptTimeout bounds one attempt of the round trips to a cluster
-// that are sent again when unanswered — to the next member, as the
-// client's balancer picks it — until the request timeout has passed:
-// releases (a delete that compares the key's create revision, so that an
-// attempt applied late cannot delete another hold's key), lease refreshes
-// and a waiter's checks of its place. The key creations of acquisitions
-// keep one attempt of the request timeout: one given up on may be applied
-// late (read by a frozen member when it resumes), and its key would then
-// stand in the queue with no one to delete it. Default:
-// DefaultAttemptTimeout (300ms) when the client lists several endpoints;
-// with one, a request has one attempt of the request timeout.
+// WithAttemptTimeout sets how long a request to a cluster may go
+// unanswered before it is sent again, to the next member as the client's
+// balancer picks it, until the request timeout has passed. Key creations,
+// releases (a delete that compares the key's create revision) and lease
+// grants are hedged: the attempt in flight goes on, since it may still be
+// applied, and the first answer is taken (what the others did is undone
+// in the background). Lease refreshes and a waiter's checks of its place
+// have one attempt of this length, and are tried again soon after.
+// Default: DefaultAttemptTimeout (300ms) when the client lists several
+// endpoints; with one, a request has one attempt of the request timeout.
 func WithAttemptTimeout(d time.Duration) Option {
 	return func(s *settings) error {
 		if d <= 0 {
@@ -400,20 +399,16 @@ func (e *Engine) attemptBound(ctx context.Context) (context.Context, context.Can
 	return context.WithTimeout(ctx, e.attempt)
 }
 
-// again tells whether a round trip begun at began whose attempt failed
-// with err may be sent again: its attempt ran out (expired: the attempt's
-// own deadline passed, however the client or the server reported it) or
-// its member could not serve, while the caller and the request timeout
-// leave room for another. An answer from etcd (permission, a lease or key
-// gone) is never sent again.
-func (e *Engine) again(ctx context.Context, err error, began time.Time, expired bool) bool {
+// again tells whether a create begun at began whose attempt failed with
+// err may be sent again: its member could not serve (gone, unreachable,
+// without a leader), while the caller and the request timeout leave room
+// for another. An answer from etcd (permission, a lease or key gone) is
+// never sent again.
+func (e *Engine) again(ctx context.Context, err error, began time.Time) bool {
 	if err == nil || ctx.Err() != nil || e.attempt >= e.timeout || e.isClosed() {
 		return false
 	}
-	if time.Since(began)+e.attempt > e.timeout {
-		return false
-	}
-	return expired || isUnavailable(err)
+	return time.Since(began)+e.attempt <= e.timeout && isUnavailable(err)
 }
 
 // noteTrouble records that an attempt to the cluster went unanswered: a
@@ -454,6 +449,12 @@ func (e *Engine) trouble() (<-chan struct{}, bool) {
 // flight are cancelled and waited for when it returns. It also returns
 // how many attempts it sent.
 func hedge[T any](ctx context.Context, e *Engine, op func(rctx context.Context) (T, error)) (T, int, error) {
+	if e.attempt >= e.timeout { // one endpoint: nowhere else to send it
+		rctx, cancel := e.bound(ctx)
+		defer cancel()
+		v, err := op(rctx)
+		return v, 1, err
+	}
 	hctx, cancel := context.WithTimeout(ctx, e.timeout)
 	var wg sync.WaitGroup
 	defer func() {
