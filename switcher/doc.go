@@ -25,9 +25,10 @@
 // only once the engine has failed, without a success, for the whole
 // window — a refusal included, since a ZooKeeper ensemble refuses clients
 // while it elects. Defaults: etcd 3s (2 × the 1s election timeout + 1s),
-// ZooKeeper 4s (see each engine's doc); an engine over one server has no
-// window. A cluster that is really down switches within the window plus a
-// health check.
+// ZooKeeper two thirds of the session timeout, 6.67s (see each engine's
+// doc); an engine over one server has no window. A cluster that is really
+// down switches within the window plus a health check.
+//
 // A breaker that opens is logged (WARN) with the last failure it counted.
 // Every switch is logged with slog and delivered to the OnSwitch hook as
 // an Event. All switching decisions are made by one goroutine, in order.

@@ -15,30 +15,35 @@ type bounds struct {
 	first time.Duration // first grant of a wait begun after the fault
 }
 
-// electionBound is, per engine, the longest a 3-member cluster of the test
-// launcher takes to serve again after losing its leader (see the engines'
-// doc.go, "Clusters").
-var electionBound = map[string]time.Duration{
-	// etcd: a follower calls an election after 1-2 election timeouts
-	// (--election-timeout 1000ms, randomised by raft up to twice that);
-	// a request sent before then to the old leader, or to a member that
-	// froze, is sent again after an attempt timeout (etcd's default 300ms).
-	"etcd": 2*time.Second + etcd.DefaultAttemptTimeout,
-	// ZooKeeper: followers see a killed leader's connections close at once
-	// and elect within a few ticks; a frozen leader is noticed after
-	// syncLimit × tickTime (10 × 200ms in the launcher: 2s). Then every
-	// session moves to a server that serves: go-zookeeper tries its next
-	// round of servers a second after the last.
-	"zk": 3500 * time.Millisecond,
+// electionBound is the longest a 3-member cluster of the test launcher
+// takes to serve again after losing its leader, killed or frozen (see the
+// engines' doc.go: "Clusters", "Ensembles").
+func electionBound(kind string, f fault) time.Duration {
+	if kind == "etcd" {
+		// A follower calls an election after 1-2 election timeouts
+		// (--election-timeout 1000ms, randomised by raft up to twice
+		// that), killed leader or frozen; a request sent before then to
+		// the old leader, or to a member that froze, is sent again after
+		// an attempt timeout (etcd's default 300ms).
+		return 2*time.Second + etcd.DefaultAttemptTimeout
+	}
+	// ZooKeeper: followers see a killed leader's connections close at
+	// once and elect within a second; a frozen leader is noticed after
+	// syncLimit × tickTime (10 × 200ms in the launcher: 2s). Then the
+	// session moves to a server that serves: the frozen one is left after
+	// the engine's stall timeout (1s), and go-zookeeper starts each new
+	// round of its servers a second after the last.
+	if f == pauseLeader {
+		return 2*time.Second + 500*time.Millisecond + 2*time.Second
+	}
+	return time.Second + time.Second
 }
 
 func targets(kind string, f fault) bounds {
-	b := electionBound[kind] + 500*time.Millisecond
 	if f == killFollower {
 		return bounds{wait: time.Second, first: time.Second}
 	}
-	// A frozen leader lasts pauseFor, but the cluster elects without it:
-	// the same election as a kill.
+	b := electionBound(kind, f) + 500*time.Millisecond
 	return bounds{wait: b, first: b}
 }
 

@@ -9,8 +9,8 @@ import (
 	"github.com/orthrus-go/orthrus/locker"
 )
 
-// The ride-through window is an ensemble's: several servers get half the
-// session timeout, one server none, and the option sets it.
+// The ride-through window is an ensemble's: several servers get two thirds
+// of the session timeout, one server none, and the option sets it.
 func TestRideThroughWindow(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -19,8 +19,8 @@ func TestRideThroughWindow(t *testing.T) {
 		want    time.Duration
 	}{
 		{"one server", []string{zkAddr}, nil, 0},
-		{"several servers", []string{zkAddr, zkAddr, zkAddr}, nil, zk.DefaultSessionTimeout / 2},
-		{"session timeout", []string{zkAddr, zkAddr}, []zk.Option{zk.WithSessionTimeout(4 * time.Second)}, 2 * time.Second},
+		{"several servers", []string{zkAddr, zkAddr, zkAddr}, nil, zk.DefaultSessionTimeout * 2 / 3},
+		{"session timeout", []string{zkAddr, zkAddr}, []zk.Option{zk.WithSessionTimeout(3 * time.Second)}, 2 * time.Second},
 		{"set", []string{zkAddr}, []zk.Option{zk.WithRideThrough(time.Second)}, time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -119,8 +119,8 @@ func WithSessionTimeout(d time.Duration) Option {
 // it as down and moves new acquisitions to the next engine (see
 // switcher.Cluster). Every server of an ensemble refuses clients while it
 // elects: the window must cover the election and the session's move to a
-// server that serves. Default: half the session timeout (5s with the
-// default 10s) when New is given several servers, 0 with one.
+// server that serves. Default: two thirds of the session timeout (6.67s
+// with the default 10s) when New is given several servers, 0 with one.
 func WithRideThrough(d time.Duration) Option {
 	return func(s *settings) error {
 		if d < 0 {
@@ -272,11 +272,12 @@ func newSettings(servers []string, opts []Option) (settings, error) {
 	}
 	if s.window < 0 {
 		// One server has no election to ride out. An ensemble's session
-		// outlives an outage shorter than its timeout, holds included:
-		// half of it leaves the switch well before they could be lost.
+		// outlives an outage shorter than its timeout, holds included;
+		// two thirds of it is go-zookeeper's own limit for a silent
+		// server, and switches before the holds could be lost.
 		s.window = 0
 		if len(servers) > 1 {
-			s.window = s.conn.SessionTimeout / 2
+			s.window = s.conn.SessionTimeout * 2 / 3
 		}
 	}
 	if len(servers) > 1 {
