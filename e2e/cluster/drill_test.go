@@ -42,6 +42,9 @@ type fault string
 const (
 	killLeader   fault = "kill-leader"
 	killFollower fault = "kill-follower"
+	// killMajority kills the leader and a follower: the cluster is down,
+	// and the switcher must leave it once its ride-through window passes.
+	killMajority fault = "kill-majority"
 	pauseLeader  fault = "pause-leader"
 )
 
@@ -254,8 +257,12 @@ func (r *rig) drill(tb testing.TB, f fault) outcome {
 		tb.Fatalf("fewer than %d grants in 30s before the fault", warmGrant)
 	}
 
+	watch := settle
+	if f == killMajority {
+		watch += rideThrough(sw) // the switch comes after the window
+	}
 	faultAt := r.injure(tb, f)
-	<-time.After(settle)
+	<-time.After(watch)
 	stopAt := time.Now()
 	halt()
 
@@ -265,6 +272,9 @@ func (r *rig) drill(tb testing.TB, f fault) outcome {
 		case <-l.Lost():
 			o.lost++
 		default:
+			if f == killMajority {
+				continue // on a dead cluster: ends with the switcher's Close
+			}
 			if err := l.Unlock(); err != nil {
 				o.longErrs = append(o.longErrs, err)
 			}
@@ -285,6 +295,15 @@ func (r *rig) drill(tb testing.TB, f fault) outcome {
 	return o
 }
 
+// rideThrough returns the ride-through window of the switcher's first
+// engine, the cluster.
+func rideThrough(sw *config.Switcher) time.Duration {
+	if c, ok := sw.Engines()[0].(switcher.Cluster); ok {
+		return c.RideThrough()
+	}
+	return 0
+}
+
 // injure applies f and returns when the fault began.
 func (r *rig) injure(tb testing.TB, f fault) time.Time {
 	tb.Helper()
@@ -292,19 +311,24 @@ func (r *rig) injure(tb testing.TB, f fault) time.Time {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	target := leader
-	if f == killFollower {
-		for _, s := range r.cl.Servers {
-			if s != leader {
-				target = s
-				break
-			}
+	target, follower := leader, leader
+	for _, s := range r.cl.Servers {
+		if s != leader {
+			follower = s
+			break
 		}
+	}
+	if f == killFollower {
+		target = follower
 	}
 	at := time.Now()
 	switch f {
 	case killLeader, killFollower:
 		err = target.Kill()
+	case killMajority:
+		if err = leader.Kill(); err == nil {
+			err = follower.Kill()
+		}
 	case pauseLeader:
 		if err = target.Pause(); err == nil {
 			<-time.After(pauseFor)

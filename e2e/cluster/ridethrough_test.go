@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/engines/etcd"
+	"github.com/orthrus-go/orthrus/engines/zk"
 )
 
 // bounds are the targets of issue 25 for a fault the cluster survives:
@@ -81,7 +82,7 @@ func check(t *testing.T, kind string, f fault, o outcome) {
 	}
 }
 
-func rideThrough(t *testing.T, kind string) {
+func rideThroughAll(t *testing.T, kind string) {
 	r := newRig(t, kind)
 	for _, f := range []fault{killLeader, killFollower, pauseLeader} {
 		t.Run(string(f), func(t *testing.T) {
@@ -90,12 +91,37 @@ func rideThrough(t *testing.T, kind string) {
 	}
 }
 
+// A cluster that loses its quorum is down: the switcher leaves it once
+// its ride-through window has passed (plus a health check's timeout and
+// 0.5s), and callers get their locks on the secondary.
+func majorityKilled(t *testing.T, kind string) {
+	r := newRig(t, kind)
+	o := r.drill(t, killMajority)
+	t.Logf("%s %s: %v", kind, killMajority, o)
+	window := map[string]time.Duration{"etcd": etcd.DefaultRideThrough, "zk": zk.DefaultSessionTimeout * 2 / 3}[kind]
+	switch {
+	case len(o.switches) == 0:
+		t.Fatalf("no switch after a majority was killed; want one within %v", window+800*time.Millisecond)
+	case o.switches[0].From != kind || o.switches[0].To != "redis":
+		t.Errorf("switch %s -> %s; want %s -> redis", o.switches[0].From, o.switches[0].To, kind)
+	case o.switchAfter < window || o.switchAfter > window+800*time.Millisecond:
+		t.Errorf("switched %v after the fault; want within the %v window + 0.8s, not before", ms(o.switchAfter), window)
+	}
+	for _, err := range o.errors {
+		t.Errorf("caller error: %v", err)
+	}
+}
+
+func TestEtcdMajorityKilled(t *testing.T) { majorityKilled(t, "etcd") }
+
+func TestZKMajorityKilled(t *testing.T) { majorityKilled(t, "zk") }
+
 // A 3-member etcd cluster that loses its leader or a follower, or whose
 // leader freezes, keeps its quorum: the engine rides it out.
-func TestEtcdRideThrough(t *testing.T) { rideThrough(t, "etcd") }
+func TestEtcdRideThrough(t *testing.T) { rideThroughAll(t, "etcd") }
 
 // The same for a 3-server ZooKeeper ensemble.
-func TestZKRideThrough(t *testing.T) { rideThrough(t, "zk") }
+func TestZKRideThrough(t *testing.T) { rideThroughAll(t, "zk") }
 
 // BenchmarkRideThrough reports, per engine and fault, min / median / max
 // over b.N drills of what the callers saw.
