@@ -34,6 +34,9 @@ const (
 	settle = 3 * time.Second
 	// pauseFor is how long a frozen member stays frozen.
 	pauseFor = 5 * time.Second
+	// restartGap is the time between two members' restarts in a rolling
+	// restart.
+	restartGap = 5 * time.Second
 )
 
 // fault is what a drill does to the cluster.
@@ -45,6 +48,10 @@ const (
 	// killMajority kills the leader and a follower: the cluster is down,
 	// and the switcher must leave it once its ride-through window passes.
 	killMajority fault = "kill-majority"
+	// rollingRestart restarts every member in turn (SIGTERM, start again
+	// with its data, wait until it serves), followers first, restartGap
+	// apart, as an upgrade does.
+	rollingRestart fault = "rolling-restart"
 	pauseLeader  fault = "pause-leader"
 )
 
@@ -328,6 +335,21 @@ func (r *rig) injure(tb testing.TB, f fault) time.Time {
 	case killMajority:
 		if err = leader.Kill(); err == nil {
 			err = follower.Kill()
+		}
+	case rollingRestart:
+		order := make([]*testserver.Server, 0, len(r.cl.Servers))
+		for _, s := range r.cl.Servers {
+			if s != leader {
+				order = append(order, s)
+			}
+		}
+		for i, s := range append(order, leader) {
+			if i > 0 {
+				<-time.After(restartGap)
+			}
+			if err = s.Restart(); err != nil {
+				break
+			}
 		}
 	case pauseLeader:
 		if err = target.Pause(); err == nil {

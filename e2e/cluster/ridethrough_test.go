@@ -84,7 +84,7 @@ func check(t *testing.T, kind string, f fault, o outcome) {
 
 func rideThroughAll(t *testing.T, kind string) {
 	r := newRig(t, kind)
-	for _, f := range []fault{killLeader, killFollower, pauseLeader} {
+	for _, f := range []fault{killLeader, killFollower, pauseLeader, rollingRestart} {
 		t.Run(string(f), func(t *testing.T) {
 			check(t, kind, f, r.drill(t, f))
 		})
@@ -129,7 +129,7 @@ func TestZKRideThrough(t *testing.T) { rideThroughAll(t, "zk") }
 //	go test -run '^$' -bench RideThrough -benchtime 5x ./e2e/cluster/
 func BenchmarkRideThrough(b *testing.B) {
 	for _, kind := range []string{"etcd", "zk"} {
-		for _, f := range []fault{killLeader, killFollower, pauseLeader} {
+		for _, f := range []fault{killLeader, killFollower, pauseLeader, rollingRestart} {
 			b.Run(kind+"/"+string(f), func(b *testing.B) {
 				r := newRig(b, kind)
 				var gaps, locks, frees, firsts, switchAfter []time.Duration
