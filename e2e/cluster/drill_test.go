@@ -52,7 +52,7 @@ const (
 	// with its data, wait until it serves), followers first, restartGap
 	// apart, as an upgrade does.
 	rollingRestart fault = "rolling-restart"
-	pauseLeader  fault = "pause-leader"
+	pauseLeader    fault = "pause-leader"
 )
 
 // rig is a 3-member cluster of one kind (etcd or zk) and a Redis
