@@ -27,6 +27,19 @@
 // engine's breaker stays closed (not at all once it is open), then returns
 // an error wrapping locker.ErrUnavailable while the release goes on in the
 // background, until the lock's release timeout.
+//
+// An engine over a cluster (one that implements Cluster: the etcd and zk
+// engines given several servers) has a ride-through window: a leader
+// election, a member's death or restart are the cluster's business, during
+// which requests fail for a moment and are retried (an acquisition goes
+// again on the same engine within its caller's budget). Its breaker opens
+// only once the engine has failed, without a success, for the whole
+// window — a refusal included, since a ZooKeeper ensemble refuses clients
+// while it elects. Defaults: etcd 3s (2 × the 1s election timeout + 1s),
+// ZooKeeper two thirds of the session timeout, 6.67s (see each engine's
+// doc); an engine over one server has no window. A cluster that is really
+// down switches within the window plus a health check.
+//
 // A breaker that opens is logged (WARN) with the last failure it counted.
 // Every switch is logged with slog and delivered to the OnSwitch hook as
 // an Event. All switching decisions are made by one goroutine, in order.

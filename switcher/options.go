@@ -92,8 +92,10 @@ func WithLogger(l *slog.Logger) Option {
 // consecutive engine failures) and how long it stays open before a health
 // check may close it again. Only errors wrapping locker.ErrUnavailable
 // count; contention and cancellation do not. An error that also wraps
-// locker.ErrRefused (the engine is certainly down) opens it at once.
-// Default: DefaultFailures (3) and DefaultOpenTimeout (5s).
+// locker.ErrRefused (the engine is certainly down) opens it at once. An
+// engine over a cluster (Cluster) also needs to have failed for its whole
+// ride-through window. Default: DefaultFailures (3) and
+// DefaultOpenTimeout (5s).
 func WithBreaker(failures uint32, openFor time.Duration) Option {
 	return func(s *settings) error {
 		if failures == 0 {

@@ -72,6 +72,11 @@ type member struct {
 	// untilOpen ends when the breaker opens, and is replaced then: a
 	// release waiting on the engine gives up at once.
 	untilOpen atomic.Pointer[openSignal]
+	// window is the engine's ride-through window (Cluster), 0 for an
+	// engine of one server; failingSince is when the current run of
+	// failures began (UnixNano), 0 after a success.
+	window       time.Duration
+	failingSince atomic.Int64
 
 	// With the consecutive-failures policy, a closed breaker whose last
 	// outcome was a success needs to hear only of the next failure: calls
@@ -161,6 +166,9 @@ func (s *Switcher) addMembers(engines []locker.Engine) error {
 		}
 		seen[e.Name()] = i
 		m := &member{engine: e, bypass: !s.opts.customBreaker}
+		if c, ok := e.(Cluster); ok {
+			m.window = max(c.RideThrough(), 0)
+		}
 		m.closed.Store(true)
 		m.untilOpen.Store(newOpenSignal())
 		m.report = m.reportFailure
@@ -258,10 +266,20 @@ func (s *Switcher) newBreaker(m *member) *gobreaker.TwoStepCircuitBreaker[struct
 		trip = consecutiveFailures(DefaultFailures)
 	}
 	// A refused connection is certain: no need to wait for more failures.
-	// A timeout says the engine is slow, which beats no engine: it opens
-	// the breaker only while another engine's is closed.
+	// A cluster's failures are its own business while they last less than
+	// its ride-through window: an election, a member's death or restart,
+	// even every member refusing clients while they elect. A timeout says
+	// the engine is slow, which beats no engine: it opens the breaker only
+	// while another engine's is closed. The failure that kept an engine
+	// from answering at start waited out the start timeout already.
 	st.ReadyToTrip = func(c gobreaker.Counts) bool {
-		return m.refused.Load() || m.tripNow.Load() || trip(c) && (!m.timedOut.Load() || s.closedElsewhere(m))
+		switch {
+		case m.tripNow.Load():
+			return true
+		case m.window > 0 && !m.failedFor(m.window):
+			return false
+		}
+		return m.refused.Load() || trip(c) && (!m.timedOut.Load() || s.closedElsewhere(m))
 	}
 	user := st.OnStateChange
 	st.OnStateChange = func(name string, from, to gobreaker.State) {
@@ -357,9 +375,11 @@ func (m *member) record(done func(error), err error) {
 		m.refused.Store(errors.Is(err, locker.ErrRefused))
 		m.timedOut.Store(timeout(err))
 		m.failing.Store(true)
+		m.failingSince.CompareAndSwap(0, time.Now().UnixNano())
 		m.lastFailure.Store(&err)
 	case err == nil || !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
 		m.failing.Store(false)
+		m.failingSince.Store(0)
 	}
 	done(err)
 }
@@ -370,6 +390,26 @@ func timeout(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
 		errors.As(err, &ne) && ne.Timeout()
+}
+
+// failedFor tells whether every outcome m counted in the last d was a
+// failure.
+func (m *member) failedFor(d time.Duration) bool {
+	since := m.failingSince.Load()
+	return since != 0 && time.Since(time.Unix(0, since)) >= d
+}
+
+// Cluster is implemented by engines over a cluster that elects a leader
+// (etcd, ZooKeeper ensembles): a leader election, a member's death or its
+// restart make the engine fail for a moment that its cluster survives.
+// RideThrough is that moment's longest expected length, from the
+// cluster's election mechanics: the breaker opens only once the engine has
+// failed, without a success, for that long — whatever the failures, a
+// refused connection included. 0 (an engine over one server, which has no
+// election to wait for) keeps the breaker's rule: a refusal opens it at
+// once, other failures after WithBreaker's count.
+type Cluster interface {
+	RideThrough() time.Duration
 }
 
 // poke makes the decider look at the state again.

@@ -107,7 +107,18 @@ var errQueued = errors.New("etcd: still queued")
 // st.prefix on the shared lease of h's TTL, within the transaction build
 // makes of the put; it starts over on a new lease when etcd no longer has
 // the lease. The caller frees the slot when the key was not created.
+//
+// On a cluster, the create is sent again, in another slot, whenever it
+// has gone unanswered for the attempt timeout (see createHedged).
 func (e *Engine) create(ctx context.Context, h *locker.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn) (*slot, *clientv3.TxnResponse, error) {
+	if e.attempt < e.timeout {
+		return e.createHedged(ctx, h, st, build)
+	}
+	return e.createOnce(ctx, h, st, build)
+}
+
+// createOnce is one create, of the request timeout.
+func (e *Engine) createOnce(ctx context.Context, h *locker.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn) (*slot, *clientv3.TxnResponse, error) {
 	for attempt := 1; ; attempt++ {
 		l, err := e.sharedLease(ctx, h.TTL)
 		if err != nil {
@@ -118,9 +129,22 @@ func (e *Engine) create(ctx context.Context, h *locker.Hold, st *holdState, buil
 			continue // retired meanwhile
 		}
 		rctx, cancel := e.bound(ctx)
-		resp, err := build(e.client.Txn(rctx), clientv3.OpPut(s.key, st.value, clientv3.WithLease(l.id))).Commit()
+		resp, err := build(e.client.Txn(rctx), clientv3.OpPut(s.key, st.value, clientv3.WithLease(l.id), clientv3.WithPrevKV())).Commit()
 		cancel()
 		if err == nil {
+			if prev := overwritten(resp); prev != nil {
+				// The key was there: a create of this slot given up on
+				// (unanswered for the request timeout) was applied late,
+				// after the slot was swept and freed. Our put kept that
+				// key's create revision, so the key is not where the
+				// transaction says: delete it and start again.
+				if err = e.deleteRev(ctx, s.key, prev.CreateRevision); err != nil {
+					e.leftBehind(ctx, s)
+					return nil, nil, err
+				}
+				e.free(s)
+				continue
+			}
 			return s, resp, nil
 		}
 		if isLeaseNotFound(err) && attempt < attempts {
@@ -131,6 +155,141 @@ func (e *Engine) create(ctx context.Context, h *locker.Hold, st *holdState, buil
 		e.leftBehind(ctx, s)
 		return nil, nil, err
 	}
+}
+
+// overwritten returns the key the put of a create's transaction (its first
+// operation, when it succeeded) replaced: nil unless the key existed.
+func overwritten(resp *clientv3.TxnResponse) *mvccpb.KeyValue {
+	if !resp.Succeeded || len(resp.Responses) == 0 {
+		return nil
+	}
+	if p := resp.Responses[0].GetResponsePut(); p != nil {
+		return p.PrevKv
+	}
+	return nil
+}
+
+// deleteRev deletes key if it has create revision rev.
+func (e *Engine) deleteRev(ctx context.Context, key string, rev int64) error {
+	rctx, cancel := e.bound(ctx)
+	defer cancel()
+	_, err := e.client.Txn(rctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+		Then(clientv3.OpDelete(key)).
+		Commit()
+	return err
+}
+
+// hedges bounds the attempts of one create: enough to go on sending one
+// every attempt timeout through the ride-through window (an election),
+// and at least 3.
+func (e *Engine) hedges() int {
+	return max(int(e.window/e.attempt)+1, 3)
+}
+
+// created is the outcome of one attempt of createHedged.
+type created struct {
+	s    *slot
+	resp *clientv3.TxnResponse
+	err  error
+}
+
+// createHedged sends the create again, in a new slot, each time its
+// attempts have gone unanswered for the attempt timeout, while the request
+// timeout lasts, and takes the first answer. A create must not be given up
+// on and sent again: one given up on may still be applied later (a member
+// that froze reads it when it resumes; a leader elected may commit it),
+// and its key would stand in the queue with no one to delete it. So every
+// attempt runs its full request timeout, as a single create does, and
+// what it leaves is settled in the background: a key of an attempt
+// answered after the one taken is deleted, comparing its create revision;
+// an attempt never answered is left behind as a single create's would be.
+// A create forwarded to a leader that died, which nothing answers, costs
+// its caller an attempt timeout, not the request timeout. Attempts end
+// with the caller's context only while none has been answered.
+func (e *Engine) createHedged(ctx context.Context, h *locker.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn) (*slot, *clientv3.TxnResponse, error) {
+	actx, abort := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, abort)
+	defer stop()
+	results := make(chan created, e.hedges())
+	began, inflight := time.Now(), 0
+	launch := func() {
+		inflight++
+		go func() {
+			s, resp, err := e.createOnce(actx, h, st, build)
+			results <- created{s, resp, err}
+		}()
+	}
+	launch()
+	timer := time.NewTimer(e.attempt)
+	defer timer.Stop()
+	for {
+		select {
+		case c := <-results:
+			inflight--
+			switch {
+			case c.err == nil:
+				e.settle(results, inflight, abort)
+				return c.s, c.resp, nil
+			case inflight > 0 && e.again(ctx, c.err, began):
+				continue // another attempt may still answer
+			case inflight == 0 && e.again(ctx, c.err, began):
+				timer.Reset(backoff(0)) // a member that failed at once: the next one, soon
+				continue
+			}
+			abort()
+			e.settle(results, inflight, abort)
+			return nil, nil, c.err
+		case <-timer.C:
+			if inflight < e.hedges() && ctx.Err() == nil && time.Since(began)+e.attempt <= e.timeout {
+				e.noteTrouble()
+				launch()
+			}
+			timer.Reset(e.attempt)
+		}
+	}
+}
+
+// settle receives the outcomes of the n attempts of createHedged still in
+// flight, in the background, and deletes the keys of those that created
+// one; abort ends them when the engine closes.
+func (e *Engine) settle(results <-chan created, n int, abort context.CancelFunc) {
+	if n == 0 {
+		abort()
+		return
+	}
+	drain := func(ctx context.Context) {
+		stop := context.AfterFunc(ctx, abort)
+		defer stop()
+		defer abort()
+		for range n {
+			c := <-results
+			if c.err == nil {
+				e.discard(ctx, c.s, c.resp)
+			}
+		}
+	}
+	if !e.core.Go(drain) {
+		abort() // closing: the attempts end now, their keys with the leases
+		drain(context.Background())
+	}
+}
+
+// discard deletes the key an unneeded attempt of createHedged made, if it
+// made one: only a key created by that transaction has its revision as
+// create revision.
+func (e *Engine) discard(ctx context.Context, s *slot, resp *clientv3.TxnResponse) {
+	rctx, cancel := e.cleanupContext(ctx)
+	defer cancel()
+	_, err := e.client.Txn(rctx).
+		If(clientv3.Compare(clientv3.CreateRevision(s.key), "=", resp.Header.Revision)).
+		Then(clientv3.OpDelete(s.key)).
+		Commit()
+	if err != nil {
+		e.orphan(s) // deleted before its lease is renewed again
+		return
+	}
+	e.free(s)
 }
 
 // tryCreate makes one attempt with a transaction that creates the key only
@@ -265,7 +424,9 @@ func (w *lockWaiter) blocker(rs []*etcdserverpb.ResponseOp) watchSpec {
 // check reads in one transaction that the key still exists with its
 // create revision, and what blocks it now.
 func (w *lockWaiter) check(ctx context.Context, h *locker.Hold) (watchSpec, int64, error) {
-	rctx, cancel := w.e.bound(ctx)
+	// One attempt: a check that fails is tried again soon (queue), on the
+	// next member when this one went away.
+	rctx, cancel := w.e.attemptBound(ctx)
 	defer cancel()
 	switch {
 	case w.sole && w.gone && w.marks:
@@ -448,6 +609,7 @@ func (q *queued) checkPlace(ctx context.Context) error {
 		q.e.free(q.st.slot)
 		return errRequeue
 	case ctx.Err() == nil:
+		q.e.noteTrouble()
 		q.e.log.Debug("etcd: checking a waiter's place failed, will retry", "name", q.h.Name, "err", err)
 		if q.e.expired(l) {
 			q.e.kill(l, err)
@@ -473,6 +635,12 @@ func (q *queued) await(ctx context.Context, timer *time.Timer) error {
 		}
 	}
 	wait := time.Until(q.recheck)
+	troubled, inTrouble := q.e.trouble()
+	if inTrouble {
+		// The watch may sit on a member that froze: look again every
+		// third of the window, a few reads per waiter per episode.
+		wait = min(wait, q.e.window/3)
+	}
 	if q.check {
 		wait = q.retry
 	}
@@ -494,6 +662,8 @@ func (q *queued) await(ctx context.Context, timer *time.Timer) error {
 		q.stopWatch()
 		q.e.abandon(q.st.slot) // most likely gone with the lease
 		return errRequeue
+	case <-troubled:
+		q.check = true // a member went away: is the way clear already?
 	case <-pending:
 		// Set: wait on its events from the next round.
 	case resp, ok := <-events:
@@ -680,9 +850,7 @@ func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
 		// slot may be another hold's by now.
 		return e.fail("release", h.Name, errKeyGone)
 	}
-	rctx, cancel := e.bound(ctx)
-	resp, err := e.client.Delete(rctx, st.key, clientv3.WithPrevKV())
-	cancel()
+	deleted, tries, err := e.deleteHeld(ctx, st)
 	if st.fixed != clientv3.NoLease {
 		e.revokeQuiet(ctx, st.fixed)
 	}
@@ -691,8 +859,46 @@ func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
 		return e.fail("release", h.Name, err)
 	}
 	e.free(st.slot)
-	if len(resp.PrevKvs) == 0 || resp.PrevKvs[0].CreateRevision != st.rev {
+	if !deleted && tries > 1 {
+		// An attempt that went unanswered may have deleted the key: the
+		// slot was the hold's, and its lease was kept, so it most likely
+		// did. Only a deletion by hand in that same moment would be
+		// missed, and the hold ends either way.
+		return nil
+	}
+	if !deleted {
 		return e.fail("release", h.Name, errKeyGone)
 	}
 	return nil
+}
+
+// deleteHeld deletes the key of a hold and tells whether it had the hold's
+// create revision, in as many attempts as it took. With one attempt (one
+// endpoint) a plain delete does. With retries, an attempt that went
+// unanswered may still be applied later — sent to a member that froze, it
+// is read when the member resumes — after the slot was freed and its key
+// name taken by another hold: so each attempt deletes the key only if it
+// still has the hold's create revision, and attempts may run at once
+// (hedge).
+func (e *Engine) deleteHeld(ctx context.Context, st *holdState) (deleted bool, tries int, err error) {
+	if e.attempt >= e.timeout {
+		rctx, cancel := e.attemptBound(ctx)
+		defer cancel()
+		resp, err := e.client.Delete(rctx, st.key, clientv3.WithPrevKV())
+		if err != nil {
+			return false, 1, err
+		}
+		return len(resp.PrevKvs) > 0 && resp.PrevKvs[0].CreateRevision == st.rev, 1, nil
+	}
+	deleted, tries, err = hedge(ctx, e, func(rctx context.Context) (bool, error) {
+		resp, err := e.client.Txn(rctx).
+			If(clientv3.Compare(clientv3.CreateRevision(st.key), "=", st.rev)).
+			Then(clientv3.OpDelete(st.key)).
+			Commit()
+		if err != nil {
+			return false, err
+		}
+		return resp.Succeeded, nil
+	})
+	return deleted, tries, err
 }

@@ -215,6 +215,58 @@
 // base delay and a 500ms cap). Give the client every member's endpoint so
 // that it fails over when one dies.
 //
+// # Clusters: riding through an election
+//
+// Given a client with several endpoints, the engine treats a member's
+// death, a frozen member and a leader election as the cluster's business,
+// as long as the cluster keeps its quorum:
+//
+//   - Ride-through window (WithRideThrough, default DefaultRideThrough,
+//     3s): a switcher (switcher.Cluster) opens the engine's breaker only
+//     once the engine has failed, without a success, for that long, a
+//     refused connection included. It is chosen from etcd's election: a
+//     follower that hears nothing from its leader for its election timeout
+//     (--election-timeout, default 1000ms, randomised by raft up to twice
+//     that) calls an election, won within a round of (pre-)votes: a new
+//     leader within about 2s of the old one's death or freeze, and a
+//     second of margin for a loaded host. Set it to about 2 ×
+//     --election-timeout + 1s. A cluster that lost its quorum switches
+//     within the window plus a health check.
+//   - Attempts (WithAttemptTimeout, default DefaultAttemptTimeout, 300ms):
+//     a write that reaches a follower just after its leader died is
+//     forwarded to the dead leader and never answered, and a request sent
+//     to a frozen member waits until it resumes; clientv3's round-robin
+//     balancer keeps a frozen member (its connection stays open) until
+//     gRPC keepalive drops it. So a request unanswered for the attempt
+//     timeout is sent again, to the next member, without giving up on the
+//     first (it may still be applied): releases (a delete that compares the
+//     key's create revision, so that an attempt applied late cannot delete
+//     another hold's key), lease grants (a grant answered late leaves a
+//     lease with no key, which etcd ends after its TTL) and key creations
+//     (a key created by an attempt answered after another's answer was
+//     taken is deleted, comparing its create revision). Lease refreshes and
+//     a waiter's checks of its place have one attempt and are tried again
+//     soon after it fails. Each request is still bounded by the request
+//     timeout.
+//   - A waiter's watch shares the engine's one gRPC watch stream, which
+//     may sit on the member that froze: while attempts go unanswered (for
+//     the ride-through window after the last one), queued waiters also
+//     read their place every third of the window.
+//
+// So callers wait at most the election bound — 2 × the election timeout,
+// plus an attempt timeout for a request first sent to the dead leader or
+// the frozen member: 2.3s with the defaults — plus a round trip; a
+// follower's death costs the requests that were on it a round trip. With
+// one endpoint there is no window (the switcher's breaker trips at the
+// first refusal) and a request has one attempt of the request timeout.
+//
+// What is not ridden out: an attempt sent to a member that froze is read
+// when it resumes and may be applied then. Creates and releases are safe
+// against that (above); a create given up on entirely (its caller's
+// context ended, or every attempt failed) is deleted in the background
+// as before, and if it is applied after that deletion its key stands in
+// the queue until its lease ends.
+//
 // # TLS and users
 //
 // TLS is the client's (clientv3.Config.TLS). gRPC verifies the endpoint's

@@ -11,7 +11,9 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
 
 	"github.com/orthrus-go/orthrus/locker"
 )
@@ -19,6 +21,26 @@ import (
 // DefaultRequestTimeout bounds every round trip to etcd unless
 // WithRequestTimeout says otherwise.
 const DefaultRequestTimeout = 5 * time.Second
+
+// DefaultRideThrough is the ride-through window of an engine whose client
+// lists several endpoints, unless WithRideThrough says otherwise: how
+// long the switcher lets the engine fail before it counts the cluster as
+// down. A cluster that loses its leader (killed or frozen) elects another
+// once a follower has heard nothing for its election timeout, which raft
+// randomises between 1 and 2 times --election-timeout (etcd's default:
+// 1000ms), so within 2s, plus a round of (pre-)votes; a dead follower costs
+// only the requests that were on it. 3s covers the election with a second
+// of margin for a loaded host.
+const DefaultRideThrough = 3 * time.Second
+
+// DefaultAttemptTimeout bounds one attempt of a request to a cluster
+// (a client with several endpoints) that may be sent again, unless
+// WithAttemptTimeout says otherwise. A request that reaches a member that
+// died or froze, or a write forwarded by a follower to a leader that died,
+// is never answered: only the client giving up on it and sending it again
+// gets it to a member that serves. So an attempt must end well within the
+// election (1-2s) for the callers' wait to stay near it.
+const DefaultAttemptTimeout = 300 * time.Millisecond
 
 // maxTxnOps is etcd's default --max-txn-ops: batches of deletes and renewal
 // checks are cut into transactions of at most this many operations.
@@ -31,10 +53,18 @@ type Engine struct {
 	client  *clientv3.Client
 	watcher clientv3.Watcher // owned: closed by Close
 	timeout time.Duration
+	attempt time.Duration // one attempt of a round trip: timeout for a single endpoint
+	window  time.Duration // RideThrough: 0 for a single endpoint
 	log     *slog.Logger
 	core    *locker.Core
 
-	done      chan struct{} // closed by Close
+	done chan struct{} // closed by Close
+
+	// Trouble: the latest attempt to the cluster that went unanswered (see
+	// noteTrouble), and a channel closed when an episode of it begins.
+	troubleMu sync.Mutex
+	troubleAt time.Time
+	troubled  chan struct{}
 	closeOnce sync.Once
 
 	keeper   *keeper
@@ -57,6 +87,8 @@ type settings struct {
 	timeout  time.Duration
 	logger   *slog.Logger
 	perLease int
+	window   time.Duration // < 0: the default for the client's endpoints
+	attempt  time.Duration // < 0: the default for the client's endpoints
 
 	observer locker.Observer // nil: nothing observes
 }
@@ -104,6 +136,43 @@ func WithRequestTimeout(d time.Duration) Option {
 	}
 }
 
+// WithRideThrough sets how long the engine may fail, while its cluster
+// elects a leader or loses and regains a member, before a switcher counts
+// it as down and moves new acquisitions to the next engine (see
+// switcher.Cluster). Set it to about 2 × the cluster's --election-timeout
+// + 1s. 0 makes the engine's failures count at once, as for one server.
+// Default: DefaultRideThrough (3s) when the client lists several
+// endpoints, 0 with one.
+func WithRideThrough(d time.Duration) Option {
+	return func(s *settings) error {
+		if d < 0 {
+			return fmt.Errorf("etcd: WithRideThrough(%v): %w: window must not be negative", d, locker.ErrInvalidArgument)
+		}
+		s.window = d
+		return nil
+	}
+}
+
+// WithAttemptTimeout sets how long a request to a cluster may go
+// unanswered before it is sent again, to the next member as the client's
+// balancer picks it, until the request timeout has passed. Key creations,
+// releases (a delete that compares the key's create revision) and lease
+// grants are hedged: the attempt in flight goes on, since it may still be
+// applied, and the first answer is taken (what the others did is undone
+// in the background). Lease refreshes and a waiter's checks of its place
+// have one attempt of this length, and are tried again soon after.
+// Default: DefaultAttemptTimeout (300ms) when the client lists several
+// endpoints; with one, a request has one attempt of the request timeout.
+func WithAttemptTimeout(d time.Duration) Option {
+	return func(s *settings) error {
+		if d <= 0 {
+			return fmt.Errorf("etcd: WithAttemptTimeout(%v): %w: timeout must be positive", d, locker.ErrInvalidArgument)
+		}
+		s.attempt = d
+		return nil
+	}
+}
+
 // DefaultKeysPerLease is how many keys (holds and waiters) share one lease
 // unless WithKeysPerLease says otherwise.
 const DefaultKeysPerLease = 5000
@@ -142,7 +211,8 @@ func New(client *clientv3.Client, opts ...Option) (*Engine, error) {
 	if client == nil {
 		return nil, fmt.Errorf("etcd: New: %w: client is nil", locker.ErrInvalidArgument)
 	}
-	s := settings{name: "etcd", prefix: "orthrus", timeout: DefaultRequestTimeout, logger: slog.Default(), perLease: DefaultKeysPerLease}
+	s := settings{name: "etcd", prefix: "orthrus", timeout: DefaultRequestTimeout, logger: slog.Default(), perLease: DefaultKeysPerLease,
+		window: -1, attempt: -1}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("etcd: New: %w: nil Option", locker.ErrInvalidArgument)
@@ -152,14 +222,32 @@ func New(client *clientv3.Client, opts ...Option) (*Engine, error) {
 		}
 	}
 	logger := s.logger.With("engine", s.name)
+	// One server has no election to ride out: its failures are real at
+	// once, and a request has nowhere else to go.
+	cluster := len(client.Endpoints()) > 1
+	if s.window < 0 {
+		s.window = 0
+		if cluster {
+			s.window = DefaultRideThrough
+		}
+	}
+	if s.attempt < 0 {
+		s.attempt = s.timeout
+		if cluster {
+			s.attempt = DefaultAttemptTimeout
+		}
+	}
 	e := &Engine{
 		name:     s.name,
 		prefix:   s.prefix,
 		client:   client,
 		watcher:  clientv3.NewWatcher(client),
 		timeout:  s.timeout,
+		attempt:  min(s.attempt, s.timeout),
+		window:   s.window,
 		log:      logger,
 		done:     make(chan struct{}),
+		troubled: make(chan struct{}),
 		keeper:   newKeeper(),
 		perLease: s.perLease,
 		current:  make(map[int64]*lease),
@@ -172,6 +260,10 @@ func New(client *clientv3.Client, opts ...Option) (*Engine, error) {
 
 // Name returns the engine's name.
 func (e *Engine) Name() string { return e.name }
+
+// RideThrough returns the engine's ride-through window (WithRideThrough):
+// a switcher lets the engine fail that long before its breaker opens.
+func (e *Engine) RideThrough() time.Duration { return e.window }
 
 // NewLocker returns a new owner's Locker for name.
 func (e *Engine) NewLocker(name string, opts ...locker.Option) (locker.Handle, error) {
@@ -298,6 +390,124 @@ func (e *Engine) bound(ctx context.Context) (context.Context, context.CancelFunc
 	return context.WithTimeout(ctx, e.timeout)
 }
 
+// attemptBound limits one attempt of a round trip that may be sent again:
+// to the request timeout with one endpoint, to the attempt timeout with
+// several (see hedge). Only for requests that do no harm if an attempt
+// given up on is applied late: reads, lease refreshes, writes that compare
+// the key's create revision.
+func (e *Engine) attemptBound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, e.attempt)
+}
+
+// again tells whether a create begun at began whose attempt failed with
+// err may be sent again: its member could not serve (gone, unreachable,
+// without a leader), while the caller and the request timeout leave room
+// for another. An answer from etcd (permission, a lease or key gone) is
+// never sent again.
+func (e *Engine) again(ctx context.Context, err error, began time.Time) bool {
+	if err == nil || ctx.Err() != nil || e.attempt >= e.timeout || e.isClosed() {
+		return false
+	}
+	return time.Since(began)+e.attempt <= e.timeout && isUnavailable(err)
+}
+
+// noteTrouble records that an attempt to the cluster went unanswered: a
+// member died or froze, or the cluster is electing a leader. Queued waiters
+// then stop trusting their watch alone for the ride-through window (see
+// queued.await): the engine's watches share one gRPC stream, to one
+// member, which may be the one that froze and delivers nothing until it
+// resumes. The first attempt of an episode wakes them all.
+func (e *Engine) noteTrouble() {
+	if e.window <= 0 {
+		return
+	}
+	e.troubleMu.Lock()
+	defer e.troubleMu.Unlock()
+	now := time.Now()
+	if now.Sub(e.troubleAt) >= e.window {
+		close(e.troubled)
+		e.troubled = make(chan struct{})
+	}
+	e.troubleAt = now
+}
+
+// trouble returns the channel the next episode of trouble closes, and
+// whether an attempt went unanswered within the ride-through window.
+func (e *Engine) trouble() (<-chan struct{}, bool) {
+	e.troubleMu.Lock()
+	defer e.troubleMu.Unlock()
+	return e.troubled, e.window > 0 && !e.troubleAt.IsZero() && time.Since(e.troubleAt) < e.window
+}
+
+// hedge runs one round trip, op, that is safe to run more than once at a
+// time, within the request timeout: when no attempt has answered for the
+// attempt timeout, it sends another, to the next member as clientv3's
+// balancer picks it, without giving up on the ones in flight, and takes
+// the first answer. So an attempt stuck on a member that froze, or
+// forwarded to a leader that died, costs an attempt timeout, and one that
+// lands on a member that serves is never cut short. The attempts still in
+// flight are cancelled and waited for when it returns. It also returns
+// how many attempts it sent.
+func hedge[T any](ctx context.Context, e *Engine, op func(rctx context.Context) (T, error)) (T, int, error) {
+	if e.attempt >= e.timeout { // one endpoint: nowhere else to send it
+		rctx, cancel := e.bound(ctx)
+		defer cancel()
+		v, err := op(rctx)
+		return v, 1, err
+	}
+	hctx, cancel := context.WithTimeout(ctx, e.timeout)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	type answer struct {
+		v   T
+		err error
+	}
+	most := int(e.timeout/e.attempt) + 1
+	answers := make(chan answer, most)
+	sent, inflight := 0, 0
+	launch := func() {
+		sent++
+		inflight++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := op(hctx)
+			answers <- answer{v, err}
+		}()
+	}
+	launch()
+	timer := time.NewTimer(e.attempt)
+	defer timer.Stop()
+	var last answer
+	for {
+		select {
+		case a := <-answers:
+			inflight--
+			if a.err == nil || hctx.Err() != nil || !isUnavailable(a.err) && !errors.Is(a.err, context.DeadlineExceeded) {
+				return a.v, sent, a.err
+			}
+			last = a // a member that could not serve: the next one
+			if inflight == 0 {
+				timer.Reset(backoff(0))
+			}
+		case <-timer.C:
+			if sent < most {
+				e.noteTrouble()
+				launch()
+			}
+			timer.Reset(e.attempt)
+		case <-hctx.Done():
+			if last.err == nil {
+				last.err = hctx.Err()
+			}
+			return last.v, sent, last.err
+		}
+	}
+}
+
 // cleanupContext is for deleting what an acquisition leaves behind: never
 // the caller's cancelled context, but bounded.
 func (e *Engine) cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -352,6 +562,22 @@ func (e *Engine) fail(op, name string, err error) error {
 func isPermission(err error) bool {
 	for _, p := range []error{rpctypes.ErrPermissionDenied, rpctypes.ErrAuthFailed, rpctypes.ErrUserEmpty, rpctypes.ErrUserNotFound} {
 		if errors.Is(err, p) || errors.Is(rpctypes.Error(err), p) {
+			return true
+		}
+	}
+	return false
+}
+
+// isUnavailable tells a member that could not serve: gone, not
+// reachable, without a leader, or timed out on its own side.
+func isUnavailable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	for _, u := range []error{rpctypes.ErrNoLeader, rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToLeaderFail,
+		rpctypes.ErrTimeoutDueToConnectionLost, rpctypes.ErrLeaderChanged} {
+		if errors.Is(rpctypes.Error(err), u) {
 			return true
 		}
 	}

@@ -151,11 +151,15 @@ func (e *Engine) sharedLease(ctx context.Context, ttl time.Duration) (*lease, er
 }
 
 // grant asks etcd for the lease l stands for and publishes the outcome.
+// On a cluster the grant is hedged: every acquisition that needs the lease
+// waits for it, and a grant forwarded to a leader that died is never
+// answered. A grant answered after another was taken leaves a lease with
+// no key, which etcd ends after its TTL.
 func (e *Engine) grant(ctx context.Context, l *lease) error {
-	rctx, cancel := e.bound(ctx)
 	sent := time.Now()
-	resp, err := e.client.Grant(rctx, l.secs)
-	cancel()
+	resp, _, err := hedge(ctx, e, func(rctx context.Context) (*clientv3.LeaseGrantResponse, error) {
+		return e.client.Grant(rctx, l.secs)
+	})
 
 	e.mu.Lock()
 	if err == nil && e.closed {
@@ -218,7 +222,10 @@ func (e *Engine) refresh(ctx context.Context, l *lease) error {
 			return errLeaseGone
 		}
 	}
-	rctx, cancel := e.bound(ctx)
+	// One attempt: the keeper tries again soon after a failure, on the
+	// next member when this one went away (the new leader, after an
+	// election), well before the lease may end.
+	rctx, cancel := e.attemptBound(ctx)
 	sent := time.Now()
 	resp, err := e.client.KeepAliveOnce(rctx, l.id)
 	cancel()

@@ -223,6 +223,41 @@
 // second after the ensemble is back. A server that is frozen is not
 // refused: its calls fail at their deadline or the connect timeout.
 //
+// # Ensembles: riding through an election
+//
+// Given several servers, the engine treats a server's death, a frozen
+// server and a leader election as the ensemble's business, as long as it
+// keeps its quorum:
+//
+//   - Ride-through window (WithRideThrough, default two thirds of the
+//     session timeout: 6.67s with the default 10s): a switcher
+//     (switcher.Cluster) opens the engine's breaker only once the engine
+//     has failed, without a success, for that long. Every server refuses
+//     clients while the ensemble elects, so a refusal of all servers
+//     (locker.ErrRefused) is ridden out too. The session, and every hold
+//     with it, outlives an outage shorter than the session timeout; two
+//     thirds of it is go-zookeeper's own limit for a silent server, and
+//     switches before the holds could be lost. ZooKeeper's followers see a
+//     killed leader's connections close and elect within a second
+//     (FastLeaderElection); a frozen leader is noticed after syncLimit ×
+//     tickTime (10s with ZooKeeper's sample zoo.cfg, 5 × 2000ms: raise the
+//     window, or lower syncLimit, to ride that out). With one server there
+//     is no window.
+//   - A server that leaves a request unanswered for a second (frozen, or
+//     cut off from its leader) has its socket closed, so that the session
+//     moves to the next server and the requests are sent again there:
+//     go-zookeeper would otherwise keep the session on it for its receive
+//     timeout, two thirds of the session timeout. Creates are protected
+//     (a node found by its GUID after a reconnection is the create's), so
+//     a create sent again does not make a second node.
+//
+// So callers wait at most the election bound — the ensemble's election
+// (syncLimit × tickTime for a frozen leader), the stall timeout to leave a
+// frozen server, and a second for go-zookeeper's next round of servers:
+// 2s for a killed leader and 4.5s for a frozen one with the test
+// ensembles (tickTime 200ms, syncLimit 10) — plus a round trip; a
+// follower's death costs the session on it a reconnection.
+//
 // # What is not guaranteed
 //
 // A process that stalls (a long GC pause, a frozen VM) past the session

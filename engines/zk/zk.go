@@ -34,6 +34,7 @@ type Engine struct {
 	root           string
 	acl            []gozk.ACL
 	connectTimeout time.Duration
+	window         time.Duration // RideThrough: 0 for one server
 	log            *slog.Logger
 
 	zc   *zkconn.Conn // the connection, its workers and its reaper
@@ -58,6 +59,7 @@ var (
 type settings struct {
 	name     string
 	prefix   string
+	window   time.Duration   // < 0: the default for the servers given
 	observer locker.Observer // nil: nothing observes
 	conn     zkconn.Config   // the connection's options
 }
@@ -108,6 +110,23 @@ func WithSessionTimeout(d time.Duration) Option {
 			return fmt.Errorf("zk: WithSessionTimeout(%v): %w: want at least 1ms", d, locker.ErrInvalidArgument)
 		}
 		s.conn.SessionTimeout = d
+		return nil
+	}
+}
+
+// WithRideThrough sets how long the engine may fail, while its ensemble
+// elects a leader or loses and regains a server, before a switcher counts
+// it as down and moves new acquisitions to the next engine (see
+// switcher.Cluster). Every server of an ensemble refuses clients while it
+// elects: the window must cover the election and the session's move to a
+// server that serves. Default: two thirds of the session timeout (6.67s
+// with the default 10s) when New is given several servers, 0 with one.
+func WithRideThrough(d time.Duration) Option {
+	return func(s *settings) error {
+		if d < 0 {
+			return fmt.Errorf("zk: WithRideThrough(%v): %w: window must not be negative", d, locker.ErrInvalidArgument)
+		}
+		s.window = d
 		return nil
 	}
 }
@@ -222,6 +241,7 @@ func New(servers []string, opts ...Option) (*Engine, error) {
 		root:           s.prefix,
 		acl:            s.conn.ACL(),
 		connectTimeout: s.conn.ConnectTimeout,
+		window:         s.window,
 		log:            logger,
 		nodes:          make(map[string]*node),
 	}
@@ -242,7 +262,7 @@ func New(servers []string, opts ...Option) (*Engine, error) {
 
 // newSettings checks servers and applies opts to the defaults.
 func newSettings(servers []string, opts []Option) (settings, error) {
-	s := settings{name: "zk", prefix: DefaultPrefix, conn: zkconn.Config{
+	s := settings{name: "zk", prefix: DefaultPrefix, window: -1, conn: zkconn.Config{
 		SessionTimeout: DefaultSessionTimeout,
 		ConnectTimeout: DefaultConnectTimeout,
 		Logger:         slog.Default(),
@@ -264,11 +284,34 @@ func newSettings(servers []string, opts []Option) (settings, error) {
 			return s, err
 		}
 	}
+	if s.window < 0 {
+		// One server has no election to ride out. An ensemble's session
+		// outlives an outage shorter than its timeout, holds included;
+		// two thirds of it is go-zookeeper's own limit for a silent
+		// server, and switches before the holds could be lost.
+		s.window = 0
+		if len(servers) > 1 {
+			s.window = s.conn.SessionTimeout * 2 / 3
+		}
+	}
+	if len(servers) > 1 {
+		s.conn.StallTimeout = stallTimeout
+	}
 	return s, nil
 }
 
+// stallTimeout is how long the server of an ensemble engine's session may
+// leave a request unanswered before the session moves to another server:
+// a healthy server answers in milliseconds, and a frozen one would
+// otherwise hold the session for two thirds of the session timeout.
+const stallTimeout = time.Second
+
 // Name returns the engine's name.
 func (e *Engine) Name() string { return e.name }
+
+// RideThrough returns the engine's ride-through window (WithRideThrough):
+// a switcher lets the engine fail that long before its breaker opens.
+func (e *Engine) RideThrough() time.Duration { return e.window }
 
 // NewLocker returns a new owner's Locker for name.
 func (e *Engine) NewLocker(name string, opts ...locker.Option) (locker.Handle, error) {

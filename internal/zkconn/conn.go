@@ -74,6 +74,13 @@ type Config struct {
 	// Close. Requests fail with ErrNoSession (retryable) until then. A
 	// failed AddAuth is logged and tried again at the next session.
 	Lazy bool
+	// StallTimeout, with several servers, is how long the server of the
+	// session may leave a request unanswered before its socket is closed,
+	// so that go-zookeeper moves the session to the next server and the
+	// requests are sent again there (see stallWatch). 0: never; the
+	// session then stays on a frozen server for go-zookeeper's receive
+	// timeout, two thirds of the session timeout.
+	StallTimeout time.Duration
 
 	// OnEpochLost is told that ep ended: the session expired (reap false),
 	// or the ensemble was silent for the session timeout (reap true: the
@@ -192,6 +199,7 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 		go c.monitor()
 		go c.reaper()
 		go c.sweeper()
+		c.startStallWatch()
 		return c, nil
 	}
 	if err := c.start(ctx); err != nil {
@@ -213,6 +221,7 @@ func (c *Conn) start(ctx context.Context) error {
 	go c.monitor()
 	go c.reaper()
 	go c.sweeper()
+	c.startStallWatch()
 	return nil
 }
 
@@ -257,6 +266,39 @@ func (c *Conn) startLater() {
 		case <-t.C:
 		}
 		backoff = min(backoff*2, 30*time.Second)
+	}
+}
+
+// stallWatch closes the session's socket when the server has left a
+// request unanswered for the stall timeout: a server that froze (or lost
+// its leader and cannot serve writes) keeps its socket open, and
+// go-zookeeper would wait its receive timeout (two thirds of the session
+// timeout) before it tried another server. A member of a healthy ensemble
+// answers in milliseconds; one that cannot is the ensemble's business, and
+// the session moves on, keeping its nodes, within the session timeout.
+func (c *Conn) stallWatch() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.cfg.StallTimeout / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+		}
+		if d := c.wire.waiting(); d >= c.cfg.StallTimeout {
+			c.log.Debug("zk: the server left a request unanswered; trying the next one", "for", d)
+			c.wire.cut()
+		}
+	}
+}
+
+// startStallWatch starts stallWatch, over several servers with a stall
+// timeout.
+func (c *Conn) startStallWatch() {
+	if c.cfg.StallTimeout > 0 && len(c.cfg.Servers) > 1 {
+		c.wg.Add(1)
+		go c.stallWatch()
 	}
 }
 

@@ -23,7 +23,10 @@ type wire struct {
 	base      time.Time
 	handshake time.Duration // how long a new socket may stay silent
 	lastRead  atomic.Int64  // since base, of the last byte received
-	timeout   atomic.Int64  // the session timeout granted, from the connect response
+	// asked is since base, +1, of the first write after the last byte
+	// received: a request waits for its answer since then; 0 when none.
+	asked   atomic.Int64
+	timeout atomic.Int64 // the session timeout granted, from the connect response
 	// refusals counts the connections refused, or closed or reset by the
 	// server, since the last connection that was accepted.
 	refusals atomic.Int32
@@ -139,6 +142,32 @@ func (w *wire) dial(network, addr string, timeout time.Duration) (net.Conn, erro
 	return wc, nil
 }
 
+// waiting is how long the oldest request written since the ensemble last
+// sent anything has waited; 0 when none waits.
+func (w *wire) waiting() time.Duration {
+	at := w.asked.Load()
+	if at == 0 {
+		return 0
+	}
+	return time.Since(w.base) - time.Duration(at-1)
+}
+
+// cut closes the open sockets, as a server that died would: go-zookeeper
+// reconnects to the next server, and the requests in flight fail with a
+// dropped connection, which callers retry.
+func (w *wire) cut() {
+	w.mu.Lock()
+	conns := make([]*wireConn, 0, len(w.conns))
+	for c := range w.conns {
+		conns = append(conns, c)
+	}
+	w.mu.Unlock()
+	w.asked.Store(0)
+	for _, c := range conns {
+		_ = c.Conn.Close()
+	}
+}
+
 func (w *wire) close() {
 	w.mu.Lock()
 	w.closed = true
@@ -174,6 +203,7 @@ func (c *wireConn) Read(b []byte) (int, error) {
 	}
 	if n > 0 {
 		c.w.lastRead.Store(int64(time.Since(c.w.base)))
+		c.w.asked.Store(0)
 		if c.nhdr == 0 {
 			c.silent.Stop()
 		}
@@ -193,6 +223,9 @@ func (c *wireConn) Read(b []byte) (int, error) {
 // one whole request each time.
 func (c *wireConn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
+	if err == nil {
+		c.w.asked.CompareAndSwap(0, int64(time.Since(c.w.base))+1)
+	}
 	if err == nil && c.w.nguids.Load() > 0 {
 		c.w.written(b)
 	}
