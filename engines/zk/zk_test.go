@@ -112,9 +112,29 @@ func harness(t *testing.T, c *gozk.Conn, opts ...zk.Option) lockertest.Harness {
 
 // harnessAt is harness with the engine connected to addr.
 func harnessAt(t *testing.T, addr string, c *gozk.Conn, opts ...zk.Option) lockertest.Harness {
-	e := newEngine(t, []string{addr}, append([]zk.Option{zk.WithPrefix("/conformance")}, opts...)...)
+	causes := &lockertest.Causes{}
+	e := newEngine(t, []string{addr}, append([]zk.Option{zk.WithPrefix("/conformance"), zk.WithObserver(causes)}, opts...)...)
 	return lockertest.Harness{
 		Engine: e,
+		Causes: causes,
+		// A hold's node is the one created at its token.
+		Delete: func(ctx context.Context, kind locker.Kind, name string, token uint64) error {
+			parent := e.LockPath(name)
+			if kind != locker.KindMutex {
+				parent = e.FamilyPath(kind, name)
+			}
+			children, _, err := c.Children(parent)
+			if err != nil {
+				return err
+			}
+			for _, child := range children {
+				if _, st, err := c.Get(parent + "/" + child); err == nil && uint64(st.Czxid) == token {
+					return c.Delete(parent+"/"+child, -1)
+				}
+			}
+			return fmt.Errorf("no node under %s created at %d", parent, token)
+		},
+		NoticeDeleted: 2 * time.Second,
 		Expire: func(ctx context.Context, name string) error {
 			nodes, err := lockNodes(c, e.LockPath(name))
 			if err != nil {
@@ -707,8 +727,9 @@ func TestTokenIsCzxid(t *testing.T) {
 	}
 }
 
-// A hold's node deleted by someone else is reported: at once for a fixed
-// lease, and once the hold has been renewed, by a watch on the node.
+// A hold's node deleted by someone else is reported at once, by a watch on
+// the node set when the hold is granted: for a fixed lease and, with the
+// default TTL, a renewed hold alike.
 func TestDeletedNodeReportsLost(t *testing.T) {
 	c := admin(t)
 	causes := &lockertest.Causes{}
@@ -719,7 +740,7 @@ func TestDeletedNodeReportsLost(t *testing.T) {
 		opt  locker.Option
 	}{
 		{"fixed lease", locker.WithLease(time.Hour)},
-		{"renewed", locker.WithTTL(300 * time.Millisecond)},
+		{"renewed", locker.WithTTL(locker.DefaultTTL)},
 	} {
 		name := t.Name() + "/" + tc.desc
 		l, _ := e.NewLocker(name, tc.opt)
@@ -732,7 +753,7 @@ func TestDeletedNodeReportsLost(t *testing.T) {
 		}
 		path := e.LockPath(name) + "/" + nodes[0]
 		session := fmt.Sprintf("0x%x", e.SessionID())
-		waitFor(t, 5*time.Second, tc.desc+": the holder watches its node", func() bool {
+		waitFor(t, 2*time.Second, tc.desc+": the holder watches its node", func() bool {
 			w, err := watchers(zkAddr)
 			return err == nil && w[path][session]
 		})
