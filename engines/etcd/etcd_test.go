@@ -479,6 +479,56 @@ func TestDeletedKeyReportsGone(t *testing.T) {
 	}
 }
 
+// A held key deleted while the deletion watch is down is found when it
+// resumes: by the resumed watch, or, when etcd compacted the revisions it
+// missed, by checking the held keys; a key that is still there is kept.
+func TestDeletedWhileWatchDownReportsGone(t *testing.T) {
+	s := testserver.Etcd(t) // compacted: a server of its own
+	ctx := context.Background()
+	c := newClient(t, s.Addr())
+	causes := &lockertest.Causes{}
+	e := newEngine(t, c, etcd.WithObserver(causes))
+	for _, compact := range []bool{false, true} {
+		base := fmt.Sprintf("%s/%d/compact=%v/", t.Name(), time.Now().UnixNano(), compact)
+		deleted, kept := newLocker(t, e, base+"deleted"), newLocker(t, e, base+"kept")
+		for _, l := range []locker.Locker{deleted, kept} {
+			if err := l.Lock(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		resume := e.InterruptGoneWatch()
+		if _, err := c.Delete(ctx, keys(t, c, e, base+"deleted")[0].key); err != nil {
+			t.Fatal(err)
+		}
+		if compact {
+			resp, err := c.Put(ctx, base+"later", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Compact(ctx, resp.Header.Revision); err != nil {
+				t.Fatal(err)
+			}
+		}
+		start := time.Now()
+		resume()
+		select {
+		case <-lease(deleted).Lost():
+			t.Logf("compact=%v: Lost() closed %v after the watch resumed", compact, time.Since(start))
+		case <-time.After(2 * time.Second):
+			t.Fatalf("compact=%v: Lost() not closed 2s after the watch resumed", compact)
+		}
+		if got, _ := causes.Of(lease(deleted).Token()); got != locker.LostGone {
+			t.Errorf("compact=%v: the hold ended with cause %q; want %q", compact, got, locker.LostGone)
+		}
+		if err := deleted.Unlock(); !errors.Is(err, locker.ErrLockLost) {
+			t.Errorf("compact=%v: Unlock() of the deleted hold = %v; want ErrLockLost", compact, err)
+		}
+		if err := kept.Unlock(); err != nil {
+			t.Errorf("compact=%v: Unlock() of the kept hold = %v; want nil", compact, err)
+		}
+	}
+}
+
 // Revoking a lease loses every hold on it; new acquisitions get a new lease.
 func TestLeaseRevokedLosesItsHolds(t *testing.T) {
 	ctx := context.Background()

@@ -44,13 +44,19 @@ type goneWatch struct {
 	// check are holds registered while their key's creation was not
 	// covered, for the goroutine to check by reading.
 	check []*locker.Hold
+
+	// Tests only (export_test.go): interrupt ends the current watch as if
+	// etcd had; while gate (guarded by Engine.mu) is set, no watch starts
+	// before it is closed.
+	interrupt chan struct{}
+	gate      chan struct{}
 }
 
 // notCovered is goneWatch.since while no watch covers any revision.
 const notCovered = math.MaxInt64
 
 func newGoneWatch() *goneWatch {
-	g := &goneWatch{done: make(chan struct{}), wake: make(chan struct{}, 1), since: notCovered}
+	g := &goneWatch{done: make(chan struct{}), wake: make(chan struct{}, 1), since: notCovered, interrupt: make(chan struct{})}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	return g
 }
@@ -117,6 +123,16 @@ func (e *Engine) followGone() {
 // from, and whether it delivered anything.
 func (e *Engine) watchDeletes(next int64) (int64, bool) {
 	g := e.gone
+	e.mu.Lock()
+	gate := g.gate
+	e.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-g.ctx.Done():
+			return next, false
+		}
+	}
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(g.ctx))
 	defer cancel()
 	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify(), clientv3.WithProgressNotify()}
@@ -143,6 +159,8 @@ func (e *Engine) watchDeletes(next int64) (int64, bool) {
 		case <-again:
 			g.poke()
 			continue
+		case <-g.interrupt:
+			return next, delivered
 		case resp, ok := <-events:
 			if !ok {
 				return next, delivered
