@@ -21,19 +21,18 @@ import (
 // on another lease. A refresh still failing when a third of the life is
 // left is a WARN, once per lease until it is refreshed again.
 //
-// The keeper also notices a hold's key deleted by hand (an operator's
-// ForceUnlock) while its lease lives on: once per TTL, each lease with
-// holds on it is checked with one LeaseTimeToLive request that lists the
-// keys attached to it, however many there are, and only a hold whose key
-// is missing from the list is checked further, by comparing its key's
-// create revision (one transaction per 128), before it is lost. So such a
-// hold is lost (Lost closes, a WARN says how many) within about its TTL of
-// the deletion (the lease's TTL in whole seconds, plus a round trip), and
+// The keeper also notices a hold's key deleted by hand while its lease
+// lives on, should the deletion watch (gone.go) miss it: once per TTL, each
+// lease with holds on it is checked with one LeaseTimeToLive request that
+// lists the keys attached to it, however many there are, and only a hold
+// whose key is missing from the list is checked further, by comparing its
+// key's create revision (one transaction per 128), before it is lost. So
+// such a hold is lost (Lost closes, a WARN says how many) within about its
+// TTL of the deletion (the lease's TTL in whole seconds, plus a round
+// trip) at the latest, and
 // the steady cost of N holds is N/WithKeysPerLease requests per TTL, with
 // no request per hold; the Core schedules no renewal for them (the engine
-// is no locker.Renewer). The engine polls rather than watches for such
-// deletions: a watch on its namespace would deliver every release of every
-// process sharing it to every engine, a cost that grows with the fleet.
+// is no locker.Renewer).
 type keeper struct {
 	wake   chan struct{}
 	done   chan struct{} // closed when the loop has ended
