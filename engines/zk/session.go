@@ -65,6 +65,17 @@ func (e *Engine) nodeDeleted(path string) {
 	}
 }
 
+// nodeChanged sets the watch on a held node again after a change of its
+// data (by hand, say), which used the watch up: a deletion after it would
+// go unseen.
+func (e *Engine) nodeChanged(path string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if n := e.nodes[path]; n != nil && n.hold != nil && n.watched.Swap(false) {
+		e.armSoon(n, nil)
+	}
+}
+
 // lostNode stops tracking n, which is gone; its hold, if any, is lost.
 func (e *Engine) lostNode(n *node, why string) {
 	e.mu.Lock()

@@ -729,18 +729,21 @@ func TestTokenIsCzxid(t *testing.T) {
 
 // A hold's node deleted by someone else is reported at once, by a watch on
 // the node set when the hold is granted: for a fixed lease and, with the
-// default TTL, a renewed hold alike.
+// default TTL, a renewed hold alike; and after a change of the node's data,
+// which used the watch up and has it set again.
 func TestDeletedNodeReportsLost(t *testing.T) {
 	c := admin(t)
 	causes := &lockertest.Causes{}
 	e := newEngine(t, []string{zkAddr}, zk.WithObserver(causes))
 	defer e.Close()
 	for _, tc := range []struct {
-		desc string
-		opt  locker.Option
+		desc   string
+		opt    locker.Option
+		change bool
 	}{
-		{"fixed lease", locker.WithLease(time.Hour)},
-		{"renewed", locker.WithTTL(locker.DefaultTTL)},
+		{"fixed lease", locker.WithLease(time.Hour), false},
+		{"renewed", locker.WithTTL(locker.DefaultTTL), false},
+		{"data changed", locker.WithTTL(locker.DefaultTTL), true},
 	} {
 		name := t.Name() + "/" + tc.desc
 		l, _ := e.NewLocker(name, tc.opt)
@@ -753,10 +756,17 @@ func TestDeletedNodeReportsLost(t *testing.T) {
 		}
 		path := e.LockPath(name) + "/" + nodes[0]
 		session := fmt.Sprintf("0x%x", e.SessionID())
-		waitFor(t, 2*time.Second, tc.desc+": the holder watches its node", func() bool {
+		watched := func() bool {
 			w, err := watchers(zkAddr)
 			return err == nil && w[path][session]
-		})
+		}
+		waitFor(t, 2*time.Second, tc.desc+": the holder watches its node", watched)
+		if tc.change {
+			if _, err := c.Set(path, []byte("changed by hand"), -1); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 2*time.Second, tc.desc+": the holder watches its node again", watched)
+		}
 		if err := c.Delete(path, -1); err != nil {
 			t.Fatal(err)
 		}
