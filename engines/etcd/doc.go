@@ -147,9 +147,8 @@
 // even on the same key name, is never ended; a key merely rewritten
 // meanwhile (a grant mark) is deleted again, and one released meanwhile is
 // not reported. Waiters stay queued and take their turn as at a release;
-// the forced-out owners learn of it at the keeper's next check of their
-// lease's keys, within about a TTL (Lost closes, Unlock returns
-// ErrLockLost), or, under a fixed lease, at Unlock.
+// the forced-out owners' engines learn of it at once from their deletion
+// watches (Lost closes, Unlock returns ErrLockLost).
 //
 // # Leases and TTLs
 //
