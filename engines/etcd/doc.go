@@ -191,24 +191,26 @@
 //
 // A held key deleted by hand (an operator's ForceUnlock, etcdctl del) is
 // noticed at once, within milliseconds, by the engine's deletion watch: one
-// watch on its namespace, deletions only, on the stream its waiters'
-// watches share, that looks each deleted key up among the engine's keys
-// (one map lookup) and loses the hold whose key it was, with cause
-// locker.LostGone; a release never counts, nor does a deletion of an
-// earlier key of the same name. The cost is one event per deletion in the
-// namespace, every other process's releases included, so engines sharing a
-// namespace each receive the fleet's releases; nothing is sent per hold.
-// When the watch ends (a member without a leader, a broken stream) it
-// resumes after the revision it last delivered; when etcd compacted that
-// revision away, every held key is checked by its create revision, 128 to
-// a transaction. The keeper's check every TTL stays as a fallback. A key
-// deleted with its lease (revoked, or expired on the server) is also
-// reported by the watch, as gone, often before the keeper gives the lease
-// up. A hold is lost, Lost closes and Unlock returns
-// ErrLockLost, when its lease ends (revoked, expired, or not refreshed
-// within its life), or when its key is deleted. A hold given up on while
-// its lease lives on has its key deleted before the lease is refreshed
-// again, so it never keeps the lock.
+// watch on its namespace, deletions only, from the engine's first hold on,
+// on the stream its waiters' watches share. It looks each deleted key up
+// among the engine's keys (one map lookup) and loses the hold whose key it
+// was, with cause locker.LostGone; a release never counts, nor does a
+// deletion of an earlier key of the same name. The cost is one event per
+// deletion in the namespace, every other process's releases included: the
+// engines sharing a namespace each receive the fleet's releases, while
+// nothing is sent per hold. When the watch ends (a member without a
+// leader, a broken stream) it resumes after the revision it last
+// delivered; when etcd compacted that revision away, every held key is
+// checked by its create revision, 128 to a transaction. The keeper's check
+// every TTL stays as a fallback. A key deleted with its lease (revoked, or
+// expired on the server) is reported by the watch too, as gone, often
+// before the keeper gives the lease up.
+//
+// A hold is lost, Lost closes and Unlock returns ErrLockLost, when its
+// lease ends (revoked, expired, or not refreshed within its life), or when
+// its key is deleted. A hold given up on while its lease lives on has its
+// key deleted before the lease is refreshed again, so it never keeps the
+// lock.
 //
 // A fixed lease (locker.WithLease(d)) queues on the shared lease of its TTL,
 // then, once granted, moves its key onto a lease of its own, granted then

@@ -13,7 +13,9 @@ import (
 )
 
 // The deletion watch: one watch per engine, on its whole namespace, for
-// deletions only (etcd filters the puts out), tells a hold whose key was
+// deletions only (etcd filters the puts out), from the engine's first hold
+// on (an engine that never holds, an operator's or a switcher's idle
+// secondary, costs nothing), tells a hold whose key was
 // deleted under it (by hand, an operator's ForceUnlock, another process's
 // cleanup) at once, where the keeper only finds it within a TTL. Each
 // deletion costs a map lookup by key (Engine.byKey, every taken slot), so
@@ -35,9 +37,13 @@ type goneWatch struct {
 	cancel context.CancelFunc // ends the watch, at Close
 	done   chan struct{}      // closed when the watch's goroutine has ended
 	wake   chan struct{}      // holds to check are queued
+	start  chan struct{}      // closed at the first hold: the watch starts
 
 	// Guarded by Engine.mu.
 	//
+	// started tells that start is closed.
+	started bool
+
 	// since is the revision after which the watch delivers every deletion:
 	// notCovered while no watch is confirmed.
 	since int64
@@ -56,7 +62,8 @@ type goneWatch struct {
 const notCovered = math.MaxInt64
 
 func newGoneWatch() *goneWatch {
-	g := &goneWatch{done: make(chan struct{}), wake: make(chan struct{}, 1), since: notCovered, interrupt: make(chan struct{})}
+	g := &goneWatch{done: make(chan struct{}), wake: make(chan struct{}, 1), start: make(chan struct{}),
+		since: notCovered, interrupt: make(chan struct{})}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	return g
 }
@@ -77,8 +84,13 @@ func (e *Engine) unkey(s *slot) {
 }
 
 // watchGone has h, just registered, checked by reading when no watch
-// covers its key's creation. Called with e.mu held.
+// covers its key's creation, and starts the watch at the first hold.
+// Called with e.mu held.
 func (e *Engine) watchGone(h *locker.Hold, st *holdState) {
+	if !e.gone.started {
+		e.gone.started = true
+		close(e.gone.start)
+	}
 	if st.rev < e.gone.since {
 		e.gone.check = append(e.gone.check, h)
 		e.gone.poke()
@@ -102,6 +114,11 @@ func (e *Engine) followGone() {
 		timer = time.NewTimer(time.Hour)
 	)
 	defer timer.Stop()
+	select {
+	case <-g.start:
+	case <-g.ctx.Done():
+		return
+	}
 	for {
 		var delivered bool
 		next, delivered = e.watchDeletes(next)
