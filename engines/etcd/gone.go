@@ -13,11 +13,12 @@ import (
 )
 
 // The deletion watch: one watch per engine, on its whole namespace, for
-// deletions only (etcd filters the puts out), from the engine's first hold
-// on (an engine that never holds, an operator's or a switcher's idle
-// secondary, costs nothing), tells a hold whose key was
+// deletions only (etcd filters the puts out), tells a hold whose key was
 // deleted under it (by hand, an operator's ForceUnlock, another process's
-// cleanup) at once, where the keeper only finds it within a TTL. Each
+// cleanup) at once, where the keeper only finds it within a TTL. It starts
+// at the engine's first hold, from the revision of that hold's key (an
+// engine that never holds, an operator's or a switcher's idle secondary,
+// costs nothing). Each
 // deletion costs a map lookup by key (Engine.byKey, every taken slot), so
 // that the deletions of other processes' keys, which the namespace's watch
 // delivers too, cost little; no request is made per hold. A hold's own
@@ -29,9 +30,9 @@ import (
 // that revision away, deletions may have gone unseen: every registered
 // hold's key is then checked by its create revision, in transactions of
 // up to 128, once a new watch covers what comes next. A hold registered
-// while no watch covers its key's creation (before the first watch is
-// confirmed, or during such a resync) is checked the same way. The
-// keeper's check every TTL stays the fallback.
+// while no watch covers its key's creation (a key created before the first
+// hold's, or during such a resync) is checked the same way. The keeper's
+// check every TTL stays the fallback.
 type goneWatch struct {
 	ctx    context.Context
 	cancel context.CancelFunc // ends the watch, at Close
@@ -45,7 +46,8 @@ type goneWatch struct {
 	started bool
 
 	// since is the revision after which the watch delivers every deletion:
-	// notCovered while no watch is confirmed.
+	// notCovered before the first hold, and while a new watch after a
+	// compaction is not confirmed.
 	since int64
 	// check are holds registered while their key's creation was not
 	// covered, for the goroutine to check by reading.
@@ -88,8 +90,11 @@ func (e *Engine) unkey(s *slot) {
 // Called with e.mu held.
 func (e *Engine) watchGone(h *locker.Hold, st *holdState) {
 	if !e.gone.started {
-		e.gone.started = true
+		// The watch starts from this key's creation: it covers this hold,
+		// and every later one, with no check.
+		e.gone.started, e.gone.since = true, st.rev
 		close(e.gone.start)
+		return
 	}
 	if st.rev < e.gone.since {
 		e.gone.check = append(e.gone.check, h)
@@ -103,13 +108,13 @@ func (e *Engine) stopGone() {
 	<-e.gone.done
 }
 
-// followGone runs the deletion watch until Close, starting again after a
-// growing delay each time it ends.
+// followGone runs the deletion watch until Close, from the first hold's
+// key on, starting again after a growing delay each time it ends, from
+// the revision to resume from (next; 0: a new watch).
 func (e *Engine) followGone() {
 	g := e.gone
 	defer close(g.done)
 	var (
-		next  int64 // the revision to resume from; 0: a new watch
 		retry time.Duration
 		timer = time.NewTimer(time.Hour)
 	)
@@ -119,6 +124,9 @@ func (e *Engine) followGone() {
 	case <-g.ctx.Done():
 		return
 	}
+	e.mu.Lock()
+	next := g.since + 1
+	e.mu.Unlock()
 	for {
 		var delivered bool
 		next, delivered = e.watchDeletes(next)
