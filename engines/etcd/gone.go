@@ -210,7 +210,7 @@ func (e *Engine) watchDeletes(next int64) (int64, bool) {
 			case resp.Created:
 				continue // resumed: the header tells nothing delivered
 			}
-			e.deleted(resp.Events)
+			e.keysDeleted(resp.Events)
 			next = resp.Header.Revision + 1 // delivered up to it
 		}
 	}
@@ -238,9 +238,9 @@ func (e *Engine) uncover() {
 	}
 }
 
-// deleted reports the holds whose keys evs deleted: a deletion after the
+// keysDeleted reports the holds whose keys evs deleted: a deletion after the
 // key's creation (st.rev), not one of an earlier key of the same slot.
-func (e *Engine) deleted(evs []*clientv3.Event) {
+func (e *Engine) keysDeleted(evs []*clientv3.Event) {
 	var gone []*locker.Hold
 	e.mu.Lock()
 	for _, ev := range evs {
