@@ -819,9 +819,14 @@ func (e *Engine) hold(ctx context.Context, h *locker.Hold, st *holdState) error 
 			e.revokeLater(g.ID)
 		}
 	}
+	if err == nil {
+		st.fixed = g.ID
+		if err = e.register(h, st); err != nil { // deleted since the move
+			e.revokeLater(g.ID)
+		}
+	}
 	switch {
 	case err == nil:
-		st.fixed = g.ID
 	case errors.Is(err, errKeyGone):
 		e.free(st.slot)
 	default:
@@ -844,9 +849,8 @@ func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
 	if st == nil || st.slot == nil {
 		return e.fail("release", h.Name, errKeyGone)
 	}
-	registered := e.unregister(h, st)
-	if h.Renew && !registered {
-		// Its lease ended, or its key was deleted after it was lost: the
+	if !e.unregister(h, st) {
+		// Its lease ended, or its key was deleted and its slot freed: the
 		// slot may be another hold's by now.
 		return e.fail("release", h.Name, errKeyGone)
 	}

@@ -17,7 +17,8 @@
 // holds still held (their Lost channels close), makes waiting acquisitions
 // return ErrClosed, revokes the engine's leases and stops its watches. The
 // engine's goroutines are the renewal workers shared by all engines
-// (locker.Core), its lease keeper and those of its etcd watcher, and Close
+// (locker.Core), its lease keeper, its deletion watch and those of its etcd
+// watcher, and Close
 // stops them all. Close is bounded by locker.DefaultReleaseTimeout when etcd does not
 // answer.
 //
@@ -146,9 +147,8 @@
 // even on the same key name, is never ended; a key merely rewritten
 // meanwhile (a grant mark) is deleted again, and one released meanwhile is
 // not reported. Waiters stay queued and take their turn as at a release;
-// the forced-out owners learn of it at the keeper's next check of their
-// lease's keys, within about a TTL (Lost closes, Unlock returns
-// ErrLockLost), or, under a fixed lease, at Unlock.
+// the forced-out owners' engines learn of it at once from their deletion
+// watches (Lost closes, Unlock returns ErrLockLost).
 //
 // # Leases and TTLs
 //
@@ -184,27 +184,41 @@
 // from the keep-alives: when no hold of the lease came or went meanwhile
 // and the count matches, that is all; otherwise only the holds whose keys
 // are missing from the list are checked, with one transaction comparing
-// their create revisions. A key deleted by hand (an operator's ForceUnlock)
-// is so noticed within about its lease's TTL. A check that fails, etcd
-// being busy or away, is tried again later and loses nothing by itself:
-// the hold lives as long as its lease; a lease refresh still failing with
-// a third of its life left logs a WARN before its holds go. The engine
-// polls rather than watches for deletions: a watch on the namespace would
-// deliver every release of every process sharing it to every engine, a
-// cost that grows with the fleet, while polling costs one small request
-// per lease per TTL. A hold is lost, Lost closes and Unlock returns
-// ErrLockLost, when its lease ends (revoked, expired, or not refreshed
-// within its life), or when its key is deleted. A hold given up on while
-// its lease lives on has its key deleted before the lease is refreshed
-// again, so it never keeps the lock.
+// their create revisions. A check that fails, etcd being busy or away, is
+// tried again later and loses nothing by itself: the hold lives as long as
+// its lease; a lease refresh still failing with a third of its life left
+// logs a WARN before its holds go.
+//
+// A held key deleted by hand (an operator's ForceUnlock, etcdctl del) is
+// noticed at once, within milliseconds, by the engine's deletion watch: one
+// watch on its namespace, deletions only, from the engine's first hold on,
+// on the stream its waiters' watches share. It looks each deleted key up
+// among the engine's keys (one map lookup) and loses the hold whose key it
+// was, with cause locker.LostGone; a release never counts, nor does a
+// deletion of an earlier key of the same name. The cost is one event per
+// deletion in the namespace, every other process's releases included: the
+// engines sharing a namespace each receive the fleet's releases, while
+// nothing is sent per hold. When the watch ends (a member without a
+// leader, a broken stream) it resumes after the revision it last
+// delivered; when etcd compacted that revision away, every held key is
+// checked by its create revision, 128 to a transaction. The keeper's check
+// every TTL stays as a fallback. A key deleted with its lease (revoked, or
+// expired on the server) is reported by the watch too, as gone, often
+// before the keeper gives the lease up.
+//
+// A hold is lost, Lost closes and Unlock returns ErrLockLost, when its
+// lease ends (revoked, expired, or not refreshed within its life), or when
+// its key is deleted. A hold given up on while its lease lives on has its
+// key deleted before the lease is refreshed again, so it never keeps the
+// lock.
 //
 // A fixed lease (locker.WithLease(d)) queues on the shared lease of its TTL,
 // then, once granted, moves its key onto a lease of its own, granted then
 // (its create revision, the token, is kept), of d rounded up to whole
 // seconds plus one second, so that it cannot end on the server before the Core
 // ends the hold after d; it is not renewed and is revoked on release. A key
-// deleted by hand under a fixed lease is noticed at the end of the lease or on
-// Unlock.
+// deleted by hand under a fixed lease is noticed at once by the deletion
+// watch, as for a renewed hold, and its lease revoked.
 //
 // # Client settings
 //
@@ -294,9 +308,9 @@
 // first (owner ID, create revision as token, the time their lease has left),
 // with one range read and one TimeToLive per distinct lease. ForceUnlock
 // deletes the holder's key if it still has the create revision read (one
-// transaction), so the next waiter takes the lock; the forced-out owner
-// learns of it at the keeper's next check of its lease's keys, within
-// about a TTL (Lost closes, Unlock returns ErrLockLost). lockctl holders and lockctl unlock --force use them.
+// transaction), so the next waiter takes the lock; the forced-out owner's
+// engine learns of it at once from its deletion watch (Lost closes, Unlock
+// returns ErrLockLost). lockctl holders and lockctl unlock --force use them.
 //
 // # Errors
 //

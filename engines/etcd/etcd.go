@@ -68,12 +68,14 @@ type Engine struct {
 	closeOnce sync.Once
 
 	keeper   *keeper
-	perLease int // WithKeysPerLease
+	gone     *goneWatch // the deletion watch (gone.go)
+	perLease int        // WithKeysPerLease
 
 	mu      sync.Mutex
 	closed  bool
 	current map[int64]*lease    // the lease new keys go on, by TTL in whole seconds
 	leases  map[*lease]struct{} // every lease not killed: current ones, and full ones with keys
+	byKey   map[string]*slot    // every taken slot, by key, for the deletion watch
 }
 
 var (
@@ -249,12 +251,15 @@ func New(client *clientv3.Client, opts ...Option) (*Engine, error) {
 		done:     make(chan struct{}),
 		troubled: make(chan struct{}),
 		keeper:   newKeeper(),
+		gone:     newGoneWatch(),
+		byKey:    make(map[string]*slot),
 		perLease: s.perLease,
 		current:  make(map[int64]*lease),
 		leases:   make(map[*lease]struct{}),
 	}
 	e.core = locker.NewCore(s.name, e, logger, locker.ObservedBy(s.observer))
 	go e.keep()
+	go e.followGone()
 	return e, nil
 }
 
@@ -356,6 +361,8 @@ func (e *Engine) Close() error {
 		e.mu.Unlock()
 
 		e.stopKeeper()
+		// Before the holds are released: their deletions are not news.
+		e.stopGone()
 		ctx, cancel := context.WithTimeout(context.Background(), locker.DefaultReleaseTimeout)
 		defer cancel()
 		err = e.core.Close(ctx)

@@ -136,12 +136,33 @@ func lockAsync(l locker.Locker, d time.Duration) <-chan error {
 func harness(t *testing.T) lockertest.Harness { return harnessFor(t, newClient(t, endpoint)) }
 
 func harnessFor(t *testing.T, c *clientv3.Client) lockertest.Harness {
-	e, err := etcd.New(c, etcd.WithPrefix("conformance"))
+	causes := &lockertest.Causes{}
+	e, err := etcd.New(c, etcd.WithPrefix("conformance"), etcd.WithObserver(causes))
 	if err != nil {
 		t.Fatalf("New() = %v", err)
 	}
 	return lockertest.Harness{
 		Engine: e,
+		Causes: causes,
+		// A hold's key is the one created at its token.
+		Delete: func(ctx context.Context, kind locker.Kind, name string, token uint64) error {
+			rng := e.LockPrefix(name)
+			if kind != locker.KindMutex {
+				rng = e.FamilyRange(kind, name)
+			}
+			resp, err := c.Get(ctx, rng, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+			if err != nil {
+				return err
+			}
+			for _, kv := range resp.Kvs {
+				if uint64(kv.CreateRevision) == token {
+					_, err = c.Delete(ctx, string(kv.Key))
+					return err
+				}
+			}
+			return fmt.Errorf("no key under %q created at %d", rng, token)
+		},
+		NoticeDeleted: 2 * time.Second,
 		// The holder is the key with the lowest create revision.
 		Expire: func(ctx context.Context, name string) error {
 			resp, err := c.Get(ctx, e.LockPrefix(name), clientv3.WithFirstCreate()...)
@@ -412,30 +433,99 @@ func TestStaleOwnerCannotTouchNewHold(t *testing.T) {
 	}
 }
 
-// A held key deleted by hand while its lease lives on is noticed by the
-// keeper within about a TTL, and the hold ends as gone, not as a lease lost.
+// A held key deleted by hand is noticed at once by the engine's deletion
+// watch, with the default TTL (the keeper checks a lease's keys only once
+// per TTL), for a renewed hold and a fixed lease's alike, and the hold ends
+// as gone, not as a lease lost.
 func TestDeletedKeyReportsGone(t *testing.T) {
 	c := newClient(t, endpoint)
 	causes := &lockertest.Causes{}
 	e := newEngine(t, c, etcd.WithObserver(causes))
-	name := fmt.Sprintf("%s/%d", t.Name(), time.Now().UnixNano())
-	l := newLocker(t, e, name, locker.WithTTL(time.Second))
-	if err := l.Lock(); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		desc string
+		opts []locker.Option
+	}{
+		{"renewed", nil},
+		{"fixed lease", []locker.Option{locker.WithLease(time.Hour)}},
+	} {
+		name := fmt.Sprintf("%s/%d/%s", t.Name(), time.Now().UnixNano(), tc.desc)
+		l := newLocker(t, e, name, tc.opts...)
+		if err := l.Lock(); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := c.Delete(context.Background(), keys(t, c, e, name)[0].key); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-lease(l).Lost():
+			t.Logf("%s: Lost() closed %v after the deletion", tc.desc, time.Since(start))
+		case <-time.After(2 * time.Second):
+			t.Fatalf("%s: Lost() not closed 2s after the held key was deleted", tc.desc)
+		}
+		if got, _ := causes.Of(lease(l).Token()); got != locker.LostGone {
+			t.Errorf("%s: the hold ended with cause %q; want %q", tc.desc, got, locker.LostGone)
+		}
+		if err := l.Unlock(); !errors.Is(err, locker.ErrLockLost) {
+			t.Errorf("%s: Unlock() = %v; want ErrLockLost", tc.desc, err)
+		}
+		// The slot is free again: the name is granted at once.
+		if ok, err := l.TryLock(); !ok || err != nil {
+			t.Fatalf("%s: TryLock() after the loss = %v, %v; want true, nil", tc.desc, ok, err)
+		}
+		if err := l.Unlock(); err != nil {
+			t.Errorf("%s: Unlock() = %v", tc.desc, err)
+		}
 	}
-	if _, err := c.Delete(context.Background(), keys(t, c, e, name)[0].key); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-lease(l).Lost():
-	case <-time.After(5 * time.Second):
-		t.Fatal("Lost() not closed 5s after the held key was deleted")
-	}
-	if got, _ := causes.Of(lease(l).Token()); got != locker.LostGone {
-		t.Errorf("the hold ended with cause %q; want %q", got, locker.LostGone)
-	}
-	if err := l.Unlock(); !errors.Is(err, locker.ErrLockLost) {
-		t.Errorf("Unlock() = %v; want ErrLockLost", err)
+}
+
+// A held key deleted while the deletion watch is down is found when it
+// resumes: by the resumed watch, or, when etcd compacted the revisions it
+// missed, by checking the held keys; a key that is still there is kept.
+func TestDeletedWhileWatchDownReportsGone(t *testing.T) {
+	s := testserver.Etcd(t) // compacted: a server of its own
+	ctx := context.Background()
+	c := newClient(t, s.Addr())
+	causes := &lockertest.Causes{}
+	e := newEngine(t, c, etcd.WithObserver(causes))
+	for _, compact := range []bool{false, true} {
+		base := fmt.Sprintf("%s/%d/compact=%v/", t.Name(), time.Now().UnixNano(), compact)
+		deleted, kept := newLocker(t, e, base+"deleted"), newLocker(t, e, base+"kept")
+		for _, l := range []locker.Locker{deleted, kept} {
+			if err := l.Lock(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		resume := e.InterruptGoneWatch()
+		if _, err := c.Delete(ctx, keys(t, c, e, base+"deleted")[0].key); err != nil {
+			t.Fatal(err)
+		}
+		if compact {
+			resp, err := c.Put(ctx, base+"later", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Compact(ctx, resp.Header.Revision); err != nil {
+				t.Fatal(err)
+			}
+		}
+		start := time.Now()
+		resume()
+		select {
+		case <-lease(deleted).Lost():
+			t.Logf("compact=%v: Lost() closed %v after the watch resumed", compact, time.Since(start))
+		case <-time.After(2 * time.Second):
+			t.Fatalf("compact=%v: Lost() not closed 2s after the watch resumed", compact)
+		}
+		if got, _ := causes.Of(lease(deleted).Token()); got != locker.LostGone {
+			t.Errorf("compact=%v: the hold ended with cause %q; want %q", compact, got, locker.LostGone)
+		}
+		if err := deleted.Unlock(); !errors.Is(err, locker.ErrLockLost) {
+			t.Errorf("compact=%v: Unlock() of the deleted hold = %v; want ErrLockLost", compact, err)
+		}
+		if err := kept.Unlock(); err != nil {
+			t.Errorf("compact=%v: Unlock() of the kept hold = %v; want nil", compact, err)
+		}
 	}
 }
 

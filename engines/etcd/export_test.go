@@ -11,3 +11,20 @@ func (e *Engine) FamilyRange(k locker.Kind, name string) string { return e.famil
 
 // MarkDepth exposes the queue length from which waiters mark their keys.
 const MarkDepth = markDepth
+
+// InterruptGoneWatch ends the deletion watch, as etcd might, and keeps it
+// down until resume is called: then it resumes after the revision it had
+// delivered.
+func (e *Engine) InterruptGoneWatch() (resume func()) {
+	gate := make(chan struct{})
+	e.mu.Lock()
+	e.gone.gate = gate
+	e.mu.Unlock()
+	e.gone.interrupt <- struct{}{}
+	return func() {
+		e.mu.Lock()
+		e.gone.gate = nil
+		e.mu.Unlock()
+		close(gate)
+	}
+}

@@ -155,9 +155,9 @@ func semCounted(rng string, kvs []*mvccpb.KeyValue) (int, []familyKey) {
 // moved to a fixed lease) is the same hold: the transaction returns it, and
 // it is deleted again with its new mod revision; one released by its owner
 // meanwhile is not reported. Waiters stay queued and take their turn:
-// every deletion wakes those it let in. The forced-out owners learn of it
-// at their next renewal, within about a TTL and a third (see Renew): Lost
-// closes and Unlock returns ErrLockLost. When holds kept changing it
+// every deletion wakes those it let in. The forced-out owners' engines
+// learn of it at once from their deletion watches: Lost closes and Unlock
+// returns ErrLockLost. When holds kept changing it
 // returns those it ended with an error.
 func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name string, token uint64) ([]locker.FamilyHolder, error) {
 	const op = "force unlock"

@@ -118,8 +118,8 @@ func (e *Engine) leaseTTLs(ctx context.Context, resp *clientv3.GetResponse) (map
 // name is free. It deletes the key with the lowest create revision only if
 // that key still has the create revision read (one transaction, which reads
 // the new lowest key when the hold changed meanwhile, to try again). The
-// next waiter, watching that key, takes the lock; the forced-out owner learns
-// of it at its next renewal, within a third of its TTL: Lost closes and
+// next waiter, watching that key, takes the lock; the forced-out owner's
+// engine learns of it at once from its deletion watch: Lost closes and
 // Unlock returns ErrLockLost. For operators clearing a stuck hold.
 func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, error) {
 	if err := locker.ValidateName(name); err != nil {

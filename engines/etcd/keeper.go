@@ -21,19 +21,18 @@ import (
 // on another lease. A refresh still failing when a third of the life is
 // left is a WARN, once per lease until it is refreshed again.
 //
-// The keeper also notices a hold's key deleted by hand (an operator's
-// ForceUnlock) while its lease lives on: once per TTL, each lease with
-// holds on it is checked with one LeaseTimeToLive request that lists the
-// keys attached to it, however many there are, and only a hold whose key
-// is missing from the list is checked further, by comparing its key's
-// create revision (one transaction per 128), before it is lost. So such a
-// hold is lost (Lost closes, a WARN says how many) within about its TTL of
-// the deletion (the lease's TTL in whole seconds, plus a round trip), and
+// The keeper also notices a hold's key deleted by hand while its lease
+// lives on, should the deletion watch (gone.go) miss it: once per TTL, each
+// lease with holds on it is checked with one LeaseTimeToLive request that
+// lists the keys attached to it, however many there are, and only a hold
+// whose key is missing from the list is checked further, by comparing its
+// key's create revision (one transaction per 128), before it is lost. So
+// such a hold is lost (Lost closes, a WARN says how many) within about its
+// TTL of the deletion (the lease's TTL in whole seconds, plus a round
+// trip) at the latest, and
 // the steady cost of N holds is N/WithKeysPerLease requests per TTL, with
 // no request per hold; the Core schedules no renewal for them (the engine
-// is no locker.Renewer). The engine polls rather than watches for such
-// deletions: a watch on its namespace would deliver every release of every
-// process sharing it to every engine, a cost that grows with the fleet.
+// is no locker.Renewer).
 type keeper struct {
 	wake   chan struct{}
 	done   chan struct{} // closed when the loop has ended
@@ -172,38 +171,53 @@ func (e *Engine) keepAlive(ctx context.Context, l *lease) {
 	e.keeper.poke()
 }
 
-// register makes h, whose key st.key was created at st.rev on a shared
-// lease, one of the holds the keeper checks. It returns errLeaseGone when
-// the lease was retired meanwhile.
+// register makes h, whose key st.key was created at st.rev, one of the
+// holds the deletion watch reports (gone.go) and, on a shared lease, one
+// of the holds the keeper checks. It returns errKeyGone when the watch
+// already saw the key deleted, and errLeaseGone when a renewed hold's lease
+// was retired meanwhile.
 func (e *Engine) register(h *locker.Hold, st *holdState) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	l := st.slot.l
-	if l.killed {
+	s, l := st.slot, st.slot.l
+	switch {
+	case s.deleted > st.rev:
+		return errKeyGone
+	case !h.Renew:
+		s.fixed = h
+	case l.killed:
 		return errLeaseGone
+	default:
+		s.hold = h
+		if l.held++; l.held == 1 && !l.checkAt.After(time.Now()) {
+			l.checkAt = time.Now().Add(l.ttl) // a TTL after its first hold
+		}
 	}
-	st.slot.hold = h
-	if l.held++; l.held == 1 && !l.checkAt.After(time.Now()) {
-		l.checkAt = time.Now().Add(l.ttl) // a TTL after its first hold
-	}
+	e.watchGone(h, st)
 	return nil
 }
 
-// unregister ends the keeper's checks of h, and tells whether h was still
-// registered: not lost with its lease or its key.
+// unregister ends the keeper's checks and the watch's reports of h, and
+// tells whether h was still registered: not lost with its lease or its key.
 func (e *Engine) unregister(h *locker.Hold, st *holdState) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.unhold(h, st.slot)
 }
 
-// unhold clears s.hold if it is h. Called with e.mu held.
+// unhold clears s.hold or s.fixed if it is h. Called with e.mu held.
 func (e *Engine) unhold(h *locker.Hold, s *slot) bool {
-	if s.hold != h || h == nil {
+	switch {
+	case h == nil:
+		return false
+	case s.hold == h:
+		s.hold = nil
+		s.l.held--
+	case s.fixed == h:
+		s.fixed = nil
+	default:
 		return false
 	}
-	s.hold = nil
-	s.l.held--
 	return true
 }
 
@@ -346,7 +360,12 @@ func (e *Engine) lose(holds []*locker.Hold) {
 	}
 	e.log.Warn("etcd: held keys deleted", "holds", len(lost), "first", lost[0].Name, "token", lost[0].Token)
 	for _, h := range lost {
-		e.free(h.State.(*holdState).slot)
+		st := h.State.(*holdState)
+		if st.fixed != clientv3.NoLease {
+			// No Release comes for a lost hold: its lease goes now.
+			e.revokeLater(st.fixed)
+		}
+		e.free(st.slot)
 		h.MarkGone()
 	}
 }

@@ -62,9 +62,26 @@ type slot struct {
 	prefix string
 	n      int
 	key    string
+	// Guarded by Engine.mu.
+	//
 	// hold is the renewed hold whose key this is, once granted (register),
-	// until it is released or lost; guarded by Engine.mu.
-	hold *locker.Hold
+	// until it is released or lost. fixed is the same for a hold of a
+	// fixed lease, whose key lives on a lease of its own: the keeper
+	// neither keeps nor checks it, the deletion watch reports it.
+	hold, fixed *locker.Hold
+	// deleted is the latest revision at which the deletion watch saw key
+	// deleted (gone.go): a hold registered after a deletion of its key
+	// that the watch delivered first is refused.
+	deleted int64
+}
+
+// holder is the hold whose key s is, renewed or fixed; nil when none.
+// Called with Engine.mu held.
+func (s *slot) holder() *locker.Hold {
+	if s.hold != nil {
+		return s.hold
+	}
+	return s.fixed
 }
 
 func (l *lease) hexID() string { return strconv.FormatInt(int64(l.id), 16) }
@@ -305,6 +322,10 @@ func (e *Engine) kill(l *lease, cause error) {
 				holds = append(holds, s.hold)
 				s.hold = nil
 			}
+			if s.fixed == nil {
+				// Never freed: the lease takes its keys along.
+				e.unkey(s)
+			}
 		}
 	}
 	l.held = 0
@@ -336,6 +357,7 @@ func (e *Engine) take(l *lease, prefix string) *slot {
 	}
 	s := &slot{l: l, prefix: prefix, n: n, key: prefix + l.hexID() + "-" + strconv.Itoa(n)}
 	taken[n] = s
+	e.byKey[s.key] = s
 	l.keys++
 	l.changes++
 	if l.keys == 1 {
@@ -354,6 +376,7 @@ func (e *Engine) free(s *slot) {
 		if len(taken) == 0 {
 			delete(l.slots, s.prefix)
 		}
+		e.unkey(s)
 		l.keys--
 		l.changes++
 	}

@@ -52,10 +52,12 @@
 // acquisitions on its own.
 //
 // Lost also closes when someone else deletes the hold's node (an operator,
-// say). The engine sets a watch on the node a third of the hold's TTL after
-// the grant (at once for a fixed lease): a deletion is reported then, and at
-// once afterwards. This, and nothing else, is what locker.WithTTL means
-// here; short holds so cost no watch.
+// say), within milliseconds, with cause locker.LostGone: the engine sets a
+// watch on the node when the hold is granted, in the background (a node
+// deleted before the watch is set is found by the watch's read), so every
+// hold costs one read besides its create, listing and delete. The engine's
+// own delete on Unlock is never reported. locker.WithTTL changes nothing
+// here.
 //
 // # Parent nodes
 //
@@ -157,8 +159,7 @@
 // one listing of the lock's nodes and one read per node, in parallel.
 // ForceUnlock deletes the lowest node if it still has the version read, so
 // the next waiter takes the lock; the forced-out owner's engine learns of
-// it from its watch on the node, or, for a renewed hold younger than a
-// third of its TTL, as it sets that watch (Lost closes, Unlock returns
+// it at once from its watch on the node (Lost closes, Unlock returns
 // ErrLockLost). Both are bounded by their context and the connect timeout.
 // lockctl holders and lockctl unlock --force use them.
 //

@@ -249,11 +249,11 @@ func (e *Engine) familyAttempt(ctx context.Context, h *locker.Hold, parent strin
 			e.untrack(n)
 			return false, errRestart
 		case vd.granted:
-			arm := e.armDelay(h)
+			var poke func()
 			if vd.poke {
-				e.poke(n, h.Owner, arm == 0)
+				poke = func() { e.poke(n, h.Owner) }
 			}
-			if !e.grant(h, n, czxid, arm) {
+			if !e.grant(h, n, czxid, poke) {
 				e.discard(n, true)
 				return false, errRestart
 			}
@@ -380,7 +380,7 @@ func (e *Engine) downgrade(ctx context.Context, h *locker.Hold, parent string) (
 		return false, e.fail("acquire", h.Name, err), true
 	}
 	n := e.track(c.Path, parent, c.PVersion)
-	if !e.grant(h, n, int64(h.Writer.Token), e.armDelay(h)) {
+	if !e.grant(h, n, int64(h.Writer.Token), nil) {
 		e.discard(n, true)
 		return false, errRestart, true
 	}
@@ -461,23 +461,16 @@ func (e *Engine) mismatch(name string, err error) error {
 }
 
 // poke changes the data of a semaphore node just granted, which fires the
-// watch its successor set on it. It runs in the background, unless now:
-// a hold whose own watch is set at once must not have it used up by the
-// change. A failure only delays the successor until this hold ends.
-func (e *Engine) poke(n *node, owner string, now bool) {
-	run := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), e.connectTimeout)
-		defer cancel()
-		_, err := do(e, ctx, func() (*gozk.Stat, error) { return e.conn.Set(n.path, []byte(owner), -1) })
-		if err != nil && !errors.Is(err, gozk.ErrNoNode) {
-			e.log.Debug("zk: waking the next semaphore waiter failed", "node", n.path, "err", err)
-		}
+// watch its successor set on it. It runs on the worker that sets the
+// hold's own watch next (grant): before it, so that the change does not use
+// that watch up. A failure only delays the successor until this hold ends.
+func (e *Engine) poke(n *node, owner string) {
+	ctx, cancel := context.WithTimeout(context.Background(), e.connectTimeout)
+	defer cancel()
+	_, err := do(e, ctx, func() (*gozk.Stat, error) { return e.conn.Set(n.path, []byte(owner), -1) })
+	if err != nil && !errors.Is(err, gozk.ErrNoNode) {
+		e.log.Debug("zk: waking the next semaphore waiter failed", "node", n.path, "err", err)
 	}
-	if now {
-		run()
-		return
-	}
-	e.spawn(run) // once closing, no one is left to wake
 }
 
 // watchAll sets a watch on each of the nodes names under parent that has

@@ -459,13 +459,15 @@ func TestFamilyCancelLeavesNothing(t *testing.T) {
 	unlock(t, p)
 }
 
-func familyHarness(t *testing.T) lockertest.Harness {
-	return lockertest.Harness{Engine: newEngine(t, []string{zkAddr}, zk.WithPrefix("/conformance"))}
+func TestRWConformance(t *testing.T) {
+	c := admin(t)
+	lockertest.RunRW(t, func(t *testing.T) lockertest.Harness { return harness(t, c) })
 }
 
-func TestRWConformance(t *testing.T) { lockertest.RunRW(t, familyHarness) }
-
-func TestSemaphoreConformance(t *testing.T) { lockertest.RunSemaphore(t, familyHarness) }
+func TestSemaphoreConformance(t *testing.T) {
+	c := admin(t)
+	lockertest.RunSemaphore(t, func(t *testing.T) lockertest.Harness { return harness(t, c) })
+}
 
 // watchedBy waits until each node of parent (in queue order; the count
 // node as zk.PermitsNode) is watched by exactly the sessions want gives

@@ -73,9 +73,8 @@ func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, e
 // deletes the lowest lock node only if it still has the version read,
 // and reads the new lowest node, to try again, when the hold changed
 // meanwhile. The next waiter, watching that node, takes the lock; the
-// forced-out owner's engine learns of it from its watch on the node, or,
-// when a renewed hold is younger than a third of its TTL and has no watch yet,
-// as it sets one: Lost closes and Unlock returns ErrLockLost. For operators
+// forced-out owner's engine learns of it at once from its watch on the
+// node, set at the grant: Lost closes and Unlock returns ErrLockLost. For operators
 // clearing a stuck hold.
 func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, error) {
 	if err := locker.ValidateName(name); err != nil {

@@ -84,7 +84,7 @@ func (e *Engine) attempt(ctx context.Context, h *locker.Hold, parent string, wai
 			e.untrack(n)
 			return false, errRestart
 		case first:
-			if !e.grant(h, n, czxid, e.armDelay(h)) {
+			if !e.grant(h, n, czxid, nil) {
 				e.discard(n, true)
 				return false, errRestart
 			}
@@ -159,34 +159,21 @@ func (e *Engine) awaitPred(ctx context.Context, h *locker.Hold, n *node, pred st
 	}
 }
 
-// armDelay is how long after the grant the engine sets a watch on a hold's
-// node, so that a deletion by someone else is reported at once from then
-// on: a third of the TTL (the renewal interval of the engines whose holds
-// expire), and no time for a fixed lease, which has no renewals. Short
-// holds so cost no watch, and no more than their create, listing and
-// delete.
-func (e *Engine) armDelay(h *locker.Hold) time.Duration {
-	if !h.Renew {
-		return 0
-	}
-	return h.TTL / 3
-}
-
-// armLater arms n's watch after d. Called with e.mu held.
-func (e *Engine) armLater(n *node, d time.Duration) {
-	run := func() {
-		e.spawn(func() {
-			// do is bounded by the connect timeout and Close.
-			if errors.Is(e.arm(context.Background(), n), locker.ErrLockLost) {
-				e.lostNode(n, "node deleted")
-			}
-		})
-	}
-	if d <= 0 {
-		run()
-		return
-	}
-	n.armTimer = time.AfterFunc(d, run)
+// armSoon sets a watch on the held node n in the background, so that its
+// deletion by someone else is reported at once (nodeDeleted): first, when
+// not nil, runs before, on the same worker. A node deleted before the watch
+// is set is found by the watch's read. The grant does not wait for it; it
+// costs every hold one read, a short one too. Called with e.mu held.
+func (e *Engine) armSoon(n *node, first func()) {
+	e.spawn(func() {
+		if first != nil {
+			first()
+		}
+		// do is bounded by the connect timeout and Close.
+		if errors.Is(e.arm(context.Background(), n), locker.ErrLockLost) {
+			e.lostNode(n, "node deleted")
+		}
+	})
 }
 
 // arm sets a watch on a held node. It returns ErrLockLost when the node is

@@ -3,7 +3,6 @@ package zk
 import (
 	"errors"
 	"sync/atomic"
-	"time"
 
 	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
@@ -15,14 +14,13 @@ import (
 
 // node is one of the engine's lock nodes, waiting or holding.
 type node struct {
-	path     string
-	parent   string
-	name     string        // last path element
-	ep       *zkconn.Epoch // the epoch it was created in
-	gone     chan struct{} // closed when the engine stops tracking it
-	hold     *locker.Hold  // set when granted; guarded by Engine.mu
-	watched  atomic.Bool   // a watch on the node reports its deletion
-	armTimer *time.Timer   // sets the watch later; guarded by Engine.mu
+	path    string
+	parent  string
+	name    string        // last path element
+	ep      *zkconn.Epoch // the epoch it was created in
+	gone    chan struct{} // closed when the engine stops tracking it
+	hold    *locker.Hold  // set when granted; guarded by Engine.mu
+	watched atomic.Bool   // a watch on the node reports its deletion
 }
 
 // forgetLocked stops tracking n. Called with e.mu held.
@@ -30,9 +28,6 @@ func (e *Engine) forgetLocked(n *node) {
 	delete(e.nodes, n.path)
 	e.zc.ParentLeft(n.parent)
 	close(n.gone)
-	if n.armTimer != nil {
-		n.armTimer.Stop()
-	}
 }
 
 // epochLost gives up every node of ep, which ended (zkconn.Config's
@@ -67,6 +62,17 @@ func (e *Engine) nodeDeleted(path string) {
 	e.mu.Unlock()
 	if n != nil {
 		e.lostNode(n, "node deleted")
+	}
+}
+
+// nodeChanged sets the watch on a held node again after a change of its
+// data (by hand, say), which used the watch up: a deletion after it would
+// go unseen.
+func (e *Engine) nodeChanged(path string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if n := e.nodes[path]; n != nil && n.hold != nil && n.watched.Swap(false) {
+		e.armSoon(n, nil)
 	}
 }
 
@@ -114,9 +120,10 @@ func (e *Engine) untrack(n *node) bool {
 }
 
 // grant makes n the node of hold h, with token czxid, unless n is no longer
-// trustworthy: gone, or of an epoch that ended. A watch on n is set after
-// arm, unless it has one.
-func (e *Engine) grant(h *locker.Hold, n *node, czxid int64, arm time.Duration) bool {
+// trustworthy: gone, or of an epoch that ended. A watch on n is set at once
+// in the background, unless it has one, after first (nil: nothing): a
+// change of n's data that must not use the watch up.
+func (e *Engine) grant(h *locker.Hold, n *node, czxid int64, first func()) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.nodes[n.path] != n || n.ep != e.zc.Epoch() || n.ep.IsLost() {
@@ -126,7 +133,7 @@ func (e *Engine) grant(h *locker.Hold, n *node, czxid int64, arm time.Duration) 
 	h.Token = uint64(czxid)
 	h.State = n
 	if !n.watched.Load() {
-		e.armLater(n, arm)
+		e.armSoon(n, first)
 	}
 	return true
 }

@@ -246,7 +246,7 @@ func New(servers []string, opts ...Option) (*Engine, error) {
 		nodes:          make(map[string]*node),
 	}
 	s.conn.Servers, s.conn.Logger = servers, logger
-	s.conn.OnEpochLost, s.conn.OnDeleted = e.epochLost, e.nodeDeleted
+	s.conn.OnEpochLost, s.conn.OnDeleted, s.conn.OnChanged = e.epochLost, e.nodeDeleted, e.nodeChanged
 	e.zc, err = zkconn.Dial(context.Background(), s.conn)
 	var auth *zkconn.AuthError
 	switch {

@@ -112,9 +112,29 @@ func harness(t *testing.T, c *gozk.Conn, opts ...zk.Option) lockertest.Harness {
 
 // harnessAt is harness with the engine connected to addr.
 func harnessAt(t *testing.T, addr string, c *gozk.Conn, opts ...zk.Option) lockertest.Harness {
-	e := newEngine(t, []string{addr}, append([]zk.Option{zk.WithPrefix("/conformance")}, opts...)...)
+	causes := &lockertest.Causes{}
+	e := newEngine(t, []string{addr}, append([]zk.Option{zk.WithPrefix("/conformance"), zk.WithObserver(causes)}, opts...)...)
 	return lockertest.Harness{
 		Engine: e,
+		Causes: causes,
+		// A hold's node is the one created at its token.
+		Delete: func(ctx context.Context, kind locker.Kind, name string, token uint64) error {
+			parent := e.LockPath(name)
+			if kind != locker.KindMutex {
+				parent = e.FamilyPath(kind, name)
+			}
+			children, _, err := c.Children(parent)
+			if err != nil {
+				return err
+			}
+			for _, child := range children {
+				if _, st, err := c.Get(parent + "/" + child); err == nil && uint64(st.Czxid) == token {
+					return c.Delete(parent+"/"+child, -1)
+				}
+			}
+			return fmt.Errorf("no node under %s created at %d", parent, token)
+		},
+		NoticeDeleted: 2 * time.Second,
 		Expire: func(ctx context.Context, name string) error {
 			nodes, err := lockNodes(c, e.LockPath(name))
 			if err != nil {
@@ -707,19 +727,23 @@ func TestTokenIsCzxid(t *testing.T) {
 	}
 }
 
-// A hold's node deleted by someone else is reported: at once for a fixed
-// lease, and once the hold has been renewed, by a watch on the node.
+// A hold's node deleted by someone else is reported at once, by a watch on
+// the node set when the hold is granted: for a fixed lease and, with the
+// default TTL, a renewed hold alike; and after a change of the node's data,
+// which used the watch up and has it set again.
 func TestDeletedNodeReportsLost(t *testing.T) {
 	c := admin(t)
 	causes := &lockertest.Causes{}
 	e := newEngine(t, []string{zkAddr}, zk.WithObserver(causes))
 	defer e.Close()
 	for _, tc := range []struct {
-		desc string
-		opt  locker.Option
+		desc   string
+		opt    locker.Option
+		change bool
 	}{
-		{"fixed lease", locker.WithLease(time.Hour)},
-		{"renewed", locker.WithTTL(300 * time.Millisecond)},
+		{"fixed lease", locker.WithLease(time.Hour), false},
+		{"renewed", locker.WithTTL(locker.DefaultTTL), false},
+		{"data changed", locker.WithTTL(locker.DefaultTTL), true},
 	} {
 		name := t.Name() + "/" + tc.desc
 		l, _ := e.NewLocker(name, tc.opt)
@@ -732,10 +756,17 @@ func TestDeletedNodeReportsLost(t *testing.T) {
 		}
 		path := e.LockPath(name) + "/" + nodes[0]
 		session := fmt.Sprintf("0x%x", e.SessionID())
-		waitFor(t, 5*time.Second, tc.desc+": the holder watches its node", func() bool {
+		watched := func() bool {
 			w, err := watchers(zkAddr)
 			return err == nil && w[path][session]
-		})
+		}
+		waitFor(t, 2*time.Second, tc.desc+": the holder watches its node", watched)
+		if tc.change {
+			if _, err := c.Set(path, []byte("changed by hand"), -1); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 2*time.Second, tc.desc+": the holder watches its node again", watched)
+		}
 		if err := c.Delete(path, -1); err != nil {
 			t.Fatal(err)
 		}

@@ -88,6 +88,9 @@ type Config struct {
 	OnEpochLost func(ep *Epoch, why string, reap bool)
 	// OnDeleted is told the path of a watched node that was deleted.
 	OnDeleted func(path string)
+	// OnChanged is told the path of a node whose data changed, which used
+	// up the session's watch on it.
+	OnChanged func(path string)
 }
 
 // Conn is one go-zookeeper connection and its session, with the goroutines
@@ -411,6 +414,10 @@ func (c *Conn) onEvent(ev gozk.Event) {
 	case gozk.EventNodeDeleted:
 		if c.cfg.OnDeleted != nil {
 			c.cfg.OnDeleted(ev.Path)
+		}
+	case gozk.EventNodeDataChanged:
+		if c.cfg.OnChanged != nil {
+			c.cfg.OnChanged(ev.Path)
 		}
 	}
 }

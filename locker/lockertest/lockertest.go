@@ -48,6 +48,16 @@ type Harness struct {
 	// hold: waiter nodes or keys, subscriptions. It must reach 0 after a
 	// cancelled wait.
 	Residue func(ctx context.Context, name string) (int, error)
+	// Delete, when set, deletes the key or node of the hold of kind on
+	// name with token on the server, behind its holder's back, as an
+	// operator would by hand. The suite then wants the holder's Lost
+	// closed within NoticeDeleted, with the default TTL: so no renewal nor
+	// lease check is what finds it, but the engine watching its holds.
+	Delete        func(ctx context.Context, kind locker.Kind, name string, token uint64) error
+	NoticeDeleted time.Duration
+	// Causes, when set, is the Observer the engine reports to: the suite
+	// checks why the holds it ends ended.
+	Causes *Causes
 }
 
 // Factory returns a new engine over the same servers each time it is
@@ -76,6 +86,7 @@ func Run(t *testing.T, factory Factory) {
 		{"UnlockNotHeld", testUnlockNotHeld},
 		{"FixedLease", testFixedLease},
 		{"Lost", testLost},
+		{"Deleted", testDeleted(locker.KindMutex)},
 		{"TokensIncrease", testTokensIncrease},
 		{"SharedLocker", testSharedLocker},
 		{"Names", testNames},

@@ -38,6 +38,7 @@ func RunRW(t *testing.T, factory Factory) {
 		{"Inspect", testRWInspect},
 		{"InspectWaiters", testRWInspectWaiters},
 		{"ForceUnlock", testRWForceUnlock},
+		{"Deleted", testDeleted(locker.KindRead, locker.KindWrite)},
 		{"Closed", testRWClosed},
 		{"Invariant", testRWInvariant},
 	})

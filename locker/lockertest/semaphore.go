@@ -32,6 +32,7 @@ func RunSemaphore(t *testing.T, factory Factory) {
 		{"BadArguments", testSemBadArguments},
 		{"Inspect", testSemInspect},
 		{"ForceUnlock", testSemForceUnlock},
+		{"Deleted", testDeleted(locker.KindPermit)},
 		{"Invariant", testSemInvariant},
 	})
 }
