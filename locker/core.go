@@ -137,8 +137,9 @@ type Core struct {
 
 	obs Observer // nil: nothing observes
 
-	releases  sync.Pool // of *pendingRelease
-	deadlines bool      // the backend's Release returns by its context's deadline
+	releases    sync.Pool     // of *pendingRelease
+	deadlines   bool          // the backend's Release returns by its context's deadline
+	releaseWait time.Duration // how long Unlock waits for an answer
 }
 
 // workerIdle is how long a worker of Go waits for more work: engines hand
@@ -154,7 +155,7 @@ func NewCore(engine string, b Backend, logger *slog.Logger, opts ...CoreOption) 
 	if logger == nil {
 		logger = slog.Default()
 	}
-	c := &Core{engine: engine, backend: b, log: logger, holds: make(map[*Hold]struct{})}
+	c := &Core{engine: engine, backend: b, log: logger, holds: make(map[*Hold]struct{}), releaseWait: DefaultReleaseWait}
 	for _, opt := range opts {
 		opt(c)
 	}

@@ -141,7 +141,7 @@ func (m *mutex) reenter() (bool, error) {
 }
 
 func (m *mutex) Unlock() error {
-	return m.unlock(nil, min(DefaultReleaseWait, m.settings.ReleaseTimeout))
+	return m.unlock(nil, min(m.core.releaseWait, m.settings.ReleaseTimeout))
 }
 
 // Release is Unlock for a caller that waits for the engine's answer until

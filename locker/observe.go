@@ -125,6 +125,15 @@ type CoreOption func(*Core)
 // ObservedBy makes the Core report to o; a nil o observes nothing.
 func ObservedBy(o Observer) CoreOption { return func(c *Core) { c.obs = o } }
 
+// ReleaseWait sets how long Unlock waits for the engine's answer (at most
+// the lock's release timeout): an engine over a cluster passes its
+// ride-through window, so that an Unlock during an election waits for the
+// new leader. Default: DefaultReleaseWait (1s); shorter values are raised
+// to it.
+func ReleaseWait(d time.Duration) CoreOption {
+	return func(c *Core) { c.releaseWait = max(d, DefaultReleaseWait) }
+}
+
 // holdObs is what an observed hold carries for its Observer.
 type holdObs struct {
 	core    *Core

@@ -385,15 +385,12 @@ func (l *switchLocker) drainPrevious(ctx context.Context, prev int, windowEnd ti
 }
 
 // Unlock releases one hold. The last one waits for its engine's answer at
-// most locker.DefaultReleaseWait, and no longer than the engine's breaker
+// most locker.DefaultReleaseWait, or an engine cluster's ride-through window
+// (an election is waited out), and no longer than the engine's breaker
 // stays closed: then the error wraps locker.ErrUnavailable and the release
 // goes on in the background, so that a frozen engine never holds its
 // caller, whose next acquisition goes to the engine current then.
-func (l *switchLocker) Unlock() error {
-	ctx, cancel := context.WithTimeout(context.Background(), locker.DefaultReleaseWait)
-	defer cancel()
-	return l.Release(ctx)
-}
+func (l *switchLocker) Unlock() error { return l.release(context.Background(), true) }
 
 // Release is Unlock for a caller that waits for the engine until ctx is
 // done (locker.Releaser), and no longer than its breaker stays closed.
@@ -401,6 +398,12 @@ func (l *switchLocker) Release(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("switcher: Release(%q): %w: nil context", l.name, locker.ErrInvalidArgument)
 	}
+	return l.release(ctx, false)
+}
+
+// release releases one hold, the last on its engine within ctx, and within
+// Unlock's bound too when bounded.
+func (l *switchLocker) release(ctx context.Context, bounded bool) error {
 	l.mu.Lock()
 	if l.count == 0 {
 		l.mu.Unlock()
@@ -416,6 +419,11 @@ func (l *switchLocker) Release(ctx context.Context) error {
 		return nil
 	}
 	l.mu.Unlock()
+	if bounded {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, max(locker.DefaultReleaseWait, m.window))
+		defer cancel()
+	}
 	ctx, cancel := m.releaseCtx(ctx)
 	defer cancel()
 	return locker.Release(ctx, in)

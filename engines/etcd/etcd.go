@@ -257,7 +257,7 @@ func New(client *clientv3.Client, opts ...Option) (*Engine, error) {
 		current:  make(map[int64]*lease),
 		leases:   make(map[*lease]struct{}),
 	}
-	e.core = locker.NewCore(s.name, e, logger, locker.ObservedBy(s.observer))
+	e.core = locker.NewCore(s.name, e, logger, locker.ObservedBy(s.observer), locker.ReleaseWait(s.window))
 	go e.keep()
 	go e.followGone()
 	return e, nil

@@ -256,7 +256,7 @@ func New(servers []string, opts ...Option) (*Engine, error) {
 		return nil, fmt.Errorf("zk: New(%q): %w: %w", servers, locker.ErrUnavailable, err)
 	}
 	e.conn = e.zc.Client()
-	e.core = locker.NewCore(s.name, e, logger, locker.ObservedBy(s.observer))
+	e.core = locker.NewCore(s.name, e, logger, locker.ObservedBy(s.observer), locker.ReleaseWait(s.window))
 	return e, nil
 }
 
