@@ -103,7 +103,12 @@ func role(i int) string {
 const statusProbe = time.Second
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("status", "--config FILE", "  lockctl status --config /etc/myapp/locks.yaml\n", stderr)
+	fs := newFlags("status", "--config FILE", "  lockctl status --config /etc/myapp/locks.yaml\n\n"+
+		"Every engine and the source are probed at once, each for at most 1s (start_timeout when shorter);\n"+
+		"one that does not answer in time is \"DOWN: not answering within 1s\". PROCESSES counts the\n"+
+		"switchers running on each engine, from the roster of an etcd or zk source; a file source (or\n"+
+		"none) keeps no roster, so it is \"unknown\". SOURCE marks the engine the source names. Exit 1\n"+
+		"when an engine is down, the source cannot be read, or a switcher disagrees with the source.\n", stderr)
 	path := fs.String("config", "", "config `FILE`")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -649,7 +654,13 @@ func pickHeld(ctx context.Context, es *config.Engines, h heldFinder) (locker.Eng
 
 func runSwitch(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("switch", "--config FILE [--force] ENGINE",
-		"  lockctl switch --config locks.yaml zk-backup\n  lockctl switch --config locks.yaml --force zk-backup   # even though zk-backup does not answer\n", stderr)
+		"  lockctl switch --config locks.yaml zk-backup\n  lockctl switch --config locks.yaml --force zk-backup   # even though zk-backup does not answer\n"+
+			"  lockctl switch --config locks.yaml redis-main          # fail back after a breaker switch, even though the file names redis-main\n\n"+
+			"Every process watching the source moves to ENGINE, whatever it named before: an etcd key or zk\n"+
+			"node is written again (a new version and epoch), a file that names ENGINE already is rewritten\n"+
+			"unchanged, which its watchers apply again. A process that cannot reach ENGINE yet follows once\n"+
+			"ENGINE passes its health checks. The output says who moves: the switchers an etcd or zk source\n"+
+			"lists, per engine; a file source lists none (processes on other hosts read their own copy).\n", stderr)
 	path := fs.String("config", "", "config `FILE`")
 	force := fs.Bool("force", false, "write the source even when ENGINE does not answer")
 	if err := fs.Parse(args); err != nil {
