@@ -700,9 +700,11 @@ func runSwitch(args []string, stdout, stderr io.Writer) error {
 	if !ok {
 		return fmt.Errorf("the %s source cannot be written", d.source.Kind())
 	}
-	was := ""
+	was, wasErr := "", error(nil)
 	if v, err := d.source.Read(ctx); err == nil {
 		was = v.Engine
+	} else {
+		wasErr = err
 	}
 	var fleet []switcher.Member
 	var fleetErr error
@@ -719,6 +721,8 @@ func runSwitch(args []string, stdout, stderr io.Writer) error {
 	}
 	where := d.source.Kind() + " " + d.source.Where()
 	switch {
+	case wasErr != nil:
+		fmt.Fprintf(stdout, "switched: %s now names %s%s (what it named before could not be read: %v)\n", where, target, epoch, wasErr)
 	case was == target && d.source.Kind() == config.SourceFile:
 		fmt.Fprintf(stdout, "switched: %s already named %s: rewrote it unchanged, which every process watching it applies again\n", where, target)
 	case was == target:
