@@ -28,7 +28,8 @@ const setAttempts = 3
 // key in place and keeps every other byte, comments and order included.
 // The file source (source.type "file") of every process watching the file
 // then switches to engine. This is what Switcher.Source().Set does with
-// source.type "file"; SetActive needs no running switcher.
+// source.type "file" (which also rewrites a file that names engine
+// already); SetActive needs no running switcher.
 //
 // The edit, by the file's extension:
 //   - YAML: the value of the top-level active key, in its quoting style
