@@ -147,9 +147,15 @@
 //     watched with fsnotify (so that editors that save by rename, and
 //     Kubernetes ConfigMap symlink swaps, are seen); after 100ms without
 //     events the file is read again, with its environment overrides, and
-//     validated. A valid active that changed is applied; a file that does
-//     not parse or validate is logged and the last good configuration is
-//     kept. Other changes are logged and take effect on the next Open.
+//     validated. A valid active that changed is applied, and so is an
+//     active rewritten unchanged (the same content written again, or the
+//     file replaced by a copy of itself, at the same path): a file has no
+//     version, so a write is how an operator asks again, for instance to
+//     bring back processes that a breaker moved off the engine the file
+//     names. A file that does not parse or validate is logged and the last
+//     good configuration is kept. Other changes, and a symlink swap that
+//     leaves active as it was (a ConfigMap whose other keys changed), are
+//     logged and take effect on the next Open.
 //     ORTHRUS_ACTIVE, when set, pins active. Only a Config from Load can
 //     use it.
 //   - etcd: the key source.key on source.endpoints, through
@@ -160,7 +166,9 @@
 // Switcher.Source returns the running source; all three implement
 // switcher.Setter. The file source's Set is SetActive: it rewrites the
 // file's top-level active key in place, keeping comments and layout, and
-// replaces the file atomically, so that every process watching it follows.
+// replaces the file atomically, so that every process watching it follows;
+// when the file names the engine already, Set replaces it with a copy of
+// itself, which every process watching it applies again.
 // An unreachable etcd or zk source fails Open, like an unreachable engine.
 //
 // # Operator tools

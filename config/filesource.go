@@ -1,11 +1,13 @@
 package config
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -31,7 +33,15 @@ const debounce = 100 * time.Millisecond
 // that an edit of the target in place (as Set makes) is seen.
 //
 // Set writes the file's active key (SetActive): every process watching the
-// file follows.
+// file follows. A file has no version to tell an operator's new decision
+// from the old one, so its writes stand in for one: a valid active that
+// changed is applied, and so is an active rewritten unchanged (the file
+// replaced or written with the same content, as Set does when the file
+// names the engine already), which brings back every process that a
+// breaker, a failback or a start elsewhere moved off it. An edit of other
+// settings that leaves active as it was is not a decision about engines
+// and is not applied. A watch error re-reads the file without applying an
+// unchanged active.
 type fileSource struct {
 	path string // absolute
 	log  *slog.Logger
@@ -43,6 +53,12 @@ type fileSource struct {
 	realDir string  // the directory of real, watched too; "" when it is path's
 	armed   string  // the directory watched for path: its own, or the nearest existing ancestor while it is gone
 	gone    bool    // the file was missing at the last read
+	// lastData and lastInfo are the content and identity of the file at
+	// the last read: a rewrite with the same content is an operator
+	// asking again for its active.
+	lastData []byte
+	lastInfo os.FileInfo
+	lastReal string
 	// elsewhere: Open started on another engine than active, which did
 	// not answer (startedElsewhere). Set before Watch runs.
 	elsewhere bool
@@ -67,6 +83,8 @@ func newFileSource(c *Config, log *slog.Logger) (*fileSource, error) {
 	}
 	f := &fileSource{path: c.file, log: log.With("source", "file", "file", c.file), w: w, last: c, armed: filepath.Dir(c.file)}
 	f.follow()
+	f.lastData, f.lastInfo = readStat(c.file)
+	f.lastReal = f.real
 	return f, nil
 }
 
@@ -102,13 +120,42 @@ func (f *fileSource) arm() bool {
 
 // Set makes engine the active engine of the file, in place and atomically
 // (see SetActive); this source, and that of every other process watching
-// the file, then switches to it. ctx is only checked first: a local file
-// write does not wait on anything that a context could end.
+// the file, then switches to it. When the file names engine already, Set
+// replaces it with a copy of itself: every process watching it applies
+// active again, so that those a breaker moved elsewhere come back (once
+// engine passes their health checks). ctx is only checked first: a local
+// file write does not wait on anything that a context could end.
 func (f *fileSource) Set(ctx context.Context, engine string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("config: set active in %s: %w", f.path, err)
 	}
-	return SetActive(f.path, engine)
+	return setActive(f.path, engine, true)
+}
+
+// readStat returns the content and identity of the file at path, its
+// symbolic links followed; nil when it cannot be read.
+func readStat(path string) ([]byte, os.FileInfo) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil
+	}
+	return data, fi
+}
+
+// rewritten tells whether the file read as data and fi is the last one
+// read written again with the same content: replaced by another file at
+// the same place, or written in place. A symbolic link that now leads
+// elsewhere is not a rewrite: Kubernetes swaps every file of a ConfigMap
+// when any of them changes.
+func (f *fileSource) rewritten(data []byte, fi os.FileInfo) bool {
+	if f.lastInfo == nil || fi == nil || f.real != f.lastReal || !bytes.Equal(data, f.lastData) {
+		return false
+	}
+	return !os.SameFile(f.lastInfo, fi) || !fi.ModTime().Equal(f.lastInfo.ModTime())
 }
 
 // follow resolves the path's symbolic links again and watches the target's
@@ -223,9 +270,11 @@ func (f *fileSource) relevant(ev fsnotify.Event) bool {
 	return err == nil && real != f.real
 }
 
-// reload reads the file and applies its active engine when it changed.
+// reload reads the file and applies its active engine when it changed or
+// was rewritten unchanged.
 func (f *fileSource) reload(apply func(switcher.Desired)) {
 	f.follow()
+	data, fi := readStat(f.path)
 	c, err := load(f.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -251,8 +300,14 @@ func (f *fileSource) reload(apply func(switcher.Desired)) {
 	if !sameButActive(prev, c) {
 		f.log.Warn("config: the file changed settings other than active; they take effect on the next Open")
 	}
-	if c.Active != prev.Active {
+	again := f.rewritten(data, fi)
+	f.lastData, f.lastInfo, f.lastReal = data, fi, f.real
+	switch {
+	case c.Active != prev.Active:
 		f.log.Info("config: active changed", "from", prev.Active, "to", c.Active)
+		apply(switcher.Desired{Engine: c.Active})
+	case again:
+		f.log.Info("config: the file was rewritten with the same active; applying it again", "active", c.Active)
 		apply(switcher.Desired{Engine: c.Active})
 	}
 }

@@ -28,7 +28,8 @@ const setAttempts = 3
 // key in place and keeps every other byte, comments and order included.
 // The file source (source.type "file") of every process watching the file
 // then switches to engine. This is what Switcher.Source().Set does with
-// source.type "file"; SetActive needs no running switcher.
+// source.type "file" (which also rewrites a file that names engine
+// already); SetActive needs no running switcher.
 //
 // The edit, by the file's extension:
 //   - YAML: the value of the top-level active key, in its quoting style
@@ -54,8 +55,14 @@ const setAttempts = 3
 // link is followed: its target is replaced and the link kept. Should the
 // file change while SetActive writes, it starts over from the new content,
 // up to three times. The file's owner becomes the writer's. Writing the
-// value the file already has changes nothing.
-func SetActive(path, engine string) error {
+// value the file already has changes nothing: to make the processes
+// watching the file apply it again, use the file source's Set.
+func SetActive(path, engine string) error { return setActive(path, engine, false) }
+
+// setActive is SetActive; with rewrite, a file that names engine already is
+// replaced all the same, by a copy of itself, which the file source of
+// every process watching it applies again.
+func setActive(path, engine string, rewrite bool) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return fmt.Errorf("config: set active in %s: %w", path, err)
@@ -77,7 +84,7 @@ func SetActive(path, engine string) error {
 			return fmt.Errorf("config: set active: %w", err)
 		}
 		edited, err := editActive(abs, format, old, engine)
-		if err != nil || bytes.Equal(edited, old) {
+		if err != nil || bytes.Equal(edited, old) && !rewrite {
 			return err
 		}
 		err = replaceFile(real, old, edited)

@@ -1,18 +1,29 @@
 // Command lockctl runs failover drills and lock operations for orthrus.
 //
 //	lockctl drill [flags]                  run a lock workload, break an engine, check and report
-//	lockctl status  --config FILE          the source's value, each engine's health, the fleet's switchers
+//	lockctl status  --config FILE          where the fleet's processes run, what the source names, each engine's health
 //	lockctl holders --config FILE NAME     who holds NAME on each engine, and who waits
 //	lockctl holders --config FILE --kind rw|semaphore NAME   the same for a read-write lock or a semaphore
 //	lockctl permits --config FILE NAME N   store N as semaphore NAME's permit count
 //	lockctl unlock  --config FILE --force NAME   remove a stuck hold
-//	lockctl switch  --config FILE ENGINE   write the watched key so the fleet moves
+//	lockctl switch  --config FILE ENGINE   write the source so that every process watching it moves to ENGINE
 //	lockctl idem lookup|delete --config FILE --app KEY CONTENT   an idempotency record
 //
 // The operation commands check their arguments first, then dial only what
 // they need (switch: the source and ENGINE; holders and unlock with
 // --engine: that engine), in parallel, within the config's start_timeout,
-// so that they work while another engine is down. A drill on a config
+// so that they work while another engine is down. status probes every
+// engine and the source at once for at most 1s each (start_timeout when
+// shorter), so that it answers within about a second while a server hangs.
+//
+// status counts the processes on each engine from the roster that an etcd
+// or zk source keeps (every switcher announces its engine and epoch
+// there); a file source, or none, keeps no roster, and status says that it
+// cannot see where processes run rather than guess. switch moves every
+// process watching the source to ENGINE whatever the source named before:
+// an etcd key or zk node gets a new version, and a file that names ENGINE
+// already is rewritten unchanged, which its watchers apply again (after a
+// breaker switch, this is the one command that brings them back). A drill on a config
 // keeps its locks under drill-only prefixes, removed at the end, and puts
 // a source it flipped back as it was.
 //
@@ -38,11 +49,11 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"drill", "run a lock workload through the switcher, inject a fault, check and report", runDrill},
-		{"status", "show the source's value, each engine's health, and the fleet's switchers", runStatus},
+		{"status", "show where the fleet's processes run, what the source names, and each engine's health", runStatus},
 		{"holders", "show who holds a lock on each engine, and who waits", runHolders},
 		{"unlock", "remove a stuck hold (asks for confirmation unless --yes)", runUnlock},
 		{"permits", "change the permit count stored with a semaphore on every engine", runPermits},
-		{"switch", "write the watched key so that every switcher moves to ENGINE", runSwitch},
+		{"switch", "write the source so that every process watching it moves to ENGINE, whatever it named before", runSwitch},
 		{"idem", "look up or delete the idempotency record of an operation (lookup, delete)", runIdem},
 	}
 }

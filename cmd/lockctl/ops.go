@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -94,15 +96,19 @@ func role(i int) string {
 	return fmt.Sprintf("#%d", i+1)
 }
 
-func health(d config.Dialed) string {
-	if d.Err != nil {
-		return "DOWN: " + cause(d.Err).Error()
-	}
-	return "ok (" + drill.Round(d.Took).String() + ")"
-}
+// statusProbe bounds each probe of status: an engine or a source that has
+// not answered within it is reported as not answering. A frozen server
+// keeps its connections open and answers nothing; status does not wait
+// start_timeout for it.
+const statusProbe = time.Second
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("status", "--config FILE", "  lockctl status --config /etc/myapp/locks.yaml\n", stderr)
+	fs := newFlags("status", "--config FILE", "  lockctl status --config /etc/myapp/locks.yaml\n\n"+
+		"Every engine and the source are probed at once, each for at most 1s (start_timeout when shorter);\n"+
+		"one that does not answer in time is \"DOWN: not answering within 1s\". PROCESSES counts the\n"+
+		"switchers running on each engine, from the roster of an etcd or zk source; a file source (or\n"+
+		"none) keeps no roster, so it is \"unknown\". SOURCE marks the engine the source names. Exit 1\n"+
+		"when an engine is down, the source cannot be read, or a switcher disagrees with the source.\n", stderr)
 	path := fs.String("config", "", "config `FILE`")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -114,32 +120,95 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	hasSource := cfg.Source.Type != config.SourceNone
-	d, err := dial(cfg, nil, true, hasSource)
-	if err != nil {
-		return err
+	// Every probe at once, each within statusProbe (or start_timeout when
+	// it is shorter).
+	probe := min(cfg.StartTimeout, statusProbe)
+	short := *cfg
+	short.StartTimeout = probe
+	st := statusReport{cfg: cfg, probe: probe, where: sourceWhere(cfg, *path)}
+	var es *config.Engines
+	var engErr error
+	var src *config.SourceHandle
+	var wg sync.WaitGroup
+	wg.Go(func() { es, engErr = config.Dial(context.Background(), &short, nil, quiet()) })
+	if cfg.Source.Type != config.SourceNone {
+		wg.Go(func() { src = st.readSource(&short) })
 	}
-	defer d.close()
-	ctx, cancel := opContext(cfg)
-	defer cancel()
-
-	st := statusReport{cfg: cfg, engines: d.engines.Dialed, srcErr: d.srcErr}
-	if d.source != nil {
-		st.where = d.source.Kind() + " " + d.source.Where()
-		st.value, st.srcErr = d.source.Read(ctx)
-		if roster, ok := d.source.Source().(switcher.Roster); ok && st.srcErr == nil {
-			st.roster = true
-			st.members, st.rosterErr = roster.Members(ctx)
-		}
+	wg.Wait()
+	if src != nil {
+		defer src.Close()
 	}
+	if engErr != nil {
+		return engErr
+	}
+	defer es.Close()
+	st.engines = es.Dialed
 	return st.print(stdout)
 }
 
+// sourceWhere names the source of cfg as status prints it: "file PATH",
+// "etcd KEY", "zk PATH"; "" without one.
+func sourceWhere(cfg *config.Config, path string) string {
+	switch cfg.Source.Type {
+	case config.SourceFile:
+		return config.SourceFile + " " + path
+	case config.SourceEtcd:
+		return config.SourceEtcd + " " + cfg.Source.Key
+	case config.SourceZK:
+		return config.SourceZK + " " + cfg.Source.Path
+	}
+	return ""
+}
+
+// readSource dials the source of cfg, reads it and, when it keeps one, its
+// roster, all within one probe. It returns the handle to close, nil when
+// the source did not answer.
+func (st *statusReport) readSource(cfg *config.Config) *config.SourceHandle {
+	ctx, cancel := context.WithTimeout(context.Background(), st.probe)
+	defer cancel()
+	h, err := config.DialSource(ctx, cfg, quiet())
+	if err != nil {
+		st.srcErr = st.notAnswering(err)
+		return nil
+	}
+	st.where = h.Kind() + " " + h.Where()
+	if st.value, err = h.Read(ctx); err != nil {
+		st.srcErr = st.notAnswering(err)
+		return h
+	}
+	if roster, ok := h.Source().(switcher.Roster); ok {
+		st.roster = true
+		members, err := roster.Members(ctx)
+		st.members, st.rosterErr = members, st.notAnswering(err)
+	}
+	return h
+}
+
+// notAnswering says "not answering within PROBE" for an error of a probe
+// that ran out of time.
+func (st *statusReport) notAnswering(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("not answering within %v", st.probe)
+	}
+	return err
+}
+
+func (st *statusReport) health(d config.Dialed) string {
+	switch {
+	case d.Err == nil:
+		return "ok (" + drill.Round(d.Took).String() + ")"
+	case errors.Is(d.Err, context.DeadlineExceeded) || st.probe > 0 && d.Took >= st.probe:
+		return fmt.Sprintf("DOWN: not answering within %v", st.probe)
+	}
+	return "DOWN: " + cause(d.Err).Error()
+}
+
 // statusReport is what lockctl status found, side by side: the source,
-// each engine's health, and the switchers of the fleet.
+// each engine's health, and where the switchers of the fleet run.
 type statusReport struct {
 	cfg       *config.Config
-	where     string // "" without a source
+	probe     time.Duration // the bound of each probe
+	where     string        // "" without a source
 	value     config.SourceValue
 	srcErr    error
 	engines   []config.Dialed
@@ -149,41 +218,55 @@ type statusReport struct {
 	now       time.Time // for "ago"; zero: time.Now
 }
 
+// fleetKnown tells whether status knows where the processes run: the
+// source keeps a roster and it was read.
+func (st *statusReport) fleetKnown() bool {
+	return st.roster && st.srcErr == nil && st.rosterErr == nil
+}
+
 func (st *statusReport) print(w io.Writer) error {
 	var problems []string
-	active := st.cfg.Active
+	named, mark := st.cfg.Active, "active"
 	switch {
 	case st.where == "":
-		fmt.Fprintf(w, "source:  none; active in the file: %s (each process switches on its own)\n", active)
+		fmt.Fprintf(w, "source:  none; processes start on active in the file: %s\n", named)
 	case st.srcErr != nil:
 		fmt.Fprintf(w, "source:  %s: UNREACHABLE: %v\n", st.where, st.srcErr)
 		problems = append(problems, "the source is unreachable")
-		active = ""
+		named = ""
 	case !st.value.Exists || st.value.Engine == "":
-		fmt.Fprintf(w, "source:  %s: not set; processes start on active (%s)\n", st.where, active)
+		fmt.Fprintf(w, "source:  %s: not set; processes start on active (%s)\n", st.where, named)
 	default:
-		active = st.value.Engine
+		named, mark = st.value.Engine, "named"
 		epoch := ""
 		if st.value.Epoch > 0 {
 			epoch = fmt.Sprintf(", epoch %d", st.value.Epoch)
 		}
-		fmt.Fprintf(w, "source:  %s: %s%s\n", st.where, active, epoch)
-		if !st.cfg.HasEngine(active) {
-			problems = append(problems, fmt.Sprintf("the source names %q, which is not an engine of this config", active))
+		fmt.Fprintf(w, "source:  %s: %s%s\n", st.where, named, epoch)
+		if !st.cfg.HasEngine(named) {
+			problems = append(problems, fmt.Sprintf("the source names %q, which is not an engine of this config", named))
 		}
 	}
+	running := map[string]int{}
+	for _, m := range st.members {
+		running[m.Engine]++
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ENGINE\tROLE\tACTIVE\tSECURITY\tHEALTH")
+	fmt.Fprintln(tw, "ENGINE\tROLE\tPROCESSES\tSOURCE\tSECURITY\tHEALTH")
 	var down []string
 	for i, d := range st.engines {
-		mark := ""
-		if d.Name == active {
-			mark = "*"
+		m := ""
+		if d.Name == named {
+			m = mark
+		}
+		procs := "unknown"
+		if st.fleetKnown() {
+			procs = fmt.Sprint(running[d.Name])
 		}
 		if d.Err != nil {
 			down = append(down, d.Name)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Name, role(i), mark, st.cfg.Engines[i].Security(), health(d))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, role(i), procs, m, st.cfg.Engines[i].Security(), st.health(d))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -191,7 +274,7 @@ func (st *statusReport) print(w io.Writer) error {
 	if len(down) > 0 {
 		problems = append(problems, fmt.Sprintf("%d engine(s) down: %s", len(down), strings.Join(down, ", ")))
 	}
-	problems = append(problems, st.printFleet(w, active)...)
+	problems = append(problems, st.printFleet(w, named)...)
 	if len(problems) > 0 {
 		return errors.New(strings.Join(problems, "; "))
 	}
@@ -199,16 +282,24 @@ func (st *statusReport) print(w io.Writer) error {
 }
 
 // printFleet lists the switchers the source knows and flags those that
-// disagree with it; it returns the problems found.
+// disagree with it, or says why it cannot; it returns the problems found.
 func (st *statusReport) printFleet(w io.Writer, active string) []string {
 	switch {
-	case st.where == "" || st.srcErr != nil:
+	case st.where == "":
+		fmt.Fprintln(w, "\nfleet:   unknown: status cannot see where processes run without a source; each process switches\n"+
+			"         on its own and announces itself nowhere")
 		return nil
 	case strings.HasPrefix(st.where, config.SourceFile+" "):
-		fmt.Fprintln(w, "\nfleet:   a file source is read by each process on its own host; it lists no switchers")
+		fmt.Fprintln(w, "\nfleet:   unknown: status cannot see where processes run: a file source keeps no roster.\n"+
+			"         Each process reads the file on its own host; after a breaker switch it may run on\n"+
+			"         another engine than the file names. \"lockctl switch ENGINE\" moves every process\n"+
+			"         watching this file to ENGINE, whatever the file named before.")
+		return nil
+	case st.srcErr != nil:
+		fmt.Fprintln(w, "\nfleet:   unknown: the source did not answer")
 		return nil
 	case !st.roster:
-		fmt.Fprintln(w, "\nfleet:   this source does not list the switchers watching it")
+		fmt.Fprintln(w, "\nfleet:   unknown: this source does not list the switchers watching it")
 		return nil
 	case st.rosterErr != nil:
 		fmt.Fprintf(w, "\nfleet:   UNKNOWN: %v\n", st.rosterErr)
@@ -563,7 +654,13 @@ func pickHeld(ctx context.Context, es *config.Engines, h heldFinder) (locker.Eng
 
 func runSwitch(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("switch", "--config FILE [--force] ENGINE",
-		"  lockctl switch --config locks.yaml zk-backup\n  lockctl switch --config locks.yaml --force zk-backup   # even though zk-backup does not answer\n", stderr)
+		"  lockctl switch --config locks.yaml zk-backup\n  lockctl switch --config locks.yaml --force zk-backup   # even though zk-backup does not answer\n"+
+			"  lockctl switch --config locks.yaml redis-main          # fail back after a breaker switch, even though the file names redis-main\n\n"+
+			"Every process watching the source moves to ENGINE, whatever it named before: an etcd key or zk\n"+
+			"node is written again (a new version and epoch), a file that names ENGINE already is rewritten\n"+
+			"unchanged, which its watchers apply again. A process that cannot reach ENGINE yet follows once\n"+
+			"ENGINE passes its health checks. The output says who moves: the switchers an etcd or zk source\n"+
+			"lists, per engine; a file source lists none (processes on other hosts read their own copy).\n", stderr)
 	path := fs.String("config", "", "config `FILE`")
 	force := fs.Bool("force", false, "write the source even when ENGINE does not answer")
 	if err := fs.Parse(args); err != nil {
@@ -599,17 +696,77 @@ func runSwitch(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := opContext(cfg)
 	defer cancel()
-	was := ""
-	if v, err := d.source.Read(ctx); err == nil && v.Engine != "" {
-		was = " (was " + v.Engine + ")"
-	}
 	setter, ok := d.source.Source().(switcher.Setter)
 	if !ok {
 		return fmt.Errorf("the %s source cannot be written", d.source.Kind())
 	}
+	was, wasErr := "", error(nil)
+	if v, err := d.source.Read(ctx); err == nil {
+		was = v.Engine
+	} else {
+		wasErr = err
+	}
+	var fleet []switcher.Member
+	var fleetErr error
+	roster, hasRoster := d.source.Source().(switcher.Roster)
+	if hasRoster {
+		fleet, fleetErr = roster.Members(ctx)
+	}
 	if err := setter.Set(ctx, target); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "switched: %s %s now names %s%s; every switcher watching it moves\n", d.source.Kind(), d.source.Where(), target, was)
+	epoch := ""
+	if v, err := d.source.Read(ctx); err == nil && v.Epoch > 0 {
+		epoch = fmt.Sprintf(", epoch %d", v.Epoch)
+	}
+	where := d.source.Kind() + " " + d.source.Where()
+	switch {
+	case wasErr != nil:
+		fmt.Fprintf(stdout, "switched: %s now names %s%s (what it named before could not be read: %v)\n", where, target, epoch, wasErr)
+	case was == target && d.source.Kind() == config.SourceFile:
+		fmt.Fprintf(stdout, "switched: %s already named %s: rewrote it unchanged, which every process watching it applies again\n", where, target)
+	case was == target:
+		fmt.Fprintf(stdout, "switched: %s already named %s: wrote it again%s, which every switcher watching it applies\n", where, target, epoch)
+	case was == "":
+		fmt.Fprintf(stdout, "switched: %s now names %s (it named no engine before)%s\n", where, target, epoch)
+	default:
+		fmt.Fprintf(stdout, "switched: %s now names %s (was %s)%s\n", where, target, was, epoch)
+	}
+	fmt.Fprint(stdout, whoMoves(d.source.Kind(), target, hasRoster, fleet, fleetErr))
 	return nil
+}
+
+// whoMoves says which processes a switch to target moves: every switcher
+// watching the source, those on another engine to target, those on target
+// to the source's new epoch; with the fleet listed when the source keeps a
+// roster.
+func whoMoves(kind, target string, hasRoster bool, fleet []switcher.Member, fleetErr error) string {
+	var b strings.Builder
+	switch {
+	case kind == config.SourceFile:
+		fmt.Fprintf(&b, "moves:    every process watching this file on this host, wherever it runs now (a breaker may have moved it), to %s.\n"+
+			"          lockctl cannot list them: a file source keeps no roster, and processes on other hosts read their own copy of the file.\n", target)
+	case !hasRoster:
+		fmt.Fprintf(&b, "moves:    every switcher watching the %s source, to %s; this source lists none of them.\n", kind, target)
+	case fleetErr != nil:
+		fmt.Fprintf(&b, "moves:    every switcher watching the source, to %s; the fleet could not be listed: %v\n", target, fleetErr)
+	case len(fleet) == 0:
+		fmt.Fprintf(&b, "moves:    no switcher is announced on the source; processes that start later begin on %s.\n", target)
+	default:
+		on := map[string]int{}
+		for _, m := range fleet {
+			on[m.Engine]++
+		}
+		var parts []string
+		for _, e := range slices.Sorted(maps.Keys(on)) {
+			if e == target {
+				parts = append(parts, fmt.Sprintf("%d already on %s take the new epoch", on[e], e))
+			} else {
+				parts = append(parts, fmt.Sprintf("%d on %s move to %s", on[e], e, target))
+			}
+		}
+		fmt.Fprintf(&b, "moves:    the %d switcher(s) announced: %s.\n", len(fleet), strings.Join(parts, "; "))
+	}
+	fmt.Fprintf(&b, "          A process that cannot reach %s yet stays where it is until %s passes its health checks, then moves.\n", target, target)
+	return b.String()
 }

@@ -108,7 +108,7 @@ func testOps(t *testing.T, path string, names []string) {
 
 	// status: every engine, in order, the first one current.
 	if got := status(t, path, names); got != names[0] {
-		t.Errorf("status marks %q current; want %q", got, names[0])
+		t.Errorf("status marks %q named; want %q", got, names[0])
 	}
 
 	for _, e := range sw.Engines() {
@@ -138,7 +138,7 @@ func testOps(t *testing.T, path string, names []string) {
 		t.Errorf("config after switch %s:\n%s\nwant:\n%s", target, got, want)
 	}
 	if got := status(t, path, names); got != target {
-		t.Errorf("status after switch %s marks %q current; want %q", target, got, target)
+		t.Errorf("status after switch %s marks %q named; want %q", target, got, target)
 	}
 	deadline := time.Now().Add(2 * time.Second)
 	for sw.Current() != target && time.Now().Before(deadline) {
@@ -150,7 +150,7 @@ func testOps(t *testing.T, path string, names []string) {
 }
 
 // status runs lockctl status, checks that it lists the engines in order,
-// healthy, and returns the one the source marks active.
+// healthy, and returns the one the source (the file) names.
 func status(t *testing.T, path string, names []string) string {
 	t.Helper()
 	code, out, errOut := lockctlRun(t, "", "status", "--config", path)
@@ -164,13 +164,13 @@ func status(t *testing.T, path string, names []string) string {
 	current := ""
 	for i, name := range names {
 		f := strings.Fields(rows[name])
-		if len(f) < 4 || f[1] != role(i) || f[len(f)-2] != "ok" {
-			t.Errorf("lockctl status row of %s = %q; want %s, healthy", name, rows[name], role(i))
+		if len(f) < 5 || f[1] != role(i) || f[2] != "unknown" || f[len(f)-2] != "ok" {
+			t.Errorf("lockctl status row of %s = %q; want %s, processes unknown (a file source), healthy", name, rows[name], role(i))
 			continue
 		}
-		if f[2] == "*" {
+		if f[3] == "named" {
 			if current != "" {
-				t.Errorf("lockctl status:\n%s\nwant one active engine", out)
+				t.Errorf("lockctl status:\n%s\nwant one engine named", out)
 			}
 			current = name
 		}

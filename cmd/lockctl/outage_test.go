@@ -106,8 +106,8 @@ engines:
 			if r := rows["redis-main"]; !strings.Contains(r, "DOWN") {
 				t.Errorf("status row of redis-main = %q; want DOWN\n%s", r, out)
 			}
-			if r := rows["etcd-backup"]; !strings.Contains(r, " ok (") || !strings.Contains(r, "*") {
-				t.Errorf("status row of etcd-backup = %q; want ok and active (*)\n%s", r, out)
+			if r := rows["etcd-backup"]; !strings.Contains(r, " ok (") || !strings.Contains(r, " named ") {
+				t.Errorf("status row of etcd-backup = %q; want ok and named by the source\n%s", r, out)
 			}
 			if !strings.Contains(errOut, "redis-main") {
 				t.Errorf("status stderr %q; want it to name the engine down", errOut)

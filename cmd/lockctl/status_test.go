@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -47,8 +48,11 @@ func TestStatusFleetFormatting(t *testing.T) {
 		}
 	}
 	rows := statusRows(t, out)
-	if r := rows["etcd-backup"]; !strings.Contains(r, "*") || !strings.Contains(r, "ok (3ms)") {
-		t.Errorf("etcd-backup row %q; want active and ok (3ms)", r)
+	if f := strings.Fields(rows["etcd-backup"]); len(f) < 4 || f[2] != "1" || f[3] != "named" || !strings.Contains(rows["etcd-backup"], "ok (3ms)") {
+		t.Errorf("etcd-backup row %q; want 1 process, named, ok (3ms)", rows["etcd-backup"])
+	}
+	if f := strings.Fields(rows["redis-main"]); len(f) < 3 || f[2] != "1" {
+		t.Errorf("redis-main row %q; want 1 process", rows["redis-main"])
 	}
 	if r := rows["redis-main"]; !strings.Contains(r, "DOWN") {
 		t.Errorf("redis-main row %q; want DOWN", r)
@@ -68,11 +72,23 @@ func TestStatusFleetFormatting(t *testing.T) {
 		t.Errorf("print() of a healthy fleet = %v; want nil\n%s", err, b.String())
 	}
 
-	// A source that lists nobody says so.
+	// A source that lists nobody says so, and counts no processes.
 	st.roster = false
 	b.Reset()
 	_ = st.print(&b)
 	if !strings.Contains(b.String(), "does not list the switchers") {
 		t.Errorf("status without a roster:\n%s\nwant it to say the fleet is not listed", b.String())
+	}
+	if f := strings.Fields(statusRows(t, b.String())["etcd-backup"]); len(f) < 3 || f[2] != "unknown" {
+		t.Errorf("status without a roster:\n%s\nwant the processes unknown", b.String())
+	}
+
+	// An engine that ran out of the probe's time says so.
+	st.probe = time.Second
+	st.engines[0] = config.Dialed{Name: "redis-main", Took: time.Second, Err: errors.New("config: engines[0] \"redis-main\" (redis): " + context.DeadlineExceeded.Error())}
+	b.Reset()
+	_ = st.print(&b)
+	if r := statusRows(t, b.String())["redis-main"]; !strings.Contains(r, "DOWN: not answering within 1s") {
+		t.Errorf("redis-main row %q; want DOWN: not answering within 1s", r)
 	}
 }
