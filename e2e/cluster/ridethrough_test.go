@@ -48,6 +48,19 @@ func targets(kind string, f fault) bounds {
 	return bounds{wait: b, first: b}
 }
 
+// lockBound is the longest one LockCtx may take. A call that was on an
+// etcd leader when it froze may wait on it, as a watch pinned to that
+// member does, until the engine's ride-through window; the grants of the
+// others go on meanwhile (the time without a grant keeps the election
+// bound). Measured on a busy CI machine: 2.87s once, against an election
+// bound + 0.5s of 2.8s.
+func lockBound(kind string, f fault, want bounds) time.Duration {
+	if kind == "etcd" && f == pauseLeader {
+		return max(want.wait, etcd.DefaultRideThrough)
+	}
+	return want.wait
+}
+
 // check fails t for every target o misses.
 func check(t *testing.T, kind string, f fault, o outcome) {
 	t.Helper()
@@ -71,8 +84,8 @@ func check(t *testing.T, kind string, f fault, o outcome) {
 	if o.gap > want.wait {
 		t.Errorf("longest time without a grant %v; want <= %v", ms(o.gap), want.wait)
 	}
-	if o.longestLock > want.wait {
-		t.Errorf("longest LockCtx %v; want <= %v", ms(o.longestLock), want.wait)
+	if limit := lockBound(kind, f, want); o.longestLock > limit {
+		t.Errorf("longest LockCtx %v; want <= %v", ms(o.longestLock), limit)
 	}
 	if o.longestFree > want.wait {
 		t.Errorf("longest Unlock %v; want <= %v", ms(o.longestFree), want.wait)
