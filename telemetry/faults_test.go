@@ -89,7 +89,14 @@ func TestFaults(t *testing.T) {
 		t.Fatalf("event = %+v; want a deferred switch to redis-a", ev)
 	}
 
+	// The Unlock on redis-a returned at once, its breaker open; the
+	// release goes on in the background and is recorded when the dead
+	// engine refuses it.
+	released := `orthrus_lock_hold_duration_seconds_count{end="released",engine="redis-a"}`
 	got := r.gather(t)
+	for deadline := time.Now().Add(10 * time.Second); got[released] == 0 && time.Now().Before(deadline); got = r.gather(t) {
+		time.Sleep(5 * time.Millisecond)
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("gathered:\n%s", dump(got))
