@@ -123,12 +123,22 @@ func holdOrFail(t *testing.T, e *redis.Engine, name string, ttl time.Duration) l
 // without blocking (Observer methods run on the renewal loop), and counts
 // them by hold.
 type renewals struct {
-	ok chan struct{}
-	mu sync.Mutex
-	n  map[string]int // by name and token
+	ok     chan struct{}
+	mu     sync.Mutex
+	n      map[string]int // by name and token
+	failed map[string]int // failed renewal calls, by name and token
 }
 
-func newRenewals() *renewals { return &renewals{ok: make(chan struct{}, 1), n: map[string]int{}} }
+func newRenewals() *renewals {
+	return &renewals{ok: make(chan struct{}, 1), n: map[string]int{}, failed: map[string]int{}}
+}
+
+// failures is the number of failed renewals of the hold of name with token.
+func (r *renewals) failures(name string, token uint64) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed[name+"#"+strconv.FormatUint(token, 10)]
+}
 
 // count is the number of successful renewals of the hold of name with
 // token.
@@ -148,6 +158,11 @@ func (r *renewals) ReleaseStart(ctx context.Context, _ locker.HoldInfo) context.
 func (r *renewals) ReleaseEnd(context.Context, locker.HoldInfo, error)       {}
 func (r *renewals) HoldEnd(locker.HoldInfo, time.Duration, locker.LostCause) {}
 func (r *renewals) Renewed(h locker.HoldInfo, err error) {
+	if err != nil {
+		r.mu.Lock()
+		r.failed[h.Name+"#"+strconv.FormatUint(h.Token, 10)]++
+		r.mu.Unlock()
+	}
 	if err == nil {
 		r.mu.Lock()
 		r.n[h.Name+"#"+strconv.FormatUint(h.Token, 10)]++

@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/orthrus-go/orthrus/engines/redis"
+	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -232,4 +233,36 @@ func lens(groups [][]int) []int {
 		n[i] = len(g)
 	}
 	return n
+}
+
+// Renewal against a server that is gone (killed: every try is refused at
+// once) is retried with growing pauses until the hold's deadline: a
+// handful of tries per TTL, not one as soon as the last failed.
+func TestRenewalBacksOffOnDeadServer(t *testing.T) {
+	s := testserver.Redis(t)
+	obs := newRenewals()
+	e := newEngine(t, faultClient(t, s.Addr(), true), redis.WithPrefix("backoff"), redis.WithObserver(obs), redis.WithLogger(quietLog))
+	defer e.Close()
+	const ttl = 3 * time.Second
+	l, err := e.NewLocker("backoff", locker.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Lock(); err != nil {
+		t.Fatalf("Lock() = %v", err)
+	}
+	token := l.Token()
+	if err := s.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Lost():
+	case <-time.After(3 * ttl):
+		t.Fatalf("hold not lost %v after the server was killed", 3*ttl)
+	}
+	n := obs.failures("backoff", token)
+	t.Logf("%d failed renewals before the hold was lost (TTL %v)", n, ttl)
+	if n < 2 || n > 10 {
+		t.Errorf("%d failed renewals in one TTL against a dead server; want 2 to 10", n)
+	}
 }
