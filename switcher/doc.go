@@ -35,7 +35,7 @@
 // again on the same engine within its caller's budget). Its breaker opens
 // only once the engine has failed, without a success, for the whole
 // window — a refusal included, since a ZooKeeper ensemble refuses clients
-// while it elects. Defaults: etcd 3s (2 × the 1s election timeout + 1s),
+// while it elects. Defaults: etcd 5s (two election rounds of up to 2s + 1s),
 // ZooKeeper two thirds of the session timeout, 6.67s (see each engine's
 // doc); an engine over one server has no window. A cluster that is really
 // down switches within the window plus a health check.

@@ -23,10 +23,12 @@ func electionBound(kind string, f fault) time.Duration {
 	if kind == "etcd" {
 		// A follower calls an election after 1-2 election timeouts
 		// (--election-timeout 1000ms, randomised by raft up to twice
-		// that), killed leader or frozen; a request sent before then to
-		// the old leader, or to a member that froze, is sent again after
-		// an attempt timeout (etcd's default 300ms).
-		return 2*time.Second + etcd.DefaultAttemptTimeout
+		// that), killed leader or frozen, and the two survivors may split
+		// their votes and need a second round (seen in CI: a leader 3.55s
+		// after the kill); a request sent before then to the old leader,
+		// or to a member that froze, is sent again after an attempt
+		// timeout (etcd's default 300ms).
+		return 2*2*time.Second + etcd.DefaultAttemptTimeout
 	}
 	// ZooKeeper: followers see a killed leader's connections close at
 	// once and elect within a second; a frozen leader is noticed after
@@ -46,19 +48,6 @@ func targets(kind string, f fault) bounds {
 	}
 	b := electionBound(kind, f) + 500*time.Millisecond
 	return bounds{wait: b, first: b}
-}
-
-// lockBound is the longest one LockCtx may take. A call that was on an
-// etcd leader when it froze may wait on it, as a watch pinned to that
-// member does, until the engine's ride-through window; the grants of the
-// others go on meanwhile (the time without a grant keeps the election
-// bound). Measured on a busy CI machine: 2.87s once, against an election
-// bound + 0.5s of 2.8s.
-func lockBound(kind string, f fault, want bounds) time.Duration {
-	if kind == "etcd" && f == pauseLeader {
-		return max(want.wait, etcd.DefaultRideThrough)
-	}
-	return want.wait
 }
 
 // check fails t for every target o misses.
@@ -84,8 +73,8 @@ func check(t *testing.T, kind string, f fault, o outcome) {
 	if o.gap > want.wait {
 		t.Errorf("longest time without a grant %v; want <= %v", ms(o.gap), want.wait)
 	}
-	if limit := lockBound(kind, f, want); o.longestLock > limit {
-		t.Errorf("longest LockCtx %v; want <= %v", ms(o.longestLock), limit)
+	if o.longestLock > want.wait {
+		t.Errorf("longest LockCtx %v; want <= %v", ms(o.longestLock), want.wait)
 	}
 	if o.longestFree > want.wait {
 		t.Errorf("longest Unlock %v; want <= %v", ms(o.longestFree), want.wait)

@@ -236,14 +236,15 @@
 // as long as the cluster keeps its quorum:
 //
 //   - Ride-through window (WithRideThrough, default DefaultRideThrough,
-//     3s): a switcher (switcher.Cluster) opens the engine's breaker only
+//     5s): a switcher (switcher.Cluster) opens the engine's breaker only
 //     once the engine has failed, without a success, for that long, a
 //     refused connection included. It is chosen from etcd's election: a
 //     follower that hears nothing from its leader for its election timeout
 //     (--election-timeout, default 1000ms, randomised by raft up to twice
 //     that) calls an election, won within a round of (pre-)votes: a new
-//     leader within about 2s of the old one's death or freeze, and a
-//     second of margin for a loaded host. Set it to about 2 ×
+//     leader within about 2s of the old one's death or freeze, or 4s when
+//     the two survivors split their votes and a second round follows, and
+//     a second of margin for a loaded host. Set it to about 4 ×
 //     --election-timeout + 1s. A cluster that lost its quorum switches
 //     within the window plus a health check.
 //   - Attempts (WithAttemptTimeout, default DefaultAttemptTimeout, 300ms):
@@ -267,9 +268,11 @@
 //     the ride-through window after the last one), queued waiters also
 //     read their place every third of the window.
 //
-// So callers wait at most the election bound — 2 × the election timeout,
-// plus an attempt timeout for a request first sent to the dead leader or
-// the frozen member: 2.3s with the defaults — plus a round trip; a
+// So callers wait at most the election bound — 2 × the election timeout
+// (twice that when the survivors split their votes), plus an attempt
+// timeout for a request first sent to the dead leader or the frozen
+// member: 2.3s with the defaults, 4.3s after a split vote — plus a round
+// trip; a
 // follower's death costs the requests that were on it a round trip. With
 // one endpoint there is no window (the switcher's breaker trips at the
 // first refusal) and a request has one attempt of the request timeout.

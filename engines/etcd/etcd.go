@@ -28,10 +28,12 @@ const DefaultRequestTimeout = 5 * time.Second
 // down. A cluster that loses its leader (killed or frozen) elects another
 // once a follower has heard nothing for its election timeout, which raft
 // randomises between 1 and 2 times --election-timeout (etcd's default:
-// 1000ms), so within 2s, plus a round of (pre-)votes; a dead follower costs
-// only the requests that were on it. 3s covers the election with a second
-// of margin for a loaded host.
-const DefaultRideThrough = 3 * time.Second
+// 1000ms), so within 2s, plus a round of (pre-)votes; when the two
+// survivors split their votes, a second round follows (seen on a loaded
+// host: a new leader 3.55s after the kill). 5s covers two rounds with a
+// second of margin; a dead follower costs only the requests that were on
+// it.
+const DefaultRideThrough = 5 * time.Second
 
 // DefaultAttemptTimeout bounds one attempt of a request to a cluster
 // (a client with several endpoints) that may be sent again, unless
@@ -143,7 +145,7 @@ func WithRequestTimeout(d time.Duration) Option {
 // it as down and moves new acquisitions to the next engine (see
 // switcher.Cluster). Set it to about 2 × the cluster's --election-timeout
 // + 1s. 0 makes the engine's failures count at once, as for one server.
-// Default: DefaultRideThrough (3s) when the client lists several
+// Default: DefaultRideThrough (5s) when the client lists several
 // endpoints, 0 with one.
 func WithRideThrough(d time.Duration) Option {
 	return func(s *settings) error {
