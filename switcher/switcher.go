@@ -226,6 +226,15 @@ func (m *member) tripAtStart(cause error) {
 
 // start starts the switcher's goroutines, which Close stops.
 func (s *Switcher) start() {
+	// The announcers' kicks exist before any goroutine runs: the decider
+	// and the followers read them at their first change.
+	kicks := make([]chan struct{}, len(s.opts.sources))
+	for i, src := range s.opts.sources {
+		if _, ok := src.(Announcer); ok {
+			kicks[i] = make(chan struct{}, 1)
+			s.announced = append(s.announced, kicks[i])
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.wg.Add(2 + len(s.members))
@@ -233,15 +242,6 @@ func (s *Switcher) start() {
 	go s.deliver(ctx)
 	for _, m := range s.members {
 		go s.checkHealth(ctx, m)
-	}
-	// The announcers' kicks exist before any follower runs: a follower
-	// reads them at its first change.
-	kicks := make([]chan struct{}, len(s.opts.sources))
-	for i, src := range s.opts.sources {
-		if _, ok := src.(Announcer); ok {
-			kicks[i] = make(chan struct{}, 1)
-			s.announced = append(s.announced, kicks[i])
-		}
 	}
 	for i, src := range s.opts.sources {
 		s.wg.Add(1)
