@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // MultiLock holds several locks as one: all of them or none. Its parts are
@@ -283,19 +285,24 @@ type Acquirer interface {
 }
 
 // Releaser is the bounded release path of the Lockers this module
-// returns: Release releases one hold as Unlock does, but waits for the
-// engine's answer until ctx is done rather than DefaultReleaseWait. Past
-// that, the release goes on in the background (within the release
-// timeout) and the error wraps ErrUnavailable.
+// returns, for wrappers such as the switcher: ReleaseWithin releases one
+// hold as Unlock does, but waits for the engine's answer at most wait
+// (never past the release timeout), or until done closes (nil: never).
+// Past that, the release goes on in the background and the error wraps
+// ErrUnavailable.
 type Releaser interface {
-	Release(ctx context.Context) error
+	ReleaseWithin(wait time.Duration, done <-chan struct{}) error
 }
 
-// Release releases one hold of l through its bounded path when it has one
-// (Releaser), and otherwise with Unlock.
+// Release releases one hold of l, waiting for the engine's answer until
+// ctx is done (at most the release timeout), through its bounded path
+// when it has one (Releaser), and otherwise with Unlock.
 func Release(ctx context.Context, l Locker) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: Release: nil context", ErrInvalidArgument)
+	}
 	if r, ok := l.(Releaser); ok {
-		return r.Release(ctx)
+		return r.ReleaseWithin(math.MaxInt64, ctx.Done())
 	}
 	return l.Unlock()
 }

@@ -26,8 +26,9 @@ type mutex struct {
 }
 
 var (
-	_ Locker = (*mutex)(nil)
-	_ Lease  = (*mutex)(nil)
+	_ Locker   = (*mutex)(nil)
+	_ Lease    = (*mutex)(nil)
+	_ Releaser = (*mutex)(nil)
 )
 
 func newMutex(c *Core, name string, s Settings) *mutex {
@@ -144,13 +145,9 @@ func (m *mutex) Unlock() error {
 	return m.unlock(nil, min(m.core.releaseWait, m.settings.ReleaseTimeout))
 }
 
-// Release is Unlock for a caller that waits for the engine's answer until
-// ctx is done (at most the release timeout).
-func (m *mutex) Release(ctx context.Context) error {
-	if ctx == nil {
-		return fmt.Errorf("%w: Release(%q): nil context", ErrInvalidArgument, m.name)
-	}
-	return m.unlock(ctx.Done(), m.settings.ReleaseTimeout)
+// ReleaseWithin implements Releaser.
+func (m *mutex) ReleaseWithin(wait time.Duration, done <-chan struct{}) error {
+	return m.unlock(done, min(wait, m.settings.ReleaseTimeout))
 }
 
 // unlock releases one hold; the last one is released on the engine, and

@@ -390,43 +390,81 @@ func (l *switchLocker) drainPrevious(ctx context.Context, prev int, windowEnd ti
 // stays closed: then the error wraps locker.ErrUnavailable and the release
 // goes on in the background, so that a frozen engine never holds its
 // caller, whose next acquisition goes to the engine current then.
-func (l *switchLocker) Unlock() error { return l.release(context.Background(), true) }
-
-// Release is Unlock for a caller that waits for the engine until ctx is
-// done (locker.Releaser), and no longer than its breaker stays closed.
-func (l *switchLocker) Release(ctx context.Context) error {
-	if ctx == nil {
-		return fmt.Errorf("switcher: Release(%q): %w: nil context", l.name, locker.ErrInvalidArgument)
+func (l *switchLocker) Unlock() error {
+	in, m, err := l.drop()
+	if in == nil {
+		return err
 	}
-	return l.release(ctx, false)
+	opened := m.untilOpen.Load() // before the state: an opening in between ends it
+	wait := max(locker.DefaultReleaseWait, m.window)
+	if !m.closed.Load() {
+		wait = 0
+	}
+	return releaseWithin(in, wait, opened.ctx.Done())
 }
 
-// release releases one hold, the last on its engine within ctx, and within
-// Unlock's bound too when bounded.
-func (l *switchLocker) release(ctx context.Context, bounded bool) error {
-	l.mu.Lock()
-	if l.count == 0 {
-		l.mu.Unlock()
-		return fmt.Errorf("switcher: unlock %q: %w", l.name, locker.ErrNotHeld)
+// ReleaseWithin implements locker.Releaser: Unlock for a caller that waits
+// at most wait, or until done closes, and no longer than the engine's
+// breaker stays closed.
+func (l *switchLocker) ReleaseWithin(wait time.Duration, done <-chan struct{}) error {
+	in, m, err := l.drop()
+	if in == nil {
+		return err
 	}
-	in, m := l.inner[l.pinned], l.s.members[l.pinned]
+	ctx, cancel := m.releaseCtx(context.Background())
+	defer cancel()
+	if done != nil {
+		stop := closeOn(done, cancel)
+		defer stop()
+	}
+	return releaseWithin(in, wait, ctx.Done())
+}
+
+// drop counts one release; it returns the inner hold and its engine when
+// it was the last, for the caller to release there.
+func (l *switchLocker) drop() (locker.Handle, *member, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.count == 0 {
+		return nil, nil, fmt.Errorf("switcher: unlock %q: %w", l.name, locker.ErrNotHeld)
+	}
+	in := l.inner[l.pinned]
 	l.count--
 	if l.count > 0 {
-		defer l.mu.Unlock()
 		if lost(in) {
-			return fmt.Errorf("switcher: unlock %q: %w", l.name, locker.ErrLockLost)
+			return nil, nil, fmt.Errorf("switcher: unlock %q: %w", l.name, locker.ErrLockLost)
 		}
-		return nil
+		return nil, nil, nil
 	}
-	l.mu.Unlock()
-	if bounded {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, max(locker.DefaultReleaseWait, m.window))
-		defer cancel()
+	return in, l.s.members[l.pinned], nil
+}
+
+// releaseWithin releases in's last hold through its bounded path when it
+// has one.
+func releaseWithin(in locker.Locker, wait time.Duration, done <-chan struct{}) error {
+	if r, ok := in.(locker.Releaser); ok {
+		return r.ReleaseWithin(wait, done)
 	}
-	ctx, cancel := m.releaseCtx(ctx)
-	defer cancel()
-	return locker.Release(ctx, in)
+	return in.Unlock()
+}
+
+// closeOn calls cancel when done closes, until stop is called: a caller's
+// done channel joined to a context, for the rare release given both.
+func closeOn(done <-chan struct{}, cancel func()) (stop func()) {
+	quit := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		select {
+		case <-done:
+			cancel()
+		case <-quit:
+		}
+	}()
+	return func() {
+		close(quit)
+		<-finished
+	}
 }
 
 func (l *switchLocker) Name() string { return l.name }

@@ -198,18 +198,11 @@ func (l *faultLocker) reenter() (bool, error) {
 // faults, waiting at most locker.DefaultReleaseWait: when it does not get
 // through, the error wraps locker.ErrUnavailable and the hold stays on the
 // engine until its TTL runs out.
-func (l *faultLocker) Unlock() error {
-	ctx, cancel := context.WithTimeout(context.Background(), locker.DefaultReleaseWait)
-	defer cancel()
-	return l.Release(ctx)
-}
+func (l *faultLocker) Unlock() error { return l.ReleaseWithin(locker.DefaultReleaseWait, nil) }
 
-// Release is Unlock for a caller that waits until ctx is done (at most the
-// release timeout), as locker.Releaser.
-func (l *faultLocker) Release(ctx context.Context) error {
-	if ctx == nil {
-		return fmt.Errorf("%w: Release(%q): nil context", locker.ErrInvalidArgument, l.name)
-	}
+// ReleaseWithin is Unlock for a caller that waits at most wait (and the
+// release timeout), or until done closes, as locker.Releaser.
+func (l *faultLocker) ReleaseWithin(wait time.Duration, done <-chan struct{}) error {
 	e := l.e
 	l.mu.Lock()
 	h := l.cur
@@ -237,8 +230,17 @@ func (l *faultLocker) Release(ctx context.Context) error {
 	if h.isLost() { // lost by the engine: the inner Locker says so
 		return h.inner.Unlock()
 	}
-	ctx, cancel := context.WithTimeout(ctx, l.st.ReleaseTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), min(wait, l.st.ReleaseTimeout))
 	defer cancel()
+	if done != nil { // a test tool: a goroutine for the call is fine
+		go func() {
+			select {
+			case <-done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	if err := e.enter(ctx, fmt.Sprintf("unlock %q", l.name)); err != nil {
 		e.linger(h)
 		return err
