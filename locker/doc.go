@@ -35,7 +35,8 @@
 // background, asked again until the release timeout (WithReleaseTimeout,
 // 5s), on a goroutine the engine owns and Close stops. A hold whose
 // release never gets through ends by its TTL, and a WARN says so. Release
-// (Releaser) waits as long as a context allows instead; the switcher's
+// waits as long as a context allows instead (Releaser is the path
+// wrappers use, with a wait and a done channel); the switcher's
 // Unlock waits no longer than the engine's breaker stays closed. On
 // engines whose client honours a deadline (DeadlineHonourer: etcd,
 // ZooKeeper, mem) Unlock releases on its caller's goroutine; on the others
