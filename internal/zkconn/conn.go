@@ -486,17 +486,14 @@ func (c *Conn) Up() <-chan struct{} {
 }
 
 // Refused tells that the connection is certainly cut off from the
-// ensemble: no session is connected and the last connection to each server
-// was refused, or ended by the server (which a kill does), rather than
-// timed out. A server that is only slow is not counted: its connection is
-// accepted.
+// ensemble: since the last connection accepted, the last connection to
+// each server was refused, or ended by the server (which a kill does),
+// rather than timed out; so no session can be connected. It reads the
+// sockets, not the session state, which go-zookeeper reports a moment
+// later: a health check right after a kill must see it. A server that is
+// only slow is not counted: its connection is accepted.
 func (c *Conn) Refused() bool {
-	if c.wire.refusals.Load() < int32(len(c.cfg.Servers)) {
-		return false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return !c.isUp
+	return c.wire.refusals.Load() >= int32(len(c.cfg.Servers))
 }
 
 // liveness is the session timeout the server granted, or the one asked for
