@@ -390,34 +390,38 @@ func (l *switchLocker) drainPrevious(ctx context.Context, prev int, windowEnd ti
 // stays closed: then the error wraps locker.ErrUnavailable and the release
 // goes on in the background, so that a frozen engine never holds its
 // caller, whose next acquisition goes to the engine current then.
-func (l *switchLocker) Unlock() error {
-	in, m, err := l.drop()
-	if in == nil {
-		return err
-	}
-	opened := m.untilOpen.Load() // before the state: an opening in between ends it
-	wait := max(locker.DefaultReleaseWait, m.window)
-	if !m.closed.Load() {
-		wait = 0
-	}
-	return releaseWithin(in, wait, opened.ctx.Done())
-}
+func (l *switchLocker) Unlock() error { return l.release(0, nil, true) }
 
 // ReleaseWithin implements locker.Releaser: Unlock for a caller that waits
 // at most wait, or until done closes, and no longer than the engine's
 // breaker stays closed.
 func (l *switchLocker) ReleaseWithin(wait time.Duration, done <-chan struct{}) error {
+	return l.release(wait, done, false)
+}
+
+// release releases one hold; the last one on its engine, waiting at most
+// wait (Unlock's own bound when unlock), until done closes, or until the
+// engine's breaker opens, and not at all when it is open already.
+func (l *switchLocker) release(wait time.Duration, done <-chan struct{}, unlock bool) error {
 	in, m, err := l.drop()
 	if in == nil {
 		return err
 	}
-	ctx, cancel := m.releaseCtx(context.Background())
-	defer cancel()
-	if done != nil {
-		stop := closeOn(done, cancel)
-		defer stop()
+	if unlock {
+		wait = max(locker.DefaultReleaseWait, m.window)
 	}
-	return releaseWithin(in, wait, ctx.Done())
+	opened := m.untilOpen.Load() // before the state: an opening in between ends it
+	if !m.closed.Load() {
+		wait = 0
+	}
+	stop := opened.ctx.Done()
+	if done != nil { // rare: a caller's channel joined to the breaker's
+		ctx, cancel := context.WithCancel(opened.ctx)
+		defer cancel()
+		defer closeOn(done, cancel)()
+		stop = ctx.Done()
+	}
+	return releaseWithin(in, wait, stop)
 }
 
 // drop counts one release; it returns the inner hold and its engine when

@@ -328,20 +328,6 @@ func newOpenSignal() *openSignal {
 	return &openSignal{ctx, cancel}
 }
 
-// releaseCtx bounds a release on m by ctx and by m's breaker: the context
-// it returns ends with ctx, when the breaker opens, or at once when the
-// breaker is not closed now.
-func (m *member) releaseCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	sig := m.untilOpen.Load() // before the state: an opening in between ends sig
-	rctx, cancel := context.WithCancel(ctx)
-	if !m.closed.Load() {
-		cancel()
-		return rctx, cancel
-	}
-	stop := context.AfterFunc(sig.ctx, cancel)
-	return rctx, func() { stop(); cancel() }
-}
-
 // allow admits one call on m, as the breaker's Allow does; the returned
 // func takes the call's outcome.
 func (m *member) allow() (func(error), error) {
