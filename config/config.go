@@ -189,7 +189,7 @@ type Breaker struct {
 	// Default: 3.
 	Failures int `mapstructure:"failures"`
 	// OpenTimeout is how long an open breaker stays open before a health
-	// check may close it again. Default: 5s.
+	// check may close it again. Default: 500ms.
 	OpenTimeout time.Duration `mapstructure:"open_timeout"`
 	// OutageWait is how long a waiting acquisition keeps retrying while
 	// every engine's breaker is open before it fails with

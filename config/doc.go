@@ -25,7 +25,7 @@
 //	    type: zk
 //	    servers: ["10.0.0.7:2181"]
 //	lock: {ttl: 30s}
-//	breaker: {failures: 3, open_timeout: 5s, outage_wait: 5s}
+//	breaker: {failures: 3, open_timeout: 500ms, outage_wait: 5s}
 //	health: {every: 100ms, timeout: 300ms}
 //	failback: {after: 5m}         # 0 or left out: manual failback
 //	safe_switch: {max_ttl: 30s}   # 0 or left out: off

@@ -36,6 +36,11 @@ func (s *Switcher) Member() Member {
 	if s.desired >= 0 {
 		m.Desired = s.members[s.desired].engine.Name()
 	}
+	for _, e := range s.members {
+		if !e.closed.Load() {
+			m.Down = append(m.Down, e.engine.Name())
+		}
+	}
 	return m
 }
 
@@ -58,7 +63,7 @@ func (s *Switcher) announce(ctx context.Context, a Announcer, kick <-chan struct
 	for {
 		m := s.Member()
 		actx, cancel := context.WithTimeout(ctx, announceTimeout)
-		err := a.Announce(actx, m)
+		err := s.announceTo(actx, a, m)
 		cancel()
 		if err != nil && ctx.Err() == nil && !failing {
 			s.log.Warn("switcher: cannot announce this process to the shared source; will retry", "err", err)

@@ -48,6 +48,10 @@ func (s *Switcher) reconcile(ctx context.Context) bool {
 	cur, epoch, want, wantEp, alone, override := s.current, s.epoch, s.desired, s.desiredEp, s.alone, s.override
 	s.mu.Unlock()
 
+	if home := s.homeAgain(); home >= 0 {
+		_, _ = s.switchTo(home, ReasonBreaker, keepEpoch)
+		return false
+	}
 	switch {
 	case want < 0 || override:
 	case want == cur && wantEp > epoch:
@@ -72,11 +76,18 @@ func (s *Switcher) reconcile(ctx context.Context) bool {
 			_, _ = s.switchTo(next, ReasonBreaker, 0)
 			return false
 		}
+		if !s.fleetSeesDown(ctx, cur) {
+			if s.opts.isolation == IsolationAlone {
+				s.leave(cur, next)
+			}
+			return true // count the votes again: the fleet may come to see it too
+		}
 		// Without a value yet (a key never written: every new fleet), the
 		// proposal from epoch 0 creates it, so the fleet still follows one
 		// decision at one epoch.
 		return s.propose(ctx, next, wantEp, ReasonBreaker)
 	}
+	s.rejoined(cur)
 	switch {
 	case alone:
 		// Switched without the source: ask it again, so that the fleet
@@ -237,7 +248,7 @@ func (s *Switcher) desire(d Desired, onlyFirst bool) bool {
 	if i != s.desired || d.Epoch != s.desiredEp || d.Epoch == 0 {
 		s.alone, s.override = false, false
 		if i != s.desired {
-			s.deferred = -1
+			s.deferred, s.home = -1, -1 // the fleet moved: follow it, not the engine left
 		}
 	}
 	s.desired, s.desiredEp = i, d.Epoch

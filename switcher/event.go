@@ -83,6 +83,10 @@ type Member struct {
 	Epoch   uint64    `json:"epoch"`   // its switch epoch
 	Desired string    `json:"desired"` // the engine the source names, as it last read it ("" before the first read)
 	Since   time.Time `json:"since"`   // when it last changed engine, or started
+	// Down names the engines whose breaker is not closed here: this
+	// process's vote that the fleet leave them. A breaker switch of the
+	// fleet needs a quorum of such votes (WithQuorum).
+	Down []string `json:"down,omitempty"`
 }
 
 // Announcer is implemented by shared sources: a switcher publishes its

@@ -276,8 +276,11 @@ func (l *switchLocker) rideOut(ctx context.Context, r route, outage time.Time, w
 	err := fmt.Errorf("switcher: acquire %q: %w: %s: %w", l.name, locker.ErrUnavailable, m.engine.Name(), refusal)
 	limit := s.opts.outageWait
 	if !wait {
-		if s.nextUsable(r.engine) < 0 {
-			return err
+		s.mu.Lock()
+		isolated := s.isolated
+		s.mu.Unlock()
+		if isolated || s.nextUsable(r.engine) < 0 {
+			return err // no switch is coming for it to wait for
 		}
 		limit = s.opts.healthTimeout
 	}

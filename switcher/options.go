@@ -25,6 +25,8 @@ type settings struct {
 	down          []downAtStart // WithDownAtStart, in the order given
 	customBreaker bool          // WithBreakerSettings: its ReadyToTrip may count successes
 	observer      Observer
+	quorum        int // WithQuorum; 0: a majority of the live processes
+	isolation     Isolation
 }
 
 // Defaults of the options. A killed engine refuses connections and trips
@@ -32,12 +34,17 @@ type settings struct {
 // DefaultHealthEvery when idle). A hung engine fails DefaultFailures
 // health checks in a row, each after DefaultHealthTimeout: its breaker
 // opens well within a second, while a loopback or LAN ping (well under
-// 10ms) has ample room not to trip it on a busy host.
+// 10ms) has ample room not to trip it on a busy host. An open breaker lets
+// one health check through after DefaultOpenTimeout: an engine that comes
+// back (or a link that heals) is used again within a second, at the
+// cost of two pings a second to a dead one. A waiting acquisition gives an
+// outage DefaultOutageWait before it fails.
 const (
 	DefaultFailures      = 3
-	DefaultOpenTimeout   = 5 * time.Second
+	DefaultOpenTimeout   = 500 * time.Millisecond
 	DefaultHealthEvery   = 100 * time.Millisecond
 	DefaultHealthTimeout = 300 * time.Millisecond
+	DefaultOutageWait    = 5 * time.Second
 )
 
 func defaults() settings {
@@ -50,7 +57,7 @@ func defaults() settings {
 		},
 		healthEvery:   DefaultHealthEvery,
 		healthTimeout: DefaultHealthTimeout,
-		outageWait:    DefaultOpenTimeout,
+		outageWait:    DefaultOutageWait,
 	}
 }
 
@@ -95,7 +102,7 @@ func WithLogger(l *slog.Logger) Option {
 // locker.ErrRefused (the engine is certainly down) opens it at once. An
 // engine over a cluster (Cluster) also needs to have failed for its whole
 // ride-through window. Default: DefaultFailures (3) and
-// DefaultOpenTimeout (5s).
+// DefaultOpenTimeout (500ms).
 func WithBreaker(failures uint32, openFor time.Duration) Option {
 	return func(s *settings) error {
 		if failures == 0 {
@@ -168,7 +175,8 @@ func WithSafeSwitch(maxTTL time.Duration) Option {
 // engine's breaker is open, before it fails with ErrUnavailable. TryLock
 // does not wait for an engine to come back: it fails at once when every
 // breaker is open, and otherwise only gives the switcher the moment it needs
-// to move off a tripped engine (at most the health timeout). Default: DefaultOpenTimeout (5s), one breaker open period.
+// to move off a tripped engine (at most the health timeout). Default:
+// DefaultOutageWait (5s).
 func WithOutageWait(d time.Duration) Option {
 	return func(s *settings) error {
 		if d < 0 {
@@ -243,6 +251,55 @@ func WithSource(src Source) Option {
 			return invalid("WithSource", "source is nil")
 		}
 		s.sources = append(s.sources, src)
+		return nil
+	}
+}
+
+// WithQuorum sets how many processes of a fleet must see an engine down
+// before a breaker switch moves the fleet off it: with a shared source that
+// lists its processes (Roster: etcdsource, zksource), a process whose
+// breaker opens publishes its vote and counts the live processes' votes,
+// its own included. n larger than the live processes means all of them.
+// Default: 0, a majority of the live processes (a fleet of one decides
+// alone). Without such a source every process decides alone.
+func WithQuorum(n int) Option {
+	return func(s *settings) error {
+		if n < 0 {
+			return invalid("WithQuorum", "n must not be negative, got %d", n)
+		}
+		s.quorum = n
+		return nil
+	}
+}
+
+// Isolation is what a process does when its breaker opens on the fleet's
+// engine but the fleet does not see that engine down (no quorum): a link,
+// a pause or a starved CPU of its own.
+type Isolation int
+
+const (
+	// IsolationWait keeps the process on the fleet's engine: its
+	// acquisitions wait within their budget (WithOutageWait) and then fail
+	// with locker.ErrUnavailable, its holds there are lost if they cannot
+	// be renewed, and it grants again as soon as its breaker closes. The
+	// fleet stays on one engine: no name is held on two.
+	IsolationWait Isolation = iota
+	// IsolationAlone moves the process alone to the next engine, at the
+	// fleet's epoch, and back once the fleet's engine answers it again: it
+	// keeps granting, but for that time a name may be held on two engines
+	// at once (the switch window, for as long as the isolation lasts), and
+	// tokens of its engine and the fleet's do not compare.
+	IsolationAlone
+)
+
+// WithIsolation sets what a process cut off alone from the fleet's engine
+// does. Default: IsolationWait, safety first.
+func WithIsolation(i Isolation) Option {
+	return func(s *settings) error {
+		if i != IsolationWait && i != IsolationAlone {
+			return invalid("WithIsolation", "unknown Isolation %d", i)
+		}
+		s.isolation = i
 		return nil
 	}
 }

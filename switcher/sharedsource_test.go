@@ -131,6 +131,16 @@ func TestSharedSourceFleet(t *testing.T) {
 			t.Run("UnknownEngineIsNotProposedAgainst", func(t *testing.T) {
 				testUnknownEngineIsNotProposedAgainst(t, newKey(t, "unknown"))
 			})
+			for _, c := range []cutOff{
+				{fault: "blackhole"},
+				{fault: "refuse", written: true},
+				{fault: "refuse", isolation: switcher.IsolationAlone},
+			} {
+				name := "CutOffMovesNobody/" + c.fault + map[bool]string{true: "/written", false: "/unwritten"}[c.written] + "/" + c.isolation.String()
+				t.Run(name, func(t *testing.T) {
+					testCutOffMovesNobody(t, newKey(t, "cut-"+c.fault+"-"+c.isolation.String()), c)
+				})
+			}
 			// Last: these pause the server.
 			t.Run("SourceDownAtStartGrantsAlone", func(t *testing.T) {
 				testSourceDownAtStartGrantsAlone(t, newKey(t, "down"))

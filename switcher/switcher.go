@@ -26,6 +26,7 @@ type Switcher struct {
 	opts     settings
 	log      *slog.Logger
 	proposer Proposer // the first shared source, nil without one
+	voter    voter    // the proposer, when it lists the fleet's processes too
 	id       string   // this switcher's Member ID
 
 	announced []chan struct{} // one per Announcer source
@@ -43,6 +44,9 @@ type Switcher struct {
 	alone      bool               // switched by breaker without the shared source's agreement: propose it again
 	override   bool               // on an engine the source did not name (breaker, by hand, failback): stay until the source names another
 	deferred   int                // the desired engine this process said it cannot use yet; -1 when none
+	isolated   bool               // down here but not for the fleet (no quorum)
+	home       int                // the fleet's engine this process left alone (IsolationAlone); -1 when none
+	published  Member             // the last Member announced to the voter
 
 	retried atomic.Int64 // acquisitions that failed on an engine and went again
 
@@ -121,6 +125,7 @@ func New(engines []locker.Engine, opts ...Option) (*Switcher, error) {
 		waits:    make(map[*wait]struct{}),
 		desired:  -1,
 		deferred: -1,
+		home:     -1,
 		id:       memberID(s.name),
 	}
 	if err := sw.addMembers(engines); err != nil {
@@ -129,6 +134,7 @@ func New(engines []locker.Engine, opts ...Option) (*Switcher, error) {
 	for _, src := range s.sources {
 		if p, ok := src.(Proposer); ok {
 			sw.proposer = p
+			sw.voter, _ = src.(voter)
 			break
 		}
 	}
@@ -288,6 +294,7 @@ func (s *Switcher) newBreaker(m *member) *gobreaker.TwoStepCircuitBreaker[struct
 		if to == gobreaker.StateOpen {
 			m.untilOpen.Swap(newOpenSignal()).cancel()
 		}
+		s.changed() // the process's vote (Member.Down) changed
 		// Not each failed probe of an outage, nor a start while the
 		// engine is down, which startDown logs.
 		if from == gobreaker.StateClosed && to == gobreaker.StateOpen && !m.tripNow.Load() {
@@ -502,9 +509,14 @@ func (s *Switcher) index(name string) (int, error) {
 	return -1, fmt.Errorf("switcher: %w: unknown engine %q (want one of %q)", locker.ErrInvalidArgument, name, names)
 }
 
+// keepEpoch asks switchTo to leave the epoch as it is: a process that
+// leaves the fleet's engine alone, or comes back to it, must not raise its
+// epoch above the fleet's.
+const keepEpoch = ^uint64(0)
+
 // switchTo makes engine i current. A shared source's epoch (> 0) is
 // adopted as it is, so that every process following the source has the
-// same; without one the epoch goes up by one.
+// same; keepEpoch keeps it; with 0 the epoch goes up by one.
 func (s *Switcher) switchTo(i int, reason Reason, epoch uint64) (string, error) {
 	s.mu.Lock()
 	if s.closed {
@@ -515,8 +527,10 @@ func (s *Switcher) switchTo(i int, reason Reason, epoch uint64) (string, error) 
 	if i == s.current {
 		// No switch; a shared source's newer epoch is still adopted, so
 		// that this process's tokens on the engine match the fleet's.
-		raised := epoch > s.epoch
-		s.epoch = max(epoch, s.epoch)
+		raised := epoch > s.epoch && epoch != keepEpoch
+		if raised {
+			s.epoch = epoch
+		}
 		s.mu.Unlock()
 		if raised {
 			s.log.Info("switcher: epoch raised to the source's", "engine", to, "reason", reason, "epoch", epoch)
@@ -525,9 +539,11 @@ func (s *Switcher) switchTo(i int, reason Reason, epoch uint64) (string, error) 
 		return to, nil
 	}
 	ev := Event{From: s.members[s.current].engine.Name(), To: to, Reason: reason, At: time.Now()}
-	if epoch > 0 {
+	switch {
+	case epoch == keepEpoch:
+	case epoch > 0:
 		s.epoch = max(epoch, s.epoch)
-	} else {
+	default:
 		s.epoch++
 	}
 	ev.Epoch = s.epoch
@@ -535,6 +551,10 @@ func (s *Switcher) switchTo(i int, reason Reason, epoch uint64) (string, error) 
 	if s.deferred == i {
 		s.deferred = -1
 	}
+	if s.home == i {
+		s.home = -1
+	}
+	s.isolated = false
 	if i == s.desired {
 		s.alone, s.override = false, false
 	} else if s.desired >= 0 && reason != ReasonSource {

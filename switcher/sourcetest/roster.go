@@ -2,6 +2,7 @@ package sourcetest
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -25,7 +26,7 @@ func Roster(t *testing.T, src Shared) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	since := time.Unix(1_700_000_000, 0).UTC()
-	a := switcher.Member{ID: "host:1:sw:aa", Engine: "redis", Epoch: 1, Desired: "redis", Since: since}
+	a := switcher.Member{ID: "host:1:sw:aa", Engine: "redis", Epoch: 1, Desired: "redis", Since: since, Down: []string{"etcd"}}
 	b := switcher.Member{ID: "host:2:sw:bb", Engine: "etcd", Epoch: 2, Desired: "redis", Since: since}
 	list := func() []switcher.Member {
 		t.Helper()
@@ -51,13 +52,13 @@ func Roster(t *testing.T, src Shared) {
 	if err := src.Announce(ctx, a); err != nil {
 		t.Fatalf("Announce(%q) again = %v", a.ID, err)
 	}
-	if got, want := list(), []switcher.Member{a, b}; !slices.Equal(got, want) {
+	if got, want := list(), []switcher.Member{a, b}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Members() = %+v; want %+v", got, want)
 	}
 	if err := src.Retract(ctx, b.ID); err != nil {
 		t.Fatalf("Retract(%q) = %v", b.ID, err)
 	}
-	if got, want := list(), []switcher.Member{a}; !slices.Equal(got, want) {
+	if got, want := list(), []switcher.Member{a}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Members() after Retract = %+v; want %+v", got, want)
 	}
 	if err := src.Retract(ctx, a.ID); err != nil {

@@ -18,9 +18,10 @@ var (
 	_ switcher.Roster    = (*Source)(nil)
 )
 
-// membersPath holds one ephemeral node per announced Member under the
-// watched node (whose data watch never sees children).
-func (s *Source) membersPath() string { return s.path + "/members" }
+// membersPath holds one ephemeral node per announced Member, beside the
+// watched node rather than under it: a fleet announces itself before its
+// first proposal creates the watched node, which must not exist until then.
+func (s *Source) membersPath() string { return s.path + ".members" }
 
 // memberPath is the node of one Member: any ID, escaped to one node name.
 func (s *Source) memberPath(id string) string {
@@ -28,7 +29,7 @@ func (s *Source) memberPath(id string) string {
 }
 
 // Announce implements switcher.Announcer: m goes to an ephemeral node,
-// which ends with the session. The watched node must exist.
+// which ends with the session.
 func (s *Source) Announce(ctx context.Context, m switcher.Member) error {
 	data, err := json.Marshal(m)
 	if err != nil {
@@ -55,8 +56,10 @@ func (s *Source) announce(id string, data []byte) error {
 	if !errors.Is(err, gozk.ErrNoNode) {
 		return err
 	}
-	if _, err := s.conn.Create(s.membersPath(), nil, 0, s.acl); err != nil && !errors.Is(err, gozk.ErrNodeExists) {
-		return err
+	for _, p := range append(zkconn.Ancestors(s.membersPath()), s.membersPath()) {
+		if _, err := s.conn.Create(p, nil, 0, s.acl); err != nil && !errors.Is(err, gozk.ErrNodeExists) {
+			return err
+		}
 	}
 	_, err = s.conn.Create(path, data, gozk.FlagEphemeral, s.acl)
 	return err

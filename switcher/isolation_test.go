@@ -1,0 +1,150 @@
+package switcher_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/orthrus-go/orthrus/internal/netfault"
+	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/switcher"
+)
+
+// cutOff is one process of three losing its link to the fleet's engine
+// while the other two reach it.
+type cutOff struct {
+	fault     string // "blackhole" or "refuse"
+	written   bool   // the key names the primary; else it was never written
+	isolation switcher.Isolation
+}
+
+// A process cut off alone from the fleet's engine moves nobody: no other
+// process switches and the key is untouched. With IsolationWait it grants
+// nowhere meanwhile — its callers get ErrUnavailable within their budget —
+// and grants on the fleet's engine again within a second of the heal; with
+// IsolationAlone it goes to the secondary alone, at the fleet's epoch, and
+// comes back.
+func testCutOffMovesNobody(t *testing.T, key sharedKey, c cutOff) {
+	if c.written {
+		key.set(t, "primary")
+	}
+	_, epoch, _ := key.read(t)
+	const fleet = 3
+	events := make([]chan switcher.Event, fleet)
+	links := make([]*netfault.Link, fleet)
+	sws := make([]*switcher.Switcher, fleet)
+	for i := range sws {
+		events[i] = make(chan switcher.Event, 16)
+		links[i] = netfault.New(t, primaryAddr)
+		opts := []switcher.Option{switcher.WithSource(key.source(t)), switcher.OnSwitch(func(ev switcher.Event) { events[i] <- ev })}
+		if i == 0 {
+			opts = append(opts, switcher.WithIsolation(c.isolation))
+		}
+		sws[i], _ = newSwitcher(t, [2]string{links[i].Addr(), secondaryAddr}, opts...)
+		lockOnce(t, sws[i], "cut-ready") // every process has read the key and announced itself
+	}
+	roster := key.source(t).(switcher.Roster)
+	waitFor(t, "the roster to list the fleet", func() bool {
+		ms, err := roster.Members(context.Background())
+		return err == nil && len(ms) == fleet
+	})
+	switch c.fault {
+	case "blackhole":
+		if err := links[0].Blackhole(); err != nil {
+			t.Fatal(err)
+		}
+	case "refuse":
+		links[0].Refuse()
+	}
+	cut := time.Now()
+	waitFor(t, "the cut-off process's breaker to open", func() bool { return sws[0].States()[0].Breaker != gobreaker.StateClosed })
+	t.Logf("breaker open %v after the cut", time.Since(cut))
+
+	l, err := sws[0].NewLocker("cut-name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.isolation == switcher.IsolationAlone {
+		ev := awaitEvent(t, events[0])
+		if ev.To != "secondary" || ev.Epoch != epoch {
+			t.Errorf("the cut-off process's event %+v; want a move to secondary alone, at the fleet's epoch %d", ev, epoch)
+		}
+		if ok, err := l.TryLock(); !ok || err != nil || l.Engine() != "secondary" {
+			t.Errorf("TryLock() = %v, %v on %q; want a grant on secondary", ok, err, l.Engine())
+		} else {
+			_ = l.Unlock()
+		}
+	} else {
+		began := time.Now()
+		ok, err := l.TryLock()
+		if took := time.Since(began); ok || !errors.Is(err, locker.ErrUnavailable) || took > 100*time.Millisecond {
+			t.Errorf("TryLock() on the cut-off process = %v, %v after %v; want false, ErrUnavailable within 100ms", ok, err, took)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		began = time.Now()
+		err = l.LockCtx(ctx)
+		cancel()
+		if took := time.Since(began); err == nil || took > 600*time.Millisecond {
+			t.Errorf("LockCtx(500ms) on the cut-off process = %v after %v; want an error within 600ms", err, took)
+		}
+	}
+	for i, sw := range sws[1:] {
+		h, err := sw.NewLocker("healthy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := h.TryLock(); !ok || err != nil || h.Engine() != "primary" {
+			t.Errorf("process %d: TryLock() = %v, %v on %q; want a grant on primary", i+1, ok, err, h.Engine())
+		} else {
+			_ = h.Unlock()
+		}
+	}
+	// Absence cannot be awaited: give the votes many health checks.
+	time.Sleep(time.Second)
+	for i := range sws {
+		select {
+		case ev := <-events[i]:
+			t.Errorf("process %d switched: %+v; want no switch", i, ev)
+		default:
+		}
+	}
+	if got, gotEp, ok := key.read(t); ok != c.written || c.written && (got != "primary" || gotEp != epoch) {
+		t.Errorf("the key after the cut: %q at epoch %d, exists %v; want it untouched", got, gotEp, ok)
+	}
+
+	if err := links[0].Heal(); err != nil {
+		t.Fatal(err)
+	}
+	healed := time.Now()
+	waitFor(t, "a grant on the fleet's engine after the heal", func() bool {
+		ok, err := l.TryLock()
+		if ok && err == nil {
+			defer l.Unlock()
+			return l.Engine() == "primary"
+		}
+		return false
+	})
+	took := time.Since(healed)
+	t.Logf("first grant on primary %v after the heal", took)
+	if took > time.Second {
+		t.Errorf("first grant on the fleet's engine %v after the heal; want <= 1s", took)
+	}
+	if got := sws[0].Epoch(); got != epoch {
+		t.Errorf("the cut-off process's epoch after the heal = %d; want the fleet's, %d", got, epoch)
+	}
+}
+
+// awaitEvent returns the next event, failing the test after 5s.
+func awaitEvent(t *testing.T, events <-chan switcher.Event) switcher.Event {
+	t.Helper()
+	select {
+	case ev := <-events:
+		return ev
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event within 5s")
+		return switcher.Event{}
+	}
+}
