@@ -201,7 +201,7 @@ engines:
 		Active:       "a",
 		StartTimeout: config.DefaultStartTimeout,
 		Lock:         config.Lock{TTL: 30 * time.Second},
-		Breaker:      config.Breaker{Failures: 3, OpenTimeout: 5 * time.Second},
+		Breaker:      config.Breaker{Failures: 3, OpenTimeout: 500 * time.Millisecond},
 		Health:       config.Health{Every: config.DefaultHealthEvery, Timeout: config.DefaultHealthTimeout},
 		Source:       config.Source{Type: "file"}, // a loaded file follows its own active
 	}
