@@ -254,6 +254,9 @@ if h and ARGV[1] < h then return 0 end
 redis.call('SET', KEYS[1], ARGV[1])
 return 1`)
 
+// lockBudget is the LockCtx deadline of a fleet worker's callers.
+const lockBudget = 10 * time.Second
+
 // fleetWorker is one process of fleetFailover: it runs load through a
 // switcher opened from E2E_FLEET_CONFIG, writes each hold's token to
 // the fenced resource at E2E_FENCE_ADDR, and reports on stdout until
@@ -299,11 +302,12 @@ func fleetWorker() int {
 				}
 				name := fmt.Sprintf("fleet-%d", rand.IntN(8))
 				l, _ := sw.NewLocker(name, locker.WithTTL(3*time.Second))
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), lockBudget)
+				began := time.Now()
 				err := l.LockCtx(ctx)
 				cancel()
 				if err != nil {
-					say("error %d %v", time.Now().UnixNano(), err)
+					say("error %d %d %v", time.Now().UnixNano(), time.Since(began), err)
 					continue
 				}
 				tok := fmt.Sprintf("%020d", l.Token())
@@ -326,29 +330,62 @@ func fleetWorker() int {
 func fleetFailover(tb testing.TB, fault string, n int) fleetResult {
 	primary, secondary, resource := testserver.Redis(tb), testserver.Etcd(tb), testserver.Redis(tb)
 	tb.Cleanup(func() { _ = primary.Resume() })
-	path := filepath.Join(tb.TempDir(), "fleet.yaml")
-	yaml := fmt.Sprintf("active: redis\nengines:\n%s%ssource: {type: etcd, endpoints: [%q], key: /e2e/failover/active}\n",
-		engineYAML("redis", primary.Addr()), engineYAML("etcd", secondary.Addr()), secondary.Addr())
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+	cfg := fleetConfig(tb, primary.Addr(), secondary.Addr())
+	configs := make([]string, n)
+	for i := range configs {
+		configs[i] = cfg
+	}
+	procs := startFleet(tb, configs, resource.Addr())
+	time.Sleep(500 * time.Millisecond) // load on the primary before the fault
+	faultAt := time.Now()
+	if err := injure(primary, fault); err != nil {
 		tb.Fatal(err)
 	}
-	type proc struct {
-		stdin io.WriteCloser
-		lines []string
-		ready chan struct{}
-		done  chan struct{}
+	time.Sleep(3 * time.Second)
+	return summarize(tb, stopFleet(procs), faultAt)
+}
+
+// fleetConfig writes the config of a fleet process: a Redis primary at
+// redisAddr and an etcd secondary that also holds the switch key.
+func fleetConfig(tb testing.TB, redisAddr, etcdAddr string) string {
+	f, err := os.CreateTemp(tb.TempDir(), "fleet-*.yaml")
+	if err != nil {
+		tb.Fatal(err)
 	}
-	procs := make([]*proc, n)
-	for i := range procs {
+	defer f.Close()
+	_, err = fmt.Fprintf(f, "active: redis\nengines:\n%s%ssource: {type: etcd, endpoints: [%q], key: %s}\n",
+		engineYAML("redis", redisAddr), engineYAML("etcd", etcdAddr), etcdAddr, fleetKey)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return f.Name()
+}
+
+// fleetKey is the switch key of the fleet tests.
+const fleetKey = "/e2e/failover/active"
+
+// fleetProc is one worker process of a fleet.
+type fleetProc struct {
+	stdin io.WriteCloser
+	lines []string
+	ready chan struct{}
+	done  chan struct{}
+}
+
+// startFleet starts one fleetWorker per config file, writing to the fenced
+// resource at fence, and waits until every one is ready.
+func startFleet(tb testing.TB, configs []string, fence string) []*fleetProc {
+	procs := make([]*fleetProc, len(configs))
+	for i, path := range configs {
 		cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
-		cmd.Env = append(os.Environ(), "E2E_FLEET_MEMBER=worker", "E2E_FLEET_CONFIG="+path, "E2E_FENCE_ADDR="+resource.Addr())
+		cmd.Env = append(os.Environ(), "E2E_FLEET_MEMBER=worker", "E2E_FLEET_CONFIG="+path, "E2E_FENCE_ADDR="+fence)
 		cmd.Stderr = io.Discard
 		stdin, _ := cmd.StdinPipe()
 		stdout, _ := cmd.StdoutPipe()
 		if err := cmd.Start(); err != nil {
 			tb.Fatal(err)
 		}
-		p := &proc{stdin: stdin, ready: make(chan struct{}), done: make(chan struct{})}
+		p := &fleetProc{stdin: stdin, ready: make(chan struct{}), done: make(chan struct{})}
 		go func() {
 			defer close(p.done)
 			sc := bufio.NewScanner(stdout)
@@ -372,21 +409,18 @@ func fleetFailover(tb testing.TB, fault string, n int) fleetResult {
 			tb.Fatalf("process %d not ready within 30s", i)
 		}
 	}
-	time.Sleep(500 * time.Millisecond) // load on the primary before the fault
-	faultAt := time.Now()
-	if err := injure(primary, fault); err != nil {
-		tb.Fatal(err)
-	}
-	time.Sleep(3 * time.Second)
-	for _, p := range procs {
+	return procs
+}
+
+// stopFleet ends the processes and returns what each reported.
+func stopFleet(procs []*fleetProc) [][]string {
+	out := make([][]string, len(procs))
+	for i, p := range procs {
 		_ = p.stdin.Close()
 		<-p.done
+		out[i] = p.lines
 	}
-	reports := make([][]string, n)
-	for i, p := range procs {
-		reports[i] = p.lines
-	}
-	return summarize(tb, reports, faultAt)
+	return out
 }
 
 // summarize reads the reports of the processes of a fleet run.
