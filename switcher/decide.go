@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -21,6 +23,7 @@ func (s *Switcher) decide(ctx context.Context) {
 	defer s.wg.Done()
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
+	s.adoptRecords(ctx)
 	if s.proposer != nil {
 		s.learn(ctx)
 	}
@@ -29,6 +32,7 @@ func (s *Switcher) decide(ctx context.Context) {
 		if first && s.proposer != nil {
 			close(s.learned) // the first decision is made: grants may begin
 		}
+		again = s.completeSync(ctx) || again
 		if again {
 			retry.Reset(s.opts.healthEvery)
 		}
@@ -296,6 +300,8 @@ func (s *Switcher) checkHealth(ctx context.Context, m *member) {
 	var pings sync.WaitGroup
 	defer pings.Wait()
 	inflight := make(chan struct{}, maxPings)
+	i := slices.Index(s.members, m)
+	var checks atomic.Int64
 	for {
 		select {
 		case <-ctx.Done():
@@ -310,7 +316,11 @@ func (s *Switcher) checkHealth(ctx context.Context, m *member) {
 		pings.Add(1)
 		go func() {
 			defer pings.Done()
-			s.recordHealth(m, s.ping(ctx, m))
+			ok := s.ping(ctx, m)
+			s.recordHealth(m, ok)
+			if ok && checks.Add(1)%epochResync == 0 {
+				s.syncEpoch(ctx, i) // only while current: another process may have raised its record
+			}
 			<-inflight
 		}()
 	}

@@ -134,6 +134,7 @@ type route struct {
 	epoch            uint64
 	since            time.Time     // of the last switch
 	switched         chan struct{} // closes at the next switch
+	unsynced         chan struct{} // closes once the epoch agrees with the engine's record; nil when it does
 }
 
 // route returns the current route, or ErrClosed.
@@ -144,7 +145,11 @@ func (l *switchLocker) route() (route, error) {
 	if s.closed {
 		return route{}, fmt.Errorf("switcher: acquire %q: %w", l.name, locker.ErrClosed)
 	}
-	return route{engine: s.current, previous: s.previous, epoch: s.epoch, since: s.switchedAt, switched: s.switched}, nil
+	r := route{engine: s.current, previous: s.previous, epoch: s.epoch, since: s.switchedAt, switched: s.switched}
+	if s.pending != nil {
+		r.unsynced = s.pending.done
+	}
+	return r, nil
 }
 
 // take makes the outermost acquisition on the engine current now, and goes
@@ -176,6 +181,14 @@ func (l *switchLocker) take(ctx context.Context, wait bool) (ok bool, err error)
 		r, err := l.route()
 		if err != nil {
 			return false, err
+		}
+		if r.unsynced != nil { // no grant at an epoch lower than the engine's record
+			select {
+			case <-r.unsynced:
+				continue
+			case <-ctx.Done():
+				return false, ctx.Err()
+			}
 		}
 		obs.attempt(ctx, s, r.engine, r.epoch)
 		m := s.members[r.engine]

@@ -47,6 +47,7 @@ type Switcher struct {
 	isolated   bool               // down here but not for the fleet (no quorum)
 	home       int                // the fleet's engine this process left alone (IsolationAlone); -1 when none
 	published  Member             // the last Member announced to the voter
+	pending    *epochSync         // the epoch agreement grants wait for; nil when none
 
 	retried atomic.Int64 // acquisitions that failed on an engine and went again
 
@@ -152,6 +153,7 @@ func New(engines []locker.Engine, opts ...Option) (*Switcher, error) {
 		return nil, err
 	}
 	sw.switchedAt = time.Now()
+	sw.pendSync(sw.current)
 	if s.observer != nil {
 		sw.detach = s.observer.Attach(sw)
 	}
@@ -516,7 +518,9 @@ const keepEpoch = ^uint64(0)
 
 // switchTo makes engine i current. A shared source's epoch (> 0) is
 // adopted as it is, so that every process following the source has the
-// same; keepEpoch keeps it; with 0 the epoch goes up by one.
+// same, unless the process's own is as high already (a record outranked
+// the source's versions): a switch always raises the epoch. keepEpoch
+// keeps it; with 0 the epoch goes up by one.
 func (s *Switcher) switchTo(i int, reason Reason, epoch uint64) (string, error) {
 	s.mu.Lock()
 	if s.closed {
@@ -542,7 +546,7 @@ func (s *Switcher) switchTo(i int, reason Reason, epoch uint64) (string, error) 
 	switch {
 	case epoch == keepEpoch:
 	case epoch > 0:
-		s.epoch = max(epoch, s.epoch)
+		s.epoch = max(epoch, s.epoch+1)
 	default:
 		s.epoch++
 	}
@@ -555,6 +559,7 @@ func (s *Switcher) switchTo(i int, reason Reason, epoch uint64) (string, error) 
 		s.home = -1
 	}
 	s.isolated = false
+	s.pendSync(i)
 	if i == s.desired {
 		s.alone, s.override = false, false
 	} else if s.desired >= 0 && reason != ReasonSource {
@@ -578,6 +583,7 @@ func (s *Switcher) switchTo(i int, reason Reason, epoch uint64) (string, error) 
 	s.log.Info("switcher: engine switched", "from", ev.From, "to", ev.To, "reason", ev.Reason, "epoch", ev.Epoch)
 	s.emit(ev)
 	s.changed()
+	s.poke() // the decider agrees the epoch with the new engine's record
 	return to, nil
 }
 

@@ -58,6 +58,9 @@ func newSwitcher(t testing.TB, addrs [2]string, opts ...switcher.Option) (*switc
 	t.Helper()
 	p, pc := redisEngine(t, "primary", addrs[0])
 	s, sc := redisEngine(t, "secondary", addrs[1])
+	// The test's switchers are one fleet: its epoch record is its own on
+	// the servers the package's tests share.
+	opts = append([]switcher.Option{switcher.WithName(t.Name())}, opts...)
 	sw, err := switcher.New([]locker.Engine{p, s}, opts...)
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,8 @@ type Store struct {
 	mu       sync.Mutex
 	revision uint64 // last token issued, for every name: tokens never repeat
 	locks    map[lockKey]*lock
-	permits  map[lockKey]int // stored count of each semaphore ever acquired
+	permits  map[lockKey]int      // stored count of each semaphore ever acquired
+	epochs   map[[2]string]uint64 // switcher epoch records, by prefix and fleet
 }
 
 // StoreOption configures a Store.

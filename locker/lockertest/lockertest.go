@@ -93,6 +93,7 @@ func Run(t *testing.T, factory Factory) {
 		{"BadOptions", testBadOptions},
 		{"Closed", testClosed},
 		{"Inspect", testInspect},
+		{"EpochRecord", testEpochRecord},
 	})
 }
 
