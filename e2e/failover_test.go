@@ -367,9 +367,19 @@ const fleetKey = "/e2e/failover/active"
 // fleetProc is one worker process of a fleet.
 type fleetProc struct {
 	stdin io.WriteCloser
-	lines []string
 	ready chan struct{}
 	done  chan struct{}
+
+	mu    sync.Mutex
+	lines []string
+}
+
+// matches reports whether the process reported a line that match accepts
+// so far.
+func (p *fleetProc) matches(match func(string) bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.ContainsFunc(p.lines, match)
 }
 
 // startFleet starts one fleetWorker per config file, writing to the fenced
@@ -393,7 +403,9 @@ func startFleet(tb testing.TB, configs []string, fence string) []*fleetProc {
 				if strings.HasPrefix(sc.Text(), "ready") {
 					close(p.ready)
 				}
+				p.mu.Lock()
 				p.lines = append(p.lines, sc.Text())
+				p.mu.Unlock()
 			}
 			_ = cmd.Wait()
 		}()
@@ -404,7 +416,7 @@ func startFleet(tb testing.TB, configs []string, fence string) []*fleetProc {
 		select {
 		case <-p.ready:
 		case <-p.done:
-			tb.Fatalf("process %d exited: %q", i, p.lines)
+			tb.Fatalf("process %d exited: %q", i, p.lines) // done: no more lines
 		case <-time.After(30 * time.Second):
 			tb.Fatalf("process %d not ready within 30s", i)
 		}
