@@ -49,6 +49,16 @@
 // A Source that implements Proposer (etcdsource, zksource: a key or node
 // shared by every process) is the single truth for the fleet:
 //
+//   - a breaker switch needs the fleet's evidence: a process whose breaker
+//     opens announces the engines it sees down (Member.Down) and counts the
+//     live processes' announcements (Roster); only when a quorum sees the
+//     engine down (WithQuorum, default a majority; a fleet of one decides
+//     alone) does it propose the switch. Each process announces before it
+//     counts, so in a whole-engine outage the last to count sees every vote.
+//     A process alone in seeing it down (a link, a pause, a starved CPU of
+//     its own) stays and waits (WithIsolation: IsolationWait), or moves alone
+//     at the fleet's epoch (IsolationAlone); it rejoins when its breaker
+//     closes;
 //   - a breaker switch is proposed through it by compare-and-swap on the
 //     version the process follows; one proposal wins, every process
 //     follows the source's watch (milliseconds), and the switch epoch is the
@@ -86,11 +96,21 @@
 // shows.
 //
 // Without a shared source (no source, or a file source) each process
-// decides alone: processes may switch at different moments and epochs
-// count each process's own switches (a process that restarts starts again
-// at 0), so a fleet can run on two engines for a while and a fenced
-// resource may refuse a process whose epoch is lower until it switches
-// too. Use a shared source for a fleet.
+// decides alone: processes may switch at different moments, so a fleet can
+// run on two engines for a while. Use a shared source for a fleet.
+//
+// # Epochs never go backwards
+//
+// Every engine that implements EpochRecord (all of orthrus's) keeps a
+// record of the epoch per switcher name. A process starts at the highest
+// epoch recorded on the engines that answer within the health timeout,
+// agrees its epoch with an engine's record before its first grant there
+// (adopting a higher record, raising a lower one), and reads the record of
+// its current engine every fifth health check; a switch always raises the
+// epoch above the process's own. So every process on an engine grants at
+// the highest epoch used there — restarted and added processes, fleets on
+// a file source or none, and fleets moved to a new shared source whose
+// versions start again at 1 (the record outranks them).
 //
 // # Holds stay where they were granted
 //

@@ -87,3 +87,32 @@ func ExampleSwitcher_States() {
 	// redis-main current: false breaker: closed
 	// redis-backup current: true breaker: closed
 }
+
+// A fleet that must never split on one process's bad link (the default,
+// spelled out), and that moves only when two processes see its engine
+// down. With a shared source that lists the fleet (etcdsource, zksource),
+// a process alone in seeing the primary down waits for it rather than
+// granting on the secondary.
+func ExampleWithIsolation() {
+	primary, pc := exampleEngine("redis-main", primaryAddr)
+	defer pc.Close()
+	secondary, sc := exampleEngine("redis-backup", secondaryAddr)
+	defer sc.Close()
+
+	sw, err := switcher.New([]locker.Engine{primary, secondary},
+		switcher.WithName("orders-fleet"), // also names the epoch record on each engine
+		switcher.WithQuorum(2),
+		switcher.WithIsolation(switcher.IsolationWait))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sw.Close()
+
+	l, _ := sw.NewLocker("orders/43")
+	if err := l.Lock(); err != nil {
+		log.Fatal(err)
+	}
+	defer l.Unlock()
+	fmt.Println("granted on", l.Engine())
+	// Output: granted on redis-main
+}
