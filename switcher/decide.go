@@ -33,6 +33,11 @@ func (s *Switcher) decide(ctx context.Context) {
 			close(s.learned) // the first decision is made: grants may begin
 		}
 		again = s.completeSync(ctx) || again
+		if first {
+			s.mu.Lock()
+			s.fresh = false
+			s.mu.Unlock()
+		}
 		if again {
 			retry.Reset(s.opts.healthEvery)
 		}

@@ -48,6 +48,7 @@ type Switcher struct {
 	home       int                // the fleet's engine this process left alone (IsolationAlone); -1 when none
 	published  Member             // the last Member announced to the voter
 	pending    *epochSync         // the epoch agreement grants wait for; nil when none
+	fresh      bool               // before the decider's first decision: a move then is no switch of a process that granted
 
 	retried atomic.Int64 // acquisitions that failed on an engine and went again
 
@@ -127,6 +128,7 @@ func New(engines []locker.Engine, opts ...Option) (*Switcher, error) {
 		desired:  -1,
 		deferred: -1,
 		home:     -1,
+		fresh:    true,
 		id:       memberID(s.name),
 	}
 	if err := sw.addMembers(engines); err != nil {
@@ -519,8 +521,9 @@ const keepEpoch = ^uint64(0)
 // switchTo makes engine i current. A shared source's epoch (> 0) is
 // adopted as it is, so that every process following the source has the
 // same, unless the process's own is as high already (a record outranked
-// the source's versions): a switch always raises the epoch. keepEpoch
-// keeps it; with 0 the epoch goes up by one.
+// the source's versions): a switch always raises the epoch — but for a
+// process's first decision, which moves it to where its fleet is and takes
+// the fleet's epoch. keepEpoch keeps it; with 0 the epoch goes up by one.
 func (s *Switcher) switchTo(i int, reason Reason, epoch uint64) (string, error) {
 	s.mu.Lock()
 	if s.closed {
@@ -545,6 +548,8 @@ func (s *Switcher) switchTo(i int, reason Reason, epoch uint64) (string, error) 
 	ev := Event{From: s.members[s.current].engine.Name(), To: to, Reason: reason, At: time.Now()}
 	switch {
 	case epoch == keepEpoch:
+	case epoch > 0 && s.fresh:
+		s.epoch = max(epoch, s.epoch)
 	case epoch > 0:
 		s.epoch = max(epoch, s.epoch+1)
 	default:
