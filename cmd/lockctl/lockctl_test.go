@@ -183,3 +183,30 @@ func TestDrillInMemory(t *testing.T) {
 		t.Errorf("drill --engine foo = exit %d, %q; want an error naming --engine", code, errOut)
 	}
 }
+
+// Flags may follow the positional arguments: every command reads them
+// wherever they are, and "--" ends them.
+func TestFlagsAfterArguments(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	for _, args := range [][]string{
+		{"holders", "orders/42", "--config", missing, "--engine", "e1"},
+		{"holders", "--config", missing, "orders/42", "--engine", "e1"},
+		{"unlock", "orders/42", "--force", "--config", missing},
+		{"permits", "exports", "8", "--config", missing},
+		{"switch", "e2", "--config", missing, "--force"},
+		{"idem", "lookup", "order-42", "--config", missing, "--app", "billing"},
+		{"status", "--config", missing},
+	} {
+		code, _, errOut := lockctlRun(t, "", args...)
+		// The config is read, so every flag was: the error is the file's.
+		if code == 0 || !strings.Contains(errOut, missing) || strings.Contains(errOut, "arguments") {
+			t.Errorf("lockctl %s: exit %d, stderr %q; want an error about %s", strings.Join(args, " "), code, errOut, missing)
+		}
+	}
+	// After "--", a flag-like word is an argument: one NAME too many.
+	code, _, errOut := lockctlRun(t, "", "holders", "--config", missing, "orders/42", "--", "--engine")
+	if want := "want exactly one lock NAME, got 2 arguments"; code == 0 || !strings.Contains(errOut, want) {
+		t.Errorf("holders ... -- --engine: exit %d, stderr %q; want %q", code, errOut, want)
+	}
+}
+
