@@ -240,6 +240,10 @@ func (f *drillFlags) validate(nargs int) error {
 		return fmt.Errorf("--kill-at: want a positive offset such as 10s, got %v", f.killAt.d)
 	case f.config != "" && f.killAt.set && f.killAt.d > 0:
 		return errors.New("--kill-at: only with the embedded engines; with --config, break an engine by hand or use --switch-at")
+	case f.killAt.d >= f.duration:
+		return fmt.Errorf("--kill-at %v: not before the end of the drill (--duration %v); the fault would never happen", f.killAt.d, f.duration)
+	case f.switchAt >= f.duration:
+		return fmt.Errorf("--switch-at %v: not before the end of the drill (--duration %v); the switch would never happen", f.switchAt, f.duration)
 	case f.switchTo != "" && f.switchAt == 0:
 		return errors.New("--switch-to: needs --switch-at")
 	case f.processes < 1:

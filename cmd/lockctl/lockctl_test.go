@@ -210,3 +210,21 @@ func TestFlagsAfterArguments(t *testing.T) {
 	}
 }
 
+// A fault or switch planned at or after the end of the drill would never
+// happen: refused, naming both flags.
+func TestDrillRefusesEventsAfterTheEnd(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"drill", "--engine", "mem", "--kill-at", "30s", "--duration", "2s"}, "--kill-at"},
+		{[]string{"drill", "--engine", "mem", "--duration", "2s", "--kill-at", "2s"}, "--kill-at"},
+		{[]string{"drill", "--engine", "mem", "--kill-at", "0", "--switch-at", "3s", "--duration", "2s"}, "--switch-at"},
+		{[]string{"drill", "--config", "x.yaml", "--switch-at", "1m", "--duration", "20s"}, "--switch-at"},
+	} {
+		code, _, errOut := lockctlRun(t, "", tc.args...)
+		if code == 0 || !strings.Contains(errOut, tc.flag) || !strings.Contains(errOut, "--duration") {
+			t.Errorf("lockctl %s: exit %d, stderr %q; want an error naming %s and --duration", strings.Join(tc.args, " "), code, errOut, tc.flag)
+		}
+	}
+}
