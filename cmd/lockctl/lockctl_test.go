@@ -156,8 +156,8 @@ func TestBadFlags(t *testing.T) {
 func TestHelp(t *testing.T) {
 	for _, c := range commands() {
 		code, _, errOut := lockctlRun(t, "", c.name, "-h")
-		if code != 0 || !strings.Contains(errOut, "Examples:") {
-			t.Errorf("lockctl %s -h: exit %d; want 0 and examples, got %q", c.name, code, errOut)
+		if code != 0 || !strings.Contains(errOut, "Examples:") || !strings.Contains(errOut, "Flags:\n  -") || !strings.Contains(errOut, "-config") {
+			t.Errorf("lockctl %s -h: exit %d; want 0, the flags and examples, got %q", c.name, code, errOut)
 		}
 		for _, bad := range []string{"-1ns", "(default 0s)", "-worker\n", "-drill-id"} {
 			if strings.Contains(errOut, bad) {
