@@ -125,7 +125,7 @@ func syntheticReport() *drill.Report {
 
 func TestReportInBrowser(t *testing.T) {
 	dir := t.TempDir()
-	if err := writeReport(dir, syntheticReport()); err != nil {
+	if _, err := writeReport(dir, syntheticReport()); err != nil {
 		t.Fatal(err)
 	}
 	checkInBrowser(t, filepath.Join(dir, "report.html"))
@@ -136,7 +136,7 @@ func TestReportInBrowser(t *testing.T) {
 // series, are caught.
 func TestReportCheckCatchesOverlap(t *testing.T) {
 	dir := t.TempDir()
-	if err := writeReport(dir, syntheticReport()); err != nil {
+	if _, err := writeReport(dir, syntheticReport()); err != nil {
 		t.Fatal(err)
 	}
 	page := filepath.Join(dir, "report.html")

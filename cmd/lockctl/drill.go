@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -209,10 +208,11 @@ func finish(f *drillFlags, r *drill.Report, stdout io.Writer) error {
 	fmt.Fprintln(stdout)
 	printSummary(stdout, r)
 	if f.report != "" {
-		if err := writeReport(f.report, r); err != nil {
+		paths, err := writeReport(f.report, r)
+		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "report: %s, %s\n", filepath.Join(f.report, "report.html"), filepath.Join(f.report, "report.json"))
+		fmt.Fprintf(stdout, "report: %s\n", strings.Join(paths, ", "))
 	}
 	if !r.OK() {
 		return errChecksFailed

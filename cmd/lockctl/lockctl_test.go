@@ -170,13 +170,26 @@ func TestHelp(t *testing.T) {
 // The drill with no server at all: two in-memory engines, the primary made
 // to refuse every call at --kill-at.
 func TestDrillInMemory(t *testing.T) {
-	code, out, errOut := lockctlRun(t, "", "drill", "--engine", "mem", "--duration", "2s", "--kill-at", "1s", "--workers", "4", "--names", "8")
+	dir := t.TempDir()
+	code, out, errOut := lockctlRun(t, "", "drill", "--engine", "mem", "--duration", "2s", "--kill-at", "1s", "--workers", "4", "--names", "8", "--report", dir)
 	if code != 0 {
 		t.Fatalf("lockctl drill --engine mem exited %d; want 0\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	for _, want := range []string{"in-memory pair (no server)", "stop mem-primary", "switch mem-primary → mem-secondary (breaker)", "failed 0", "violations:      0", "PASS"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// The closing line names every file the report wrote.
+	written, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, line, _ := strings.Cut(out, "\nreport: ")
+	line, _, _ = strings.Cut(line, "\n")
+	for _, f := range written {
+		if !strings.Contains(line, filepath.Join(dir, f.Name())) {
+			t.Errorf("report line %q does not name %s", line, f.Name())
 		}
 	}
 	if code, _, errOut := lockctlRun(t, "", "drill", "--engine", "foo"); code == 0 || !strings.Contains(errOut, "--engine: want etcd or mem") {

@@ -61,33 +61,37 @@ func printSummary(w io.Writer, r *drill.Report) {
 
 // writeReport writes into dir report.html (a self-contained page: the
 // timeline, the figures, and a check of its own labels), timeline.svg (the
-// timeline alone, for documents) and report.json (the raw figures).
-func writeReport(dir string, r *drill.Report) error {
+// timeline alone, for documents) and report.json (the raw figures), and
+// returns their paths.
+func writeReport(dir string, r *drill.Report) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("--report: %w", err)
+		return nil, fmt.Errorf("--report: %w", err)
 	}
 	raw, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	svg := timelineSVG(r)
-	for name, data := range map[string][]byte{
-		"report.json":  raw,
-		"timeline.svg": []byte(`<?xml version="1.0" encoding="UTF-8"?>` + "\n" + svg),
+	var html strings.Builder
+	if err := reportPage.Execute(&html, page{R: r, SVG: template.HTML(svg)}); err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{
+		{"report.html", []byte(html.String())},
+		{"timeline.svg", []byte(`<?xml version="1.0" encoding="UTF-8"?>` + "\n" + svg)},
+		{"report.json", raw},
 	} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			return fmt.Errorf("--report: %w", err)
+		path := filepath.Join(dir, f.name)
+		if err := os.WriteFile(path, f.data, 0o644); err != nil {
+			return nil, fmt.Errorf("--report: %w", err)
 		}
+		paths = append(paths, path)
 	}
-	f, err := os.Create(filepath.Join(dir, "report.html"))
-	if err != nil {
-		return fmt.Errorf("--report: %w", err)
-	}
-	if err := reportPage.Execute(f, page{R: r, SVG: template.HTML(svg)}); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return paths, nil
 }
 
 type page struct {
