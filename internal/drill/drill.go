@@ -240,13 +240,16 @@ func (d *Drill) Run(ctx context.Context, sw *switcher.Switcher) (*Report, error)
 		}()
 	}
 	d.tick(ctx, sw)
+	// The load ends here; a fault may take longer to return (an embedded
+	// etcd server takes seconds to stop), which is not the drill's time.
+	end := time.Since(d.started)
 	wg.Wait()
 
 	current, states := sw.Current(), sw.States()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.closeBucket(current, states)
-	d.report.Duration = time.Since(d.started)
+	d.closeLast(end, current, states)
+	d.report.Duration = end
 	d.report.Retried = sw.Retried() - retried0
 	sort.Slice(d.report.Marks, func(i, j int) bool { return d.report.Marks[i].At < d.report.Marks[j].At })
 	r := d.report
@@ -316,6 +319,22 @@ func (d *Drill) closeBucket(current string, states []switcher.EngineState) {
 	}
 	d.report.Timeline = append(d.report.Timeline, b)
 	d.bucket, d.waits, d.failedN = make(map[string]int64), d.waits[:0], 0
+}
+
+// closeLast closes the last bucket at end. One that began less than half a
+// tick before the end joins the bucket before it: a rate over a sliver of
+// time means nothing. Called with d.mu.
+func (d *Drill) closeLast(end time.Duration, current string, states []switcher.EngineState) {
+	n := len(d.report.Timeline)
+	if n == 0 || end-time.Duration(n)*d.cfg.Tick >= d.cfg.Tick/2 {
+		d.closeBucket(current, states)
+		return
+	}
+	prev := &d.report.Timeline[n-1]
+	for e, c := range d.bucket {
+		prev.Acquired[e] += c
+	}
+	prev.Failed += d.failedN
 }
 
 // Round rounds d for people: to the microsecond under a millisecond, to
