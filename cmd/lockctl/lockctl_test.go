@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"encoding/xml"
 	"io"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/orthrus-go/orthrus/internal/drill"
 	"github.com/orthrus-go/orthrus/internal/testmain"
 )
 
@@ -63,14 +61,7 @@ func TestDrillEmbedded(t *testing.T) {
 		}
 	}
 
-	raw, err := os.ReadFile(filepath.Join(dir, "report.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r drill.Report
-	if err := json.Unmarshal(raw, &r); err != nil {
-		t.Fatalf("report.json: %v", err)
-	}
+	r := readReportJSON(t, filepath.Join(dir, "report.json"))
 	if r.Failed != 0 || len(r.Violations) != 0 || r.Acquired["etcd-secondary"] == 0 || r.SwitchLatency <= 0 {
 		t.Errorf("report.json: failed %d, violations %v, acquired %v, switch latency %v", r.Failed, r.Violations, r.Acquired, r.SwitchLatency)
 	}

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"html/template"
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/orthrus-go/orthrus/internal/drill"
 )
@@ -67,7 +72,7 @@ func writeReport(dir string, r *drill.Report) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("--report: %w", err)
 	}
-	raw, err := json.MarshalIndent(r, "", "  ")
+	raw, err := reportJSON(r)
 	if err != nil {
 		return nil, err
 	}
@@ -92,6 +97,78 @@ func writeReport(dir string, r *drill.Report) ([]string, error) {
 		paths = append(paths, path)
 	}
 	return paths, nil
+}
+
+// reportJSON is report.json: r as encoding/json writes it, but with every
+// time.Duration as a float of milliseconds under its name with "_ms"
+// ("switch_latency_ms": 2.013), exact to the nanosecond, and every list
+// and map [] or {} when empty, never null, for readers in any language.
+func reportJSON(r *drill.Report) ([]byte, error) {
+	var b bytes.Buffer
+	if err := appendJSON(&b, reflect.ValueOf(r)); err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, b.Bytes(), "", "  "); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// appendJSON writes v to b as reportJSON describes.
+func appendJSON(b *bytes.Buffer, v reflect.Value) error {
+	switch {
+	case v.Type() == durationType:
+		b.WriteString(strconv.FormatFloat(float64(v.Int())/1e6, 'f', -1, 64))
+		return nil
+	case v.Kind() == reflect.Pointer && !v.IsNil():
+		return appendJSON(b, v.Elem())
+	case v.Kind() == reflect.Map && v.IsNil():
+		b.WriteString("{}")
+		return nil
+	case v.Kind() == reflect.Slice:
+		b.WriteByte('[')
+		for i := range v.Len() {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if err := appendJSON(b, v.Index(i)); err != nil {
+				return err
+			}
+		}
+		b.WriteByte(']')
+		return nil
+	case v.Kind() == reflect.Struct && v.Type() != reflect.TypeFor[time.Time]():
+		b.WriteByte('{')
+		n := 0
+		for i := range v.NumField() {
+			f, fv := v.Type().Field(i), v.Field(i)
+			name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+			name = cmp.Or(name, f.Name)
+			if !f.IsExported() || name == "-" || (opts == "omitempty" && fv.IsZero()) ||
+				(opts == "omitempty" && fv.Kind() == reflect.Slice && fv.Len() == 0) {
+				continue
+			}
+			if f.Type == durationType {
+				name += "_ms"
+			}
+			if n > 0 {
+				b.WriteByte(',')
+			}
+			n++
+			fmt.Fprintf(b, "%q:", name)
+			if err := appendJSON(b, fv); err != nil {
+				return err
+			}
+		}
+		b.WriteByte('}')
+		return nil
+	}
+	raw, err := json.Marshal(v.Interface())
+	b.Write(raw)
+	return err
 }
 
 type page struct {
