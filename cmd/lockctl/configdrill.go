@@ -334,7 +334,7 @@ func fleetFaults(ctx context.Context, f *drillFlags, env *drillEnv, start time.T
 		if target == "" {
 			target = nextEngine(sctx, env)
 		}
-		m := drill.Mark{At: at, Kind: "fault", Label: "switch to " + target}
+		m := drill.Mark{At: at, Kind: drill.KindPlanned, Label: "switch to " + target}
 		if err := env.set(nil)(sctx, target); err != nil {
 			m.Detail = err.Error()
 			fmt.Fprintf(stderr, "lockctl drill: switch to %s: %v\n", target, err)

@@ -272,7 +272,7 @@ func switchFault(at time.Duration, to string, current func() []switcher.EngineSt
 	if to == "" {
 		name = "switch to the next engine"
 	}
-	return drill.Fault{At: at, Name: name, Do: func() error {
+	return drill.Fault{At: at, Name: name, Kind: drill.KindPlanned, Do: func() error {
 		target := to
 		if target == "" {
 			states := current()

@@ -118,8 +118,8 @@ func checkReportPage(t *testing.T, path string, engines []string) {
 			t.Errorf("report.html has %d series for %s; want 1", series[e], e)
 		}
 	}
-	if kinds["fault"] == 0 || kinds["switch"] == 0 {
-		t.Errorf("report.html marks %v; want a fault and a switch", kinds)
+	if kinds["fault"]+kinds["planned"] == 0 || kinds["switch"] == 0 {
+		t.Errorf("report.html marks %v; want a fault or planned switch, and a switch", kinds)
 	}
 }
 

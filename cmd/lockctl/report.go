@@ -28,11 +28,7 @@ func printSummary(w io.Writer, r *drill.Report) {
 		}
 		fmt.Fprintf(w, "  %8v  %-6s %s%s\n", drill.Round(m.At), m.Kind, m.Label, detail)
 	}
-	if r.SwitchLatency >= 0 {
-		fmt.Fprintf(w, "time to switch:  %v after the fault\n", drill.Round(r.SwitchLatency))
-	} else {
-		fmt.Fprintln(w, "time to switch:  no switch after a fault")
-	}
+	fmt.Fprintf(w, "time to switch:  %s\n", switchTime(r))
 	if f := r.Fleet; f != nil {
 		for _, s := range f.Switches {
 			fmt.Fprintf(w, "fleet switch:    %d of %d processes followed %q; first after %v, last after %v, spread %v\n",
@@ -62,6 +58,21 @@ func printSummary(w io.Writer, r *drill.Report) {
 	} else {
 		fmt.Fprintln(w, "FAIL")
 	}
+}
+
+// switchTime says how long the first switch took after its cause.
+func switchTime(r *drill.Report) string {
+	cause := "a fault"
+	for _, m := range r.Marks {
+		if m.Kind != drill.KindSwitch {
+			cause = "the " + kindName(m.Kind)
+			break
+		}
+	}
+	if r.SwitchLatency < 0 {
+		return "no switch after " + cause
+	}
+	return fmt.Sprintf("%v after %s", drill.Round(r.SwitchLatency), cause)
 }
 
 // writeReport writes into dir report.html (a self-contained page: the
@@ -180,7 +191,7 @@ type page struct {
 // Its script checks the drawing as a browser lays it out — no two labels
 // overlap, no series is empty or NaN — and writes the verdict into
 // #verdict, for the report's browser test and for the curious.
-var reportPage = template.Must(template.New("report").Funcs(template.FuncMap{"round": drill.Round}).Parse(`<!DOCTYPE html>
+var reportPage = template.Must(template.New("report").Funcs(template.FuncMap{"round": drill.Round, "switchTime": switchTime}).Parse(`<!DOCTYPE html>
 <html xmlns="http://www.w3.org/1999/xhtml" lang="en">
 <head>
 <meta charset="utf-8" />
@@ -202,7 +213,7 @@ td.n { text-align: right; }
 {{.SVG}}
 <h2>Figures</h2>
 <table>
-<tr><th>time to switch</th><td>{{if ge .R.SwitchLatency 0}}{{round .R.SwitchLatency}} after the fault{{else}}no switch after a fault{{end}}</td></tr>
+<tr><th>time to switch</th><td>{{switchTime .R}}</td></tr>
 {{range $e := .R.Engines}}<tr><th>acquisitions on {{$e}}</th><td class="n">{{index $.R.Acquired $e}}</td></tr>
 {{end}}<tr><th>failed acquisitions</th><td class="n">{{.R.Failed}}</td></tr>
 <tr><th>retried acquisitions</th><td class="n">{{.R.Retried}}</td></tr>
@@ -212,7 +223,7 @@ td.n { text-align: right; }
 </table>
 {{with .R.Fleet}}<h2>Fleet</h2>
 <table>
-<tr><th>fault</th><th>processes that followed</th><th>first</th><th>last</th><th>spread</th></tr>
+<tr><th>fault or planned switch</th><th>processes that followed</th><th>first</th><th>last</th><th>spread</th></tr>
 {{range .Switches}}<tr><td>{{.Fault.Label}} at {{round .Fault.At}}</td><td class="n">{{.Switched}} of {{len $.R.Fleet.Processes}}</td><td>{{round .First}}</td><td>{{round .Last}}</td><td>{{round .Spread}}</td></tr>
 {{end}}</table>
 <p>Processes on different engines: {{round .Split}} in all, {{round .LongestSplit}} at most at once.</p>

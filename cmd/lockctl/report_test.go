@@ -85,3 +85,27 @@ func TestReportJSON(t *testing.T) {
 			want.Duration, want.SwitchLatency, want.Tick, want.Marks[1].At, want.Timeline[3].P99, want.Fleet.Processes[2].Marks[0].At)
 	}
 }
+
+// A switch asked for by --switch-at is a planned switch, not a fault.
+func TestDrillPlannedSwitch(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := lockctlRun(t, "", "drill", "--engine", "mem", "--duration", "2s", "--kill-at", "0", "--switch-at", "1s", "--workers", "4", "--names", "8", "--report", dir)
+	if code != 0 {
+		t.Fatalf("lockctl drill exited %d; want 0\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "planned switch to the next engine") || strings.Contains(out, "fault") {
+		t.Errorf("drill output marks the planned switch as a fault, or not at all:\n%s", out)
+	}
+	r := readReportJSON(t, filepath.Join(dir, "report.json"))
+	kinds := map[string]int{}
+	for _, m := range r.Marks {
+		kinds[m.Kind]++
+	}
+	if kinds["planned"] != 1 || kinds["switch"] != 1 || kinds["fault"] != 0 {
+		t.Errorf("report.json marks %v; want a planned switch and a switch", kinds)
+	}
+	page := readFile(t, filepath.Join(dir, "report.html"))
+	if !strings.Contains(page, "planned: switch to the next engine") || strings.Contains(page, "fault: switch") {
+		t.Errorf("the page does not label the planned switch as planned")
+	}
+}

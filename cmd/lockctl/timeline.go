@@ -113,10 +113,22 @@ func (w *svgWriter) placeMarks(ms []drill.Mark) ([]placedMark, int) {
 	return marks, len(rowEnd)
 }
 
-// markColor is a fault's red or a switch's grey.
+// kindName names a mark's kind in a sentence.
+func kindName(kind string) string {
+	if kind == drill.KindPlanned {
+		return "planned switch"
+	}
+	return kind
+}
+
+// markColor is a fault's red, a planned switch's purple or a switch's
+// grey.
 func markColor(m drill.Mark) string {
-	if m.Kind == "switch" {
+	switch m.Kind {
+	case drill.KindSwitch:
 		return "#444"
+	case drill.KindPlanned:
+		return "#9467bd"
 	}
 	return "#d62728"
 }

@@ -6,6 +6,7 @@
 package drill
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,13 +45,22 @@ type Fault struct {
 	At   time.Duration
 	Name string // e.g. "kill primary"
 	Do   func() error
+	// Kind is its mark's: KindFault (the default) or KindPlanned.
+	Kind string
 }
 
-// Mark is a fault or a switch on the drill's timeline.
+// The kinds of Mark.
+const (
+	KindFault   = "fault"   // something done to an engine
+	KindPlanned = "planned" // a switch asked for, not forced by a fault
+	KindSwitch  = "switch"  // a switch that happened
+)
+
+// Mark is a fault, a planned switch or a switch on the drill's timeline.
 type Mark struct {
 	At     time.Duration `json:"at"`
 	Label  string        `json:"label"`
-	Kind   string        `json:"kind"` // "fault" or "switch"
+	Kind   string        `json:"kind"` // KindFault, KindPlanned or KindSwitch
 	Detail string        `json:"detail,omitempty"`
 	To     string        `json:"to,omitempty"` // a switch's new engine
 }
@@ -93,7 +103,7 @@ type Report struct {
 	Retried       int64            `json:"retried"`
 	Lost          int64            `json:"lost"`
 	UnlockErrors  int64            `json:"unlock_errors"`
-	SwitchLatency time.Duration    `json:"switch_latency"` // first fault to first switch after it; -1 if none
+	SwitchLatency time.Duration    `json:"switch_latency"` // first fault or planned switch to the first switch after it; -1 if none
 	Marks         []Mark           `json:"marks"`
 	Timeline      []Bucket         `json:"timeline"`
 	Tick          time.Duration    `json:"tick"`
@@ -190,7 +200,7 @@ func (d *Drill) OnSwitch(ev switcher.Event) {
 		return
 	}
 	at := ev.At.Sub(d.started)
-	d.report.Marks = append(d.report.Marks, Mark{At: at, Kind: "switch", Label: ev.From + " → " + ev.To, Detail: string(ev.Reason), To: ev.To})
+	d.report.Marks = append(d.report.Marks, Mark{At: at, Kind: KindSwitch, Label: ev.From + " → " + ev.To, Detail: string(ev.Reason), To: ev.To})
 	if d.firstHit >= 0 && d.report.SwitchLatency < 0 && at >= d.firstHit {
 		d.report.SwitchLatency = at - d.firstHit
 	}
@@ -273,7 +283,7 @@ func (d *Drill) inject(ctx context.Context, f Fault) {
 	err := f.Do()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	m := Mark{At: at, Kind: "fault", Label: f.Name}
+	m := Mark{At: at, Kind: cmp.Or(f.Kind, KindFault), Label: f.Name}
 	if err != nil {
 		m.Detail = err.Error()
 	}
