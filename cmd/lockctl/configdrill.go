@@ -134,6 +134,7 @@ func runConfigDrill(ctx context.Context, f *drillFlags, logger *slog.Logger, std
 		if err != nil {
 			return err
 		}
+		r.Setup = configSetup(env.cfg)
 		return finish(f, r, stdout)
 	}
 
@@ -153,6 +154,7 @@ func runConfigDrill(ctx context.Context, f *drillFlags, logger *slog.Logger, std
 	if err != nil {
 		return err
 	}
+	r.Setup = configSetup(env.cfg)
 	return finish(f, r, stdout)
 }
 

@@ -7,13 +7,16 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/orthrus-go/orthrus/config"
 	"github.com/orthrus-go/orthrus/internal/drill"
 )
 
@@ -73,6 +76,46 @@ func switchTime(r *drill.Report) string {
 		return "no switch after " + cause
 	}
 	return fmt.Sprintf("%v after %s", drill.Round(r.SwitchLatency), cause)
+}
+
+// figure is one row of the page's figures: a name, its value and what it
+// counts.
+type figure struct {
+	Name, Value, Note string
+}
+
+// figures are the page's figures, each with what it counts.
+func figures(r *drill.Report) []figure {
+	out := []figure{{"time to switch", switchTime(r), "from the first fault or planned switch to the first switch of the switcher (of any process, in a fleet) after it"}}
+	for _, e := range r.Engines {
+		out = append(out, figure{"acquisitions on " + e, fmt.Sprint(r.Acquired[e]), "locks granted by " + e})
+	}
+	return append(out,
+		figure{"failed acquisitions", fmt.Sprint(r.Failed), "LockCtx calls that returned an error: the caller did not get the lock (a sample is below)"},
+		figure{"retried acquisitions", fmt.Sprint(r.Retried), "acquisitions that failed on an unavailable engine and that the switcher tried again, on the new current engine or the same one: the caller saw no error, only the wait"},
+		figure{"lost holds", fmt.Sprint(r.Lost), "holds that their engine gave up before Unlock (Unlock returned locker.ErrLockLost): a holder that kept writing would have been unprotected"},
+		figure{"unlock errors", fmt.Sprint(r.UnlockErrors), "Unlock calls that failed otherwise, mostly holds on an engine that had just stopped: they could not be released there and expire with their TTL; no other holder could take them meanwhile"},
+		figure{"violations", fmt.Sprint(len(r.Violations)), "two holders of a name on one engine at once, a token that did not increase, or a hold released through another engine than the one that granted it; must be 0"},
+	)
+}
+
+// configSetup names what a drill of cfg runs against: the file, the
+// source, and each engine's addresses and security, never a secret.
+func configSetup(cfg *config.Config) drill.Setup {
+	setup := drill.Setup{Config: cfg.File(), Source: sourceWhere(cfg, cfg.File())}
+	for i := range cfg.Engines {
+		e := &cfg.Engines[i]
+		addrs := slices.Concat(e.Addrs, e.Servers, e.Endpoints) // only its type's are set
+		for k, a := range addrs {
+			// An etcd endpoint may be a URL with user:password@.
+			if u, err := url.Parse(a); err == nil && u.User != nil {
+				u.User = nil
+				addrs[k] = u.String()
+			}
+		}
+		setup.Targets = append(setup.Targets, drill.Target{Name: e.Name, Type: e.Type, Addrs: addrs, Security: e.Security()})
+	}
+	return setup
 }
 
 // writeReport writes into dir report.html (a self-contained page: the
@@ -191,7 +234,7 @@ type page struct {
 // Its script checks the drawing as a browser lays it out — no two labels
 // overlap, no series is empty or NaN — and writes the verdict into
 // #verdict, for the report's browser test and for the curious.
-var reportPage = template.Must(template.New("report").Funcs(template.FuncMap{"round": drill.Round, "switchTime": switchTime}).Parse(`<!DOCTYPE html>
+var reportPage = template.Must(template.New("report").Funcs(template.FuncMap{"round": drill.Round, "figures": figures}).Parse(`<!DOCTYPE html>
 <html xmlns="http://www.w3.org/1999/xhtml" lang="en">
 <head>
 <meta charset="utf-8" />
@@ -199,28 +242,28 @@ var reportPage = template.Must(template.New("report").Funcs(template.FuncMap{"ro
 <style>
 body { font-family: sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; margin-bottom: 1em; }
-td, th { padding: 2px 14px 2px 0; text-align: left; }
+td, th { padding: 2px 14px 2px 0; text-align: left; vertical-align: top; }
 td.n { text-align: right; }
+td.note { color: #555; font-size: 90%; max-width: 46em; }
+#verdict { color: #777; font-size: 11px; }
 .fail { color: #d62728; font-weight: bold; }
 .pass { color: #2ca02c; font-weight: bold; }
-#verdict { color: #777; font-size: 11px; }
 </style>
 </head>
 <body>
 <h1>orthrus drill report</h1>
 <p>Started {{.R.Started.Format "2006-01-02 15:04:05 MST"}}; {{.R.Workers}} workers{{with .R.Fleet}} in {{len .Processes}} processes{{end}} on {{.R.Names}} names for {{round .R.Duration}}; engines in order: {{range $i, $e := .R.Engines}}{{if $i}}, {{end}}{{$e}}{{end}}.
 {{if .R.OK}}<span class="pass">PASS</span>{{else}}<span class="fail">FAIL</span>{{end}}</p>
+<p>Drilled: {{with .R.Setup.Config}}config {{.}}{{else}}engines started by lockctl (no --config){{end}}{{with .R.Setup.Source}}, source {{.}}{{end}}.</p>
+{{with .R.Setup.Targets}}<table>
+<tr><th>engine</th><th>type</th><th>addresses</th><th>security</th></tr>
+{{range .}}<tr><td>{{.Name}}</td><td>{{.Type}}</td><td>{{range $i, $a := .Addrs}}{{if $i}}, {{end}}{{$a}}{{else}}in memory{{end}}</td><td>{{.Security}}</td></tr>
+{{end}}</table>{{end}}
 {{.SVG}}
 <h2>Figures</h2>
 <table>
-<tr><th>time to switch</th><td>{{switchTime .R}}</td></tr>
-{{range $e := .R.Engines}}<tr><th>acquisitions on {{$e}}</th><td class="n">{{index $.R.Acquired $e}}</td></tr>
-{{end}}<tr><th>failed acquisitions</th><td class="n">{{.R.Failed}}</td></tr>
-<tr><th>retried acquisitions</th><td class="n">{{.R.Retried}}</td></tr>
-<tr><th>lost holds</th><td class="n">{{.R.Lost}}</td></tr>
-<tr><th>unlock errors</th><td class="n">{{.R.UnlockErrors}}</td></tr>
-<tr><th>violations</th><td class="n">{{len .R.Violations}}</td></tr>
-</table>
+{{range figures .R}}<tr><th>{{.Name}}</th><td class="n">{{.Value}}</td><td class="note">{{.Note}}</td></tr>
+{{end}}</table>
 {{with .R.Fleet}}<h2>Fleet</h2>
 <table>
 <tr><th>fault or planned switch</th><th>processes that followed</th><th>first</th><th>last</th><th>spread</th></tr>

@@ -5,9 +5,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/orthrus-go/orthrus/config"
 	"github.com/orthrus-go/orthrus/internal/drill"
 )
 
@@ -86,6 +88,64 @@ func TestReportJSON(t *testing.T) {
 	}
 }
 
+// Every figure on the page says what it counts.
+func TestReportExplainsFigures(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := writeReport(dir, syntheticReport()); err != nil {
+		t.Fatal(err)
+	}
+	page := readFile(t, filepath.Join(dir, "report.html"))
+	rows := regexp.MustCompile(`<tr><th>([^<]+)</th><td[^>]*>[^<]*</td>(?:<td class="note">([^<]*)</td>)?</tr>`).FindAllStringSubmatch(page, -1)
+	if len(rows) == 0 {
+		t.Fatal("no figures on the page")
+	}
+	seen := map[string]bool{}
+	for _, r := range rows {
+		seen[r[1]] = true
+		if strings.TrimSpace(r[2]) == "" {
+			t.Errorf("figure %q is not explained", r[1])
+		}
+	}
+	for _, name := range []string{"retried acquisitions", "unlock errors"} {
+		if !seen[name] {
+			t.Errorf("no figure %q on the page", name)
+		}
+	}
+}
+
+// The report names the config and every engine's addresses, never a
+// secret.
+func TestReportNamesWhatWasDrilled(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.yaml")
+	writeFile(t, path, `engines:
+  - {name: redis-main, type: redis, addrs: ["10.0.0.1:6379", "10.0.0.2:6379"], password: s3cret-redis}
+  - {name: etcd-b, type: etcd, endpoints: ["https://etcd-1.internal:2379"], username: app, password: s3cret-etcd, tls: {enabled: true}}
+  - {name: zk-c, type: zk, servers: ["zk-1:2181"], auth: {scheme: digest, credentials: "app:s3cret-zk"}}
+source: {type: etcd, endpoints: ["https://etcd-1.internal:2379"], key: /app/active, username: app, password: s3cret-source}
+`)
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := syntheticReport()
+	r.Setup = configSetup(cfg)
+	if _, err := writeReport(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []string{"report.html", "report.json"} {
+		got := readFile(t, filepath.Join(dir, file))
+		for _, want := range []string{path, "10.0.0.1:6379", "10.0.0.2:6379", "https://etcd-1.internal:2379", "zk-1:2181", "/app/active", "user app"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("%s does not name %s", file, want)
+			}
+		}
+		if strings.Contains(got, "s3cret") {
+			t.Errorf("%s shows a secret", file)
+		}
+	}
+}
+
 // A switch asked for by --switch-at is a planned switch, not a fault.
 func TestDrillPlannedSwitch(t *testing.T) {
 	dir := t.TempDir()
@@ -107,5 +167,8 @@ func TestDrillPlannedSwitch(t *testing.T) {
 	page := readFile(t, filepath.Join(dir, "report.html"))
 	if !strings.Contains(page, "planned: switch to the next engine") || strings.Contains(page, "fault: switch") {
 		t.Errorf("the page does not label the planned switch as planned")
+	}
+	if !strings.Contains(page, "in memory") {
+		t.Errorf("the page does not say that the engines were in memory")
 	}
 }

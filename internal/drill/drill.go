@@ -116,6 +116,29 @@ type Report struct {
 	Grants []Grant `json:"grants,omitempty"`
 	// Fleet holds the figures of a fleet drill (Merge).
 	Fleet *Fleet `json:"fleet,omitempty"`
+	// Setup is what the drill ran against; the caller of Run fills it in.
+	Setup Setup `json:"setup"`
+}
+
+// Setup is what a drill ran against, as its report names it: never a
+// secret.
+type Setup struct {
+	// Config is the config file drilled, "" for engines lockctl started.
+	Config string `json:"config"`
+	// Source is the watched key or file that names the active engine, ""
+	// without one.
+	Source  string   `json:"source,omitempty"`
+	Targets []Target `json:"targets"`
+}
+
+// Target is one engine drilled.
+type Target struct {
+	Name  string   `json:"name"`
+	Type  string   `json:"type"`  // redis, zk, etcd or mem
+	Addrs []string `json:"addrs"` // none in memory
+	// Security is how it connects and authenticates, without the secrets
+	// (config.Engine.Security).
+	Security string `json:"security,omitempty"`
 }
 
 // OK reports whether every check passed.
