@@ -92,8 +92,8 @@ func checkReportPage(t *testing.T, path string, engines []string) {
 			t.Fatalf("report.html is not well-formed: %v", err)
 		}
 		if cd, ok := tok.(xml.CharData); ok && inText {
-			if kind, _, ok := strings.Cut(string(cd), ": "); ok {
-				kinds[kind]++
+			if label, _, ok := strings.Cut(string(cd), ": "); ok {
+				kinds[strings.Fields(label)[0]]++ // "fault at 2s", "switch 2ms after the fault"
 			}
 		}
 		if _, ok := tok.(xml.EndElement); ok {

@@ -165,7 +165,7 @@ func TestDrillPlannedSwitch(t *testing.T) {
 		t.Errorf("report.json marks %v; want a planned switch and a switch", kinds)
 	}
 	page := readFile(t, filepath.Join(dir, "report.html"))
-	if !strings.Contains(page, "planned: switch to the next engine") || strings.Contains(page, "fault: switch") {
+	if !regexp.MustCompile(`planned at [^:]+: switch to the next engine`).MatchString(page) || regexp.MustCompile(`fault at [^:]+: switch`).MatchString(page) {
 		t.Errorf("the page does not label the planned switch as planned")
 	}
 	if !strings.Contains(page, "in memory") {
