@@ -30,11 +30,15 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-var verdictRE = regexp.MustCompile(`(?s)<pre id="verdict">(.*?)</pre>`)
+var (
+	checkRE  = regexp.MustCompile(`<body data-check="([^"]*)"`)
+	scriptRE = regexp.MustCompile(`(?s)<script>.*?</script>`)
+)
 
 // browse loads the report page in headless chromium and returns the
-// verdict its script wrote; it saves a screenshot as report.png next to
-// the page.
+// verdict its script wrote into body's data-check; it fails the test when
+// the verdict is anywhere else, where a reader would see it, and saves a
+// screenshot as report.png next to the page.
 func browse(t *testing.T, page string) string {
 	t.Helper()
 	bin := chromium(t)
@@ -54,15 +58,20 @@ func browse(t *testing.T, page string) string {
 		}
 		return out
 	}
-	dom := run("--dump-dom")
-	m := verdictRE.FindSubmatch(dom)
+	dom := string(run("--dump-dom"))
+	m := checkRE.FindStringSubmatchIndex(dom)
 	if m == nil {
-		t.Fatalf("no verdict in the page chromium loaded:\n%.2000s", dom)
+		t.Fatalf("no self-check in the page chromium loaded:\n%.2000s", dom)
+	}
+	verdict := html.UnescapeString(dom[m[2]:m[3]])
+	shown := html.UnescapeString(scriptRE.ReplaceAllString(dom[:m[0]]+dom[m[1]:], ""))
+	if verdict == "" || strings.Contains(shown, verdict) {
+		t.Errorf("the self-check %q is visible to readers", verdict)
 	}
 	shot := filepath.Join(filepath.Dir(page), "report.png")
 	run("--window-size=1100,1500", "--hide-scrollbars", "--screenshot="+shot)
 	t.Logf("screenshot: %s", shot)
-	return html.UnescapeString(string(m[1]))
+	return verdict
 }
 
 // checkInBrowser fails the test unless the page's own check passes in a
@@ -123,20 +132,56 @@ func syntheticReport() *drill.Report {
 	return r
 }
 
-func TestReportInBrowser(t *testing.T) {
-	dir := t.TempDir()
-	if err := writeReport(dir, syntheticReport()); err != nil {
-		t.Fatal(err)
+// quickSwitchReport is the common drill now: the switch 2ms after the
+// fault, then a planned switch back with its switch 1ms later.
+func quickSwitchReport() *drill.Report {
+	engines := []string{"etcd-primary", "etcd-secondary"}
+	tick := 250 * time.Millisecond
+	r := &drill.Report{
+		Started: time.Now(), Duration: 9 * time.Second, Engines: engines, Workers: 16, Names: 64, Tick: tick,
+		Acquired: map[string]int64{engines[0]: 4479, engines[1]: 2971}, SwitchLatency: 2 * time.Millisecond, Retried: 1, UnlockErrors: 12,
+		Marks: []drill.Mark{
+			{At: 2 * time.Second, Kind: "fault", Label: "stop etcd-primary"},
+			{At: 2*time.Second + 2*time.Millisecond, Kind: "switch", Label: "etcd-primary → etcd-secondary", Detail: "breaker", To: engines[1]},
+			{At: 6 * time.Second, Kind: "planned", Label: "switch to etcd-primary"},
+			{At: 6*time.Second + time.Millisecond, Kind: "switch", Label: "etcd-secondary → etcd-primary", Detail: "manual", To: engines[0]},
+		},
+		Setup: drill.Setup{Targets: []drill.Target{
+			{Name: engines[0], Type: "etcd", Addrs: []string{"http://127.0.0.1:43159"}, Security: "no tls"},
+			{Name: engines[1], Type: "etcd", Addrs: []string{"http://127.0.0.1:45579"}, Security: "no tls"},
+		}},
 	}
-	checkInBrowser(t, filepath.Join(dir, "report.html"))
-	checkReportPage(t, filepath.Join(dir, "report.html"), syntheticReport().Engines)
+	for k := range 36 {
+		at := time.Duration(k) * tick
+		b := drill.Bucket{At: at, Acquired: map[string]int64{}, P50: 2 * time.Millisecond, P99: time.Duration(k%5+8) * time.Millisecond,
+			Current: engines[0], Breakers: []string{"closed", "closed"}}
+		if at >= 2*time.Second && at < 6*time.Second {
+			b.Current, b.Breakers[0] = engines[1], "open"
+		}
+		b.Acquired[b.Current] = 600
+		r.Timeline = append(r.Timeline, b)
+	}
+	return r
+}
+
+func TestReportInBrowser(t *testing.T) {
+	for name, r := range map[string]*drill.Report{"fleet": syntheticReport(), "quick switch": quickSwitchReport()} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if _, err := writeReport(dir, r); err != nil {
+				t.Fatal(err)
+			}
+			checkInBrowser(t, filepath.Join(dir, "report.html"))
+			checkReportPage(t, filepath.Join(dir, "report.html"), r.Engines)
+		})
+	}
 }
 
 // The page's check can fail: a label drawn over another, and an empty
 // series, are caught.
 func TestReportCheckCatchesOverlap(t *testing.T) {
 	dir := t.TempDir()
-	if err := writeReport(dir, syntheticReport()); err != nil {
+	if _, err := writeReport(dir, syntheticReport()); err != nil {
 		t.Fatal(err)
 	}
 	page := filepath.Join(dir, "report.html")
@@ -145,12 +190,13 @@ func TestReportCheckCatchesOverlap(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := strings.Replace(string(raw), "</svg>",
-		`<text x="150" y="30" font-size="11">overlapping one</text><text x="160" y="30" font-size="11">overlapping two</text><polyline class="series" data-name="empty" points="" /></svg>`, 1)
+		`<text x="150" y="30" font-size="11">overlapping one</text><text x="160" y="30" font-size="11">overlapping two</text><polyline class="series" data-name="empty" points="" />`+
+			`<text x="300" y="60" font-size="11">crossed out</text><line class="mark" x1="320" y1="40" x2="320" y2="80" stroke="#000" /></svg>`, 1)
 	if err := os.WriteFile(page, []byte(bad), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	v := browse(t, page)
-	for _, want := range []string{"FAIL", `labels overlap: "overlapping one" and "overlapping two"`, "empty series: empty"} {
+	for _, want := range []string{"FAIL", `labels overlap: "overlapping one" and "overlapping two"`, "empty series: empty", `line over label: "crossed out"`} {
 		if !strings.Contains(v, want) {
 			t.Errorf("verdict %q; want it to contain %q", v, want)
 		}

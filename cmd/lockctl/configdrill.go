@@ -134,6 +134,7 @@ func runConfigDrill(ctx context.Context, f *drillFlags, logger *slog.Logger, std
 		if err != nil {
 			return err
 		}
+		r.Setup = configSetup(env.cfg)
 		return finish(f, r, stdout)
 	}
 
@@ -153,6 +154,7 @@ func runConfigDrill(ctx context.Context, f *drillFlags, logger *slog.Logger, std
 	if err != nil {
 		return err
 	}
+	r.Setup = configSetup(env.cfg)
 	return finish(f, r, stdout)
 }
 
@@ -313,7 +315,7 @@ func (ws fleet) reports(ctx context.Context) ([]*drill.Report, error) {
 // delivers the faults it injected once the drill's duration has passed.
 func fleetFaults(ctx context.Context, f *drillFlags, env *drillEnv, start time.Time, stdout, stderr io.Writer) <-chan []drill.Mark {
 	out := make(chan []drill.Mark, 1)
-	if f.switchAt <= 0 || f.switchAt >= f.duration {
+	if f.switchAt <= 0 { // validate refuses one at or after the end
 		out <- nil
 		return out
 	}
@@ -334,7 +336,7 @@ func fleetFaults(ctx context.Context, f *drillFlags, env *drillEnv, start time.T
 		if target == "" {
 			target = nextEngine(sctx, env)
 		}
-		m := drill.Mark{At: at, Kind: "fault", Label: "switch to " + target}
+		m := drill.Mark{At: at, Kind: drill.KindPlanned, Label: "switch to " + target}
 		if err := env.set(nil)(sctx, target); err != nil {
 			m.Detail = err.Error()
 			fmt.Fprintf(stderr, "lockctl drill: switch to %s: %v\n", target, err)

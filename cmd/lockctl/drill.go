@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -118,26 +117,27 @@ func runDrill(args []string, stdout, stderr io.Writer) error {
 	if f.serving != nil {
 		swOpts = append(swOpts, switcher.WithObserver(f.serving.tel))
 	}
-	sw, primary, kill, stopAll, err := startDrillEngines(ctx, &f, logger, swOpts, stdout)
+	eng, err := startDrillEngines(ctx, &f, logger, swOpts, stdout)
 	if err != nil {
 		return err
 	}
-	defer stopAll()
+	defer eng.close()
 	var faults []drill.Fault
 	if f.killAt.d > 0 {
-		faults = append(faults, drill.Fault{At: f.killAt.d, Name: "stop " + primary, Do: kill})
+		faults = append(faults, drill.Fault{At: f.killAt.d, Name: "stop " + eng.primary, Do: eng.kill})
 	}
 	if f.switchAt > 0 {
-		faults = append(faults, switchFault(f.switchAt, f.switchTo, sw.States, func(_ context.Context, to string) error {
-			_, err := sw.SwitchEngineTo(to)
+		faults = append(faults, switchFault(f.switchAt, f.switchTo, eng.sw.States, func(_ context.Context, to string) error {
+			_, err := eng.sw.SwitchEngineTo(to)
 			return err
 		}))
 	}
 	d.SetFaults(faults)
-	r, err := d.Run(ctx, sw)
+	r, err := d.Run(ctx, eng.sw)
 	if err != nil {
 		return err
 	}
+	r.Setup = eng.setup
 	return finish(&f, r, stdout)
 }
 
@@ -209,10 +209,11 @@ func finish(f *drillFlags, r *drill.Report, stdout io.Writer) error {
 	fmt.Fprintln(stdout)
 	printSummary(stdout, r)
 	if f.report != "" {
-		if err := writeReport(f.report, r); err != nil {
+		paths, err := writeReport(f.report, r)
+		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "report: %s, %s\n", filepath.Join(f.report, "report.html"), filepath.Join(f.report, "report.json"))
+		fmt.Fprintf(stdout, "report: %s\n", strings.Join(paths, ", "))
 	}
 	if !r.OK() {
 		return errChecksFailed
@@ -240,6 +241,10 @@ func (f *drillFlags) validate(nargs int) error {
 		return fmt.Errorf("--kill-at: want a positive offset such as 10s, got %v", f.killAt.d)
 	case f.config != "" && f.killAt.set && f.killAt.d > 0:
 		return errors.New("--kill-at: only with the embedded engines; with --config, break an engine by hand or use --switch-at")
+	case f.killAt.d >= f.duration:
+		return fmt.Errorf("--kill-at %v: not before the end of the drill (--duration %v); the fault would never happen", f.killAt.d, f.duration)
+	case f.switchAt >= f.duration:
+		return fmt.Errorf("--switch-at %v: not before the end of the drill (--duration %v); the switch would never happen", f.switchAt, f.duration)
 	case f.switchTo != "" && f.switchAt == 0:
 		return errors.New("--switch-to: needs --switch-at")
 	case f.processes < 1:
@@ -268,7 +273,7 @@ func switchFault(at time.Duration, to string, current func() []switcher.EngineSt
 	if to == "" {
 		name = "switch to the next engine"
 	}
-	return drill.Fault{At: at, Name: name, Do: func() error {
+	return drill.Fault{At: at, Name: name, Kind: drill.KindPlanned, Do: func() error {
 		target := to
 		if target == "" {
 			states := current()
@@ -284,10 +289,18 @@ func switchFault(at time.Duration, to string, current func() []switcher.EngineSt
 	}}
 }
 
+// drillEngines are the embedded engines of a drill without --config.
+type drillEngines struct {
+	sw      *switcher.Switcher
+	primary string       // the engine --kill-at stops
+	kill    func() error // stops the primary
+	close   func()       // stops everything
+	setup   drill.Setup
+}
+
 // startDrillEngines starts the embedded engines --engine names and prints
-// what they are: the switcher over them, the primary's name, what stops
-// the primary, and what stops everything.
-func startDrillEngines(ctx context.Context, f *drillFlags, logger *slog.Logger, swOpts []switcher.Option, stdout io.Writer) (*switcher.Switcher, string, func() error, func(), error) {
+// what they are.
+func startDrillEngines(ctx context.Context, f *drillFlags, logger *slog.Logger, swOpts []switcher.Option, stdout io.Writer) (*drillEngines, error) {
 	if f.engine == "mem" {
 		var engOpts []mem.Option
 		if f.serving != nil {
@@ -295,10 +308,13 @@ func startDrillEngines(ctx context.Context, f *drillFlags, logger *slog.Logger, 
 		}
 		p, err := startMemPair(logger, swOpts, engOpts...)
 		if err != nil {
-			return nil, "", nil, nil, err
+			return nil, err
 		}
 		fmt.Fprintf(stdout, "orthrus drill: in-memory pair (no server); %d workers on %d names for %v\n", f.workers, f.names, f.duration)
-		return p.sw, "mem-primary", p.kill, func() { _ = p.sw.Close() }, nil
+		return &drillEngines{sw: p.sw, primary: "mem-primary", kill: p.kill, close: func() { _ = p.sw.Close() },
+			setup: drill.Setup{Targets: []drill.Target{
+				{Name: "mem-primary", Type: "mem"}, {Name: "mem-secondary", Type: "mem"},
+			}}}, nil
 	}
 	var engOpts []etcd.Option
 	if f.serving != nil {
@@ -306,11 +322,15 @@ func startDrillEngines(ctx context.Context, f *drillFlags, logger *slog.Logger, 
 	}
 	p, err := startPair(ctx, logger, swOpts, engOpts...)
 	if err != nil {
-		return nil, "", nil, nil, err
+		return nil, err
 	}
 	fmt.Fprintf(stdout, "orthrus drill: embedded etcd pair (%s, %s); %d workers on %d names for %v\n",
 		p.primary.client, p.secondary.client, f.workers, f.names, f.duration)
-	return p.sw, p.primary.name, p.primary.stop, p.close, nil
+	var setup drill.Setup
+	for _, srv := range []*embeddedEtcd{p.primary, p.secondary} {
+		setup.Targets = append(setup.Targets, drill.Target{Name: srv.name, Type: "etcd", Addrs: []string{srv.client}, Security: "no tls"})
+	}
+	return &drillEngines{sw: p.sw, primary: p.primary.name, kill: p.primary.stop, close: p.close, setup: setup}, nil
 }
 
 // pair is the drill's default: two embedded etcd servers as primary and

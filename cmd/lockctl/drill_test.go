@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,7 +17,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/orthrus-go/orthrus/internal/drill"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 )
 
@@ -186,14 +184,7 @@ func checkFleetReport(t *testing.T, out, path string) {
 	if !strings.Contains(out, "3 of 3 processes followed") || !strings.Contains(out, "fleet split:") || !strings.Contains(out, "fenced out:      p3") {
 		t.Errorf("fleet drill output lacks the fleet figures:\n%s", out)
 	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r drill.Report
-	if err := json.Unmarshal(raw, &r); err != nil {
-		t.Fatal(err)
-	}
+	r := readReportJSON(t, path)
 	f := r.Fleet
 	if f == nil || len(f.Processes) != 3 || len(f.Switches) != 1 || f.Switches[0].Switched != 3 || len(f.Fencing) != 3 {
 		t.Fatalf("report.json fleet = %+v; want 3 processes that all followed one switch", f)

@@ -26,53 +26,69 @@ const idemExamples = `  lockctl idem lookup --config locks.yaml --app billing or
   lockctl idem delete --config locks.yaml --app billing --engine redis-main --yes order-42
 `
 
+// idemOpts are the flags of idem lookup and delete.
+type idemOpts struct {
+	path, app, engine, prefix, idHex, doc string
+	yes                                   bool
+}
+
+// idemFlags returns the flag set of idem sub ("lookup|delete" for the
+// usage of both) and the options it sets.
+func idemFlags(sub string, stderr io.Writer) (*cmdFlags, *idemOpts) {
+	o := &idemOpts{}
+	fs := newFlags("idem "+sub, idemSynopsis[len("lookup|delete "):], idemExamples, stderr)
+	fs.StringVar(&o.path, "config", "", "config `FILE`")
+	fs.StringVar(&o.app, "app", "", "the application `KEY` the gate uses (required)")
+	fs.StringVar(&o.engine, "engine", "", "the `ENGINE` whose store holds the record (default: the config's active engine)")
+	fs.StringVar(&o.prefix, "prefix", "", "the store's prefix `P`, as the gate's store has it (default: the store's)")
+	fs.StringVar(&o.idHex, "id", "", "the operation ID in `HEX`, instead of its content")
+	fs.StringVar(&o.doc, "json", "", "the operation's content as a JSON `DOC` (a map or struct), instead of CONTENT")
+	fs.BoolVar(&o.yes, "yes", false, "delete: do not ask for confirmation")
+	return fs, o
+}
+
 // runIdem looks up or deletes the idempotency record of one operation on
 // one engine of the config file, through a store of package idem over a
 // client of its own.
 func runIdem(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || (args[0] != "lookup" && args[0] != "delete") {
-		fmt.Fprintf(stderr, "Usage: lockctl idem %s\n\nExamples:\n%s", idemSynopsis, idemExamples)
+		// Without a subcommand, the usage lists the flags both share.
+		fs, _ := idemFlags("lookup|delete", stderr)
+		fs.Usage()
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return flag.ErrHelp
 		}
 		return errors.New("want a subcommand: lookup or delete")
 	}
 	sub := args[0]
-	fs := newFlags("idem "+sub, idemSynopsis[len("lookup|delete "):], idemExamples, stderr)
-	path := fs.String("config", "", "config `FILE`")
-	app := fs.String("app", "", "the application key the gate uses (required)")
-	engine := fs.String("engine", "", "the engine whose store holds the record (default: the config's active engine)")
-	prefix := fs.String("prefix", "", "the store's prefix, as the gate's store has it (default: the store's)")
-	idHex := fs.String("id", "", "the operation ID in hex, instead of its content")
-	doc := fs.String("json", "", "the operation's content as a JSON document (a map or struct), instead of CONTENT")
-	yes := fs.Bool("yes", false, "delete: do not ask for confirmation")
+	fs, o := idemFlags(sub, stderr)
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	if *app == "" {
+	if o.app == "" {
 		return errors.New("--app: required, the application key of the gate")
 	}
-	id, err := operationID(*app, *idHex, *doc, fs.Args())
+	id, err := operationID(o.app, o.idHex, o.doc, fs.Args())
 	if err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*path)
+	cfg, err := loadConfig(o.path)
 	if err != nil {
 		return err
 	}
-	e, err := configEngine(cfg, *engine)
+	e, err := configEngine(cfg, o.engine)
 	if err != nil {
 		return err
 	}
 	// DialClient bounds itself by start_timeout; the lookup gets its own.
-	store, closeStore, err := openIdemStore(context.Background(), cfg, e.Name, *prefix)
+	store, closeStore, err := openIdemStore(context.Background(), cfg, e.Name, o.prefix)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.StartTimeout)
 	defer cancel()
-	gate, err := idem.New(*app, store, idem.WithRequestTimeout(cfg.StartTimeout))
+	gate, err := idem.New(o.app, store, idem.WithRequestTimeout(cfg.StartTimeout))
 	if err != nil {
 		return err
 	}
@@ -83,7 +99,7 @@ func runIdem(args []string, stdout, stderr io.Writer) error {
 	if sub == "lookup" {
 		return printRecord(stdout, e.Name, id, rec, entry)
 	}
-	return deleteRecord(gate, id, e.Name, rec, *yes, cfg.StartTimeout, stdout)
+	return deleteRecord(gate, id, e.Name, rec, o.yes, cfg.StartTimeout, stdout)
 }
 
 // findRecord returns the record of operation id, an error when there is

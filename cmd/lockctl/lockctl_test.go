@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"encoding/xml"
 	"io"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/orthrus-go/orthrus/internal/drill"
 	"github.com/orthrus-go/orthrus/internal/testmain"
 )
 
@@ -63,14 +61,7 @@ func TestDrillEmbedded(t *testing.T) {
 		}
 	}
 
-	raw, err := os.ReadFile(filepath.Join(dir, "report.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r drill.Report
-	if err := json.Unmarshal(raw, &r); err != nil {
-		t.Fatalf("report.json: %v", err)
-	}
+	r := readReportJSON(t, filepath.Join(dir, "report.json"))
 	if r.Failed != 0 || len(r.Violations) != 0 || r.Acquired["etcd-secondary"] == 0 || r.SwitchLatency <= 0 {
 		t.Errorf("report.json: failed %d, violations %v, acquired %v, switch latency %v", r.Failed, r.Violations, r.Acquired, r.SwitchLatency)
 	}
@@ -101,8 +92,8 @@ func checkReportPage(t *testing.T, path string, engines []string) {
 			t.Fatalf("report.html is not well-formed: %v", err)
 		}
 		if cd, ok := tok.(xml.CharData); ok && inText {
-			if kind, _, ok := strings.Cut(string(cd), ": "); ok {
-				kinds[kind]++
+			if label, _, ok := strings.Cut(string(cd), ": "); ok {
+				kinds[strings.Fields(label)[0]]++ // "fault at 2s", "switch 2ms after the fault"
 			}
 		}
 		if _, ok := tok.(xml.EndElement); ok {
@@ -127,8 +118,8 @@ func checkReportPage(t *testing.T, path string, engines []string) {
 			t.Errorf("report.html has %d series for %s; want 1", series[e], e)
 		}
 	}
-	if kinds["fault"] == 0 || kinds["switch"] == 0 {
-		t.Errorf("report.html marks %v; want a fault and a switch", kinds)
+	if kinds["fault"]+kinds["planned"] == 0 || kinds["switch"] == 0 {
+		t.Errorf("report.html marks %v; want a fault or planned switch, and a switch", kinds)
 	}
 }
 
@@ -156,8 +147,8 @@ func TestBadFlags(t *testing.T) {
 func TestHelp(t *testing.T) {
 	for _, c := range commands() {
 		code, _, errOut := lockctlRun(t, "", c.name, "-h")
-		if code != 0 || !strings.Contains(errOut, "Examples:") {
-			t.Errorf("lockctl %s -h: exit %d; want 0 and examples, got %q", c.name, code, errOut)
+		if code != 0 || !strings.Contains(errOut, "Examples:") || !strings.Contains(errOut, "Flags:\n  -") || !strings.Contains(errOut, "-config") {
+			t.Errorf("lockctl %s -h: exit %d; want 0, the flags and examples, got %q", c.name, code, errOut)
 		}
 		for _, bad := range []string{"-1ns", "(default 0s)", "-worker\n", "-drill-id"} {
 			if strings.Contains(errOut, bad) {
@@ -170,7 +161,8 @@ func TestHelp(t *testing.T) {
 // The drill with no server at all: two in-memory engines, the primary made
 // to refuse every call at --kill-at.
 func TestDrillInMemory(t *testing.T) {
-	code, out, errOut := lockctlRun(t, "", "drill", "--engine", "mem", "--duration", "2s", "--kill-at", "1s", "--workers", "4", "--names", "8")
+	dir := t.TempDir()
+	code, out, errOut := lockctlRun(t, "", "drill", "--engine", "mem", "--duration", "2s", "--kill-at", "1s", "--workers", "4", "--names", "8", "--report", dir)
 	if code != 0 {
 		t.Fatalf("lockctl drill --engine mem exited %d; want 0\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
@@ -179,7 +171,64 @@ func TestDrillInMemory(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	// The closing line names every file the report wrote.
+	written, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, line, _ := strings.Cut(out, "\nreport: ")
+	line, _, _ = strings.Cut(line, "\n")
+	for _, f := range written {
+		if !strings.Contains(line, filepath.Join(dir, f.Name())) {
+			t.Errorf("report line %q does not name %s", line, f.Name())
+		}
+	}
 	if code, _, errOut := lockctlRun(t, "", "drill", "--engine", "foo"); code == 0 || !strings.Contains(errOut, "--engine: want etcd or mem") {
 		t.Errorf("drill --engine foo = exit %d, %q; want an error naming --engine", code, errOut)
+	}
+}
+
+// Flags may follow the positional arguments: every command reads them
+// wherever they are, and "--" ends them.
+func TestFlagsAfterArguments(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	for _, args := range [][]string{
+		{"holders", "orders/42", "--config", missing, "--engine", "e1"},
+		{"holders", "--config", missing, "orders/42", "--engine", "e1"},
+		{"unlock", "orders/42", "--force", "--config", missing},
+		{"permits", "exports", "8", "--config", missing},
+		{"switch", "e2", "--config", missing, "--force"},
+		{"idem", "lookup", "order-42", "--config", missing, "--app", "billing"},
+		{"status", "--config", missing},
+	} {
+		code, _, errOut := lockctlRun(t, "", args...)
+		// The config is read, so every flag was: the error is the file's.
+		if code == 0 || !strings.Contains(errOut, missing) || strings.Contains(errOut, "arguments") {
+			t.Errorf("lockctl %s: exit %d, stderr %q; want an error about %s", strings.Join(args, " "), code, errOut, missing)
+		}
+	}
+	// After "--", a flag-like word is an argument: one NAME too many.
+	code, _, errOut := lockctlRun(t, "", "holders", "--config", missing, "orders/42", "--", "--engine")
+	if want := "want exactly one lock NAME, got 2 arguments"; code == 0 || !strings.Contains(errOut, want) {
+		t.Errorf("holders ... -- --engine: exit %d, stderr %q; want %q", code, errOut, want)
+	}
+}
+
+// A fault or switch planned at or after the end of the drill would never
+// happen: refused, naming both flags.
+func TestDrillRefusesEventsAfterTheEnd(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"drill", "--engine", "mem", "--kill-at", "30s", "--duration", "2s"}, "--kill-at"},
+		{[]string{"drill", "--engine", "mem", "--duration", "2s", "--kill-at", "2s"}, "--kill-at"},
+		{[]string{"drill", "--engine", "mem", "--kill-at", "0", "--switch-at", "3s", "--duration", "2s"}, "--switch-at"},
+		{[]string{"drill", "--config", "x.yaml", "--switch-at", "1m", "--duration", "20s"}, "--switch-at"},
+	} {
+		code, _, errOut := lockctlRun(t, "", tc.args...)
+		if code == 0 || !strings.Contains(errOut, tc.flag) || !strings.Contains(errOut, "--duration") {
+			t.Errorf("lockctl %s: exit %d, stderr %q; want an error naming %s and --duration", strings.Join(tc.args, " "), code, errOut, tc.flag)
+		}
 	}
 }

@@ -27,7 +27,9 @@
 // keeps its locks under drill-only prefixes, removed at the end, and puts
 // a source it flipped back as it was.
 //
-// Run "lockctl COMMAND -h" for a command's flags and examples.
+// Flags may come before or after a command's arguments; "--" ends them
+// (for a NAME that starts with "-"). Run "lockctl COMMAND -h" for a
+// command's flags and examples.
 package main
 
 import (
@@ -100,8 +102,16 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nRun \"lockctl COMMAND -h\" for a command's flags and examples.")
 }
 
+// cmdFlags is a command's flag set that, unlike flag.FlagSet, reads flags
+// after the positional arguments too ("holders NAME --config f"), since
+// people add a flag at the end of a command line; "--" ends the flags.
+type cmdFlags struct {
+	*flag.FlagSet
+	args []string
+}
+
 // newFlags returns a flag set whose -h prints the usage and examples.
-func newFlags(name, synopsis, examples string, stderr io.Writer) *flag.FlagSet {
+func newFlags(name, synopsis, examples string, stderr io.Writer) *cmdFlags {
 	fs := flag.NewFlagSet("lockctl "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -109,5 +119,40 @@ func newFlags(name, synopsis, examples string, stderr io.Writer) *flag.FlagSet {
 		fs.PrintDefaults()
 		fmt.Fprintf(stderr, "\nExamples:\n%s", examples)
 	}
-	return fs
+	return &cmdFlags{FlagSet: fs}
+}
+
+// Parse reads the flags wherever they are in args and keeps the other
+// arguments, in order, for Args.
+func (f *cmdFlags) Parse(args []string) error {
+	f.args = nil
+	for {
+		if err := f.FlagSet.Parse(args); err != nil {
+			return err
+		}
+		rest := f.FlagSet.Args()
+		if len(rest) == 0 {
+			return nil
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			f.args = append(f.args, rest...)
+			return nil
+		}
+		f.args = append(f.args, rest[0])
+		args = rest[1:]
+	}
+}
+
+// Args returns the positional arguments.
+func (f *cmdFlags) Args() []string { return f.args }
+
+// NArg returns the number of positional arguments.
+func (f *cmdFlags) NArg() int { return len(f.args) }
+
+// Arg returns the i'th positional argument, "" if there is none.
+func (f *cmdFlags) Arg(i int) string {
+	if i < 0 || i >= len(f.args) {
+		return ""
+	}
+	return f.args[i]
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -52,18 +53,26 @@ func timelineSVG(r *drill.Report) string {
 	tick := max(r.Tick, time.Millisecond)
 	var body strings.Builder
 
-	marks, rows := w.placeMarks(chartMarks(r))
+	marks, rows := w.placeMarks(r.Marks)
 	w.markLabels(&body, marks)
 	top := 8 + float64(rows)*tlRowH + 4
 
+	// The mark lines cross the plots only, not their titles and axes.
+	var plots [][2]float64
 	y := top + 14
 	w.ratePanel(&body, r, tick, y)
+	plots = append(plots, [2]float64{y, y + tlPanelH})
 	y += tlPanelH + tlPanelGp
 	w.latencyPanel(&body, r, tick, y)
+	plots = append(plots, [2]float64{y, y + tlPanelH})
 	y += tlPanelH + tlPanelGp
-	y = w.failurePanel(&body, r, tick, y)
-	y = w.bandsPanel(&body, r, tick, y+tlPanelGp)
-	w.markLines(&body, marks, y)
+	bottom := w.failurePanel(&body, r, tick, y)
+	plots = append(plots, [2]float64{y, bottom})
+	y = bottom + tlPanelGp
+	bottom = w.bandsPanel(&body, r, tick, y)
+	plots = append(plots, [2]float64{y, bottom})
+	w.markLines(&body, marks, plots)
+	y = bottom
 	height := y + 24
 
 	w.printf(`<svg xmlns="http://www.w3.org/2000/svg" id="timeline" width="%d" height="%.0f" viewBox="0 0 %d %.0f" font-family="sans-serif" role="img" aria-label="drill timeline">`+"\n",
@@ -74,31 +83,31 @@ func timelineSVG(r *drill.Report) string {
 	return w.b.String()
 }
 
-// placedMark is a mark with its line's x and its label's place.
+// placedMark is a mark with its line's x and its label's place and text.
 type placedMark struct {
 	m      drill.Mark
 	x      float64
 	row    int
 	anchor string
 	lx     float64
+	label  string
 }
 
 // placeMarks puts the mark labels in rows, so that none overlaps another:
 // each goes in the first row where it fits, left of its line when it would
-// run off. It returns the marks placed and the number of rows.
+// run off. A label sits next to a tick at its line's x and says when its
+// mark happened, as marks a few milliseconds apart share one x. It returns
+// the marks placed and the number of rows.
 func (w *svgWriter) placeMarks(ms []drill.Mark) ([]placedMark, int) {
 	var marks []placedMark
 	var rowEnd []float64
-	for _, m := range ms {
-		label := m.Kind + ": " + m.Label
+	for i, m := range ms {
+		label := markLabel(ms, i)
 		x := w.x(m.At)
-		lx, anchor := x+3, "start"
+		// The row is taken from the tick at x to the end of the label.
+		lx, anchor, from := x+3, "start", x-1
 		if lx+textWidth(label) > tlWidth-2 {
-			lx, anchor = x-3, "end"
-		}
-		from := lx
-		if anchor == "end" {
-			from = lx - textWidth(label)
+			lx, anchor, from = x-3, "end", x-3-textWidth(label)
 		}
 		row := 0
 		for row < len(rowEnd) && rowEnd[row]+8 > from {
@@ -107,32 +116,59 @@ func (w *svgWriter) placeMarks(ms []drill.Mark) ([]placedMark, int) {
 		if row == len(rowEnd) {
 			rowEnd = append(rowEnd, 0)
 		}
-		rowEnd[row] = from + textWidth(label)
-		marks = append(marks, placedMark{m, x, row, anchor, lx})
+		rowEnd[row] = max(x+1, from+textWidth(label))
+		marks = append(marks, placedMark{m, x, row, anchor, lx, label})
 	}
 	return marks, len(rowEnd)
 }
 
-// markColor is a fault's red or a switch's grey.
+// markLabel is the label of ms[i]: a fault or planned switch with its
+// offset, a switch right after one with its delay.
+func markLabel(ms []drill.Mark, i int) string {
+	m := ms[i]
+	if m.Kind == drill.KindSwitch && i > 0 && ms[i-1].Kind != drill.KindSwitch {
+		return fmt.Sprintf("switch %v after the %s: %s", drill.Round(m.At-ms[i-1].At), kindName(ms[i-1].Kind), m.Label)
+	}
+	return fmt.Sprintf("%s at %v: %s", m.Kind, drill.Round(m.At), m.Label)
+}
+
+// kindName names a mark's kind in a sentence.
+func kindName(kind string) string {
+	if kind == drill.KindPlanned {
+		return "planned switch"
+	}
+	return kind
+}
+
+// markColor is a fault's red, a planned switch's purple or a switch's
+// grey.
 func markColor(m drill.Mark) string {
-	if m.Kind == "switch" {
+	switch m.Kind {
+	case drill.KindSwitch:
 		return "#444"
+	case drill.KindPlanned:
+		return "#9467bd"
 	}
 	return "#d62728"
 }
 
-// markLabels writes the mark labels above the panels.
+// markLabels writes the mark labels above the panels, each after a tick.
 func (w *svgWriter) markLabels(body *strings.Builder, marks []placedMark) {
 	for _, p := range marks {
-		w.textTo(body, p.lx, 8+float64(p.row+1)*tlRowH-4, p.anchor, markColor(p.m), p.m.Kind+": "+p.m.Label)
+		base := 8 + float64(p.row+1)*tlRowH - 4
+		fmt.Fprintf(body, `<line class="mark" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2" />`+"\n",
+			p.x, base-10, p.x, base+2, markColor(p.m))
+		w.textTo(body, p.lx, base, p.anchor, markColor(p.m), p.label)
 	}
 }
 
-// markLines draws each mark's line across every panel, down to bottom.
-func (w *svgWriter) markLines(body *strings.Builder, marks []placedMark, bottom float64) {
+// markLines draws each mark's line down each plot.
+func (w *svgWriter) markLines(body *strings.Builder, marks []placedMark, plots [][2]float64) {
 	for _, p := range marks {
-		fmt.Fprintf(body, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="4 3" />`+"\n",
-			p.x, 8+float64(p.row)*tlRowH+2, p.x, bottom, markColor(p.m))
+		for _, span := range plots {
+			fmt.Fprintf(body, `<line class="mark" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="4 3" />`+"\n",
+				p.x, span[0], p.x, span[1], markColor(p.m))
+		}
 	}
 }
 
@@ -197,15 +233,16 @@ func (w *svgWriter) latencyPanel(body *strings.Builder, r *drill.Report, tick ti
 // at y, and returns its bottom.
 func (w *svgWriter) failurePanel(body *strings.Builder, r *drill.Report, tick time.Duration, y float64) float64 {
 	const errH = 60.0
-	w.panelTitle(body, y-4, "failed acquisitions per second")
 	epeak := 0.0
 	for _, b := range r.Timeline {
 		epeak = max(epeak, float64(b.Failed)/w.width(b, tick).Seconds())
 	}
 	if epeak == 0 {
-		w.textTo(body, tlLeft+8, y+errH/2+4, "start", "#2ca02c", "no failed acquisitions")
+		// In the title, where no mark line crosses it.
+		w.panelTitle(body, y-4, "failed acquisitions per second: none")
 		epeak = 1
 	} else {
+		w.panelTitle(body, y-4, "failed acquisitions per second")
 		epeak = niceCeil(epeak)
 		for _, b := range r.Timeline {
 			if b.Failed == 0 {
@@ -258,10 +295,6 @@ func (w *svgWriter) bandsPanel(body *strings.Builder, r *drill.Report, tick time
 	w.xAxis(body, y+2)
 	return y
 }
-
-// chartMarks are the marks drawn: the faults and the switches (a fleet's
-// per process switches are in its lanes).
-func chartMarks(r *drill.Report) []drill.Mark { return r.Marks }
 
 // width is how long bucket b lasted: a tick, or less for the last one.
 func (w *svgWriter) width(b drill.Bucket, tick time.Duration) time.Duration {
@@ -368,11 +401,9 @@ func niceStep(total time.Duration) time.Duration {
 }
 
 func formatMillis(v float64) string {
-	switch {
-	case v == 0:
+	if v == 0 {
 		return "0"
-	case v < 10:
-		return fmt.Sprintf("%.1f ms", v)
 	}
-	return fmt.Sprintf("%.0f ms", v)
+	// Exact quarters of a nice peak: 3.75 and 12.5, not a rounded 3.8 and 12.
+	return strconv.FormatFloat(math.Round(v*1000)/1000, 'f', -1, 64) + " ms"
 }

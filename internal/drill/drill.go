@@ -6,6 +6,7 @@
 package drill
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,13 +45,22 @@ type Fault struct {
 	At   time.Duration
 	Name string // e.g. "kill primary"
 	Do   func() error
+	// Kind is its mark's: KindFault (the default) or KindPlanned.
+	Kind string
 }
 
-// Mark is a fault or a switch on the drill's timeline.
+// The kinds of Mark.
+const (
+	KindFault   = "fault"   // something done to an engine
+	KindPlanned = "planned" // a switch asked for, not forced by a fault
+	KindSwitch  = "switch"  // a switch that happened
+)
+
+// Mark is a fault, a planned switch or a switch on the drill's timeline.
 type Mark struct {
 	At     time.Duration `json:"at"`
 	Label  string        `json:"label"`
-	Kind   string        `json:"kind"` // "fault" or "switch"
+	Kind   string        `json:"kind"` // KindFault, KindPlanned or KindSwitch
 	Detail string        `json:"detail,omitempty"`
 	To     string        `json:"to,omitempty"` // a switch's new engine
 }
@@ -93,7 +103,7 @@ type Report struct {
 	Retried       int64            `json:"retried"`
 	Lost          int64            `json:"lost"`
 	UnlockErrors  int64            `json:"unlock_errors"`
-	SwitchLatency time.Duration    `json:"switch_latency"` // first fault to first switch after it; -1 if none
+	SwitchLatency time.Duration    `json:"switch_latency"` // first fault or planned switch to the first switch after it; -1 if none
 	Marks         []Mark           `json:"marks"`
 	Timeline      []Bucket         `json:"timeline"`
 	Tick          time.Duration    `json:"tick"`
@@ -106,6 +116,29 @@ type Report struct {
 	Grants []Grant `json:"grants,omitempty"`
 	// Fleet holds the figures of a fleet drill (Merge).
 	Fleet *Fleet `json:"fleet,omitempty"`
+	// Setup is what the drill ran against; the caller of Run fills it in.
+	Setup Setup `json:"setup"`
+}
+
+// Setup is what a drill ran against, as its report names it: never a
+// secret.
+type Setup struct {
+	// Config is the config file drilled, "" for engines lockctl started.
+	Config string `json:"config"`
+	// Source is the watched key or file that names the active engine, ""
+	// without one.
+	Source  string   `json:"source,omitempty"`
+	Targets []Target `json:"targets"`
+}
+
+// Target is one engine drilled.
+type Target struct {
+	Name  string   `json:"name"`
+	Type  string   `json:"type"`  // redis, zk, etcd or mem
+	Addrs []string `json:"addrs"` // none in memory
+	// Security is how it connects and authenticates, without the secrets
+	// (config.Engine.Security).
+	Security string `json:"security,omitempty"`
 }
 
 // OK reports whether every check passed.
@@ -190,7 +223,7 @@ func (d *Drill) OnSwitch(ev switcher.Event) {
 		return
 	}
 	at := ev.At.Sub(d.started)
-	d.report.Marks = append(d.report.Marks, Mark{At: at, Kind: "switch", Label: ev.From + " → " + ev.To, Detail: string(ev.Reason), To: ev.To})
+	d.report.Marks = append(d.report.Marks, Mark{At: at, Kind: KindSwitch, Label: ev.From + " → " + ev.To, Detail: string(ev.Reason), To: ev.To})
 	if d.firstHit >= 0 && d.report.SwitchLatency < 0 && at >= d.firstHit {
 		d.report.SwitchLatency = at - d.firstHit
 	}
@@ -240,13 +273,16 @@ func (d *Drill) Run(ctx context.Context, sw *switcher.Switcher) (*Report, error)
 		}()
 	}
 	d.tick(ctx, sw)
+	// The load ends here; a fault may take longer to return (an embedded
+	// etcd server takes seconds to stop), which is not the drill's time.
+	end := time.Since(d.started)
 	wg.Wait()
 
 	current, states := sw.Current(), sw.States()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.closeBucket(current, states)
-	d.report.Duration = time.Since(d.started)
+	d.closeLast(end, current, states)
+	d.report.Duration = end
 	d.report.Retried = sw.Retried() - retried0
 	sort.Slice(d.report.Marks, func(i, j int) bool { return d.report.Marks[i].At < d.report.Marks[j].At })
 	r := d.report
@@ -270,7 +306,7 @@ func (d *Drill) inject(ctx context.Context, f Fault) {
 	err := f.Do()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	m := Mark{At: at, Kind: "fault", Label: f.Name}
+	m := Mark{At: at, Kind: cmp.Or(f.Kind, KindFault), Label: f.Name}
 	if err != nil {
 		m.Detail = err.Error()
 	}
@@ -316,6 +352,22 @@ func (d *Drill) closeBucket(current string, states []switcher.EngineState) {
 	}
 	d.report.Timeline = append(d.report.Timeline, b)
 	d.bucket, d.waits, d.failedN = make(map[string]int64), d.waits[:0], 0
+}
+
+// closeLast closes the last bucket at end. One that began less than half a
+// tick before the end joins the bucket before it: a rate over a sliver of
+// time means nothing. Called with d.mu.
+func (d *Drill) closeLast(end time.Duration, current string, states []switcher.EngineState) {
+	n := len(d.report.Timeline)
+	if n == 0 || end-time.Duration(n)*d.cfg.Tick >= d.cfg.Tick/2 {
+		d.closeBucket(current, states)
+		return
+	}
+	prev := &d.report.Timeline[n-1]
+	for e, c := range d.bucket {
+		prev.Acquired[e] += c
+	}
+	prev.Failed += d.failedN
 }
 
 // Round rounds d for people: to the microsecond under a millisecond, to

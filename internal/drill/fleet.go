@@ -12,7 +12,8 @@ type Fleet struct {
 	// Processes are each process's own report, without its grants, in
 	// order.
 	Processes []*Report `json:"processes"`
-	// Switches has one entry per fault: how the fleet followed it.
+	// Switches has one entry per fault or planned switch: how the fleet
+	// followed it.
 	Switches []FleetSwitch `json:"switches"`
 	// Split is the time the processes were not all on one engine, and
 	// LongestSplit its longest stretch.
@@ -24,7 +25,7 @@ type Fleet struct {
 	Fencing []Fencing `json:"fencing"`
 }
 
-// FleetSwitch is how the fleet followed one fault.
+// FleetSwitch is how the fleet followed one fault or planned switch.
 type FleetSwitch struct {
 	Fault Mark `json:"fault"`
 	// Switched counts the processes that switched after the fault (before
@@ -153,7 +154,7 @@ func (r *Report) addFleetSwitches(processes []*Report, faults []Mark) {
 		if s.Switched == 0 {
 			continue
 		}
-		r.Marks = append(r.Marks, Mark{At: s.First, Kind: "switch", Label: fleetSwitchLabel(processes, s),
+		r.Marks = append(r.Marks, Mark{At: s.First, Kind: KindSwitch, Label: fleetSwitchLabel(processes, s),
 			Detail: fmt.Sprintf("%d of %d processes within %v", s.Switched, len(processes), Round(s.Spread))})
 		if r.SwitchLatency < 0 {
 			r.SwitchLatency = s.First - s.Fault.At
@@ -210,7 +211,7 @@ func followed(processes []*Report, faults []Mark) []FleetSwitch {
 		}
 		s := FleetSwitch{Fault: f}
 		for _, p := range processes {
-			k := slices.IndexFunc(p.Marks, func(m Mark) bool { return m.Kind == "switch" && m.At >= f.At && m.At < end })
+			k := slices.IndexFunc(p.Marks, func(m Mark) bool { return m.Kind == KindSwitch && m.At >= f.At && m.At < end })
 			if k < 0 {
 				continue
 			}
@@ -232,7 +233,7 @@ func followed(processes []*Report, faults []Mark) []FleetSwitch {
 func fleetSwitchLabel(processes []*Report, s FleetSwitch) string {
 	for _, p := range processes {
 		for _, m := range p.Marks {
-			if m.Kind == "switch" && m.At == s.First {
+			if m.Kind == KindSwitch && m.At == s.First {
 				return m.Label
 			}
 		}
@@ -253,7 +254,7 @@ func split(processes []*Report, end time.Duration) (total, longest time.Duration
 	for i, p := range processes {
 		current[i] = p.Initial
 		for _, m := range p.Marks {
-			if m.Kind == "switch" {
+			if m.Kind == KindSwitch {
 				changes = append(changes, change{m.At, i, m.To})
 			}
 		}
