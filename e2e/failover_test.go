@@ -247,12 +247,23 @@ type fleetResult struct {
 }
 
 // fenceScript accepts a write whose token (a zero-padded decimal) is not
-// below the highest accepted for the name.
+// below the highest accepted for the name, and logs the accepted ones.
 var fenceScript = goredis.NewScript(`
 local h = redis.call('GET', KEYS[1])
 if h and ARGV[1] < h then return 0 end
 redis.call('SET', KEYS[1], ARGV[1])
+redis.call('RPUSH', KEYS[1] .. ':log', ARGV[1])
 return 1`)
+
+// lost reports whether the hold is reported lost.
+func lost(l locker.Lease) bool {
+	select {
+	case <-l.Lost():
+		return true
+	default:
+		return false
+	}
+}
 
 // lockBudget is the LockCtx deadline of a fleet worker's callers.
 const lockBudget = 10 * time.Second
@@ -310,13 +321,18 @@ func fleetWorker() int {
 					say("error %d %d %v", time.Now().UnixNano(), time.Since(began), err)
 					continue
 				}
+				granted := time.Now()
 				tok := fmt.Sprintf("%020d", l.Token())
 				ok, err := fenceScript.Run(context.Background(), fence, []string{"fence:" + name}, tok).Int()
 				if err == nil {
-					say("write %d %d %s", time.Now().UnixNano(), ok, l.Engine())
+					say("write %d %d %s %s %s", time.Now().UnixNano(), ok, l.Engine(), name, tok)
 				}
 				time.Sleep(time.Millisecond) // the critical section
+				// The hold's use ends before Unlock is sent: another owner
+				// may be granted before Unlock returns.
+				engine, used, lostBefore := l.Engine(), time.Now(), lost(l)
 				_ = l.Unlock()
+				say("hold %d %d %s %s %v", granted.UnixNano(), used.UnixNano(), engine, name, lostBefore)
 			}
 		}()
 	}
@@ -366,6 +382,7 @@ const fleetKey = "/e2e/failover/active"
 
 // fleetProc is one worker process of a fleet.
 type fleetProc struct {
+	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	ready chan struct{}
 	done  chan struct{}
@@ -395,7 +412,7 @@ func startFleet(tb testing.TB, configs []string, fence string) []*fleetProc {
 		if err := cmd.Start(); err != nil {
 			tb.Fatal(err)
 		}
-		p := &fleetProc{stdin: stdin, ready: make(chan struct{}), done: make(chan struct{})}
+		p := &fleetProc{cmd: cmd, stdin: stdin, ready: make(chan struct{}), done: make(chan struct{})}
 		go func() {
 			defer close(p.done)
 			sc := bufio.NewScanner(stdout)
