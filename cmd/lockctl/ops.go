@@ -314,14 +314,16 @@ func (st *statusReport) printFleet(w io.Writer, active string) []string {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SWITCHER\tENGINE\tEPOCH\tREAD\tSINCE\tAGREES")
+	fmt.Fprintln(tw, "SWITCHER\tENGINE\tEPOCH\tREAD\tSINCE\tSEES DOWN\tAGREES")
 	disagree := 0
 	for _, m := range st.members {
 		var why []string
 		if active != "" && m.Engine != active {
 			why = append(why, "on "+m.Engine+", the source names "+active)
 		}
-		if st.value.Epoch > 0 && m.Epoch != st.value.Epoch {
+		// Above the source's version is fine: the engines' epoch records
+		// outrank a source whose versions started again.
+		if m.Epoch < st.value.Epoch {
 			why = append(why, fmt.Sprintf("epoch %d, the source's is %d", m.Epoch, st.value.Epoch))
 		}
 		if active != "" && m.Desired != "" && m.Desired != active {
@@ -336,7 +338,7 @@ func (st *statusReport) printFleet(w io.Writer, active string) []string {
 		if !m.Since.IsZero() {
 			since = drill.Round(now.Sub(m.Since)).String() + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", m.ID, m.Engine, m.Epoch, orDash(m.Desired), since, agrees)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", m.ID, m.Engine, m.Epoch, orDash(m.Desired), since, orDash(strings.Join(m.Down, ",")), agrees)
 	}
 	_ = tw.Flush()
 	if disagree > 0 {

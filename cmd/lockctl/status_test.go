@@ -28,7 +28,7 @@ func TestStatusFleetFormatting(t *testing.T) {
 		roster: true,
 		members: []switcher.Member{
 			{ID: "web-1:101:orders", Engine: "etcd-backup", Epoch: 7, Desired: "etcd-backup", Since: now.Add(-90 * time.Second)},
-			{ID: "web-2:202:orders", Engine: "redis-main", Epoch: 6, Desired: "etcd-backup", Since: now.Add(-10 * time.Minute)},
+			{ID: "web-2:202:orders", Engine: "redis-main", Epoch: 6, Desired: "etcd-backup", Since: now.Add(-10 * time.Minute), Down: []string{"etcd-backup"}},
 		},
 		now: now,
 	}
@@ -62,6 +62,9 @@ func TestStatusFleetFormatting(t *testing.T) {
 	}
 	if r := rowOf(out, "web-2:202:orders"); !strings.Contains(r, "NO: on redis-main, the source names etcd-backup; epoch 6, the source's is 7") {
 		t.Errorf("web-2 row %q; want it flagged: other engine, older epoch", r)
+	}
+	if r := rowOf(out, "web-2:202:orders"); !strings.Contains(r, " etcd-backup  ") {
+		t.Errorf("web-2 row %q; want its vote: it sees etcd-backup down", r)
 	}
 
 	// A healthy fleet that agrees: exit 0.
