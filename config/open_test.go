@@ -450,7 +450,9 @@ func TestEtcdSource(t *testing.T) {
 	if _, err := client.Put(ctx, key, "b"); err != nil {
 		t.Fatal(err)
 	}
-	c := loadYAML(t, fmt.Sprintf("active: a\nsource: {type: etcd, endpoints: [%q], key: %q}\n", etcdAddr, key)+twoRedis())
+	// Its own name: the engines' epoch records of the package's other
+	// fleets do not raise its epochs above the key's versions.
+	c := loadYAML(t, fmt.Sprintf("name: etcd-source\nactive: a\nsource: {type: etcd, endpoints: [%q], key: %q}\n", etcdAddr, key)+twoRedis())
 	// Two processes of a fleet.
 	sw1, sw2 := open(t, c, quiet), open(t, c, quiet)
 	for i, sw := range []*config.Switcher{sw1, sw2} {
@@ -487,7 +489,7 @@ func TestZKSource(t *testing.T) {
 	if _, err := conn.Create(path, []byte("b"), 0, gozk.WorldACL(gozk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
-	c := loadYAML(t, fmt.Sprintf("active: a\nsource: {type: zk, servers: [%q], path: %q}\n", zkAddr, path)+twoRedis())
+	c := loadYAML(t, fmt.Sprintf("name: zk-source\nactive: a\nsource: {type: zk, servers: [%q], path: %q}\n", zkAddr, path)+twoRedis())
 	sw := open(t, c, quiet)
 	if sw.Current() != "b" {
 		t.Errorf("Current() = %q; want b (the node wins over active)", sw.Current())

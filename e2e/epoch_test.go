@@ -68,3 +68,44 @@ func awaitLine(t *testing.T, p *fleetProc, what string, match func(string) bool)
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Three processes start while the primary is down, on a switch key never
+// written: they move as one to the secondary, with no caller error; when
+// the primary is back, nothing fails back (none is configured), and a
+// process started then joins the fleet on the secondary instead of
+// granting on the primary beside it.
+func TestFleetStartedDuringOutage(t *testing.T) {
+	primary, secondary, resource := testserver.Redis(t), testserver.Etcd(t), testserver.Redis(t)
+	if err := primary.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fleetConfig(t, primary.Addr(), secondary.Addr())
+	began := time.Now()
+	procs := startFleet(t, []string{cfg, cfg, cfg}, resource.Addr())
+	t.Logf("3 processes ready %v after their start", time.Since(began))
+	for i, p := range procs {
+		awaitLine(t, p, fmt.Sprintf("process %d's write", i), func(l string) bool { return strings.HasPrefix(l, "write") })
+	}
+	if err := primary.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	late := startFleet(t, []string{cfg}, resource.Addr())
+	awaitLine(t, late[0], "the late process's write", func(l string) bool { return strings.HasPrefix(l, "write") })
+	time.Sleep(500 * time.Millisecond) // writes beside the fleet's
+	for i, lines := range stopFleet(append(procs, late...)) {
+		byEngine, errs := map[string]int{}, 0
+		for _, l := range lines {
+			f := strings.Fields(l)
+			switch {
+			case len(f) > 3 && f[0] == "write":
+				byEngine[f[3]]++
+			case len(f) > 0 && f[0] == "error":
+				errs++
+				t.Logf("process %d: %s", i, l)
+			}
+		}
+		if byEngine["redis"] != 0 || byEngine["etcd"] == 0 || errs != 0 {
+			t.Errorf("process %d: writes by engine %v, %d caller errors; want all on etcd, no error", i, byEngine, errs)
+		}
+	}
+}

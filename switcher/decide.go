@@ -73,6 +73,10 @@ func (s *Switcher) reconcile(ctx context.Context) bool {
 	case s.ready(want):
 		_, _ = s.switchTo(want, ReasonSource, wantEp)
 		return false
+	case s.waitsForFleet():
+		// Down here only, as far as this process knows: it grants on the
+		// fleet's engine or nowhere, and votes there like every process.
+		_, _ = s.switchTo(want, ReasonSource, wantEp)
 	default:
 		s.deferTo(want)
 	}

@@ -225,7 +225,11 @@ type downAtStart struct {
 // engine once the breaker's open period (WithBreaker) has passed and closes
 // the breaker when it answers; from then on it is an engine that recovered,
 // for failback and sources alike. It lets a service start during an outage
-// of some of its engines (config.Open uses it). When every engine is down,
+// of some of its engines (config.Open uses it). With a shared source that
+// lists its fleet (and IsolationWait), the process does not move off a
+// down start engine by itself: its first decision, before any grant,
+// follows the source's value or the fleet's vote, so a fleet started
+// during an outage moves as one, and a process down alone waits. When every engine is down,
 // New starts on the WithStart engine and acquisitions wait for one to
 // recover, as in any outage (WithOutageWait). Each call adds one engine.
 // Default: every engine is taken as up.

@@ -210,8 +210,8 @@ func (s *Switcher) startDown() error {
 			"engine", d.engine, "err", d.cause)
 	}
 	up := slices.Index(down, false)
-	if !down[s.current] || up < 0 {
-		return nil
+	if !down[s.current] || up < 0 || s.waitsForFleet() {
+		return nil // with a fleet, its vote decides, at the first decision
 	}
 	s.log.Warn("switcher: starting on the first engine that is up", "down", s.members[s.current].engine.Name(), "current", s.members[up].engine.Name())
 	s.current = up

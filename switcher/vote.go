@@ -62,6 +62,13 @@ func (s *Switcher) fleetSeesDown(ctx context.Context, cur int) bool {
 	return agreed
 }
 
+// waitsForFleet reports whether this process grants only on its fleet's
+// engine (IsolationWait with a fleet it can count): then an engine that is
+// down here alone is waited for, never left — at start too.
+func (s *Switcher) waitsForFleet() bool {
+	return s.voter != nil && s.opts.isolation == IsolationWait
+}
+
 // String names the Isolation in logs.
 func (i Isolation) String() string {
 	if i == IsolationAlone {

@@ -42,7 +42,8 @@ func TestFaults(t *testing.T) {
 	// No health checks: the acquisition after the kill is what trips the
 	// breaker, and is retried on redis-b.
 	sw, err := switcher.New([]locker.Engine{a, b}, switcher.WithName("sw"), switcher.WithObserver(r),
-		switcher.WithSource(src), switcher.WithHealthCheck(time.Hour, time.Second))
+		switcher.WithSource(src), switcher.WithHealthCheck(time.Hour, time.Second),
+		switcher.WithBreaker(switcher.DefaultFailures, time.Hour)) // open until the gauges are read
 	if err != nil {
 		t.Fatalf("switcher.New() = %v", err)
 	}
