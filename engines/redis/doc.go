@@ -208,12 +208,17 @@
 // bounded). The hand-over allocates nothing, but the two goroutine switches
 // it takes cost CPU: an uncontended cycle through LockCtx with a
 // cancellable context is markedly slower than through Lock (see the README's
-// benchmarks). Commands on a background context (Lock, TryLock) run on the
-// caller's goroutine and are bounded by the client's ReadTimeout. Set
-// ContextTimeoutEnabled anyway, so that the abandoned command ends at the
-// deadline too; a deadline that passes while a request is on the wire is
-// still reported as the deadline (LockCtx returns ctx.Err()), not as the
-// socket's timeout.
+// benchmarks). A request whose context has no deadline (Lock, TryLock) is
+// given one of the request timeout (WithRequestTimeout, default 2s): on a
+// frozen server TryLock and Lock return an error wrapping
+// locker.ErrUnavailable within it, whatever the client's ReadTimeout and
+// retries. With ContextTimeoutEnabled such a request runs on the caller's
+// goroutine; without it, on a worker, as above, which costs an uncontended
+// Lock the same two goroutine switches. Set ContextTimeoutEnabled (config.Open
+// does), so that Lock and TryLock take the fast path and an abandoned
+// command ends at its deadline too; a deadline that passes while a request
+// is on the wire is still reported as the deadline (LockCtx returns
+// ctx.Err()), not as the socket's timeout.
 //
 // # TLS, ACL users and Sentinel
 //

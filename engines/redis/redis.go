@@ -28,6 +28,12 @@ type Engine struct {
 	log    *slog.Logger
 	calls  sync.Pool // of *call
 
+	timeout time.Duration // WithRequestTimeout
+	// deadlines: the client ends a request at its context's deadline
+	// (ContextTimeoutEnabled), so a request that only a deadline can end
+	// runs on its caller's goroutine.
+	deadlines bool
+
 	cluster  *goredis.ClusterClient // nil unless Cluster
 	reloaded atomic.Int64           // when the slot map was last reloaded, unix ns
 	// oneNode: every key is on one server (a Client, single or Sentinel),
@@ -54,6 +60,7 @@ type settings struct {
 	prefix    string
 	logger    *slog.Logger
 	fenceIdle time.Duration
+	timeout   time.Duration
 	fair      bool
 
 	observer locker.Observer // nil: nothing observes
@@ -122,13 +129,37 @@ func WithFenceIdle(d time.Duration) Option {
 	}
 }
 
+// DefaultRequestTimeout bounds one request to Redis whose context has no
+// deadline, unless WithRequestTimeout says otherwise: see WithRequestTimeout.
+const DefaultRequestTimeout = 2 * time.Second
+
+// WithRequestTimeout bounds each request of an acquisition, and Ping, whose
+// context has no deadline (Lock, TryLock, a LockCtx context that can only be
+// cancelled), so that TryLock on a server that does not answer returns an
+// error wrapping locker.ErrUnavailable within d rather than after the
+// client's read timeouts and retries (5s and three retries with go-redis's
+// defaults). A caller's deadline bounds the requests made under it instead,
+// with the client's ReadTimeout. On a client with ContextTimeoutEnabled a
+// request runs on its caller's goroutine and go-redis gives up at d; on one
+// without it, go-redis would not, so the request runs on a worker of the
+// engine and the caller leaves it at d. Default: DefaultRequestTimeout (2s).
+func WithRequestTimeout(d time.Duration) Option {
+	return func(s *settings) error {
+		if d <= 0 {
+			return fmt.Errorf("redis: WithRequestTimeout(%v): %w: timeout must be positive", d, locker.ErrInvalidArgument)
+		}
+		s.timeout = d
+		return nil
+	}
+}
+
 // New returns an engine over client: a single node, Sentinel (failover) or
 // Cluster client. The engine never closes client.
 func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 	if client == nil {
 		return nil, fmt.Errorf("redis: New: %w: client is nil", locker.ErrInvalidArgument)
 	}
-	s := settings{name: "redis", prefix: "orthrus", logger: slog.Default(), fenceIdle: DefaultFenceIdle}
+	s := settings{name: "redis", prefix: "orthrus", logger: slog.Default(), fenceIdle: DefaultFenceIdle, timeout: DefaultRequestTimeout}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("redis: New: %w: nil Option", locker.ErrInvalidArgument)
@@ -140,6 +171,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 	logger := s.logger.With("engine", s.name)
 	e := &Engine{
 		name: s.name, prefix: s.prefix, client: client, hub: newHub(client, logger), batch: &batcher{client: client}, log: logger,
+		timeout: s.timeout, deadlines: honoursDeadlines(client),
 		idle: s.fenceIdle.Milliseconds(), numsub: "numsub", publish: "publish",
 		shaAcquire: acquireScript.Hash(), shaRelease: releaseScript.Hash(), shaRenew: renewScript.Hash(),
 		fsha: newFamilySHAs(),
@@ -386,13 +418,21 @@ func (e *Engine) try(ctx context.Context, st *hold) (bool, time.Duration, error)
 }
 
 // do runs the acquire script of st, or PING when st is nil, and returns its
-// reply, or ctx.Err() as soon as ctx ends. go-redis honours a context's
-// deadline at most (with ContextTimeoutEnabled), never its cancellation, so
-// with a context that can end the request runs on a worker of the Core
-// (see call); without one (Lock, TryLock), here.
+// reply, or ctx.Err() as soon as ctx ends; a ctx without a deadline is given
+// one of the request timeout. go-redis honours a context's deadline at most
+// (with ContextTimeoutEnabled), never its cancellation, so with a context
+// that can end otherwise, or a client that does not honour deadlines, the
+// request runs on a worker of the Core (see call); else (Lock, TryLock on a
+// client with ContextTimeoutEnabled), here.
 func (e *Engine) do(ctx context.Context, st *hold) (int64, error) {
-	if ctx.Done() == nil {
-		return e.request(ctx, st)
+	if _, ok := ctx.Deadline(); !ok {
+		here := ctx.Done() == nil && e.deadlines
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.timeout)
+		defer cancel()
+		if here {
+			return e.request(ctx, st)
+		}
 	}
 	c := e.calls.Get().(*call)
 	c.ctx, c.st = ctx, st
@@ -419,6 +459,20 @@ func (e *Engine) do(ctx context.Context, st *hold) (int64, error) {
 		c.recycle()
 		return r.v, r.err
 	}
+}
+
+// honoursDeadlines tells whether go-redis ends client's requests at their
+// context's deadline: ContextTimeoutEnabled, on the clients that can say.
+func honoursDeadlines(client goredis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *goredis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *goredis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *goredis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 func (e *Engine) request(ctx context.Context, st *hold) (int64, error) {
