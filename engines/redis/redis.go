@@ -28,7 +28,7 @@ type Engine struct {
 	log    *slog.Logger
 	calls  sync.Pool // of *call
 
-	timeout time.Duration // WithRequestTimeout
+	bound bound // WithRequestTimeout
 	// deadlines: the client ends a request at its context's deadline
 	// (ContextTimeoutEnabled), so a request that only a deadline can end
 	// runs on its caller's goroutine.
@@ -171,7 +171,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 	logger := s.logger.With("engine", s.name)
 	e := &Engine{
 		name: s.name, prefix: s.prefix, client: client, hub: newHub(client, logger), batch: &batcher{client: client}, log: logger,
-		timeout: s.timeout, deadlines: honoursDeadlines(client),
+		bound: bound{timeout: s.timeout}, deadlines: honoursDeadlines(client),
 		idle: s.fenceIdle.Milliseconds(), numsub: "numsub", publish: "publish",
 		shaAcquire: acquireScript.Hash(), shaRelease: releaseScript.Hash(), shaRenew: renewScript.Hash(),
 		fsha: newFamilySHAs(),
@@ -228,6 +228,7 @@ func (e *Engine) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), locker.DefaultReleaseTimeout)
 	defer cancel()
 	err := errors.Join(e.core.Close(ctx), e.hub.close())
+	e.bound.stop()
 	if e.fq != nil {
 		e.fq.close()
 	}
@@ -426,12 +427,15 @@ func (e *Engine) try(ctx context.Context, st *hold) (bool, time.Duration, error)
 // client with ContextTimeoutEnabled), here.
 func (e *Engine) do(ctx context.Context, st *hold) (int64, error) {
 	if _, ok := ctx.Deadline(); !ok {
-		here := ctx.Done() == nil && e.deadlines
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, e.timeout)
-		defer cancel()
-		if here {
-			return e.request(ctx, st)
+		if ctx.Done() == nil {
+			ctx = e.bound.context()
+			if e.deadlines {
+				return e.request(ctx, st)
+			}
+		} else {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, e.bound.timeout)
+			defer cancel()
 		}
 	}
 	c := e.calls.Get().(*call)
