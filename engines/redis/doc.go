@@ -254,6 +254,23 @@
 // whose writes are acknowledged by a quorum. TestSentinelFailover shows
 // both cases with a master, a replica and three Sentinels.
 //
+// An engine over a failover client rides its failovers through: it is a
+// switcher.Cluster whose window (WithRideThrough, default
+// DefaultSentinelRideThrough, 35s: Sentinel's default down-after-milliseconds
+// of 30s and 5s for the Sentinels to agree, elect a leader and promote the
+// replica) keeps a switcher's breaker closed while the master is down, so
+// a failover moves no acquisition to the next engine; set it to the
+// Sentinels' down-after-milliseconds + 5s. A release refused meanwhile (the
+// command never left) is asked again every 50ms within its bound, so that
+// it lands as soon as the new master is reached, and Unlock waits for it
+// up to the window, within the release timeout. Requests do not ride
+// through on their own: a bare engine's Lock returns an error wrapping
+// locker.ErrUnavailable during a failover, which a switcher retries. With
+// a 1s down-after, acquisitions through a switcher resumed 35-65ms after
+// the Sentinels agreed on the new master, 2.3s after a SIGKILL of the old
+// one, with no switch (TestSentinelRideThrough). Over a single node or
+// Cluster the window is 0: a killed node switches at once.
+//
 // # Redis Cluster
 //
 // A name's keys share one slot, so each hold lives on one master. When its

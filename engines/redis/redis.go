@@ -28,7 +28,8 @@ type Engine struct {
 	log    *slog.Logger
 	calls  sync.Pool // of *call
 
-	bound bound // WithRequestTimeout
+	bound  bound         // WithRequestTimeout
+	window time.Duration // RideThrough: 0 unless a failover client
 	// deadlines: the client ends a request at its context's deadline
 	// (ContextTimeoutEnabled), so a request that only a deadline can end
 	// runs on its caller's goroutine.
@@ -61,6 +62,7 @@ type settings struct {
 	logger    *slog.Logger
 	fenceIdle time.Duration
 	timeout   time.Duration
+	window    time.Duration // -1: the client's default
 	fair      bool
 
 	observer locker.Observer // nil: nothing observes
@@ -153,13 +155,39 @@ func WithRequestTimeout(d time.Duration) Option {
 	}
 }
 
+// DefaultSentinelRideThrough is the ride-through window of an engine over
+// a failover client (Sentinel), unless WithRideThrough says otherwise. A
+// Sentinel fails a master over once it has not answered for the
+// Sentinels' down-after-milliseconds (Redis's default: 30s) and they have
+// agreed, elected one of them and promoted a replica, which the failover
+// client then finds: 1.3-2.2s past down-after on a loaded host. The window
+// is the default down-after and 5s for the rest.
+const DefaultSentinelRideThrough = 35 * time.Second
+
+// WithRideThrough sets how long the engine may fail, while Sentinel fails
+// its master over, before a switcher counts it as down and moves new
+// acquisitions to the next engine (see switcher.Cluster); Unlock waits for
+// an unanswered release that long too, within the release timeout. Set it
+// to the Sentinels' down-after-milliseconds + 5s. 0 makes the engine's
+// failures count at once, as for one server. Default:
+// DefaultSentinelRideThrough (35s) over a failover client, 0 over any other.
+func WithRideThrough(d time.Duration) Option {
+	return func(s *settings) error {
+		if d < 0 {
+			return fmt.Errorf("redis: WithRideThrough(%v): %w: window must not be negative", d, locker.ErrInvalidArgument)
+		}
+		s.window = d
+		return nil
+	}
+}
+
 // New returns an engine over client: a single node, Sentinel (failover) or
 // Cluster client. The engine never closes client.
 func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 	if client == nil {
 		return nil, fmt.Errorf("redis: New: %w: client is nil", locker.ErrInvalidArgument)
 	}
-	s := settings{name: "redis", prefix: "orthrus", logger: slog.Default(), fenceIdle: DefaultFenceIdle, timeout: DefaultRequestTimeout}
+	s := settings{name: "redis", prefix: "orthrus", logger: slog.Default(), fenceIdle: DefaultFenceIdle, timeout: DefaultRequestTimeout, window: -1}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("redis: New: %w: nil Option", locker.ErrInvalidArgument)
@@ -169,9 +197,15 @@ func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 		}
 	}
 	logger := s.logger.With("engine", s.name)
+	if s.window < 0 {
+		s.window = 0
+		if failover(client) {
+			s.window = DefaultSentinelRideThrough
+		}
+	}
 	e := &Engine{
 		name: s.name, prefix: s.prefix, client: client, hub: newHub(client, logger), batch: &batcher{client: client}, log: logger,
-		bound: bound{timeout: s.timeout}, deadlines: honoursDeadlines(client),
+		bound: bound{timeout: s.timeout}, window: s.window, deadlines: honoursDeadlines(client),
 		idle: s.fenceIdle.Milliseconds(), numsub: "numsub", publish: "publish",
 		shaAcquire: acquireScript.Hash(), shaRelease: releaseScript.Hash(), shaRenew: renewScript.Hash(),
 		fsha: newFamilySHAs(),
@@ -189,12 +223,24 @@ func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 		c.run = c.exec
 		return c
 	}
-	e.core = locker.NewCore(s.name, e, logger, locker.ObservedBy(s.observer))
+	e.core = locker.NewCore(s.name, e, logger, locker.ObservedBy(s.observer), locker.ReleaseWait(s.window))
 	return e, nil
+}
+
+// failover tells a failover client (goredis.NewFailoverClient, or
+// NewUniversalClient with a MasterName), which go-redis gives this address
+// in place of a server's.
+func failover(client goredis.UniversalClient) bool {
+	c, ok := client.(*goredis.Client)
+	return ok && c.Options().Addr == "FailoverClient"
 }
 
 // Name returns the engine's name.
 func (e *Engine) Name() string { return e.name }
+
+// RideThrough returns the engine's ride-through window (WithRideThrough):
+// a switcher lets the engine fail that long before its breaker opens.
+func (e *Engine) RideThrough() time.Duration { return e.window }
 
 // NewLocker returns a new owner's Locker for name.
 func (e *Engine) NewLocker(name string, opts ...locker.Option) (locker.Handle, error) {
@@ -616,14 +662,20 @@ func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
 }
 
 func (e *Engine) release(ctx context.Context, st *hold) error {
-	var n int64
-	var err error
-	if f := st.fam; f != nil {
-		n, err = e.script(ctx, f.releaseScript(), f.args[:f.n])
-	} else if f := st.fair; f != nil {
-		n, err = e.script(ctx, fairReleaseScript, f.args[:f.n])
-	} else {
-		n, err = e.script(ctx, releaseScript, st.args[:])
+	n, err := e.releaseOnce(ctx, st)
+	for e.window > 0 && errors.Is(err, syscall.ECONNREFUSED) {
+		// Sentinel is failing the master over, and the release was never
+		// sent: ask again soon, until ctx ends, so that it lands as soon
+		// as the new master is reached (the Core's retries of a release
+		// that got no answer grow to a second apart).
+		t := time.NewTimer(refusedRetry)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return e.fail(ctx, "release", st.name, err)
+		}
+		n, err = e.releaseOnce(ctx, st)
 	}
 	if err != nil {
 		return e.fail(ctx, "release", st.name, err)
@@ -632,6 +684,21 @@ func (e *Engine) release(ctx context.Context, st *hold) error {
 		return fmt.Errorf("redis: release %q: %w", st.name, locker.ErrLockLost)
 	}
 	return nil
+}
+
+// refusedRetry is how soon a release refused during a Sentinel failover is
+// asked again.
+const refusedRetry = 50 * time.Millisecond
+
+// releaseOnce runs the release script of st's kind once.
+func (e *Engine) releaseOnce(ctx context.Context, st *hold) (int64, error) {
+	if f := st.fam; f != nil {
+		return e.script(ctx, f.releaseScript(), f.args[:f.n])
+	}
+	if f := st.fair; f != nil {
+		return e.script(ctx, fairReleaseScript, f.args[:f.n])
+	}
+	return e.script(ctx, releaseScript, st.args[:])
 }
 
 // Renew implements locker.Renewer: one renewScript call renews a chunk
