@@ -142,9 +142,11 @@ const DefaultRequestTimeout = 2 * time.Second
 // client's read timeouts and retries (5s and three retries with go-redis's
 // defaults). A caller's deadline bounds the requests made under it instead,
 // with the client's ReadTimeout. On a client with ContextTimeoutEnabled a
-// request runs on its caller's goroutine and go-redis gives up at d; on one
+// request runs on its caller's goroutine and go-redis gives up within d
+// (requests that start within d/64 of each other share a deadline); on one
 // without it, go-redis would not, so the request runs on a worker of the
-// engine and the caller leaves it at d. Default: DefaultRequestTimeout (2s).
+// engine and the caller leaves it within d. Default: DefaultRequestTimeout
+// (2s).
 func WithRequestTimeout(d time.Duration) Option {
 	return func(s *settings) error {
 		if d <= 0 {
@@ -160,8 +162,8 @@ func WithRequestTimeout(d time.Duration) Option {
 // Sentinel fails a master over once it has not answered for the
 // Sentinels' down-after-milliseconds (Redis's default: 30s) and they have
 // agreed, elected one of them and promoted a replica, which the failover
-// client then finds: 1.3-2.2s past down-after on a loaded host. The window
-// is the default down-after and 5s for the rest.
+// client then finds: 1.2-2.2s past down-after in the tests, on a loaded
+// host. The window is the default down-after and 5s for the rest.
 const DefaultSentinelRideThrough = 35 * time.Second
 
 // WithRideThrough sets how long the engine may fail, while Sentinel fails
