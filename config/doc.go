@@ -134,7 +134,8 @@
 // then the Redis and etcd clients and the ZooKeeper connection Open
 // dialled; nothing Open started outlives it. WithSwitcherOptions passes
 // what a file cannot say, such as switcher.OnSwitch; WithLogger sets the
-// logger of everything Open starts.
+// logger of everything Open starts, go-redis's own lines included (its
+// logger is global: see Open).
 //
 // # Sources
 //

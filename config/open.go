@@ -142,6 +142,10 @@ func WithSwitcherOptions(opts ...switcher.Option) Option {
 // source must answer within start_timeout. An invalid cfg fails with a
 // *ValidationError. On error Open closes whatever it had started. cfg is
 // copied: later changes to it have no effect.
+//
+// With a redis engine, Open also sends go-redis's own log lines to its
+// logger (goredis.SetLogger with redis.SlogLogger): go-redis has one logger
+// per process, so the latest Open's logger serves every go-redis client.
 func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err error) {
 	c, o, err := prepare(ctx, "Open", cfg, opts)
 	if err != nil {
@@ -155,6 +159,11 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 	tel, err := o.observer()
 	if err != nil {
 		return nil, err
+	}
+	if slices.ContainsFunc(c.Engines, func(e Engine) bool { return e.Type == TypeRedis }) {
+		// go-redis logs past the engines (a failed dial, per connection
+		// and attempt) to stderr unless told otherwise, process-wide.
+		goredis.SetLogger(redis.SlogLogger(log))
 	}
 
 	var cleanup []func() error // on failure, run in reverse

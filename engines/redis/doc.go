@@ -208,12 +208,17 @@
 // bounded). The hand-over allocates nothing, but the two goroutine switches
 // it takes cost CPU: an uncontended cycle through LockCtx with a
 // cancellable context is markedly slower than through Lock (see the README's
-// benchmarks). Commands on a background context (Lock, TryLock) run on the
-// caller's goroutine and are bounded by the client's ReadTimeout. Set
-// ContextTimeoutEnabled anyway, so that the abandoned command ends at the
-// deadline too; a deadline that passes while a request is on the wire is
-// still reported as the deadline (LockCtx returns ctx.Err()), not as the
-// socket's timeout.
+// benchmarks). A request whose context has no deadline (Lock, TryLock) is
+// given one of the request timeout (WithRequestTimeout, default 2s): on a
+// frozen server TryLock and Lock return an error wrapping
+// locker.ErrUnavailable within it, whatever the client's ReadTimeout and
+// retries. With ContextTimeoutEnabled such a request runs on the caller's
+// goroutine; without it, on a worker, as above, which costs an uncontended
+// Lock the same two goroutine switches. Set ContextTimeoutEnabled (config.Open
+// does), so that Lock and TryLock take the fast path and an abandoned
+// command ends at its deadline too; a deadline that passes while a request
+// is on the wire is still reported as the deadline (LockCtx returns
+// ctx.Err()), not as the socket's timeout.
 //
 // # TLS, ACL users and Sentinel
 //
@@ -248,6 +253,23 @@
 // seen refuses the old holder. Without fencing, use etcd or ZooKeeper,
 // whose writes are acknowledged by a quorum. TestSentinelFailover shows
 // both cases with a master, a replica and three Sentinels.
+//
+// An engine over a failover client rides its failovers through: it is a
+// switcher.Cluster whose window (WithRideThrough, default
+// DefaultSentinelRideThrough, 35s: Sentinel's default down-after-milliseconds
+// of 30s and 5s for the Sentinels to agree, elect a leader and promote the
+// replica) keeps a switcher's breaker closed while the master is down, so
+// a failover moves no acquisition to the next engine; set it to the
+// Sentinels' down-after-milliseconds + 5s. A release refused meanwhile (the
+// command never left) is asked again every 50ms within its bound, so that
+// it lands as soon as the new master is reached, and Unlock waits for it
+// up to the window, within the release timeout. Requests do not ride
+// through on their own: a bare engine's Lock returns an error wrapping
+// locker.ErrUnavailable during a failover, which a switcher retries. With
+// a 1s down-after, acquisitions through a switcher resumed 35-65ms after
+// the Sentinels agreed on the new master, 2.3s after a SIGKILL of the old
+// one, with no switch (TestSentinelRideThrough). Over a single node or
+// Cluster the window is 0: a killed node switches at once.
 //
 // # Redis Cluster
 //

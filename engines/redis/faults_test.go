@@ -3,6 +3,7 @@ package redis_test
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"runtime"
@@ -11,7 +12,9 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/internal/testserver"
+	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
@@ -97,6 +100,51 @@ func TestFaults(t *testing.T) {
 					RequestTimeout: time.Second,
 				}
 			})
+		})
+	}
+}
+
+// TryLock and Lock on a frozen server return ErrUnavailable within the
+// engine's request timeout, over a client with go-redis's defaults (a read
+// timeout of 5s, three retries), with and without ContextTimeoutEnabled.
+func TestFrozenWithinRequestTimeout(t *testing.T) {
+	const bound = redis.DefaultRequestTimeout
+	for _, contextTimeout := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", contextTimeout), func(t *testing.T) {
+			s := testserver.Redis(t)
+			c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), ContextTimeoutEnabled: contextTimeout})
+			defer c.Close()
+			e := newEngine(t, c, redis.WithLogger(quietLog))
+			defer e.Close()
+			l, _ := e.NewLocker("frozen")
+			if err := l.Lock(); err != nil {
+				t.Fatalf("Lock() = %v", err)
+			}
+			if err := l.Unlock(); err != nil {
+				t.Fatalf("Unlock() = %v", err)
+			}
+			if err := pauseServer(s); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = s.Resume() }()
+			for _, call := range []struct {
+				name string
+				fn   func() error
+			}{
+				{"TryLock", func() error { _, err := l.TryLock(); return err }},
+				{"Lock", l.Lock},
+			} {
+				start := time.Now()
+				err := call.fn()
+				took := time.Since(start)
+				t.Logf("%s() on a frozen server: %v after %v", call.name, err, took)
+				if !errors.Is(err, locker.ErrUnavailable) {
+					t.Errorf("%s() on a frozen server = %v; want ErrUnavailable", call.name, err)
+				}
+				if limit := bound + 500*time.Millisecond; took > limit {
+					t.Errorf("%s() on a frozen server returned after %v; want within %v", call.name, took, limit)
+				}
+			}
 		})
 	}
 }

@@ -28,6 +28,13 @@ type Engine struct {
 	log    *slog.Logger
 	calls  sync.Pool // of *call
 
+	bound  bound         // WithRequestTimeout
+	window time.Duration // RideThrough: 0 unless a failover client
+	// deadlines: the client ends a request at its context's deadline
+	// (ContextTimeoutEnabled), so a request that only a deadline can end
+	// runs on its caller's goroutine.
+	deadlines bool
+
 	cluster  *goredis.ClusterClient // nil unless Cluster
 	reloaded atomic.Int64           // when the slot map was last reloaded, unix ns
 	// oneNode: every key is on one server (a Client, single or Sentinel),
@@ -54,6 +61,8 @@ type settings struct {
 	prefix    string
 	logger    *slog.Logger
 	fenceIdle time.Duration
+	timeout   time.Duration
+	window    time.Duration // -1: the client's default
 	fair      bool
 
 	observer locker.Observer // nil: nothing observes
@@ -122,13 +131,65 @@ func WithFenceIdle(d time.Duration) Option {
 	}
 }
 
+// DefaultRequestTimeout bounds one request to Redis whose context has no
+// deadline, unless WithRequestTimeout says otherwise: see WithRequestTimeout.
+const DefaultRequestTimeout = 2 * time.Second
+
+// WithRequestTimeout bounds each request of an acquisition, and Ping, whose
+// context has no deadline (Lock, TryLock, a LockCtx context that can only be
+// cancelled), so that TryLock on a server that does not answer returns an
+// error wrapping locker.ErrUnavailable within d rather than after the
+// client's read timeouts and retries (5s and three retries with go-redis's
+// defaults). A caller's deadline bounds the requests made under it instead,
+// with the client's ReadTimeout. On a client with ContextTimeoutEnabled a
+// request runs on its caller's goroutine and go-redis gives up within d
+// (requests that start within d/64 of each other share a deadline); on one
+// without it, go-redis would not, so the request runs on a worker of the
+// engine and the caller leaves it within d. Default: DefaultRequestTimeout
+// (2s).
+func WithRequestTimeout(d time.Duration) Option {
+	return func(s *settings) error {
+		if d <= 0 {
+			return fmt.Errorf("redis: WithRequestTimeout(%v): %w: timeout must be positive", d, locker.ErrInvalidArgument)
+		}
+		s.timeout = d
+		return nil
+	}
+}
+
+// DefaultSentinelRideThrough is the ride-through window of an engine over
+// a failover client (Sentinel), unless WithRideThrough says otherwise. A
+// Sentinel fails a master over once it has not answered for the
+// Sentinels' down-after-milliseconds (Redis's default: 30s) and they have
+// agreed, elected one of them and promoted a replica, which the failover
+// client then finds: 1.2-2.2s past down-after in the tests, on a loaded
+// host. The window is the default down-after and 5s for the rest.
+const DefaultSentinelRideThrough = 35 * time.Second
+
+// WithRideThrough sets how long the engine may fail, while Sentinel fails
+// its master over, before a switcher counts it as down and moves new
+// acquisitions to the next engine (see switcher.Cluster); Unlock waits for
+// an unanswered release that long too, within the release timeout. Set it
+// to the Sentinels' down-after-milliseconds + 5s. 0 makes the engine's
+// failures count at once, as for one server. Default:
+// DefaultSentinelRideThrough (35s) over a failover client, 0 over any other.
+func WithRideThrough(d time.Duration) Option {
+	return func(s *settings) error {
+		if d < 0 {
+			return fmt.Errorf("redis: WithRideThrough(%v): %w: window must not be negative", d, locker.ErrInvalidArgument)
+		}
+		s.window = d
+		return nil
+	}
+}
+
 // New returns an engine over client: a single node, Sentinel (failover) or
 // Cluster client. The engine never closes client.
 func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 	if client == nil {
 		return nil, fmt.Errorf("redis: New: %w: client is nil", locker.ErrInvalidArgument)
 	}
-	s := settings{name: "redis", prefix: "orthrus", logger: slog.Default(), fenceIdle: DefaultFenceIdle}
+	s := settings{name: "redis", prefix: "orthrus", logger: slog.Default(), fenceIdle: DefaultFenceIdle, timeout: DefaultRequestTimeout, window: -1}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("redis: New: %w: nil Option", locker.ErrInvalidArgument)
@@ -138,8 +199,15 @@ func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 		}
 	}
 	logger := s.logger.With("engine", s.name)
+	if s.window < 0 {
+		s.window = 0
+		if failover(client) {
+			s.window = DefaultSentinelRideThrough
+		}
+	}
 	e := &Engine{
 		name: s.name, prefix: s.prefix, client: client, hub: newHub(client, logger), batch: &batcher{client: client}, log: logger,
+		bound: bound{timeout: s.timeout}, window: s.window, deadlines: honoursDeadlines(client),
 		idle: s.fenceIdle.Milliseconds(), numsub: "numsub", publish: "publish",
 		shaAcquire: acquireScript.Hash(), shaRelease: releaseScript.Hash(), shaRenew: renewScript.Hash(),
 		fsha: newFamilySHAs(),
@@ -157,12 +225,24 @@ func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 		c.run = c.exec
 		return c
 	}
-	e.core = locker.NewCore(s.name, e, logger, locker.ObservedBy(s.observer))
+	e.core = locker.NewCore(s.name, e, logger, locker.ObservedBy(s.observer), locker.ReleaseWait(s.window))
 	return e, nil
+}
+
+// failover tells a failover client (goredis.NewFailoverClient, or
+// NewUniversalClient with a MasterName), which go-redis gives this address
+// in place of a server's.
+func failover(client goredis.UniversalClient) bool {
+	c, ok := client.(*goredis.Client)
+	return ok && c.Options().Addr == "FailoverClient"
 }
 
 // Name returns the engine's name.
 func (e *Engine) Name() string { return e.name }
+
+// RideThrough returns the engine's ride-through window (WithRideThrough):
+// a switcher lets the engine fail that long before its breaker opens.
+func (e *Engine) RideThrough() time.Duration { return e.window }
 
 // NewLocker returns a new owner's Locker for name.
 func (e *Engine) NewLocker(name string, opts ...locker.Option) (locker.Handle, error) {
@@ -196,6 +276,7 @@ func (e *Engine) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), locker.DefaultReleaseTimeout)
 	defer cancel()
 	err := errors.Join(e.core.Close(ctx), e.hub.close())
+	e.bound.stop()
 	if e.fq != nil {
 		e.fq.close()
 	}
@@ -386,13 +467,24 @@ func (e *Engine) try(ctx context.Context, st *hold) (bool, time.Duration, error)
 }
 
 // do runs the acquire script of st, or PING when st is nil, and returns its
-// reply, or ctx.Err() as soon as ctx ends. go-redis honours a context's
-// deadline at most (with ContextTimeoutEnabled), never its cancellation, so
-// with a context that can end the request runs on a worker of the Core
-// (see call); without one (Lock, TryLock), here.
+// reply, or ctx.Err() as soon as ctx ends; a ctx without a deadline is given
+// one of the request timeout. go-redis honours a context's deadline at most
+// (with ContextTimeoutEnabled), never its cancellation, so with a context
+// that can end otherwise, or a client that does not honour deadlines, the
+// request runs on a worker of the Core (see call); else (Lock, TryLock on a
+// client with ContextTimeoutEnabled), here.
 func (e *Engine) do(ctx context.Context, st *hold) (int64, error) {
-	if ctx.Done() == nil {
-		return e.request(ctx, st)
+	if _, ok := ctx.Deadline(); !ok {
+		if ctx.Done() == nil {
+			ctx = e.bound.context()
+			if e.deadlines {
+				return e.request(ctx, st)
+			}
+		} else {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, e.bound.timeout)
+			defer cancel()
+		}
 	}
 	c := e.calls.Get().(*call)
 	c.ctx, c.st = ctx, st
@@ -419,6 +511,20 @@ func (e *Engine) do(ctx context.Context, st *hold) (int64, error) {
 		c.recycle()
 		return r.v, r.err
 	}
+}
+
+// honoursDeadlines tells whether go-redis ends client's requests at their
+// context's deadline: ContextTimeoutEnabled, on the clients that can say.
+func honoursDeadlines(client goredis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *goredis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *goredis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *goredis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 func (e *Engine) request(ctx context.Context, st *hold) (int64, error) {
@@ -558,14 +664,20 @@ func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
 }
 
 func (e *Engine) release(ctx context.Context, st *hold) error {
-	var n int64
-	var err error
-	if f := st.fam; f != nil {
-		n, err = e.script(ctx, f.releaseScript(), f.args[:f.n])
-	} else if f := st.fair; f != nil {
-		n, err = e.script(ctx, fairReleaseScript, f.args[:f.n])
-	} else {
-		n, err = e.script(ctx, releaseScript, st.args[:])
+	n, err := e.releaseOnce(ctx, st)
+	for e.window > 0 && errors.Is(err, syscall.ECONNREFUSED) {
+		// Sentinel is failing the master over, and the release was never
+		// sent: ask again soon, until ctx ends, so that it lands as soon
+		// as the new master is reached (the Core's retries of a release
+		// that got no answer grow to a second apart).
+		t := time.NewTimer(refusedRetry)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return e.fail(ctx, "release", st.name, err)
+		}
+		n, err = e.releaseOnce(ctx, st)
 	}
 	if err != nil {
 		return e.fail(ctx, "release", st.name, err)
@@ -574,6 +686,21 @@ func (e *Engine) release(ctx context.Context, st *hold) error {
 		return fmt.Errorf("redis: release %q: %w", st.name, locker.ErrLockLost)
 	}
 	return nil
+}
+
+// refusedRetry is how soon a release refused during a Sentinel failover is
+// asked again.
+const refusedRetry = 50 * time.Millisecond
+
+// releaseOnce runs the release script of st's kind once.
+func (e *Engine) releaseOnce(ctx context.Context, st *hold) (int64, error) {
+	if f := st.fam; f != nil {
+		return e.script(ctx, f.releaseScript(), f.args[:f.n])
+	}
+	if f := st.fair; f != nil {
+		return e.script(ctx, fairReleaseScript, f.args[:f.n])
+	}
+	return e.script(ctx, releaseScript, st.args[:])
 }
 
 // Renew implements locker.Renewer: one renewScript call renews a chunk

@@ -111,6 +111,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"empty prefix", c, redis.WithPrefix("")},
 		{"prefix with a hash tag", c, redis.WithPrefix("a{b}")},
 		{"nil logger", c, redis.WithLogger(nil)},
+		{"zero request timeout", c, redis.WithRequestTimeout(0)},
 		{"nil option", c, nil},
 	} {
 		if _, err := redis.New(tc.c, tc.opt); !errors.Is(err, locker.ErrInvalidArgument) {
