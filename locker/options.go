@@ -15,6 +15,14 @@ const DefaultTTL = 30 * time.Second
 // caller's context so that a cancelled caller still releases.
 const DefaultReleaseTimeout = 5 * time.Second
 
+// DefaultRequestTimeout is how long every engine waits for the answer to
+// one request whose context has no deadline (Lock, TryLock, a health
+// check) before it gives up with an error wrapping ErrUnavailable: a
+// TryLock on a frozen server returns within it on every engine (redis,
+// etcd, zk each take it as their default, and an option of theirs
+// changes it). A caller's own deadline bounds its requests instead.
+const DefaultRequestTimeout = 2 * time.Second
+
 // DefaultReleaseWait bounds how long Unlock waits for the engine's answer:
 // a release still unanswered then goes on in the background, within the
 // release timeout, and Unlock returns an error wrapping ErrUnavailable, so

@@ -20,7 +20,7 @@ import (
 
 // DefaultRequestTimeout bounds every round trip to etcd unless
 // WithRequestTimeout says otherwise.
-const DefaultRequestTimeout = 5 * time.Second
+const DefaultRequestTimeout = locker.DefaultRequestTimeout
 
 // DefaultRideThrough is the ride-through window of an engine whose client
 // lists several endpoints, unless WithRideThrough says otherwise: how
@@ -129,7 +129,7 @@ func WithPrefix(prefix string) Option {
 // WithRequestTimeout bounds every round trip to etcd, whatever the caller's
 // context: the etcd client retries an unreachable cluster until its context
 // ends, so without a bound a call on a background context would hang.
-// Default: DefaultRequestTimeout (5s).
+// Default: DefaultRequestTimeout (2s).
 func WithRequestTimeout(d time.Duration) Option {
 	return func(s *settings) error {
 		if d <= 0 {

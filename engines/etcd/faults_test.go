@@ -335,3 +335,12 @@ func TestFaults(t *testing.T) {
 		}
 	})
 }
+
+// TryLock on a frozen server, at the engine's defaults, returns
+// ErrUnavailable within locker.DefaultRequestTimeout (it took the old
+// default request timeout, 5s).
+func TestTryLockFrozenWithinRequestTimeout(t *testing.T) {
+	s := testserver.Etcd(t)
+	e := newEngine(t, newClient(t, s.Addr()))
+	lockertest.TryLockFrozen(t, e, s.Pause, s.Resume, locker.DefaultRequestTimeout)
+}

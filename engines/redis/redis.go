@@ -133,7 +133,7 @@ func WithFenceIdle(d time.Duration) Option {
 
 // DefaultRequestTimeout bounds one request to Redis whose context has no
 // deadline, unless WithRequestTimeout says otherwise: see WithRequestTimeout.
-const DefaultRequestTimeout = 2 * time.Second
+const DefaultRequestTimeout = locker.DefaultRequestTimeout
 
 // WithRequestTimeout bounds each request of an acquisition, and Ping, whose
 // context has no deadline (Lock, TryLock, a LockCtx context that can only be

@@ -677,3 +677,13 @@ func TestFaults(t *testing.T) {
 		}
 	})
 }
+
+// TryLock on a frozen server, at the engine's defaults, returns
+// ErrUnavailable within locker.DefaultRequestTimeout (it took the old
+// default connect timeout, 5s).
+func TestTryLockFrozenWithinRequestTimeout(t *testing.T) {
+	s := testserver.ZooKeeper(t)
+	e := newEngine(t, []string{s.Addr()})
+	defer e.Close()
+	lockertest.TryLockFrozen(t, e, s.Pause, s.Resume, locker.DefaultRequestTimeout)
+}

@@ -19,7 +19,7 @@ import (
 // Defaults of the engine options.
 const (
 	DefaultSessionTimeout = 10 * time.Second
-	DefaultConnectTimeout = 5 * time.Second
+	DefaultConnectTimeout = locker.DefaultRequestTimeout
 	DefaultPrefix         = "/orthrus"
 	// DefaultParentLinger is how long a lock's parent node stays after the
 	// engine's last node under it went, unless WithParentLinger says
@@ -137,7 +137,7 @@ func WithRideThrough(d time.Duration) Option {
 // locker.ErrUnavailable. A server that accepts a connection but does not
 // answer the handshake within the connect timeout (or two thirds of the
 // session timeout, if shorter, but at least a second) is left for the next
-// try. Default: 5s.
+// try. Default: DefaultConnectTimeout, locker.DefaultRequestTimeout (2s).
 func WithConnectTimeout(d time.Duration) Option {
 	return func(s *settings) error {
 		if d <= 0 {

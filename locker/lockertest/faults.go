@@ -452,3 +452,35 @@ func testUnlockWhilePaused(t *testing.T, f FaultFactory) {
 		mustUnlock(t, next)
 	}
 }
+
+// TryLockFrozen checks that TryLock on e, whose server pause freezes,
+// returns an error wrapping ErrUnavailable within bound (the engine's
+// request timeout at its defaults: locker.DefaultRequestTimeout) plus
+// scheduling slack. The server is resumed before it returns.
+func TryLockFrozen(t *testing.T, e locker.Engine, pause, resume func() error, bound time.Duration) {
+	t.Helper()
+	l, err := e.NewLocker(t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustLock(t, l)
+	mustUnlock(t, l)
+	if err := pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := resume(); err != nil {
+			t.Error(err)
+		}
+	}()
+	began := time.Now()
+	ok, err := l.TryLock()
+	took := time.Since(began)
+	t.Logf("TryLock() on a frozen server: %v, %v after %v", ok, err, took)
+	if ok || !errors.Is(err, locker.ErrUnavailable) {
+		t.Errorf("TryLock() on a frozen server = %v, %v; want false, ErrUnavailable", ok, err)
+	}
+	if limit := bound + 500*time.Millisecond; took > limit {
+		t.Errorf("TryLock() on a frozen server returned after %v; want within %v", took, limit)
+	}
+}
