@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -80,6 +81,8 @@ func campaign(tb testing.TB, length time.Duration) campaignResult {
 	}
 	procs := startFleet(tb, configs, resource.Addr())
 	var retired []*fleetProc // crashed processes, whose reports count too
+	var crashed []time.Time  // when each left the fleet
+	joined := make([]time.Time, n) // when the process now at each index joined: zero for the first ones
 	type mark struct {
 		kind     string
 		from, to time.Time
@@ -110,7 +113,8 @@ func campaign(tb testing.TB, length time.Duration) campaignResult {
 		case "crash":
 			_ = procs[k].cmd.Process.Kill()
 			<-procs[k].done
-			retired = append(retired, procs[k])
+			retired, crashed = append(retired, procs[k]), append(crashed, time.Now())
+			joined[k] = time.Now()
 			procs[k] = startFleet(tb, configs[k:k+1], resource.Addr())[0]
 		}
 		marks = append(marks, mark{kind, from, time.Now()})
@@ -144,7 +148,9 @@ func campaign(tb testing.TB, length time.Duration) campaignResult {
 			at := unixNano(f[1])
 			switch f[0] {
 			case "ready":
-				changes = append(changes, change{time.Time{}, i, f[1]})
+				if i < n {
+					changes = append(changes, change{joined[i], i, f[1]})
+				}
 			case "switch":
 				if f[4] != "deferred" {
 					changes = append(changes, change{at, i, f[2]})
@@ -189,16 +195,27 @@ func campaign(tb testing.TB, length time.Duration) campaignResult {
 	// The fleet's split after each fault: time until every process was on
 	// one engine again, counting only the splits that began in the fault or
 	// its recovery.
+	for j, at := range crashed { // a crashed process is on no engine
+		changes = append(changes, change{at, n + j, ""})
+	}
 	slices.SortFunc(changes, func(a, b change) int { return a.at.Compare(b.at) })
+	if os.Getenv("E2E_CAMPAIGN_DEBUG") != "" {
+		for _, c := range changes {
+			fmt.Fprintf(os.Stderr, "%v process %d -> %s\n", c.at.Format("15:04:05.000"), c.proc, c.engine)
+		}
+		for _, m := range marks {
+			fmt.Fprintf(os.Stderr, "%v %s until %v\n", m.from.Format("15:04:05.000"), m.kind, m.to.Format("15:04:05.000"))
+		}
+	}
 	current := make(map[int]string)
 	var splitSince time.Time
 	var splits []struct{ from, to time.Time }
 	for _, c := range changes {
 		current[c.proc] = c.engine
-		together := true
-		for _, e := range current {
-			together = together && e == c.engine
+		if c.engine == "" {
+			delete(current, c.proc)
 		}
+		together := len(slices.Compact(slices.Sorted(maps.Values(current)))) <= 1
 		switch {
 		case !together && splitSince.IsZero():
 			splitSince = c.at
