@@ -315,6 +315,13 @@ func (s *Server) Pause() error {
 	if err := s.proc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		return fmt.Errorf("testserver: pause %s: %w", s, err)
 	}
+	// Frozen when Pause returns: no request sent after it is answered.
+	for deadline := time.Now().Add(5 * time.Second); !stopped(s.proc.cmd.Process.Pid); {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("testserver: pause %s: not stopped 5s after SIGSTOP", s)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	s.paused = true
 	s.live.Store(false)
 	return nil
