@@ -29,7 +29,8 @@
 // background, until the lock's release timeout.
 //
 // An engine over a cluster (one that implements Cluster: the etcd and zk
-// engines given several servers) has a ride-through window: a leader
+// engines given several servers, the redis engine over a Sentinel failover
+// client) has a ride-through window: a leader
 // election, a member's death or restart are the cluster's business, during
 // which requests fail for a moment and are retried (an acquisition goes
 // again on the same engine within its caller's budget). Its breaker opens

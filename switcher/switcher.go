@@ -397,7 +397,8 @@ func (m *member) failedFor(d time.Duration) bool {
 }
 
 // Cluster is implemented by engines over a cluster that elects a leader
-// (etcd, ZooKeeper ensembles): a leader election, a member's death or its
+// (etcd and ZooKeeper ensembles, Redis behind Sentinel): a leader
+// election or a failover, a member's death or its
 // restart make the engine fail for a moment that its cluster survives.
 // RideThrough is that moment's longest expected length, from the
 // cluster's election mechanics: the breaker opens only once the engine has
