@@ -26,8 +26,9 @@ type Switcher struct {
 	members  []*member
 	opts     settings
 	log      *slog.Logger
-	proposer Proposer // the first shared source, nil without one
-	id       string   // this switcher's Member ID
+	proposer Proposer      // the first shared source, nil without one
+	id       string        // this switcher's Member ID
+	minTTL   time.Duration // the largest MinTTL of the engines
 
 	announced []chan struct{} // one per Announcer source
 
@@ -175,9 +176,15 @@ func (s *Switcher) addMembers(engines []locker.Engine) error {
 		m.report = m.reportFailure
 		m.breaker = s.newBreaker(m)
 		s.members = append(s.members, m)
+		s.minTTL = max(s.minTTL, locker.MinTTL(e))
 	}
 	return nil
 }
+
+// MinTTL implements locker.MinTTLer: the largest minimum TTL of the
+// engines, since a hold may go to any of them. NewLocker, NewRWLock and
+// NewSemaphore refuse a WithTTL or WithLease below it.
+func (s *Switcher) MinTTL() time.Duration { return s.minTTL }
 
 // startDown opens the breaker of each engine WithDownAtStart names, and
 // moves current off a down engine to the first one in order that is up.
