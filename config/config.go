@@ -180,7 +180,8 @@ type TLS struct {
 type Lock struct {
 	// TTL is how long a hold outlives its owner; the watchdog renews it
 	// every TTL/3 (locker.WithTTL). ZooKeeper holds live as long as the
-	// session instead (session_timeout). Default: 30s.
+	// session instead (session_timeout). At least the largest MinTTL of
+	// the engines: redis and zk 100ms, etcd 1s. Default: 30s.
 	TTL time.Duration `mapstructure:"ttl"`
 }
 
