@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -385,4 +388,80 @@ func serverEngine(t *testing.T, kind, name, prefix string) (*testserver.Server, 
 		engine += ", session_timeout: 4s"
 	}
 	return srv, engine + "}"
+}
+
+// TestOpenZKStartTimeout: Open of a lone zk engine is bounded by
+// start_timeout whatever its address does: hang, refuse, or speak another
+// protocol first (a wrong port: SSH, MySQL...), which is reported as such
+// at once, without go-zookeeper allocating the gigabytes that the greeting
+// reads as a packet length, again at every reconnection. (Before
+// WithLazyConnect, Open waited for the session its own dial timeout, 5s.)
+func TestOpenZKStartTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name, addr string
+		why        string // in the error
+	}{
+		{"hangs", silent(t), "deadline exceeded"},
+		{"refuses", "127.0.0.1:1", "refused"},
+		{"speaks first", greeter(t, "SSH-2.0-OpenSSH_9.6\r\n"), `answered "SSH-": not a ZooKeeper server`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			c := loadYAML(t, fmt.Sprintf("start_timeout: 1s\nsource: {type: none}\nengines:\n  - {name: z, type: zk, servers: [%q]}\n", tc.addr))
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			sw, err := config.Open(context.Background(), c, quiet)
+			took := time.Since(start)
+			runtime.ReadMemStats(&after)
+			if err == nil {
+				_ = sw.Close()
+				t.Fatal("Open() = nil error; want ErrUnavailable")
+			}
+			if !errors.Is(err, locker.ErrUnavailable) || !strings.Contains(err.Error(), tc.why) {
+				t.Errorf("Open() = %v; want ErrUnavailable saying %q", err, tc.why)
+			}
+			// A second more: see TestOpenNoEngineAnswers.
+			if limit := c.StartTimeout + startSlack + time.Second; took > limit {
+				t.Errorf("Open() took %v; want at most %v", took, limit)
+			}
+			if mb := (after.TotalAlloc - before.TotalAlloc) >> 20; mb > 64 {
+				t.Errorf("Open() allocated %d MB; want a few", mb)
+			}
+		})
+	}
+}
+
+// greeter accepts connections and writes greeting on each, as a server
+// whose protocol speaks first does, then reads until the client hangs up.
+func greeter(t *testing.T, greeting string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				if _, err := io.WriteString(c, greeting); err == nil {
+					_, _ = io.Copy(io.Discard, c)
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		wg.Wait()
+	})
+	return ln.Addr().String()
 }

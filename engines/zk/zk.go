@@ -137,7 +137,8 @@ func WithRideThrough(d time.Duration) Option {
 // locker.ErrUnavailable. A server that accepts a connection but does not
 // answer the handshake within the connect timeout (or two thirds of the
 // session timeout, if shorter, but at least a second) is left for the next
-// try. Default: 5s.
+// try; one whose first reply is not ZooKeeper's (a wrong port) is refused
+// at once, and the error says so. Default: 5s.
 func WithConnectTimeout(d time.Duration) Option {
 	return func(s *settings) error {
 		if d <= 0 {
