@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"runtime"
 	"strings"
 	"sync"
@@ -430,38 +428,4 @@ func TestOpenZKStartTimeout(t *testing.T) {
 			}
 		})
 	}
-}
-
-// greeter accepts connections and writes greeting on each, as a server
-// whose protocol speaks first does, then reads until the client hangs up.
-func greeter(t *testing.T, greeting string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				if _, err := io.WriteString(c, greeting); err == nil {
-					_, _ = io.Copy(io.Discard, c)
-				}
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		wg.Wait()
-	})
-	return ln.Addr().String()
 }
