@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -179,7 +180,8 @@ type TLS struct {
 type Lock struct {
 	// TTL is how long a hold outlives its owner; the watchdog renews it
 	// every TTL/3 (locker.WithTTL). ZooKeeper holds live as long as the
-	// session instead (session_timeout). Default: 30s.
+	// session instead (session_timeout). At least the largest MinTTL of
+	// the engines: redis and zk 100ms, etcd 1s. Default: 30s.
 	TTL time.Duration `mapstructure:"ttl"`
 }
 
@@ -298,18 +300,18 @@ func load(path string) (*Config, error) {
 		return nil, fmt.Errorf("config: %s: %w", path, err)
 	}
 	c := new(Config)
-	var problems []*FieldError
-	problems = append(problems, decode(v.AllSettings(), c)...)
-	if len(problems) == 0 {
-		problems = append(problems, c.applyEnv(environ())...)
-		if c.Source.Type == "" {
-			// A file names its active engine: editing it moves the switcher.
-			c.Source.Type = SourceFile
-		}
-		problems = append(problems, c.readSecretFiles()...)
-		problems = append(problems, c.validate()...)
+	// Every check runs, whatever decode found, so that one round reports
+	// every problem; a value of the wrong type is reported once, by decode.
+	problems, mistyped := decode(v.AllSettings(), c)
+	problems = append(problems, c.applyEnv(environ())...)
+	if c.Source.Type == "" {
+		// A file names its active engine: editing it moves the switcher.
+		c.Source.Type = SourceFile
 	}
+	problems = append(problems, c.readSecretFiles()...)
+	problems = append(problems, besides(c.validate(), mistyped)...)
 	if len(problems) > 0 {
+		sort.SliceStable(problems, func(i, j int) bool { return problems[i].Field < problems[j].Field })
 		return nil, &ValidationError{File: path, Fields: problems}
 	}
 	c.setDefaults()

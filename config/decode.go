@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -16,8 +17,8 @@ var durationType = reflect.TypeFor[time.Duration]()
 
 // decode fills c from the settings viper parsed, strictly: no key that the
 // schema does not have, no value of the wrong type. Every problem names its
-// key.
-func decode(settings map[string]any, c *Config) []*FieldError {
+// key; mistyped lists the fields left zero for a value of the wrong type.
+func decode(settings map[string]any, c *Config) (problems []*FieldError, mistyped []string) {
 	var md mapstructure.Metadata
 	d, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
 		Result:           c,
@@ -27,16 +28,29 @@ func decode(settings map[string]any, c *Config) []*FieldError {
 		DecodeHook:       strictHook,
 	})
 	if err != nil {
-		return []*FieldError{{Msg: err.Error()}}
+		return []*FieldError{{Msg: err.Error()}}, nil
 	}
 	err = d.Decode(settings)
-	var problems []*FieldError
 	for _, key := range md.Unused {
 		problems = append(problems, unknownKey(key))
 	}
-	problems = append(problems, decodeProblems(err)...)
+	for _, p := range decodeProblems(err) {
+		problems = append(problems, p)
+		mistyped = append(mistyped, p.Field)
+	}
 	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Field < problems[j].Field })
-	return problems
+	return problems, mistyped
+}
+
+// besides drops the problems about the fields in mistyped and under them:
+// a value of the wrong type is left zero, and is already reported.
+func besides(problems []*FieldError, mistyped []string) []*FieldError {
+	return slices.DeleteFunc(problems, func(p *FieldError) bool {
+		return slices.ContainsFunc(mistyped, func(m string) bool {
+			rest, under := strings.CutPrefix(p.Field, m)
+			return under && (rest == "" || rest[0] == '.' || rest[0] == '[')
+		})
+	})
 }
 
 // unknownKey reports a key the schema does not have, with the closest key

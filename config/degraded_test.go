@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -389,4 +390,46 @@ func serverEngine(t *testing.T, kind, name, prefix string) (*testserver.Server, 
 		engine += ", session_timeout: 4s"
 	}
 	return srv, engine + "}"
+}
+
+// TestOpenZKStartTimeout: Open of a lone zk engine is bounded by
+// start_timeout whatever its address does: hang, refuse, or speak another
+// protocol first (a wrong port: SSH, MySQL...), which is reported as such
+// at once, without go-zookeeper allocating the gigabytes that the greeting
+// reads as a packet length, again at every reconnection. (Before
+// WithLazyConnect, Open waited for the session its own dial timeout, 5s.)
+func TestOpenZKStartTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name, addr string
+		why        string // in the error
+	}{
+		{"hangs", silent(t), "deadline exceeded"},
+		{"refuses", "127.0.0.1:1", "refused"},
+		{"speaks first", greeter(t, "SSH-2.0-OpenSSH_9.6\r\n"), `answered "SSH-": not a ZooKeeper server`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			c := loadYAML(t, fmt.Sprintf("start_timeout: 1s\nsource: {type: none}\nengines:\n  - {name: z, type: zk, servers: [%q]}\n", tc.addr))
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			sw, err := config.Open(context.Background(), c, quiet)
+			took := time.Since(start)
+			runtime.ReadMemStats(&after)
+			if err == nil {
+				_ = sw.Close()
+				t.Fatal("Open() = nil error; want ErrUnavailable")
+			}
+			if !errors.Is(err, locker.ErrUnavailable) || !strings.Contains(err.Error(), tc.why) {
+				t.Errorf("Open() = %v; want ErrUnavailable saying %q", err, tc.why)
+			}
+			// A second more: see TestOpenNoEngineAnswers.
+			if limit := c.StartTimeout + startSlack + time.Second; took > limit {
+				t.Errorf("Open() took %v; want at most %v", took, limit)
+			}
+			if mb := (after.TotalAlloc - before.TotalAlloc) >> 20; mb > 64 {
+				t.Errorf("Open() allocated %d MB; want a few", mb)
+			}
+		})
+	}
 }

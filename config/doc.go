@@ -46,8 +46,9 @@
 //	config: /etc/myapp/orthrus.yaml: engines[1].type: unknown engine "rediss" (want redis, zk, etcd); lock.ttl: must be positive, got -1s
 //
 // The error is a *ValidationError of FieldErrors and wraps
-// locker.ErrInvalidArgument. Type errors never show the value, which may be
-// a secret. TLS files are read by Load, so a missing one is reported there.
+// locker.ErrInvalidArgument. A value of the wrong type is reported once,
+// beside every other check, not as missing too. Type errors never show the
+// value, which may be a secret. TLS files are read by Load, so a missing one is reported there.
 //
 // # Environment
 //

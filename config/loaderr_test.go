@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,5 +57,52 @@ func TestSyntaxErrorLine(t *testing.T) {
 				t.Errorf("Load() = %v; want ErrInvalidArgument naming %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// Type errors do not hide the other checks: one Load reports every failed
+// check, as the package doc promises, and nothing twice: a value of the
+// wrong type is not also reported as missing.
+func TestLoadReportsEveryProblemAtOnce(t *testing.T) {
+	clearEnv(t)
+	path := writeFile(t, t.TempDir(), "c.yaml", `active: x
+breaker:
+  failures: x
+lock:
+  ttl: -1s
+engines:
+  - name: a
+    type: redis
+    adrs: ["127.0.0.1:6379"]
+  - name: b
+    type: [zk]
+    servers: ["127.0.0.1:2181"]
+`)
+	_, err := config.Load(path)
+	var ve *config.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("Load() = %v; want a *ValidationError", err)
+	}
+	var got []string
+	for _, f := range ve.Fields {
+		got = append(got, f.Error())
+	}
+	for _, want := range []string{
+		`active: unknown engine "x"`,
+		"breaker.failures: want an integer",
+		`engines[0]: unknown key "adrs" (did you mean "addrs"?)`,
+		"engines[1].type: want a string",
+		"lock.ttl: must be positive, got -1s",
+	} {
+		if !slices.ContainsFunc(got, func(g string) bool { return strings.HasPrefix(g, want) }) {
+			t.Errorf("Load() problems:\n%s\nwant one starting %q", strings.Join(got, "\n"), want)
+		}
+	}
+	seen := make(map[string]bool)
+	for _, f := range ve.Fields {
+		if seen[f.Field] && f.Field != "engines[0]" {
+			t.Errorf("Load() problems:\n%s\nwant one per field, %s has several", strings.Join(got, "\n"), f.Field)
+		}
+		seen[f.Field] = true
 	}
 }

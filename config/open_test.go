@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -201,7 +202,12 @@ lock: {ttl: 7s}
 }
 
 // silent accepts connections and never answers: a server that hangs.
-func silent(t *testing.T) string {
+func silent(t *testing.T) string { return greeter(t, "") }
+
+// greeter accepts connections and writes greeting on each, as a server
+// whose protocol speaks first does (nothing for ""), then leaves them open
+// until the test ends.
+func greeter(t *testing.T, greeting string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -217,6 +223,7 @@ func silent(t *testing.T) string {
 			if err != nil {
 				return
 			}
+			_, _ = io.WriteString(c, greeting) // a new socket's buffer takes it at once
 			mu.Lock()
 			conns = append(conns, c)
 			mu.Unlock()

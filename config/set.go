@@ -158,7 +158,7 @@ func parseConfig(format string, data []byte) (*Config, []*FieldError) {
 		return nil, []*FieldError{{Msg: err.Error()}}
 	}
 	c := new(Config)
-	if problems := decode(v.AllSettings(), c); len(problems) > 0 {
+	if problems, _ := decode(v.AllSettings(), c); len(problems) > 0 {
 		return nil, problems
 	}
 	return c, c.validate()

@@ -1,20 +1,28 @@
 package config
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/orthrus-go/orthrus/engines/etcd"
+	"github.com/orthrus-go/orthrus/engines/redis"
+	"github.com/orthrus-go/orthrus/engines/zk"
 	"github.com/orthrus-go/orthrus/internal/zkconn"
 )
 
 var engineTypes = []string{TypeRedis, TypeZK, TypeEtcd}
+
+// minTTLOf is the shortest TTL each engine type honours: its MinTTL.
+var minTTLOf = map[string]time.Duration{TypeRedis: redis.MinTTL, TypeZK: zk.MinTTL, TypeEtcd: etcd.MinTTL}
 
 // Validate checks c as Load does, without the environment: it returns nil
 // or a *ValidationError naming every bad field. It reads the TLS files it
@@ -69,6 +77,7 @@ func (c *Config) validate() []*FieldError {
 	}
 	p.positive("start_timeout", c.StartTimeout)
 	p.positive("lock.ttl", c.Lock.TTL)
+	c.checkMinTTL(&p)
 	if c.Breaker.Failures < 0 {
 		p.add("breaker.failures", "must be positive, got %d", c.Breaker.Failures)
 	}
@@ -84,6 +93,18 @@ func (c *Config) validate() []*FieldError {
 	c.Source.validate(&p)
 	sort.SliceStable(p, func(i, j int) bool { return p[i].Field < p[j].Field })
 	return p
+}
+
+// checkMinTTL refuses a lock.ttl below the minimum TTL of an engine: a
+// hold may go to any of them, so the largest minimum is the switcher's.
+func (c *Config) checkMinTTL(p *problems) {
+	if c.Lock.TTL <= 0 || len(c.Engines) == 0 {
+		return // the default, or reported already
+	}
+	e := slices.MaxFunc(c.Engines, func(a, b Engine) int { return cmp.Compare(minTTLOf[a.Type], minTTLOf[b.Type]) })
+	if min := minTTLOf[e.Type]; c.Lock.TTL < min {
+		p.add("lock.ttl", "%v is below %v, the minimum TTL of engine %q (%s), the largest of the engines'", c.Lock.TTL, min, e.Name, e.Type)
+	}
 }
 
 // orDefault returns d, or def when d is zero.

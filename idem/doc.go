@@ -97,11 +97,13 @@
 //
 // # Errors
 //
-// locker.ErrUnavailable (the store failed or timed out), ErrNotOwner (Done
-// found another attempt's record, or none), ErrDone (a ticket reported
-// twice), locker.ErrInvalidArgument (a bad option or argument, naming it),
-// and ctx.Err() when the caller's context ends first. A duplicate is not
-// an error.
+// locker.ErrUnavailable (the store failed or timed out), locker.ErrClosed
+// (the store's client was closed: an error whatever the policy),
+// ErrNotOwner (Done found another attempt's record, or none), ErrDone (a
+// ticket reported twice), locker.ErrInvalidArgument (a bad option or
+// argument, naming it), and ctx.Err() when the caller's context ends
+// first. A duplicate is not an error. Errors name the call made: "idem:
+// Done ..." for a Done, even one that records a success.
 //
 // # Operations
 //

@@ -64,7 +64,20 @@ func (e *EtcdStore) Name() string { return e.name }
 // Key returns the etcd key of the record with the given ID.
 func (e *EtcdStore) Key(id ID) string { return e.prefix + id.String() }
 
+// closed fails a request at once when the owner closed the client:
+// clientv3 would retry it until the caller's deadline, and report an
+// outage.
+func (e *EtcdStore) closed(op, key string) error {
+	if e.client.Ctx().Err() == nil {
+		return nil
+	}
+	return fmt.Errorf("etcd: %s %s: %w: the client is closed", op, key, locker.ErrClosed)
+}
+
 func (e *EtcdStore) fail(op, key string, err error) error {
+	if cerr := e.closed(op, key); cerr != nil {
+		return cerr // closed during the request
+	}
 	if errors.Is(err, context.Canceled) {
 		return err
 	}
@@ -125,6 +138,9 @@ func (e *EtcdStore) withLease(ctx context.Context, ttl time.Duration, txn func(c
 // key's mod revision).
 func (e *EtcdStore) Create(ctx context.Context, key string, val []byte, ttl, _ time.Duration) (Entry, bool, error) {
 	k := e.prefix + key
+	if err := e.closed("create", k); err != nil {
+		return Entry{}, false, err
+	}
 	resp, err := e.withLease(ctx, ttl, func(id clientv3.LeaseID) (*clientv3.TxnResponse, error) {
 		return e.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
@@ -149,6 +165,9 @@ func (e *EtcdStore) Create(ctx context.Context, key string, val []byte, ttl, _ t
 // revision is still old's stamp.
 func (e *EtcdStore) Replace(ctx context.Context, key string, old Entry, val []byte, ttl time.Duration) (bool, error) {
 	k := e.prefix + key
+	if err := e.closed("replace", k); err != nil {
+		return false, err
+	}
 	resp, err := e.withLease(ctx, ttl, func(id clientv3.LeaseID) (*clientv3.TxnResponse, error) {
 		return e.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(k), "=", old.Stamp)).
@@ -164,6 +183,9 @@ func (e *EtcdStore) Replace(ctx context.Context, key string, old Entry, val []by
 // Remove implements Store.
 func (e *EtcdStore) Remove(ctx context.Context, key string, old Entry) (bool, error) {
 	k := e.prefix + key
+	if err := e.closed("remove", k); err != nil {
+		return false, err
+	}
 	resp, err := e.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(k), "=", old.Stamp)).
 		Then(clientv3.OpDelete(k)).
@@ -178,6 +200,9 @@ func (e *EtcdStore) Remove(ctx context.Context, key string, old Entry) (bool, er
 // trip, to the lease).
 func (e *EtcdStore) Get(ctx context.Context, key string) (Entry, bool, error) {
 	k := e.prefix + key
+	if err := e.closed("get", k); err != nil {
+		return Entry{}, false, err
+	}
 	resp, err := e.client.Get(ctx, k)
 	if err != nil {
 		return Entry{}, false, e.fail("get", k, err)
@@ -191,6 +216,9 @@ func (e *EtcdStore) Get(ctx context.Context, key string) (Entry, bool, error) {
 // Delete implements Store.
 func (e *EtcdStore) Delete(ctx context.Context, key string) (bool, error) {
 	k := e.prefix + key
+	if err := e.closed("delete", k); err != nil {
+		return false, err
+	}
 	resp, err := e.client.Delete(ctx, k)
 	if err != nil {
 		return false, e.fail("delete", k, err)

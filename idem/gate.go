@@ -439,9 +439,9 @@ func (t *Ticket) Unguarded() bool { return t.unguarded }
 // called again; after any other result it returns ErrDone.
 func (t *Ticket) Done(ctx context.Context, opErr error) error {
 	if opErr == nil {
-		return t.Succeed(ctx, nil)
+		return t.succeed(ctx, "Done", nil)
 	}
-	return t.finish(ctx, "fail", func(cctx context.Context) (bool, error) {
+	return t.finish(ctx, "Done", func(cctx context.Context) (bool, error) {
 		return t.store.Remove(cctx, t.key, t.entry)
 	})
 }
@@ -453,7 +453,13 @@ func (t *Ticket) Succeed(ctx context.Context, result []byte) error {
 	if len(result) > t.g.set.maxResult {
 		return fmt.Errorf("%w: idem: Succeed: result is %d bytes, over WithMaxResult(%d)", locker.ErrInvalidArgument, len(result), t.g.set.maxResult)
 	}
-	return t.finish(ctx, "succeed", func(cctx context.Context) (bool, error) {
+	return t.succeed(ctx, "Succeed", result)
+}
+
+// succeed rewrites the record as succeeded; call names the method the
+// caller called, for the errors.
+func (t *Ticket) succeed(ctx context.Context, call string, result []byte) error {
+	return t.finish(ctx, call, func(cctx context.Context) (bool, error) {
 		rec := t.rec
 		rec.State, rec.Result = Succeeded, result
 		val := rec.encode(make([]byte, 0, headerLen+len(rec.Fingerprint)+len(result)))
@@ -461,6 +467,8 @@ func (t *Ticket) Succeed(ctx context.Context, result []byte) error {
 	})
 }
 
+// finish writes the outcome with write, once; op is the method the caller
+// called, which the errors name.
 func (t *Ticket) finish(ctx context.Context, op string, write func(context.Context) (bool, error)) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: idem: %s: ctx is nil", locker.ErrInvalidArgument, op)

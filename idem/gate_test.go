@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -389,4 +390,46 @@ func startServer(t *testing.T, kind string) *testserver.Server {
 		return testserver.Etcd(t)
 	}
 	return testserver.ZooKeeper(t, testserver.WithArgs(zkTTLNodes))
+}
+
+// A gate whose client its owner closed is closed, not an outage: Begin's
+// error wraps locker.ErrClosed, which no fail-open policy lets through and
+// no alert on unavailability counts.
+func TestBeginOnClosedClient(t *testing.T) {
+	for _, e := range engines {
+		t.Run(e.kind, func(t *testing.T) {
+			s, closeFn, err := openStore(e.kind, addrOf(e.kind), "idemtest/"+t.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := newGate(t, s, idem.WithPolicy(idem.FailOpen))
+			closeFn()
+			tk, dup, err := g.Begin(context.Background(), "order-1")
+			if !errors.Is(err, locker.ErrClosed) || errors.Is(err, locker.ErrUnavailable) {
+				t.Errorf("Begin() on a closed client = %v, %v, %v; want an error wrapping ErrClosed, not ErrUnavailable", tk, dup, err)
+			}
+		})
+	}
+}
+
+// An error names the call that was made: Done after Succeed says Done.
+func TestDoneAfterSucceedNamesDone(t *testing.T) {
+	ctx := context.Background()
+	g := newGate(t, newStore(t, "redis"))
+	tk := mustRun(t, g, "order-1")
+	if err := tk.Succeed(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		call string
+		err  error
+	}{
+		{"Done", tk.Done(ctx, nil)},
+		{"Done", tk.Done(ctx, errors.New("declined"))},
+		{"Succeed", tk.Succeed(ctx, nil)},
+	} {
+		if !errors.Is(tc.err, idem.ErrDone) || !strings.HasPrefix(tc.err.Error(), "idem: "+tc.call+" ") {
+			t.Errorf("%s after Succeed = %v; want ErrDone, with a message starting \"idem: %s \"", tc.call, tc.err, tc.call)
+		}
+	}
 }

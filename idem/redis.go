@@ -112,8 +112,12 @@ func (r *RedisStore) Name() string { return r.name }
 func (r *RedisStore) Key(id ID) string { return r.prefix + id.String() }
 
 func (r *RedisStore) fail(op, key string, err error) error {
-	if errors.Is(err, context.Canceled) {
+	switch {
+	case errors.Is(err, context.Canceled):
 		return err
+	case errors.Is(err, goredis.ErrClosed):
+		// The owner closed the client: not an outage to ride out.
+		return fmt.Errorf("redis: %s %s: %w: %w", op, key, locker.ErrClosed, err)
 	}
 	return fmt.Errorf("redis: %s %s: %w: %w", op, key, locker.ErrUnavailable, err)
 }

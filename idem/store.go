@@ -14,7 +14,9 @@ import (
 // Keys are the hex form of an ID; a store maps them into its namespace.
 // Values are opaque to the store. Errors caused by the server or the
 // connection must wrap locker.ErrUnavailable, so that the gate can apply
-// its policy; a caller's context that ends is returned as ctx.Err().
+// its policy; those of a client its owner closed wrap locker.ErrClosed
+// instead (no policy lets a closed gate through); a caller's context that
+// ends is returned as ctx.Err().
 type Store interface {
 	// Name identifies the store; in a switched gate it is the name of the
 	// engine the store runs on, as the switcher's Current returns it.

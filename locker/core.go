@@ -140,6 +140,7 @@ type Core struct {
 	releases    sync.Pool     // of *pendingRelease
 	deadlines   bool          // the backend's Release returns by its context's deadline
 	releaseWait time.Duration // how long Unlock waits for an answer
+	minTTL      time.Duration // the backend's MinTTL, 0 without one
 }
 
 // workerIdle is how long a worker of Go waits for more work: engines hand
@@ -164,6 +165,7 @@ func NewCore(engine string, b Backend, logger *slog.Logger, opts ...CoreOption) 
 	if d, ok := b.(DeadlineHonourer); ok {
 		c.deadlines = d.HonoursDeadlines()
 	}
+	c.minTTL = MinTTL(b)
 	renewer, _ := b.(Renewer)
 	c.sched = newScheduler(renewer, c.expire, logger)
 	return c
@@ -174,7 +176,7 @@ func (c *Core) NewLocker(name string, opts ...Option) (Handle, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	s, err := Resolve(opts...)
+	s, err := c.resolve(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -182,6 +184,12 @@ func (c *Core) NewLocker(name string, opts ...Option) (Handle, error) {
 		return nil, err
 	}
 	return newMutex(c, name, s), nil
+}
+
+// resolve resolves opts against the backend's minimum TTL (a backend that
+// implements MinTTLer, as every engine of this module does).
+func (c *Core) resolve(opts []Option) (Settings, error) {
+	return ResolveFor(c.engine, c.minTTL, opts...)
 }
 
 // Closed reports whether Close has been called.

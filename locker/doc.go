@@ -26,6 +26,10 @@
 // that fails is tried again after an eighth of an interval, doubling up to
 // half an interval: about seven tries per TTL against a server that stays
 // down. ZooKeeper ties liveness to its session instead; see its package.
+// An engine that cannot keep a TTL below some minimum says so with
+// MinTTLer (each engine of this module documents its MinTTL; a switcher
+// has the largest of its engines'), and refuses a shorter WithTTL or
+// WithLease with an error naming the option (ResolveFor).
 //
 // # Releases
 //

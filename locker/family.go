@@ -47,7 +47,7 @@ func (c *Core) NewSemaphore(name string, permits int, opts ...Option) (Semaphore
 }
 
 func (s *semaphore) newPermit(n int) (Handle, error) {
-	st, err := Resolve(s.opts...)
+	st, err := s.core.resolve(s.opts)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func (c *Core) family(k Kind, name string, opts []Option) (Settings, error) {
 	if err := ValidateName(name); err != nil {
 		return Settings{}, err
 	}
-	s, err := Resolve(opts...)
+	s, err := c.resolve(opts)
 	if err != nil {
 		return Settings{}, err
 	}

@@ -49,6 +49,9 @@ type Settings struct {
 	// ReleaseTimeout bounds a release on the engine; Unlock waits for it
 	// at most DefaultReleaseWait.
 	ReleaseTimeout time.Duration
+
+	// ttlBy names what set TTL, for the minimum's error.
+	ttlBy string
 }
 
 // WithTTL sets the TTL of a renewed hold: the watchdog extends it every ttl/3
@@ -60,7 +63,7 @@ func WithTTL(ttl time.Duration) Option {
 		if ttl <= 0 {
 			return fmt.Errorf("%w: WithTTL(%v): ttl must be positive", ErrInvalidArgument, ttl)
 		}
-		s.TTL, s.Renew = ttl, true
+		s.TTL, s.Renew, s.ttlBy = ttl, true, "WithTTL"
 		return nil
 	}
 }
@@ -73,7 +76,7 @@ func WithLease(d time.Duration) Option {
 		if d <= 0 {
 			return fmt.Errorf("%w: WithLease(%v): lease must be positive", ErrInvalidArgument, d)
 		}
-		s.TTL, s.Renew = d, false
+		s.TTL, s.Renew, s.ttlBy = d, false, "WithLease"
 		return nil
 	}
 }
@@ -108,10 +111,39 @@ func WithReleaseTimeout(d time.Duration) Option {
 	}
 }
 
-// Resolve applies opts over the defaults. Engines and the switcher call it
-// to validate options before they create anything.
+// MinTTLer is implemented by engines (and the switcher) that cannot honour
+// a TTL below a minimum: the shortest TTL or fixed lease their holds keep,
+// documented by each engine. Their NewLocker, NewRWLock and NewSemaphore
+// refuse a WithTTL or WithLease below it (see ResolveFor).
+type MinTTLer interface {
+	MinTTL() time.Duration
+}
+
+// MinTTL returns e's minimum TTL: 0 when e does not implement MinTTLer.
+func MinTTL(e any) time.Duration {
+	if m, ok := e.(MinTTLer); ok {
+		return m.MinTTL()
+	}
+	return 0
+}
+
+// ResolveFor is Resolve for the engine named engine, whose minimum TTL is
+// min: a WithTTL or WithLease below it fails with an error wrapping
+// ErrInvalidArgument that names the option and the minimum, rather than a
+// hold that ends (or outlives its owner) other than asked. Engines pass
+// MinTTL of themselves; wrappers, that of what they wrap.
+func ResolveFor(engine string, min time.Duration, opts ...Option) (Settings, error) {
+	s, err := Resolve(opts...)
+	if err == nil && s.TTL < min {
+		return Settings{}, fmt.Errorf("%w: %s(%v): engine %q honours no TTL below %v", ErrInvalidArgument, s.ttlBy, s.TTL, engine, min)
+	}
+	return s, err
+}
+
+// Resolve applies opts over the defaults, with no minimum TTL (see
+// ResolveFor).
 func Resolve(opts ...Option) (Settings, error) {
-	s := Settings{TTL: DefaultTTL, Renew: true, ReleaseTimeout: DefaultReleaseTimeout}
+	s := Settings{TTL: DefaultTTL, Renew: true, ReleaseTimeout: DefaultReleaseTimeout, ttlBy: "DefaultTTL"}
 	for _, opt := range opts {
 		if opt == nil {
 			return Settings{}, fmt.Errorf("%w: nil Option", ErrInvalidArgument)

@@ -44,6 +44,10 @@
 // A breaker that opens is logged (WARN) with the last failure it counted.
 // Every switch is logged with slog and delivered to the OnSwitch hook as
 // an Event. All switching decisions are made by one goroutine, in order.
+// The hook runs asynchronously, on a goroutine of its own, in the order of
+// the switches: SwitchEngine and the breaker do not wait for it, so a test
+// that checks what the hook did calls WaitEvents first, which returns once
+// the hook has returned from every event emitted before the call.
 //
 // # A fleet
 //

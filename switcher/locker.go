@@ -41,7 +41,7 @@ func (s *Switcher) prepareOwner(name string, opts []locker.Option) (string, []lo
 	if err := locker.ValidateName(name); err != nil {
 		return "", nil, err
 	}
-	st, err := locker.Resolve(opts...)
+	st, err := locker.ResolveFor(s.name, s.minTTL, opts...)
 	if err != nil {
 		return "", nil, err
 	}

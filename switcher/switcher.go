@@ -2,6 +2,7 @@ package switcher
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,9 +26,10 @@ type Switcher struct {
 	members  []*member
 	opts     settings
 	log      *slog.Logger
-	proposer Proposer // the first shared source, nil without one
-	voter    voter    // the proposer, when it lists the fleet's processes too
-	id       string   // this switcher's Member ID
+	proposer Proposer      // the first shared source, nil without one
+	voter    voter         // the proposer, when it lists the fleet's processes too
+	id       string        // this switcher's Member ID
+	minTTL   time.Duration // the largest MinTTL of the engines
 
 	announced []chan struct{} // one per Announcer source
 
@@ -59,7 +61,7 @@ type Switcher struct {
 	kick   chan struct{}      // something changed: the decider looks again
 	cancel context.CancelFunc // ends the context of the switcher's goroutines
 	wg     sync.WaitGroup
-	events chan Event
+	hook   hookQueue
 	detach func() // the observer's, nil without one
 }
 
@@ -123,7 +125,7 @@ func New(engines []locker.Engine, opts ...Option) (*Switcher, error) {
 		switched: make(chan struct{}),
 		kick:     make(chan struct{}, 1),
 		learned:  make(chan struct{}),
-		events:   make(chan Event, 64),
+		hook:     newHookQueue(),
 		waits:    make(map[*wait]struct{}),
 		desired:  -1,
 		deferred: -1,
@@ -184,9 +186,15 @@ func (s *Switcher) addMembers(engines []locker.Engine) error {
 		m.report = m.reportFailure
 		m.breaker = s.newBreaker(m)
 		s.members = append(s.members, m)
+		s.minTTL = max(s.minTTL, locker.MinTTL(e))
 	}
 	return nil
 }
+
+// MinTTL implements locker.MinTTLer: the largest minimum TTL of the
+// engines, since a hold may go to any of them. NewLocker, NewRWLock and
+// NewSemaphore refuse a WithTTL or WithLease below it.
+func (s *Switcher) MinTTL() time.Duration { return s.minTTL }
 
 // startDown opens the breaker of each engine WithDownAtStart names, and
 // moves current off a down engine to the first one in order that is up.
@@ -456,9 +464,44 @@ func (s *Switcher) Retried() int64 { return s.retried.Load() }
 type EngineState struct {
 	Name    string
 	Current bool
-	Desired bool // a source names it; it differs from Current while this process cannot use it
-	Breaker gobreaker.State
-	Healthy bool // the last health check succeeded
+	Desired bool            // a source names it; it differs from Current while this process cannot use it
+	Breaker gobreaker.State // in JSON, its name: "closed", "half-open" or "open"
+	Healthy bool            // the last health check succeeded
+}
+
+// engineStateJSON is EngineState with its breaker state by name.
+type engineStateJSON struct {
+	Name    string
+	Current bool
+	Desired bool
+	Breaker string
+	Healthy bool
+}
+
+// MarshalJSON writes the breaker state by name, as gobreaker's String
+// spells it: a number would mean nothing to a reader of a status page.
+func (st EngineState) MarshalJSON() ([]byte, error) {
+	return json.Marshal(engineStateJSON{st.Name, st.Current, st.Desired, st.Breaker.String(), st.Healthy})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (st *EngineState) UnmarshalJSON(b []byte) error {
+	var j engineStateJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*st = EngineState{Name: j.Name, Current: j.Current, Desired: j.Desired, Healthy: j.Healthy}
+	switch j.Breaker {
+	case gobreaker.StateClosed.String():
+		st.Breaker = gobreaker.StateClosed
+	case gobreaker.StateHalfOpen.String():
+		st.Breaker = gobreaker.StateHalfOpen
+	case gobreaker.StateOpen.String():
+		st.Breaker = gobreaker.StateOpen
+	default:
+		return fmt.Errorf("switcher: EngineState: unknown breaker state %q (want closed, half-open or open)", j.Breaker)
+	}
+	return nil
 }
 
 // States returns every engine in order with its breaker and health.
@@ -593,14 +636,6 @@ func (s *Switcher) switchTo(i int, reason Reason, epoch uint64) (string, error) 
 	return to, nil
 }
 
-func (s *Switcher) emit(ev Event) {
-	select {
-	case s.events <- ev:
-	default:
-		s.log.Warn("switcher: OnSwitch hook is behind; event dropped", "from", ev.From, "to", ev.To, "reason", ev.Reason)
-	}
-}
-
 // wait is an acquisition waiting on an engine; a switch away from that
 // engine cancels it so that it goes again on the new current engine.
 type wait struct {
@@ -625,21 +660,6 @@ func (s *Switcher) startWait(ctx context.Context, i int) (context.Context, func(
 		delete(s.waits, w)
 		s.mu.Unlock()
 		cancel()
-	}
-}
-
-// deliver calls the OnSwitch hook in order, off the switching goroutine.
-func (s *Switcher) deliver(ctx context.Context) {
-	defer s.wg.Done()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev := <-s.events:
-			if s.opts.onSwitch != nil {
-				s.opts.onSwitch(ev)
-			}
-		}
 	}
 }
 

@@ -160,7 +160,9 @@
 // one: past that, new acquisitions go on a new lease. The number of leases
 // follows the number of distinct TTLs and the number of holds divided by
 // that bound (100k holds: 20 leases), never one lease per hold; and a lease
-// that ends takes only its own share of the holds with it.
+// that ends takes only its own share of the holds with it. A TTL or fixed
+// lease below MinTTL (1s, the unit of leases) is refused by NewLocker,
+// NewRWLock and NewSemaphore with an error naming the option.
 //
 // One keeper per engine keeps every lease that has keys on it alive, with
 // one KeepAliveOnce when a third of its life has gone, on a goroutine of its

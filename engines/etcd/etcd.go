@@ -268,6 +268,19 @@ func New(client *clientv3.Client, opts ...Option) (*Engine, error) {
 // Name returns the engine's name.
 func (e *Engine) Name() string { return e.name }
 
+// MinTTL is the shortest TTL, or fixed lease, the engine accepts: etcd
+// grants leases in whole seconds, so a shorter TTL would outlive a dead
+// owner by the difference. Longer TTLs are rounded up to whole seconds,
+// and the server raises a lease below its own minimum (one and a half
+// election timeouts, rounded up: 2s with etcd's default settings), which
+// only a dead owner's holds see: the engine still ends a fixed lease, and
+// reports a hold it could not renew as lost, after the TTL asked.
+const MinTTL = time.Second
+
+// MinTTL implements locker.MinTTLer: NewLocker refuses a WithTTL or
+// WithLease below MinTTL.
+func (e *Engine) MinTTL() time.Duration { return MinTTL }
+
 // RideThrough returns the engine's ride-through window (WithRideThrough):
 // a switcher lets the engine fail that long before its breaker opens.
 func (e *Engine) RideThrough() time.Duration { return e.window }

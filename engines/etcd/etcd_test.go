@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -719,4 +720,56 @@ func TestKeyNamesReused(t *testing.T) {
 	if err := b.Unlock(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A lease that ends with no hold on it (an idle engine's, revoked or
+// expired) costs nothing: it is logged at DEBUG, not as a WARN that would
+// greet every switch to an engine that had been idle.
+func TestIdleLeaseLostIsDebug(t *testing.T) {
+	c := newClient(t, endpoint)
+	logs := &logBuffer{}
+	e := newEngine(t, c, etcd.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	name := fmt.Sprintf("%s/%d", t.Name(), time.Now().UnixNano())
+	l := newLocker(t, e, name, locker.WithTTL(3*time.Second))
+	if err := l.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	id := keys(t, c, e, name)[0].lease
+	if err := l.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Revoke(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Lock(); err != nil { // finds the lease gone, takes another
+		t.Fatal(err)
+	}
+	if err := l.Unlock(); err != nil {
+		t.Error(err)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "level=DEBUG msg=\"etcd: lease lost\"") || !strings.Contains(out, "holds=0") {
+		t.Errorf("logs:\n%s\nwant a DEBUG \"etcd: lease lost\" with holds=0", out)
+	}
+	if strings.Contains(out, "level=WARN") {
+		t.Errorf("logs:\n%s\nwant no WARN for a lease with no hold", out)
+	}
+}
+
+// logBuffer collects log output from several goroutines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -77,7 +77,7 @@ func TestLostHoldLeavesNoKeyOnSharedLease(t *testing.T) {
 	e := newEngine(t, c, etcd.WithRequestTimeout(300*time.Millisecond))
 	ew := newEngine(t, newClient(t, s.Addr()))
 	name := t.Name()
-	const ttl = 400 * time.Millisecond // its lease gets the server's minimum, 2s
+	const ttl = etcd.MinTTL // its lease gets the server's minimum, 2s
 	a := newLocker(t, e, name, locker.WithTTL(ttl))
 	if err := a.Lock(); err != nil {
 		t.Fatal(err)

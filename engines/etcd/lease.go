@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -331,7 +332,13 @@ func (e *Engine) kill(l *lease, cause error) {
 	l.held = 0
 	e.mu.Unlock()
 	if cause != nil {
-		e.log.Warn("etcd: lease lost", "lease", l.hexID(), "ttl", l.ttl, "holds", len(holds), "err", cause)
+		// A lease with no hold on it (an idle engine's) loses nothing:
+		// new acquisitions simply get another one.
+		level := slog.LevelWarn
+		if len(holds) == 0 {
+			level = slog.LevelDebug
+		}
+		e.log.Log(context.Background(), level, "etcd: lease lost", "lease", l.hexID(), "ttl", l.ttl, "holds", len(holds), "err", cause)
 	}
 	for _, h := range holds {
 		h.MarkLost()

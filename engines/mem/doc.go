@@ -50,7 +50,8 @@
 // The locker machinery above every engine (locker.Core) runs on real time:
 // the watchdog renews a hold every TTL/3 of real time, extending it by its
 // TTL from the store's now, and a fixed lease also ends its TTL of real time
-// after its grant, whichever clock gets there first.
+// after its grant, whichever clock gets there first. A TTL or lease below
+// MinTTL (10ms) is refused with an error naming the option.
 //
 // # Not simulated
 //

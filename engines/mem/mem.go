@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
 )
@@ -115,6 +116,16 @@ func New(opts ...Option) (*Engine, error) {
 
 // Name returns the engine's name.
 func (e *Engine) Name() string { return e.name }
+
+// MinTTL is the shortest TTL, or fixed lease, the engine accepts: the
+// watchdog renews a hold every TTL/3 on Go timers and goroutines, which a
+// loaded process (a GC, -race, two cores) runs milliseconds late; below
+// 10ms a hold would be lost between two renewals.
+const MinTTL = 10 * time.Millisecond
+
+// MinTTL implements locker.MinTTLer: NewLocker refuses a WithTTL or
+// WithLease below MinTTL.
+func (e *Engine) MinTTL() time.Duration { return MinTTL }
 
 // Store returns the store the engine keeps its locks in.
 func (e *Engine) Store() *Store { return e.store }

@@ -320,3 +320,28 @@ func TestBadOptions(t *testing.T) {
 		}
 	}
 }
+
+// A TTL or lease the engine cannot keep is refused where it is given, with
+// an error naming the option, not granted and lost milliseconds later.
+func TestBelowMinTTL(t *testing.T) {
+	e, err := mem.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, tc := range []struct {
+		opt  locker.Option
+		want string
+	}{
+		{locker.WithTTL(time.Nanosecond), "WithTTL(1ns)"},
+		{locker.WithTTL(time.Millisecond), "WithTTL(1ms)"},
+		{locker.WithLease(time.Millisecond), "WithLease(1ms)"},
+	} {
+		if _, err := e.NewLocker("x", tc.opt); !errors.Is(err, locker.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("NewLocker(%s) = %v; want ErrInvalidArgument naming %s", tc.want, err, tc.want)
+		}
+	}
+	if l, err := e.NewLocker("x", locker.WithTTL(mem.MinTTL)); err != nil || e.MinTTL() != mem.MinTTL {
+		t.Errorf("NewLocker(WithTTL(mem.MinTTL)) = %v, %v, MinTTL() = %v; want a Locker, %v", l, err, e.MinTTL(), mem.MinTTL)
+	}
+}

@@ -49,7 +49,9 @@
 // unless the engine is fair (below).
 //
 // One loop per engine renews every hold every TTL/3, sending the renewals
-// that fall due together in one pipeline.
+// that fall due together in one pipeline. A TTL or fixed lease below
+// MinTTL (100ms) is refused with an error naming the option: its renewals
+// could not reach Redis in time.
 //
 // # Fair mode
 //

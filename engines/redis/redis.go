@@ -244,6 +244,17 @@ func (e *Engine) Name() string { return e.name }
 // a switcher lets the engine fail that long before its breaker opens.
 func (e *Engine) RideThrough() time.Duration { return e.window }
 
+// MinTTL is the shortest TTL, or fixed lease, the engine accepts. Redis
+// expires a key to the millisecond, but a renewed hold lives only if each
+// renewal, every TTL/3, makes its round trip (and its retries, an eighth
+// of that apart) within the TTL: below 100ms a slow reply or a GC pause
+// loses the hold.
+const MinTTL = 100 * time.Millisecond
+
+// MinTTL implements locker.MinTTLer: NewLocker refuses a WithTTL or
+// WithLease below MinTTL.
+func (e *Engine) MinTTL() time.Duration { return MinTTL }
+
 // NewLocker returns a new owner's Locker for name.
 func (e *Engine) NewLocker(name string, opts ...locker.Option) (locker.Handle, error) {
 	return e.core.NewLocker(name, opts...)

@@ -40,7 +40,8 @@
 // dead or cut-off process keeps its holds. locker.WithTTL does not change
 // it, and no renewal traffic is sent: the client's pings keep the session,
 // and with it every hold, alive. locker.WithLease(d) is honoured: the node
-// is deleted, and Lost closes, when the lease ends.
+// is deleted, and Lost closes, when the lease ends. A TTL or lease below
+// MinTTL (100ms) is refused with an error naming the option.
 //
 // Lost closes when the session expires, and when the engine, disconnected,
 // has not heard from the ensemble for the session timeout: from then on the

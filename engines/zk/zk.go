@@ -137,7 +137,9 @@ func WithRideThrough(d time.Duration) Option {
 // locker.ErrUnavailable. A server that accepts a connection but does not
 // answer the handshake within the connect timeout (or two thirds of the
 // session timeout, if shorter, but at least a second) is left for the next
-// try. Default: DefaultConnectTimeout, locker.DefaultRequestTimeout (2s).
+// try; one whose first reply is not ZooKeeper's (a wrong port) is refused
+// at once, and the error says so. Default: DefaultConnectTimeout,
+// locker.DefaultRequestTimeout (2s).
 func WithConnectTimeout(d time.Duration) Option {
 	return func(s *settings) error {
 		if d <= 0 {
@@ -308,6 +310,18 @@ const stallTimeout = time.Second
 
 // Name returns the engine's name.
 func (e *Engine) Name() string { return e.name }
+
+// MinTTL is the shortest TTL, or fixed lease, the engine accepts.
+// ZooKeeper keeps no per-hold TTL: a hold lives as long as the session
+// (WithSessionTimeout), and a dead owner's holds end with it whatever the
+// TTL. What the engine times itself is a fixed lease, ended by a delete it
+// sends, and the owner's loss of a hold; 100ms leaves that delete's round
+// trip room, as a renewal's on Redis.
+const MinTTL = 100 * time.Millisecond
+
+// MinTTL implements locker.MinTTLer: NewLocker refuses a WithTTL or
+// WithLease below MinTTL.
+func (e *Engine) MinTTL() time.Duration { return MinTTL }
 
 // RideThrough returns the engine's ride-through window (WithRideThrough):
 // a switcher lets the engine fail that long before its breaker opens.

@@ -327,10 +327,7 @@ func (c *Conn) waitSession(ctx context.Context) error {
 	case <-ctx.Done():
 		err = fmt.Errorf("no session: %w", ctx.Err())
 	}
-	if why := c.wire.failure.Load(); why != nil {
-		return fmt.Errorf("%w: %w", err, *why)
-	}
-	return err
+	return c.wire.explain(err)
 }
 
 // Ready is closed once the first session is authenticated: at once after a

@@ -6,6 +6,9 @@
 //   - Dial waits for a session at most the connect timeout (and its
 //     context). A server that accepts a connection but does not answer the
 //     handshake is left for the next one; TLS handshakes are bounded too.
+//     One whose first reply cannot be a connect response (a wrong port, a
+//     protocol that speaks first) is refused at once, as not a ZooKeeper
+//     server.
 //     Credentials are added before Dial returns.
 //   - Do runs a go-zookeeper request, which takes no context, on a worker of
 //     the connection: the caller stops waiting when its context is done,

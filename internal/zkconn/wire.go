@@ -45,6 +45,12 @@ type wire struct {
 	nguids atomic.Int32
 }
 
+// maxConnectResponse bounds the length of the first packet a server sends,
+// its connect response (36 bytes, 37 with the read-only flag): go-zookeeper
+// allocates whatever length the first four bytes claim, some 760 MB for a
+// Redis server's "-ERR" reply, and reads on until the server hangs up.
+const maxConnectResponse = 256
+
 // newWire returns a wire whose new sockets are closed when the server has
 // not answered the handshake within handshake. go-zookeeper itself waits ten
 // receive timeouts (more than six session timeouts) for the answer: a server
@@ -102,6 +108,16 @@ func (w *wire) written(b []byte) {
 			w.nguids.Add(-1)
 		}
 	}
+}
+
+// explain adds to err why the last socket failed before the server
+// answered, if one did: a refused TLS certificate, a server that is not
+// ZooKeeper.
+func (w *wire) explain(err error) error {
+	if why := w.failure.Load(); why != nil {
+		return fmt.Errorf("%w: %w", err, *why)
+	}
+	return err
 }
 
 // silence is how long the ensemble has sent nothing.
@@ -208,7 +224,13 @@ func (c *wireConn) Read(b []byte) (int, error) {
 			c.silent.Stop()
 		}
 		if c.nhdr < len(c.hdr) {
+			before := c.nhdr
 			c.nhdr += copy(c.hdr[c.nhdr:], b[:n])
+			if before < 4 && c.nhdr >= 4 {
+				if err := c.checkLength(); err != nil {
+					return 0, err
+				}
+			}
 			if c.nhdr == len(c.hdr) {
 				if ms := int32(binary.BigEndian.Uint32(c.hdr[8:12])); ms > 0 {
 					c.w.timeout.Store(int64(time.Duration(ms) * time.Millisecond))
@@ -217,6 +239,23 @@ func (c *wireConn) Read(b []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// checkLength refuses a server whose first packet cannot be a connect
+// response: it is not ZooKeeper (a wrong port), and no session will come
+// from it, as from a server that refuses the connection.
+func (c *wireConn) checkLength() error {
+	if n := binary.BigEndian.Uint32(c.hdr[:4]); n > 0 && n <= maxConnectResponse {
+		return nil
+	}
+	err := fmt.Errorf("%s answered %q: not a ZooKeeper server", c.RemoteAddr(), c.hdr[:4])
+	c.w.failure.Store(&err)
+	if !c.ended {
+		c.ended = true
+		c.w.refusals.Add(1)
+	}
+	_ = c.Conn.Close()
+	return err
 }
 
 // Write is called by go-zookeeper's handshake, then its send loop, with

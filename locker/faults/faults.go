@@ -107,6 +107,11 @@ func Wrap(inner locker.Engine, opts ...Option) (*Engine, error) {
 // Name returns the wrapper's name.
 func (e *Engine) Name() string { return e.name }
 
+// MinTTL implements locker.MinTTLer with the inner engine's minimum: the
+// wrapper refuses at NewLocker what the inner engine would refuse at the
+// first acquisition.
+func (e *Engine) MinTTL() time.Duration { return locker.MinTTL(e.inner) }
+
 // Fail makes every call fail at once with an error wrapping
 // locker.ErrUnavailable, as an engine that times out or drops connections.
 // Waits in flight fail too, renewals stop getting through (see

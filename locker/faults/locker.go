@@ -28,7 +28,7 @@ func (e *Engine) prepareOwner(name string, opts []locker.Option) (locker.Setting
 	if err := locker.ValidateName(name); err != nil {
 		return locker.Settings{}, nil, err
 	}
-	st, err := locker.Resolve(opts...)
+	st, err := locker.ResolveFor(e.name, e.MinTTL(), opts...)
 	if err != nil {
 		return locker.Settings{}, nil, err
 	}

@@ -10,8 +10,19 @@ import (
 )
 
 // forcedTTL is the TTL of the holds an operator forces out: short, so that
-// engines which tell a forced-out owner at its next renewal tell it soon.
+// engines which tell a forced-out owner at its next renewal tell it soon
+// (or the engine's minimum, see shortTTL).
 const forcedTTL = 900 * time.Millisecond
+
+// shortTTL is d, or the largest minimum TTL of engines when that is
+// longer: the suites' short TTLs make what waits on a hold end soon, on
+// every engine that can keep them.
+func shortTTL(d time.Duration, engines ...locker.Engine) time.Duration {
+	for _, e := range engines {
+		d = max(d, locker.MinTTL(e))
+	}
+	return d
+}
 
 // WantLost checks that h, a hold ended under its owner (forced out,
 // expired), learns it within 10s, and that its Unlock then returns
@@ -57,8 +68,9 @@ func forceFamily(t *testing.T, e locker.Engine, kind locker.Kind, name string, t
 func testRWForceUnlock(t *testing.T, f Factory) {
 	e1, e2 := open(t, f).Engine, open(t, f).Engine
 	name := lockName(t, "fu")
-	a := newRW(t, e1, name, locker.WithOwner("reader-a"), locker.WithTTL(forcedTTL))
-	b := newRW(t, e2, name, locker.WithOwner("reader-b"), locker.WithTTL(forcedTTL))
+	ttl := locker.WithTTL(shortTTL(forcedTTL, e1, e2))
+	a := newRW(t, e1, name, locker.WithOwner("reader-a"), ttl)
+	b := newRW(t, e2, name, locker.WithOwner("reader-b"), ttl)
 	mustLock(t, a.ReadLock())
 	mustLock(t, b.ReadLock())
 	ctx := context.Background()
@@ -102,7 +114,7 @@ func testRWForceUnlock(t *testing.T, f Factory) {
 func testSemForceUnlock(t *testing.T, f Factory) {
 	e1, e2 := open(t, f).Engine, open(t, f).Engine
 	name := lockName(t, "fu")
-	stuck := tryAcquire(t, newSem(t, e1, name, 2, locker.WithOwner("stuck"), locker.WithTTL(forcedTTL)), 2, true)
+	stuck := tryAcquire(t, newSem(t, e1, name, 2, locker.WithOwner("stuck"), locker.WithTTL(shortTTL(forcedTTL, e1))), 2, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	next, err := newSem(t, e2, name, 2, locker.WithOwner("next")).NewPermit(1)

@@ -49,7 +49,7 @@ func inspectFree(t *testing.T, op locker.Inspector, name string) {
 func forceOut(t *testing.T, op locker.Inspector, name string, stuckEngine, nextEngine locker.Engine) {
 	t.Helper()
 	ctx := context.Background()
-	stuck := newLocker(t, stuckEngine, name, locker.WithOwner("stuck-job"), locker.WithTTL(900*time.Millisecond))
+	stuck := newLocker(t, stuckEngine, name, locker.WithOwner("stuck-job"), locker.WithTTL(shortTTL(forcedTTL, stuckEngine)))
 	next := newLocker(t, nextEngine, name, locker.WithOwner("next-job"))
 	mustLock(t, stuck)
 	done := make(chan error, 1)

@@ -91,6 +91,7 @@ func Run(t *testing.T, factory Factory) {
 		{"SharedLocker", testSharedLocker},
 		{"Names", testNames},
 		{"BadOptions", testBadOptions},
+		{"MinTTL", testMinTTL},
 		{"Closed", testClosed},
 		{"Inspect", testInspect},
 		{"EpochRecord", testEpochRecord},
@@ -426,7 +427,7 @@ func testUnlockNotHeld(t *testing.T, f Factory) {
 func testFixedLease(t *testing.T, f Factory) {
 	e := open(t, f).Engine
 	name := lockName(t, "l")
-	const d = 600 * time.Millisecond
+	d := shortTTL(600*time.Millisecond, e)
 	a := newLocker(t, e, name, locker.WithLease(d))
 	b := newLocker(t, e, name)
 	start := time.Now()
@@ -457,7 +458,7 @@ func testLost(t *testing.T, f Factory) {
 		t.Skip("the factory offers no Expire hook")
 	}
 	name := lockName(t, "lost")
-	a := newLocker(t, h.Engine, name, locker.WithTTL(900*time.Millisecond))
+	a := newLocker(t, h.Engine, name, locker.WithTTL(shortTTL(900*time.Millisecond, h.Engine)))
 	b := newLocker(t, h.Engine, name)
 	mustLock(t, a)
 	mustLock(t, a)
@@ -603,6 +604,47 @@ func testBadOptions(t *testing.T, f Factory) {
 			t.Errorf("NewLocker(%s) = %v; want ErrInvalidArgument naming %s", tc.desc, err, tc.want)
 		}
 	}
+}
+
+// testMinTTL: an engine with a minimum TTL (locker.MinTTLer) refuses a
+// WithTTL or WithLease below it, for every kind of hold, with an error
+// naming the option; a hold of the minimum TTL is granted.
+func testMinTTL(t *testing.T, f Factory) {
+	e := open(t, f).Engine
+	min := locker.MinTTL(e)
+	if min <= 0 {
+		t.Skip("the engine declares no minimum TTL (locker.MinTTLer)")
+	}
+	below := min - time.Millisecond
+	for _, tc := range []struct {
+		opt  string
+		with func(time.Duration) locker.Option
+	}{
+		{"WithTTL", locker.WithTTL},
+		{"WithLease", locker.WithLease},
+	} {
+		want := fmt.Sprintf("%s(%v)", tc.opt, below)
+		kinds := []struct {
+			kind string
+			new  func() error
+		}{
+			{"NewLocker", func() error { _, err := e.NewLocker(lockName(t, "m"), tc.with(below)); return err }},
+			{"NewRWLock", func() error { _, err := e.NewRWLock(lockName(t, "m"), tc.with(below)); return err }},
+			{"NewSemaphore", func() error { _, err := e.NewSemaphore(lockName(t, "m"), 2, tc.with(below)); return err }},
+		}
+		for _, k := range kinds {
+			err := k.new()
+			if errors.Is(err, errors.ErrUnsupported) {
+				continue // the engine does not offer this kind of lock
+			}
+			if !errors.Is(err, locker.ErrInvalidArgument) || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s(%s) below MinTTL() = %v = %v; want ErrInvalidArgument naming %s", k.kind, want, min, err, want)
+			}
+		}
+	}
+	l := newLocker(t, e, lockName(t, "m"), locker.WithTTL(min))
+	mustLock(t, l)
+	mustUnlock(t, l)
 }
 
 func testClosed(t *testing.T, f Factory) {

@@ -351,7 +351,7 @@ func testMultiLost(t *testing.T, f Factory) {
 		t.Skip("the factory offers no Expire hook")
 	}
 	names := r.names(3)
-	m := r.multi(names, locker.WithTTL(900*time.Millisecond))
+	m := r.multi(names, locker.WithTTL(shortTTL(900*time.Millisecond, r.hs[0].Engine, r.hs[1].Engine)))
 	mustLock(t, m)
 	mustLock(t, m)
 	lost := m.Lost()

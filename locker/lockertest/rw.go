@@ -311,7 +311,7 @@ func testRWCancel(t *testing.T, f Factory) {
 func testRWLease(t *testing.T, f Factory) {
 	e := open(t, f).Engine
 	name := lockName(t, "ls")
-	const d = 600 * time.Millisecond
+	d := shortTTL(600*time.Millisecond, e)
 	r := newRW(t, e, name, locker.WithLease(d))
 	w := newRW(t, e, name)
 	start := time.Now()

@@ -188,7 +188,7 @@ func testSemCancel(t *testing.T, f Factory) {
 func testSemLease(t *testing.T, f Factory) {
 	e := open(t, f).Engine
 	name := lockName(t, "ls")
-	const d = 600 * time.Millisecond
+	d := shortTTL(600*time.Millisecond, e)
 	leased := newSem(t, e, name, 1, locker.WithLease(d))
 	s := newSem(t, e, name, 1)
 	start := time.Now()
