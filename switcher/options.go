@@ -187,8 +187,12 @@ func WithOutageWait(d time.Duration) Option {
 	}
 }
 
-// OnSwitch calls fn with every switch, in order, from a goroutine of the
-// switcher. fn must not block for long: events queue behind it.
+// OnSwitch calls fn with every switch, in order, on a goroutine of the
+// switcher, after the switch has returned: SwitchEngine and the breaker
+// never wait for fn. Call Switcher.WaitEvents to wait until fn has returned
+// from every switch made so far. fn must not block for long: up to 64
+// events queue behind it, and later ones are dropped with a WARN.
+// Default: none.
 func OnSwitch(fn func(Event)) Option {
 	return func(s *settings) error {
 		if fn == nil {
