@@ -154,7 +154,6 @@ type recorder struct {
 	grants []time.Time
 	calls  []call
 	warm   chan struct{} // closed at warmGrant grants
-	engine string        // the engine every grant should come from
 }
 
 type call struct {
