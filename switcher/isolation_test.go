@@ -6,9 +6,12 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/internal/netfault"
+	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
 )
@@ -147,4 +150,64 @@ func awaitEvent(t *testing.T, events <-chan switcher.Event) switcher.Event {
 		t.Fatal("no event within 5s")
 		return switcher.Event{}
 	}
+}
+
+// With the primary down and every request to the secondary 400ms late
+// (past the 300ms health timeout), the slow secondary is all there is:
+// its breaker stays closed, so there is never a second with no engine,
+// and callers get their locks.
+func TestSlowSecondaryAfterPrimaryDies(t *testing.T) {
+	primary := testserver.Redis(t)
+	link := netfault.New(t, secondaryAddr)
+	p, _ := redisEngine(t, "primary", primary.Addr())
+	// go-redis's default timeouts: the test's 300ms would fail every
+	// request of 800ms.
+	c := goredis.NewClient(&goredis.Options{Addr: link.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	s, err := redis.New(c, redis.WithName("secondary"), redis.WithPrefix("switcher-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw, err := switcher.New([]locker.Engine{p, s}, switcher.WithName(t.Name()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sw.Close() })
+	lockOnce(t, sw, "slow-ready")
+	if err := link.Latency(400 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if err := primary.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	var noEngine, longest time.Duration
+	var since time.Time
+	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		closed := false
+		for _, st := range sw.States() {
+			closed = closed || st.Breaker == gobreaker.StateClosed
+		}
+		switch {
+		case !closed && since.IsZero():
+			since = time.Now()
+		case closed && !since.IsZero():
+			noEngine = time.Since(since)
+			longest, since = max(longest, noEngine), time.Time{}
+		}
+	}
+	if !since.IsZero() {
+		longest = max(longest, time.Since(since))
+	}
+	if longest >= time.Second {
+		t.Errorf("%v with no engine's breaker closed; want no interval of 1s or more", longest)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, _ := sw.NewLocker("slow")
+	began := time.Now()
+	if err := l.LockCtx(ctx); err != nil {
+		t.Fatalf("LockCtx() on the slow secondary = %v; want the lock", err)
+	}
+	t.Logf("granted on %s after %v; longest stretch with no engine %v", l.Engine(), time.Since(began), longest)
+	_ = l.Unlock()
 }
