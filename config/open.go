@@ -486,10 +486,14 @@ func zkEngineConn(e *Engine, field string, log *slog.Logger) (zkconn.Config, err
 // engine or of the source, with the zk engine's default for a timeout left
 // zero.
 func zkConnConfig(servers []string, session, connect time.Duration, auth Auth, tlsConf *tls.Config, field string, log *slog.Logger) (zkconn.Config, error) {
+	defaultConnect := zk.DefaultConnectTimeout
+	if len(servers) > 1 {
+		defaultConnect = zk.DefaultClusterConnectTimeout
+	}
 	cfg := zkconn.Config{
 		Servers:        servers,
 		SessionTimeout: orDefault(session, zk.DefaultSessionTimeout),
-		ConnectTimeout: orDefault(connect, zk.DefaultConnectTimeout),
+		ConnectTimeout: orDefault(connect, defaultConnect),
 		TLS:            tlsConf,
 		Logger:         log,
 	}

@@ -18,9 +18,15 @@ import (
 	"github.com/orthrus-go/orthrus/locker"
 )
 
-// DefaultRequestTimeout bounds every round trip to etcd unless
-// WithRequestTimeout says otherwise.
+// DefaultRequestTimeout bounds every round trip to a single etcd server
+// unless WithRequestTimeout says otherwise: a try on a frozen server fails
+// within it, as on every engine.
 const DefaultRequestTimeout = locker.DefaultRequestTimeout
+
+// DefaultClusterRequestTimeout bounds a round trip when the client lists
+// several endpoints: a request must outlast a leader election (up to about
+// 2.3s, see DefaultRideThrough) and go on to a member that answers.
+const DefaultClusterRequestTimeout = 5 * time.Second
 
 // DefaultRideThrough is the ride-through window of an engine whose client
 // lists several endpoints, unless WithRideThrough says otherwise: how
@@ -129,7 +135,8 @@ func WithPrefix(prefix string) Option {
 // WithRequestTimeout bounds every round trip to etcd, whatever the caller's
 // context: the etcd client retries an unreachable cluster until its context
 // ends, so without a bound a call on a background context would hang.
-// Default: DefaultRequestTimeout (2s).
+// Default: DefaultRequestTimeout (2s) with one endpoint,
+// DefaultClusterRequestTimeout (5s) with several.
 func WithRequestTimeout(d time.Duration) Option {
 	return func(s *settings) error {
 		if d <= 0 {
@@ -215,7 +222,7 @@ func New(client *clientv3.Client, opts ...Option) (*Engine, error) {
 	if client == nil {
 		return nil, fmt.Errorf("etcd: New: %w: client is nil", locker.ErrInvalidArgument)
 	}
-	s := settings{name: "etcd", prefix: "orthrus", timeout: DefaultRequestTimeout, logger: slog.Default(), perLease: DefaultKeysPerLease,
+	s := settings{name: "etcd", prefix: "orthrus", logger: slog.Default(), perLease: DefaultKeysPerLease,
 		window: -1, attempt: -1}
 	for _, opt := range opts {
 		if opt == nil {
@@ -229,6 +236,12 @@ func New(client *clientv3.Client, opts ...Option) (*Engine, error) {
 	// One server has no election to ride out: its failures are real at
 	// once, and a request has nowhere else to go.
 	cluster := len(client.Endpoints()) > 1
+	if s.timeout == 0 {
+		s.timeout = DefaultRequestTimeout
+		if cluster {
+			s.timeout = DefaultClusterRequestTimeout
+		}
+	}
 	if s.window < 0 {
 		s.window = 0
 		if cluster {

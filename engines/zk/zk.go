@@ -20,7 +20,11 @@ import (
 const (
 	DefaultSessionTimeout = 10 * time.Second
 	DefaultConnectTimeout = locker.DefaultRequestTimeout
-	DefaultPrefix         = "/orthrus"
+	// DefaultClusterConnectTimeout is the connect timeout with several
+	// servers: a request rides out the ensemble's election, which takes
+	// seconds, on the session's next server.
+	DefaultClusterConnectTimeout = 5 * time.Second
+	DefaultPrefix                = "/orthrus"
 	// DefaultParentLinger is how long a lock's parent node stays after the
 	// engine's last node under it went, unless WithParentLinger says
 	// otherwise.
@@ -139,7 +143,8 @@ func WithRideThrough(d time.Duration) Option {
 // session timeout, if shorter, but at least a second) is left for the next
 // try; one whose first reply is not ZooKeeper's (a wrong port) is refused
 // at once, and the error says so. Default: DefaultConnectTimeout,
-// locker.DefaultRequestTimeout (2s).
+// locker.DefaultRequestTimeout (2s), with one server;
+// DefaultClusterConnectTimeout (5s) with several.
 func WithConnectTimeout(d time.Duration) Option {
 	return func(s *settings) error {
 		if d <= 0 {
@@ -266,7 +271,6 @@ func New(servers []string, opts ...Option) (*Engine, error) {
 func newSettings(servers []string, opts []Option) (settings, error) {
 	s := settings{name: "zk", prefix: DefaultPrefix, window: -1, conn: zkconn.Config{
 		SessionTimeout: DefaultSessionTimeout,
-		ConnectTimeout: DefaultConnectTimeout,
 		Logger:         slog.Default(),
 		ParentLinger:   DefaultParentLinger,
 	}}
@@ -284,6 +288,12 @@ func newSettings(servers []string, opts []Option) (settings, error) {
 		}
 		if err := opt(&s); err != nil {
 			return s, err
+		}
+	}
+	if s.conn.ConnectTimeout == 0 {
+		s.conn.ConnectTimeout = DefaultConnectTimeout
+		if len(servers) > 1 {
+			s.conn.ConnectTimeout = DefaultClusterConnectTimeout
 		}
 	}
 	if s.window < 0 {
