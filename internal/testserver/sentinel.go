@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -150,9 +151,12 @@ func NewRedisSentinel(replicas, sentinels int, opts ...Option) (*Sentinel, error
 			return err
 		}
 		for i := 0; i <= replicas; i++ {
-			var extra []string
+			// A replica that (re)joins syncs at once, not after the 5s a
+			// master waits by default for more replicas to share the
+			// transfer.
+			extra := []string{"--repl-diskless-sync-delay", "0"}
 			if i > 0 {
-				extra = []string{"--replicaof", "127.0.0.1", strconv.Itoa(ports[0])}
+				extra = append(extra, "--replicaof", "127.0.0.1", strconv.Itoa(ports[0]))
 			}
 			r, err := newRedisServer(roots[i], false, bin, ports[i], o, extra...)
 			if err != nil {
@@ -228,18 +232,98 @@ func (s *Sentinel) waitMonitored(ctx context.Context, replicas, sentinels int) e
 			if err != nil {
 				return err
 			}
-			fields, _ := v.([]any)
-			got := make(map[string]string)
-			for i := 0; i+1 < len(fields); i += 2 {
-				k, _ := fields[i].(string)
-				val, _ := fields[i+1].(string)
-				got[k] = val
-			}
+			got := fieldMap(v)
 			if got["num-slaves"] != strconv.Itoa(replicas) || got["num-other-sentinels"] != strconv.Itoa(sentinels-1) {
 				return fmt.Errorf("knows %s replicas and %s other Sentinels; want %d and %d",
 					got["num-slaves"], got["num-other-sentinels"], replicas, sentinels-1)
 			}
 			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fieldMap reads a Sentinel reply of alternating field names and values.
+func fieldMap(v any) map[string]string {
+	fields, _ := v.([]any)
+	m := make(map[string]string, len(fields)/2)
+	for i := 0; i+1 < len(fields); i += 2 {
+		k, _ := fields[i].(string)
+		val, _ := fields[i+1].(string)
+		m[k] = val
+	}
+	return m
+}
+
+// CurrentMaster returns the server that every live Sentinel names as the
+// master.
+func (s *Sentinel) CurrentMaster(ctx context.Context) (*Server, error) {
+	addr, err := s.agreedMaster(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("testserver: %w", err)
+	}
+	for _, x := range s.Servers[:1+len(s.Replicas)] {
+		if x.addr == addr {
+			return x, nil
+		}
+	}
+	return nil, fmt.Errorf("testserver: the Sentinels name %q, not a server of the set", addr)
+}
+
+// Rejoin brings x, a server of the set that was killed or stopped (the
+// old master after a failover), back as a replica of the current master,
+// and waits until it is in sync and every live Sentinel counts it as a
+// healthy replica, so that the next failover may promote it. Sentinel
+// would demote a plain Restart of the old master itself, but 15-16s
+// later (it waits 8s after an instance changes role, and reads a
+// replica's INFO every 10s); Rejoin starts it with --replicaof the new
+// master instead.
+func (s *Sentinel) Rejoin(x *Server, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	m, err := s.CurrentMaster(ctx)
+	if err != nil {
+		return err
+	}
+	if m == x {
+		return fmt.Errorf("testserver: rejoin %s: it is the master", x)
+	}
+	host, port, _ := strings.Cut(m.addr, ":")
+	x.mu.Lock()
+	if i := slices.Index(x.args, "--replicaof"); i >= 0 {
+		x.args = slices.Delete(x.args, i, i+3)
+	}
+	x.args = append(x.args, "--replicaof", host, port)
+	x.mu.Unlock()
+	if err := x.Restart(); err != nil {
+		return err
+	}
+	if err := x.waitReplicaLinked(ctx); err != nil {
+		return err
+	}
+	for _, sen := range s.Sentinels {
+		if !sen.live.Load() {
+			continue
+		}
+		if err := sen.pollUntil(ctx, func(ctx context.Context) error {
+			v, err := redisDo(ctx, sen.addr, "SENTINEL", "REPLICAS", SentinelMaster)
+			if err != nil {
+				return err
+			}
+			replicas, _ := v.([]any)
+			for _, r := range replicas {
+				f := fieldMap(r)
+				if f["name"] != x.addr {
+					continue
+				}
+				if f["flags"] != "slave" || f["master-link-status"] != "ok" {
+					return fmt.Errorf("sees %s as %q, link %q", x, f["flags"], f["master-link-status"])
+				}
+				return nil
+			}
+			return fmt.Errorf("does not know %s as a replica", x)
 		}); err != nil {
 			return err
 		}

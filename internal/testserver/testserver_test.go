@@ -332,3 +332,34 @@ func TestEtcdCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// After a failover, Rejoin brings the old master back as a replica of the
+// new one, which the Sentinels then count as healthy.
+func TestSentinelRejoin(t *testing.T) {
+	s := RedisSentinel(t, 1, 3)
+	ctx := ctxTimeout(t, time.Minute)
+	old, err := s.CurrentMaster(ctx)
+	if err != nil || old != s.Master {
+		t.Fatalf("CurrentMaster() = %v, %v; want %v", old, err, s.Master)
+	}
+	if err := old.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := s.WaitFailover(old.Addr(), 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Rejoin(old, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.CurrentMaster(ctx); err != nil || m.Addr() != addr || m != s.Replicas[0] {
+		t.Fatalf("CurrentMaster() = %v, %v; want the promoted replica on %s", m, err, addr)
+	}
+	v, err := redisDo(ctx, old.Addr(), "ROLE")
+	if role, _ := v.([]any); err != nil || len(role) < 3 || role[0] != "slave" || fmt.Sprintf("127.0.0.1:%v", role[2]) != addr {
+		t.Errorf("ROLE of the rejoined server = %v, %v; want a replica of %s", v, err, addr)
+	}
+	if err := s.Rejoin(s.Replicas[0], 30*time.Second); err == nil {
+		t.Error("Rejoin(the master) = nil; want an error")
+	}
+}
