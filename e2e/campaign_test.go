@@ -80,8 +80,8 @@ func campaign(tb testing.TB, length time.Duration) campaignResult {
 		withFailback(tb, configs[i])
 	}
 	procs := startFleet(tb, configs, resource.Addr())
-	var retired []*fleetProc // crashed processes, whose reports count too
-	var crashed []time.Time  // when each left the fleet
+	var retired []*fleetProc       // crashed processes, whose reports count too
+	var crashed []time.Time        // when each left the fleet
 	joined := make([]time.Time, n) // when the process now at each index joined: zero for the first ones
 	type mark struct {
 		kind     string
