@@ -42,20 +42,24 @@ const (
 	// server, which the engine must tell at once, not at a timeout.
 	refusedWithin = 250 * time.Millisecond
 	// faultWait is the caller's budget in the checks against a server that
-	// does not answer: shorter than every engine's RequestTimeout.
-	faultWait = 300 * time.Millisecond
+	// does not answer: longer than locker.OutageAfter, shorter than every
+	// engine's RequestTimeout.
+	faultWait = locker.OutageAfter + 200*time.Millisecond
+	// shortWait is a budget that ends before locker.OutageAfter.
+	shortWait = locker.OutageAfter / 3
 )
 
 // Acquirer is the raw acquisition path of the Lockers every engine returns
 // (locker.Front): when ctx ends, its error wraps ctx.Err(), and also
-// ErrUnavailable when the engine had not answered.
+// ErrUnavailable when the engine had not answered for locker.OutageAfter.
 type Acquirer interface {
 	Acquire(ctx context.Context, wait bool) (bool, error)
 }
 
 // RunFaults checks what callers see of an engine whose server stops
-// answering (frozen) or dies (killed): unreachable is never contention,
-// LockCtx returns exactly ctx.Err() within returnWithin of its end, and a
+// answering (frozen) or dies (killed): unreachable for locker.OutageAfter
+// is never contention (a shorter wait only runs out of time), LockCtx
+// returns exactly ctx.Err() within returnWithin of its end, and a
 // cancelled wait returns at once and still leaves nothing behind once the
 // server is back.
 func RunFaults(t *testing.T, f FaultFactory) {
@@ -169,6 +173,9 @@ func unreachableHandle(t *testing.T, h FaultHarness, l locker.Handle, killed boo
 	for _, wait := range []bool{false, true} {
 		c.acquire(l, wait)
 	}
+	if !killed {
+		c.ranOut(l)
+	}
 	if got := l.Token(); got != 0 {
 		t.Errorf("Token() after failed acquisitions = %d; want 0", got)
 	}
@@ -227,8 +234,8 @@ func (c faultCheck) tryLock(l locker.Locker, requestTimeout time.Duration) {
 	c.failFast("TryLock()", err, took)
 }
 
-// tryLockTimeout shorter than the request timeout: ran out without an
-// answer, so an error.
+// tryLockTimeout longer than locker.OutageAfter, shorter than the request
+// timeout: ran out without an answer, so an error.
 func (c faultCheck) tryLockTimeout(l locker.Locker) {
 	c.t.Helper()
 	start := time.Now()
@@ -284,6 +291,26 @@ func (c faultCheck) acquire(l locker.Locker, wait bool) {
 		c.t.Errorf("Acquire(ctx, %v) returned after %v; want within %v", wait, took, faultWait+callWithin)
 	}
 	c.failFast("Acquire()", err, took)
+}
+
+// ranOut: a wait shorter than locker.OutageAfter on a server that does not
+// answer ran out of time, as on a held name; only a longer one tells an
+// outage.
+func (c faultCheck) ranOut(l locker.Locker) {
+	c.t.Helper()
+	start := time.Now()
+	ok, err := l.TryLockTimeout(shortWait)
+	if took := time.Since(start); ok || err != nil || took > shortWait+callWithin {
+		c.t.Errorf("TryLockTimeout(%v) = %v, %v after %v; want false, nil within %v", shortWait, ok, err, took, shortWait+callWithin)
+	}
+	for _, wait := range []bool{false, true} {
+		ctx, cancel := context.WithTimeout(context.Background(), shortWait)
+		ok, err := acquirer(c.t, l).Acquire(ctx, wait)
+		cancel()
+		if ok || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, locker.ErrUnavailable) {
+			c.t.Errorf("Acquire(%v deadline, %v) = %v, %v; want false, DeadlineExceeded and not ErrUnavailable", shortWait, wait, ok, err)
+		}
+	}
 }
 
 func testPaused(t *testing.T, f FaultFactory) {
