@@ -24,7 +24,9 @@ type Backend interface {
 	// needs the server to go is deleted in the background, see Core.Go): it
 	// returns ctx.Err() itself when the engine had answered its latest
 	// request (the name was held), and an error wrapping ErrUnavailable when
-	// a request was still unanswered.
+	// a request was still unanswered. The Core turns the latter into
+	// ctx.Err() when that request had been sent less than OutageAfter
+	// before ctx ended, and learns when from h.Asking.
 	Acquire(ctx context.Context, h *Hold, wait bool) (bool, error)
 	// Release ends h. It returns an error wrapping ErrLockLost when the
 	// engine no longer has h, and must not touch another owner's hold.
@@ -84,6 +86,7 @@ type Hold struct {
 	lost     chan struct{}
 	lostOnce sync.Once
 	obs      *holdObs // nil unless the Core has an Observer
+	asked    int64    // monoNow when Acquire's latest request was sent
 
 	// Scheduling, guarded by the scheduler's mutex.
 	due      time.Time // next renewal, or the end of a fixed lease
@@ -92,6 +95,22 @@ type Hold struct {
 	queued   bool      // in the scheduler's queue
 	stopped  bool      // released: the scheduler must drop it
 }
+
+// OutageAfter is how long a request must have gone unanswered when its
+// caller's context ends for the acquisition to fail as an outage, with an
+// error wrapping ErrUnavailable. A request sent later than that before the
+// end only ran out of the caller's time, as a wait on a held name does:
+// the caller gets ctx.Err(). A healthy engine on a loaded machine answers
+// within it, and it is as long as a switcher's default health check gives
+// an engine to answer.
+const OutageAfter = 300 * time.Millisecond
+
+// Asking tells the Core that the engine sends a request for h now. The
+// Core notes the first before Acquire; an engine calls Asking before each
+// request it sends after an answer (the next step of a wait, a try again
+// after a wake-up), from Acquire's goroutine. An engine that does not is
+// judged by the time since Acquire began.
+func (h *Hold) Asking() { h.asked = monoNow() }
 
 // MarkLost closes Lost, for a hold the engine ended: a lease or session
 // lost (cause LostEngine). It is safe to call more than once and from any

@@ -73,6 +73,14 @@
 // Contention is not an error: TryLock and TryLockTimeout return false. A
 // cancelled LockCtx returns ctx.Err() itself and leaves nothing behind.
 //
+// A wait whose context ends while the engine has a request unanswered is
+// an outage (ErrUnavailable, what a breaker counts) only when that request
+// had gone unanswered for OutageAfter (300ms); otherwise the caller merely
+// ran out of time, as when the name was held, and TryLockTimeout returns
+// (false, nil). So a short wait on a slow engine, or on a loaded machine,
+// is not an outage, and neither is a short wait on a frozen one: that
+// shows only in waits longer than OutageAfter, and in health checks.
+//
 // # Multi-lock
 //
 // NewMultiLock holds several locks as one: all of them or none. Its parts

@@ -54,11 +54,12 @@ func (f *Front) LockCtx(ctx context.Context) error {
 // TryLock makes one attempt: (false, nil) when another owner holds the lock.
 func (f *Front) TryLock() (bool, error) { return f.acquire(context.Background(), false) }
 
-// TryLockTimeout waits at most wait. It returns (false, nil) only when the
-// engine answered that another owner holds the lock and the wait ran out;
-// when it ran out while the engine was not answering, the error wraps
-// ErrUnavailable (and context.DeadlineExceeded). A wait of 0 makes one
-// attempt, as TryLock does; a negative wait is an error.
+// TryLockTimeout waits at most wait. It returns (false, nil) when the wait
+// ran out while another owner held the lock, or while the engine had left
+// a request unanswered for less than OutageAfter; when the engine had left
+// it unanswered longer, the error wraps ErrUnavailable (and
+// context.DeadlineExceeded). A wait of 0 makes one attempt, as TryLock
+// does; a negative wait is an error.
 func (f *Front) TryLockTimeout(wait time.Duration) (bool, error) {
 	switch {
 	case wait < 0:
@@ -79,8 +80,9 @@ func (f *Front) TryLockTimeout(wait time.Duration) (bool, error) {
 // Acquire is the one path under Lock, LockCtx, TryLock and TryLockTimeout,
 // for wrappers such as the switcher that need the engine's own outcome: when
 // ctx ends, the error wraps ctx.Err(), and also ErrUnavailable when the
-// engine had not answered its latest request (it was unreachable, not
-// contended). Callers of LockCtx see ctx.Err() alone.
+// engine had left its latest request unanswered for OutageAfter (it was
+// unreachable, not contended nor merely slow). Callers of LockCtx see
+// ctx.Err() alone.
 func (f *Front) Acquire(ctx context.Context, wait bool) (bool, error) { return f.acquire(ctx, wait) }
 
 func (f *Front) acquire(ctx context.Context, wait bool) (bool, error) {

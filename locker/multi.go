@@ -279,7 +279,7 @@ func (g *lostMerge) stop() {
 
 // Acquirer is the raw acquisition path of the Lockers this module returns
 // (Front.Acquire): once ctx ends, its error wraps ctx.Err(), and also
-// ErrUnavailable when the engine had not answered.
+// ErrUnavailable when the engine had not answered for OutageAfter.
 type Acquirer interface {
 	Acquire(ctx context.Context, wait bool) (bool, error)
 }

@@ -67,11 +67,17 @@ func (m *mutex) take(ctx context.Context, wait bool) (ok bool, err error) {
 		ctx, a, start = m.core.acquireStart(ctx, h, wait)
 		defer func() { m.core.acquireEnd(ctx, a, start, h, ok, err) }()
 	}
+	if ctx.Done() != nil { // only a context that can end is judged
+		h.Asking()
+	}
 	ok, err = m.core.backend.Acquire(ctx, h, wait)
 	if err == nil && m.sem != nil {
 		m.sem.checked.Store(true)
 	}
 	if err != nil {
+		if ranOut(ctx, h, err) {
+			return false, ctx.Err()
+		}
 		return false, withCtxErr(ctx, err)
 	}
 	if !ok {
@@ -114,6 +120,21 @@ func (m *mutex) current() *Hold {
 		return nil
 	}
 	return m.hold
+}
+
+// ranOut applies OutageAfter to an acquisition that failed with err: true
+// when ctx ended with the engine's latest request unanswered (not refused:
+// that is certain) for less than OutageAfter, measured to the deadline when
+// that has passed, not to whenever the engine returned.
+func ranOut(ctx context.Context, h *Hold, err error) bool {
+	if ctx.Err() == nil || !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrRefused) {
+		return false
+	}
+	unanswered := time.Duration(monoNow() - h.asked)
+	if d, ok := ctx.Deadline(); ok {
+		unanswered -= max(-time.Until(d), 0)
+	}
+	return unanswered < OutageAfter
 }
 
 // withCtxErr makes an acquisition's error wrap ctx.Err() once ctx is done,

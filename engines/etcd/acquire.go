@@ -523,6 +523,7 @@ func (e *Engine) acquireWait(ctx context.Context, h *locker.Hold, st *holdState,
 		if errors.Is(err, errRequeue) {
 			*st = holdState{prefix: st.prefix, value: st.value}
 			h.Token = 0
+			h.Asking()
 			continue
 		}
 		return err == nil, err
@@ -595,12 +596,9 @@ func (q *queued) stopWatch() {
 // key is gone.
 func (q *queued) checkPlace(ctx context.Context) error {
 	l := q.st.shared
+	q.h.Asking()
 	p, r, err := q.wt.check(ctx, q.h)
-	if ctx.Err() == nil {
-		// A check the caller's deadline cut short says nothing of etcd:
-		// it had answered that the name was held.
-		q.failed = err
-	}
+	q.failed = err
 	switch {
 	case err == nil:
 		q.spec, q.rev, q.check, q.retry = p, r, false, 0
@@ -801,6 +799,7 @@ func (e *Engine) hold(ctx context.Context, h *locker.Hold, st *holdState) error 
 		}
 		return err
 	}
+	h.Asking()
 	rctx, cancel := e.bound(ctx)
 	g, err := e.client.Grant(rctx, wholeSeconds(h.TTL)+1)
 	cancel()

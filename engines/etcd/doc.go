@@ -328,8 +328,9 @@
 // bad names and options wrap locker.ErrInvalidName and
 // locker.ErrInvalidArgument. Contention is never an error: a wait whose
 // context ends while etcd had answered that the name is held returns
-// ctx.Err() itself; one that ends while a request is unanswered returns an
-// error wrapping ErrUnavailable (LockCtx still returns ctx.Err()). A wait
+// ctx.Err() itself; one that ends while a request has been unanswered for
+// locker.OutageAfter returns an error wrapping ErrUnavailable (LockCtx
+// still returns ctx.Err()), and ctx.Err() when for less. A wait
 // rides out etcd trouble (a leader election, a restart) for as long as its
 // lease lives, then fails with ErrUnavailable.
 //

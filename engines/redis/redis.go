@@ -418,19 +418,15 @@ func (e *Engine) acquire(ctx context.Context, h *locker.Hold, st *hold, wait boo
 	// it is published, since the channel has a subscriber. When this
 	// process was subscribed already, the release was published and woke
 	// the waiter whose turn it was: no second attempt.
+	h.Asking()
 	w, retry, err := e.hub.join(ctx, st.lock, mark, st.interest())
 	if err != nil {
 		settle(ctx)
-		if ctx.Err() != nil {
-			// The name was held, or others of this process wait for it: a
-			// subscription still in flight when the caller gives up is
-			// no outage.
-			return false, ctx.Err()
-		}
 		return false, fmt.Errorf("redis: acquire %q: %w", h.Name, err)
 	}
 	for {
 		if retry {
+			h.Asking()
 			ok, left, err := e.try(ctx, st)
 			if ok || err != nil {
 				// A waiter that leaves without the lock may have taken a

@@ -214,8 +214,8 @@
 // NewLocker with locker.ErrInvalidName or locker.ErrInvalidArgument.
 // Contention is never an error. LockCtx returns ctx.Err() when ctx ends
 // first; the raw acquisition (locker.Front.Acquire) wraps ErrUnavailable
-// too when a request was unanswered then. Ping reads the root node, within
-// its context and the connect timeout.
+// too when a request had been unanswered for locker.OutageAfter then. Ping
+// reads the root node, within its context and the connect timeout.
 //
 // With no session and the last connection to each server refused, or
 // closed by the server (a dead server's connection ends so), the engine

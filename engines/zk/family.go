@@ -236,6 +236,7 @@ func (e *Engine) familyAttempt(ctx context.Context, h *locker.Hold, parent strin
 	watches := make(map[string]<-chan gozk.Event)
 	for {
 		if v == nil {
+			h.Asking()
 			if v, err = do(e, ctx, func() (*view, error) { return e.look(parent, h.Kind == locker.KindPermit) }); err != nil {
 				return false, e.abandon(ctx, h, n, err)
 			}
@@ -321,6 +322,7 @@ func (e *Engine) decide(ctx context.Context, h *locker.Hold, parent string, n *n
 // one of them. It returns nil when it is time to look again, errRestart
 // when n is lost, or the error Acquire returns.
 func (e *Engine) awaitBlockers(ctx context.Context, h *locker.Hold, n *node, parent string, block []string, watches map[string]<-chan gozk.Event) error {
+	h.Asking()
 	chans, err := e.watchAll(ctx, parent, block, watches)
 	switch {
 	case errors.Is(err, gozk.ErrNoNode):

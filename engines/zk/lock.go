@@ -55,6 +55,7 @@ func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, 
 			return false, e.fail("acquire", h.Name, err)
 		}
 		e.log.Debug("zk: queueing again", "name", h.Name, "err", err)
+		h.Asking()
 	}
 }
 
@@ -73,6 +74,7 @@ func (e *Engine) attempt(ctx context.Context, h *locker.Hold, parent string, wai
 	}
 	for {
 		if children == nil {
+			h.Asking()
 			if children, err = e.children(ctx, parent); err != nil {
 				return false, e.abandon(ctx, h, n, err)
 			}
@@ -130,6 +132,7 @@ func (e *Engine) enqueue(ctx context.Context, h *locker.Hold, parent string) (*n
 // returns nil when it is time to look again, errRestart when n is lost,
 // or the error Acquire returns.
 func (e *Engine) awaitPred(ctx context.Context, h *locker.Hold, n *node, pred string) error {
+	h.Asking()
 	ch, err := e.watch(ctx, pred)
 	switch {
 	case errors.Is(err, gozk.ErrNoNode):

@@ -32,7 +32,8 @@ type FaultFactory func(t *testing.T) FaultHarness
 
 // Bounds of the fault suite.
 const (
-	// returnWithin bounds how long after its context ends a call returns.
+	// returnWithin bounds how long after its context ends a call returns,
+	// beyond how late the process got to run then (see probe).
 	returnWithin = 100 * time.Millisecond
 	// callWithin bounds the other calls whose own deadline passed (Ping,
 	// TryLockTimeout, Acquire): looser, as they also build their error on
@@ -42,20 +43,24 @@ const (
 	// server, which the engine must tell at once, not at a timeout.
 	refusedWithin = 250 * time.Millisecond
 	// faultWait is the caller's budget in the checks against a server that
-	// does not answer: shorter than every engine's RequestTimeout.
-	faultWait = 300 * time.Millisecond
+	// does not answer: longer than locker.OutageAfter, shorter than every
+	// engine's RequestTimeout.
+	faultWait = locker.OutageAfter + 200*time.Millisecond
+	// shortWait is a budget that ends before locker.OutageAfter.
+	shortWait = locker.OutageAfter / 3
 )
 
 // Acquirer is the raw acquisition path of the Lockers every engine returns
 // (locker.Front): when ctx ends, its error wraps ctx.Err(), and also
-// ErrUnavailable when the engine had not answered.
+// ErrUnavailable when the engine had not answered for locker.OutageAfter.
 type Acquirer interface {
 	Acquire(ctx context.Context, wait bool) (bool, error)
 }
 
 // RunFaults checks what callers see of an engine whose server stops
-// answering (frozen) or dies (killed): unreachable is never contention,
-// LockCtx returns exactly ctx.Err() within returnWithin of its end, and a
+// answering (frozen) or dies (killed): unreachable for locker.OutageAfter
+// is never contention (a shorter wait only runs out of time), LockCtx
+// returns exactly ctx.Err() within returnWithin of its end, and a
 // cancelled wait returns at once and still leaves nothing behind once the
 // server is back.
 func RunFaults(t *testing.T, f FaultFactory) {
@@ -169,6 +174,9 @@ func unreachableHandle(t *testing.T, h FaultHarness, l locker.Handle, killed boo
 	for _, wait := range []bool{false, true} {
 		c.acquire(l, wait)
 	}
+	if !killed {
+		c.ranOut(l)
+	}
 	if got := l.Token(); got != 0 {
 		t.Errorf("Token() after failed acquisitions = %d; want 0", got)
 	}
@@ -199,15 +207,15 @@ func (c faultCheck) failFast(what string, err error, took time.Duration) {
 func (c faultCheck) ping(e locker.Engine) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), faultWait)
-	start := time.Now()
+	p, start := newProbe(faultWait), time.Now()
 	err := e.Ping(ctx)
 	took := time.Since(start)
 	cancel()
 	if !errors.Is(err, locker.ErrUnavailable) {
 		c.t.Errorf("Ping() = %v; want ErrUnavailable", err)
 	}
-	if took > faultWait+callWithin {
-		c.t.Errorf("Ping(%v deadline) returned after %v; want within %v", faultWait, took, faultWait+callWithin)
+	if over, want := p.over(took, callWithin); over {
+		c.t.Errorf("Ping(%v deadline) returned after %v; want %s", faultWait, took, want)
 	}
 	c.failFast("Ping()", err, took)
 }
@@ -227,18 +235,18 @@ func (c faultCheck) tryLock(l locker.Locker, requestTimeout time.Duration) {
 	c.failFast("TryLock()", err, took)
 }
 
-// tryLockTimeout shorter than the request timeout: ran out without an
-// answer, so an error.
+// tryLockTimeout longer than locker.OutageAfter, shorter than the request
+// timeout: ran out without an answer, so an error.
 func (c faultCheck) tryLockTimeout(l locker.Locker) {
 	c.t.Helper()
-	start := time.Now()
+	p, start := newProbe(faultWait), time.Now()
 	ok, err := l.TryLockTimeout(faultWait)
 	took := time.Since(start)
 	if ok || !errors.Is(err, locker.ErrUnavailable) {
 		c.t.Errorf("TryLockTimeout(%v) = %v, %v; want false, ErrUnavailable", faultWait, ok, err)
 	}
-	if took > faultWait+callWithin {
-		c.t.Errorf("TryLockTimeout(%v) returned after %v; want within %v", faultWait, took, faultWait+callWithin)
+	if over, want := p.over(took, callWithin); over {
+		c.t.Errorf("TryLockTimeout(%v) returned after %v; want %s", faultWait, took, want)
 	}
 	c.failFast("TryLockTimeout()", err, took)
 }
@@ -252,18 +260,19 @@ func (c faultCheck) lockCtx(l locker.Locker, cause error) {
 		ctx, cancel = context.WithCancel(context.Background())
 		time.AfterFunc(faultWait, cancel)
 	}
-	start := time.Now()
+	p, start := newProbe(faultWait), time.Now()
 	err := l.LockCtx(ctx)
 	took := time.Since(start)
 	ended := ctx.Err() != nil
 	cancel()
+	over, want := p.over(took, returnWithin)
 	switch {
 	case ended && err != cause:
 		c.t.Errorf("LockCtx() after its context ended = %v; want %v itself", err, cause)
 	case !ended && !errors.Is(err, locker.ErrUnavailable):
 		c.t.Errorf("LockCtx() before its context ended = %v; want ErrUnavailable", err)
-	case ended && took > faultWait+returnWithin:
-		c.t.Errorf("LockCtx() returned %v after its context ended (%v); want within %v", took-faultWait, cause, returnWithin)
+	case ended && over:
+		c.t.Errorf("LockCtx() returned after %v, its context ending (%v) after %v; want %s", took, cause, faultWait, want)
 	}
 	c.failFast("LockCtx()", err, took)
 }
@@ -272,7 +281,7 @@ func (c faultCheck) lockCtx(l locker.Locker, cause error) {
 func (c faultCheck) acquire(l locker.Locker, wait bool) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), faultWait)
-	start := time.Now()
+	p, start := newProbe(faultWait), time.Now()
 	ok, err := acquirer(c.t, l).Acquire(ctx, wait)
 	took := time.Since(start)
 	ended := ctx.Err() != nil
@@ -280,10 +289,31 @@ func (c faultCheck) acquire(l locker.Locker, wait bool) {
 	if ok || !errors.Is(err, locker.ErrUnavailable) || (ended && !errors.Is(err, context.DeadlineExceeded)) {
 		c.t.Errorf("Acquire(ctx, %v) = %v, %v; want false and an error wrapping ErrUnavailable (and DeadlineExceeded once ctx ended)", wait, ok, err)
 	}
-	if took > faultWait+callWithin {
-		c.t.Errorf("Acquire(ctx, %v) returned after %v; want within %v", wait, took, faultWait+callWithin)
+	if over, want := p.over(took, callWithin); over {
+		c.t.Errorf("Acquire(ctx, %v) returned after %v; want %s", wait, took, want)
 	}
 	c.failFast("Acquire()", err, took)
+}
+
+// ranOut: a wait shorter than locker.OutageAfter on a server that does not
+// answer ran out of time, as on a held name; only a longer one tells an
+// outage.
+func (c faultCheck) ranOut(l locker.Locker) {
+	c.t.Helper()
+	p, start := newProbe(shortWait), time.Now()
+	ok, err := l.TryLockTimeout(shortWait)
+	took := time.Since(start)
+	if over, want := p.over(took, callWithin); ok || err != nil || over {
+		c.t.Errorf("TryLockTimeout(%v) = %v, %v after %v; want false, nil %s", shortWait, ok, err, took, want)
+	}
+	for _, wait := range []bool{false, true} {
+		ctx, cancel := context.WithTimeout(context.Background(), shortWait)
+		ok, err := acquirer(c.t, l).Acquire(ctx, wait)
+		cancel()
+		if ok || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, locker.ErrUnavailable) {
+			c.t.Errorf("Acquire(%v deadline, %v) = %v, %v; want false, DeadlineExceeded and not ErrUnavailable", shortWait, wait, ok, err)
+		}
+	}
 }
 
 func testPaused(t *testing.T, f FaultFactory) {
@@ -355,11 +385,12 @@ func cancelWhilePaused(t *testing.T, h FaultHarness, pause func(), kind locker.K
 		})
 	}
 	pause()
-	start := time.Now()
+	p, start := newProbe(0), time.Now()
 	cancel()
 	err := <-done
-	if took := time.Since(start); took > returnWithin {
-		t.Errorf("LockCtx() returned %v after its cancellation with the server frozen; want within %v", took, returnWithin)
+	took := time.Since(start)
+	if over, want := p.over(took, returnWithin); over {
+		t.Errorf("LockCtx() returned %v after its cancellation with the server frozen; want %s", took, want)
 	}
 	if err != context.Canceled {
 		t.Errorf("LockCtx() cancelled with the server frozen = %v; want context.Canceled itself", err)
@@ -393,12 +424,12 @@ func cancelWhilePaused(t *testing.T, h FaultHarness, pause func(), kind locker.K
 func testUnlockWhilePaused(t *testing.T, f FaultFactory) {
 	h, pause := openFaults(t, f)
 	type release struct {
-		kind  locker.Kind
-		name  string
-		l     locker.Handle
-		how   string
-		limit time.Duration
-		call  func(locker.Handle) error
+		kind locker.Kind
+		name string
+		l    locker.Handle
+		how  string
+		wait time.Duration // how long the caller waits for an answer
+		call func(locker.Handle) error
 	}
 	unlock := func(l locker.Handle) error { return l.Unlock() }
 	bounded := func(l locker.Handle) error {
@@ -409,8 +440,8 @@ func testUnlockWhilePaused(t *testing.T, f FaultFactory) {
 	var releases []release
 	for _, kind := range []locker.Kind{locker.KindMutex, locker.KindRead, locker.KindWrite, locker.KindPermit} {
 		releases = append(releases,
-			release{kind: kind, how: "Unlock()", limit: locker.DefaultReleaseWait + callWithin, call: unlock},
-			release{kind: kind, how: "Release(ctx)", limit: faultWait + callWithin, call: bounded})
+			release{kind: kind, how: "Unlock()", wait: locker.DefaultReleaseWait, call: unlock},
+			release{kind: kind, how: "Release(ctx)", wait: faultWait, call: bounded})
 	}
 	for i := range releases {
 		r := &releases[i]
@@ -422,14 +453,15 @@ func testUnlockWhilePaused(t *testing.T, f FaultFactory) {
 	errs := make(chan error, len(releases))
 	for _, r := range releases { // at once: the server stays frozen for one wait only
 		go func() {
-			start := time.Now()
+			p, start := newProbe(r.wait), time.Now()
 			err := r.call(r.l)
 			took := time.Since(start)
+			over, want := p.over(took, callWithin)
 			switch {
 			case !errors.Is(err, locker.ErrUnavailable):
 				errs <- fmt.Errorf("%s %s on a frozen server = %v; want ErrUnavailable", r.kind, r.how, err)
-			case took > r.limit:
-				errs <- fmt.Errorf("%s %s on a frozen server returned after %v; want within %v", r.kind, r.how, took, r.limit)
+			case over:
+				errs <- fmt.Errorf("%s %s on a frozen server returned after %v; want %s", r.kind, r.how, took, want)
 			default:
 				errs <- nil
 			}

@@ -1,0 +1,116 @@
+package locker
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// silentBackend never grants: it answers that the name is held for held,
+// then, asking again (telling the Core when ask is set), gets no answer
+// until ctx ends; refused makes that failure a refusal.
+type silentBackend struct {
+	held    time.Duration
+	ask     bool
+	refused bool
+}
+
+func (b silentBackend) Acquire(ctx context.Context, h *Hold, _ bool) (bool, error) {
+	if b.held > 0 {
+		t := time.NewTimer(b.held)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return false, ctx.Err() // answered: the name was held
+		}
+		if b.ask {
+			h.Asking()
+		}
+	}
+	<-ctx.Done()
+	classes := []error{ErrUnavailable}
+	if b.refused {
+		classes = append(classes, ErrRefused)
+	}
+	return false, &EngineError{Engine: "silent", Op: "acquire", Name: h.Name, Classes: classes, Err: ctx.Err()}
+}
+
+func (silentBackend) Release(context.Context, *Hold) error { return nil }
+
+// TestOutageAfter: a wait whose context ends while a request is unanswered
+// is an outage only when the request had gone unanswered for OutageAfter,
+// counted from the latest Asking (or from the start of the acquisition).
+func TestOutageAfter(t *testing.T) {
+	short, long := OutageAfter/3, OutageAfter+150*time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		b       silentBackend
+		wait    time.Duration
+		outage  bool
+		refused bool
+	}{
+		{"no answer, short wait", silentBackend{}, short, false, false},
+		{"no answer, long wait", silentBackend{}, long, true, false},
+		{"refused, short wait", silentBackend{refused: true}, short, true, true},
+		// Held for most of a long wait, then asked again just before its end.
+		{"asked again late", silentBackend{held: long - short, ask: true}, long, false, false},
+		{"asked again late, not told", silentBackend{held: long - short}, long, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewCore("silent", tc.b, nil)
+			defer c.Close(context.Background())
+			l, err := c.NewLocker("outage")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), tc.wait)
+			ok, err := l.(*mutex).Acquire(ctx, true)
+			cancel()
+			if ok || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrUnavailable) != tc.outage || errors.Is(err, ErrRefused) != tc.refused {
+				t.Errorf("Acquire(%v deadline) = %v, %v; want false, DeadlineExceeded, ErrUnavailable %v, ErrRefused %v", tc.wait, ok, err, tc.outage, tc.refused)
+			}
+			ok, err = l.TryLockTimeout(tc.wait)
+			if tc.outage {
+				if ok || !errors.Is(err, ErrUnavailable) {
+					t.Errorf("TryLockTimeout(%v) = %v, %v; want false, ErrUnavailable", tc.wait, ok, err)
+				}
+			} else if ok || err != nil {
+				t.Errorf("TryLockTimeout(%v) = %v, %v; want false, nil (ran out of time)", tc.wait, ok, err)
+			}
+			ctx, cancel = context.WithTimeout(context.Background(), tc.wait)
+			if err := l.LockCtx(ctx); err != context.DeadlineExceeded {
+				t.Errorf("LockCtx(%v deadline) = %v; want context.DeadlineExceeded itself", tc.wait, err)
+			}
+			cancel()
+		})
+	}
+}
+
+// TestOutageAfterCancel: a cancellation is judged like a deadline, at the
+// moment of the judgement.
+func TestOutageAfterCancel(t *testing.T) {
+	c := NewCore("silent", silentBackend{}, nil)
+	defer c.Close(context.Background())
+	l, err := c.NewLocker("outage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		after  time.Duration
+		outage bool
+	}{
+		{OutageAfter / 3, false},
+		{OutageAfter + 150*time.Millisecond, true},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		stop := time.AfterFunc(tc.after, cancel)
+		ok, err := l.(*mutex).Acquire(ctx, true)
+		stop.Stop()
+		cancel()
+		if ok || !errors.Is(err, context.Canceled) || errors.Is(err, ErrUnavailable) != tc.outage {
+			t.Errorf("Acquire() cancelled after %v = %v, %v; want false, Canceled, ErrUnavailable %v", tc.after, ok, err, tc.outage)
+		}
+	}
+}
