@@ -48,7 +48,7 @@ func (s *Switcher) syncEpoch(ctx context.Context, i int) bool {
 	if !ok || !current {
 		return true
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.opts.healthTimeout)
+	ctx, cancel := s.untilOpenOr(ctx, s.members[i])
 	defer cancel()
 	for {
 		recorded, err := rec.RecordedEpoch(ctx, s.name)
@@ -118,8 +118,6 @@ func (s *Switcher) pendSync(i int) {
 // starts (or restarts) must not grant below an epoch its fleet used, on
 // whichever engine the fleet is now.
 func (s *Switcher) adoptRecords(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.healthTimeout)
-	defer cancel()
 	var wg sync.WaitGroup
 	for _, m := range s.members {
 		rec, ok := m.engine.(EpochRecord)
@@ -127,6 +125,8 @@ func (s *Switcher) adoptRecords(ctx context.Context) {
 			continue
 		}
 		wg.Go(func() {
+			ctx, cancel := s.untilOpenOr(ctx, m)
+			defer cancel()
 			recorded, err := rec.RecordedEpoch(ctx, s.name)
 			if err != nil {
 				return
@@ -137,4 +137,16 @@ func (s *Switcher) adoptRecords(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+}
+
+// untilOpenOr bounds a request about the epoch record of m's engine by the
+// health timeout and by m's breaker: the decider makes it, and must not sit
+// on an engine that was killed meanwhile while its breaker has opened.
+func (s *Switcher) untilOpenOr(ctx context.Context, m *member) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.healthTimeout)
+	stop := context.AfterFunc(m.untilOpen.Load().ctx, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
 }
