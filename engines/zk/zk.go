@@ -359,7 +359,7 @@ func (e *Engine) Ping(ctx context.Context) error {
 		return fmt.Errorf("zk: ping: %w", locker.ErrClosed)
 	}
 	if e.refused() {
-		return e.fail("ping", "/", zkconn.ErrNoServer)
+		return e.fail("ping", "/", e.zc.Explain(zkconn.ErrNoServer))
 	}
 	_, err := zkconn.Probe(ctx, e.zc, func() (bool, error) {
 		ok, _, err := e.conn.Exists("/")

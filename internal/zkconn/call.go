@@ -223,7 +223,7 @@ func retry[T any](ctx context.Context, c *Conn, f func() (T, error), fast, gate 
 			return v, c.StepErr(ctx, err)
 		case fast && c.Refused():
 			// No server to try again on: say so now, not at the deadline.
-			return v, fmt.Errorf("%w: %w", ErrNoServer, c.wire.explain(err))
+			return v, fmt.Errorf("%w: %w", ErrNoServer, c.Explain(err))
 		}
 		ready := c.Up()
 		if fast && !isClosed(c.ready) {

@@ -493,6 +493,11 @@ func (c *Conn) Refused() bool {
 	return c.wire.refusals.Load() >= int32(len(c.cfg.Servers))
 }
 
+// Explain adds to err why the last socket failed before its server
+// answered, if one did (a refused certificate, a server that is not
+// ZooKeeper): the caller that sees Refused says why.
+func (c *Conn) Explain(err error) error { return c.wire.explain(err) }
+
 // liveness is the session timeout the server granted, or the one asked for
 // until it has answered.
 func (c *Conn) liveness() time.Duration {
