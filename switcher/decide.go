@@ -359,8 +359,16 @@ func (s *Switcher) ping(ctx context.Context, m *member) bool {
 	if err != nil {
 		return false // open: wait for half-open
 	}
-	pctx, cancel := context.WithTimeout(ctx, s.opts.healthTimeout)
+	// When no other engine is usable, slow is not dead: a ping may take as
+	// long as a request may, so that a slow engine whose breaker opened
+	// while another was still up closes again once it is all there is.
+	wait := s.opts.healthTimeout
+	if !s.closedElsewhere(m) {
+		wait = max(wait, locker.DefaultRequestTimeout)
+	}
+	pctx, cancel := context.WithTimeout(ctx, wait)
 	err = m.engine.Ping(pctx)
+	late := pctx.Err() != nil
 	cancel()
 	if ctx.Err() != nil {
 		done(ctx.Err()) // closing: excluded, says nothing of the engine
@@ -368,6 +376,11 @@ func (s *Switcher) ping(ctx context.Context, m *member) bool {
 	}
 	if err != nil && !errors.Is(err, locker.ErrUnavailable) {
 		err = fmt.Errorf("%w: %w", locker.ErrUnavailable, err) // a ping timing out is the engine's failure
+	}
+	if err != nil && late && !timeout(err) {
+		// Slow, whatever the client made of its cut-short request (an EOF,
+		// a closed connection): slow is not dead while nothing else is left.
+		err = fmt.Errorf("%w: %w", err, context.DeadlineExceeded)
 	}
 	m.record(done, err)
 	return err == nil
