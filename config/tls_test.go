@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/switcher"
 )
 
 // TLS files that do not exist or do not parse are errors naming the
@@ -168,6 +170,11 @@ engines:
 	sw := open(t, c, config.WithLogger(logger))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	// The file source's first value would undo a switch by hand made
+	// before it arrived.
+	eventually(t, 5*time.Second, "the file source's value", func() bool {
+		return slices.ContainsFunc(sw.States(), func(st switcher.EngineState) bool { return st.Desired })
+	})
 	for _, name := range []string{"redis", "zk", "etcd"} {
 		if _, err := sw.SwitchEngineTo(name); err != nil {
 			t.Fatal(err)
@@ -178,6 +185,9 @@ engines:
 		}
 		if err := l.LockCtx(ctx); err != nil {
 			t.Fatalf("%s: LockCtx() = %v", name, err)
+		}
+		if got := l.(locker.Lease).Engine(); got != name {
+			t.Fatalf("LockCtx() after SwitchEngineTo(%q) granted on %q", name, got)
 		}
 		if err := l.Unlock(); err != nil {
 			t.Errorf("%s: Unlock() = %v", name, err)
