@@ -161,7 +161,7 @@ func TestSlowSecondaryAfterPrimaryDies(t *testing.T) {
 	link := netfault.New(t, secondaryAddr)
 	p, _ := redisEngine(t, "primary", primary.Addr())
 	// go-redis's default timeouts: the test's 300ms would fail every
-	// request of 800ms.
+	// request, 400ms late.
 	c := goredis.NewClient(&goredis.Options{Addr: link.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	s, err := redis.New(c, redis.WithName("secondary"), redis.WithPrefix("switcher-test"))
@@ -174,10 +174,11 @@ func TestSlowSecondaryAfterPrimaryDies(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = sw.Close() })
 	lockOnce(t, sw, "slow-ready")
-	if err := link.Latency(400 * time.Millisecond); err != nil {
+	if err := primary.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	if err := primary.Kill(); err != nil {
+	waitFor(t, "the switch to the secondary", func() bool { return sw.Current() == "secondary" })
+	if err := link.Latency(200 * time.Millisecond); err != nil { // each way: every answer 400ms late
 		t.Fatal(err)
 	}
 	var noEngine, longest time.Duration
