@@ -490,8 +490,8 @@ func TestFaultsTryStuckDuringSwitch(t *testing.T) {
 }
 
 // Callers whose deadlines cut their requests short do not trip a slow but
-// answering engine's breaker: only a request left unanswered for longer
-// than a health check may take counts against it.
+// answering engine's breaker: only a request left unanswered for
+// locker.OutageAfter counts against it.
 func TestFaultsCallerDeadlinesDoNotTrip(t *testing.T) {
 	const healthTimeout = 200 * time.Millisecond
 	f := newFaultyFleet(t, switcher.WithHealthCheck(time.Hour, healthTimeout))
@@ -517,9 +517,10 @@ func TestFaultsCallerDeadlinesDoNotTrip(t *testing.T) {
 		t.Fatalf("Current() = %q; want primary", got)
 	}
 
-	// Unanswered for longer than a health check may take: that counts.
-	if err := lockWithin(2 * healthTimeout); err != context.DeadlineExceeded {
-		t.Fatalf("LockCtx() with a %v budget on a slow engine = %v; want context.DeadlineExceeded", 2*healthTimeout, err)
+	// Unanswered for longer than OutageAfter: that counts.
+	budget := locker.OutageAfter + 100*time.Millisecond
+	if err := lockWithin(budget); err != context.DeadlineExceeded {
+		t.Fatalf("LockCtx() with a %v budget on a slow engine = %v; want context.DeadlineExceeded", budget, err)
 	}
 	wantEvent(t, f.nextEvent(t), "primary", "secondary", switcher.ReasonBreaker)
 }

@@ -208,9 +208,10 @@ func (l *switchLocker) take(ctx context.Context, wait bool) (ok bool, err error)
 			done(nil) // says nothing of this engine
 			return false, err
 		}
-		began := time.Now()
 		ok, switchedAway, err := l.attempt(ctx, r, in, wait)
-		done(s.blame(ctx, err, began)) // counts only if the engine had not answered
+		// The engine has judged a wait its caller cut short: ErrUnavailable
+		// only after OutageAfter without an answer (locker.OutageAfter).
+		done(err)
 		switch {
 		case switchedAway:
 			moved = true
@@ -236,19 +237,6 @@ func (l *switchLocker) take(ctx context.Context, wait bool) (ok bool, err error)
 			return false, fmt.Errorf("%w: %w", werr, err)
 		}
 	}
-}
-
-// blame is what an attempt begun at began tells the breaker of its engine.
-// A request that the caller's own deadline or cancel cut short says nothing
-// of the engine unless it had gone unanswered for longer than a health
-// check may take: callers sharing a deadline would otherwise trip a
-// healthy engine's breaker together, each with a request sent a moment
-// before the end. A hung engine is still caught by the health checks.
-func (s *Switcher) blame(ctx context.Context, err error, began time.Time) error {
-	if err != nil && ctx.Err() != nil && !errors.Is(err, locker.ErrRefused) && time.Since(began) < s.opts.healthTimeout {
-		return ctx.Err()
-	}
-	return err
 }
 
 // takeOn acquires on engine i, whatever the current engine: a downgrade

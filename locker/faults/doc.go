@@ -25,8 +25,12 @@
 //     an error wrapping locker.ErrUnavailable and ctx.Err() (what
 //     locker.Front.Acquire returns for an engine that did not answer);
 //     LockCtx returns ctx.Err() itself, and TryLockTimeout reports the
-//     engine's failure, not contention. Heal lets hung calls through.
-//   - SetLatency: every such call waits first.
+//     engine's failure, not contention. As on the engines, an acquisition
+//     whose context ended less than locker.OutageAfter after it was asked
+//     merely ran out of time: it returns ctx.Err() (TryLockTimeout: false,
+//     nil). Heal lets hung calls through.
+//   - SetLatency: every such call waits first; a context that ends during
+//     the wait is judged as a hang's is.
 //   - DropRenewals: renewed holds are lost one TTL later.
 //   - ExpireNow: the holds of a name end now, as an expiry would.
 //

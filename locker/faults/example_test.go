@@ -69,7 +69,9 @@ func ExampleEngine_Hang() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
 	fmt.Println(l.LockCtx(ctx))
-	ok, err := l.TryLockTimeout(10 * time.Millisecond)
+	// A wait longer than OutageAfter with no answer is the engine's
+	// failure, not contention.
+	ok, err := l.TryLockTimeout(locker.OutageAfter + 10*time.Millisecond)
 	fmt.Println(ok, errors.Is(err, locker.ErrUnavailable))
 	// Output:
 	// context deadline exceeded

@@ -282,18 +282,20 @@ func (e *Engine) afterFunc(d time.Duration, f func()) func() bool {
 }
 
 // enter waits out the latency and the outage of a call that is about to
-// reach the engine: nil when it may go on.
-func (e *Engine) enter(ctx context.Context, op string) error {
+// reach the engine: nil when it may go on. An acquisition whose caller
+// gives up is judged as the engines judge it (see noAnswer).
+func (e *Engine) enter(ctx context.Context, op string, acquiring bool) error {
 	e.mu.Lock()
 	latency := e.latency
 	e.mu.Unlock()
+	asked := time.Now() // real time, as ctx's deadline is
 	if latency > 0 {
 		t := e.clock.NewTimer(latency)
 		select {
 		case <-t.Chan():
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%s: %s: %w: no answer within the injected latency: %w", e.name, op, locker.ErrUnavailable, ctx.Err())
+			return e.noAnswer(ctx, op, "within the injected latency", asked, acquiring)
 		}
 	}
 	for {
@@ -312,10 +314,21 @@ func (e *Engine) enter(ctx context.Context, op string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: %s: %w: no answer (injected hang): %w", e.name, op, locker.ErrUnavailable, ctx.Err())
+			return e.noAnswer(ctx, op, "(injected hang)", asked, acquiring)
 		case <-changed:
 		}
 	}
+}
+
+// noAnswer is the error of a call whose ctx ended before the engine
+// answered. An acquisition left unanswered for less than
+// locker.OutageAfter merely ran out of time (ctx.Err()), as on the
+// engines; anything longer, and any other call, is an outage.
+func (e *Engine) noAnswer(ctx context.Context, op, how string, asked time.Time, acquiring bool) error {
+	if acquiring && time.Since(asked) < locker.OutageAfter {
+		return ctx.Err()
+	}
+	return fmt.Errorf("%s: %s: %w: no answer %s: %w", e.name, op, locker.ErrUnavailable, how, ctx.Err())
 }
 
 // inFlight is a call the engine has in hand; a fault that starts cancels it.
@@ -416,7 +429,7 @@ func (e *Engine) isClosed() bool {
 
 // Ping fails, hangs or waits as the faults say, then pings the engine.
 func (e *Engine) Ping(ctx context.Context) error {
-	if err := e.enter(ctx, "ping"); err != nil {
+	if err := e.enter(ctx, "ping", false); err != nil {
 		return err
 	}
 	return e.inner.Ping(ctx)

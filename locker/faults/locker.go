@@ -105,7 +105,7 @@ func (l *faultLocker) take(ctx context.Context, wait bool) (bool, error) {
 			return false, err
 		}
 	}
-	if err := e.enter(ctx, fmt.Sprintf("acquire %q", l.name)); err != nil {
+	if err := e.enter(ctx, fmt.Sprintf("acquire %q", l.name), true); err != nil {
 		return false, err
 	}
 	in, err := l.newInner()
@@ -120,7 +120,7 @@ func (l *faultLocker) take(ctx context.Context, wait bool) (bool, error) {
 		if err != nil && ctx.Err() == nil && interrupted {
 			// A fault started while the engine had the request: the request
 			// is lost with the engine. Fail, hang or go again as it says.
-			if err := e.enter(ctx, fmt.Sprintf("acquire %q", l.name)); err != nil {
+			if err := e.enter(ctx, fmt.Sprintf("acquire %q", l.name), true); err != nil {
 				return false, err
 			}
 			continue
@@ -241,7 +241,7 @@ func (l *faultLocker) ReleaseWithin(wait time.Duration, done <-chan struct{}) er
 			}
 		}()
 	}
-	if err := e.enter(ctx, fmt.Sprintf("unlock %q", l.name)); err != nil {
+	if err := e.enter(ctx, fmt.Sprintf("unlock %q", l.name), false); err != nil {
 		e.linger(h)
 		return err
 	}
