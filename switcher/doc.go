@@ -5,7 +5,7 @@
 //   - its circuit breaker opens (one sony/gobreaker breaker per engine;
 //     only errors wrapping locker.ErrUnavailable count, never contention or
 //     a caller's cancellation, nor a request its caller's deadline cut short
-//     before it had waited the health timeout), to the next engine whose
+//     before it had gone unanswered for locker.OutageAfter), to the next engine whose
 //     breaker is not open;
 //   - a watched Source (a configuration key) names another engine;
 //   - an operator calls SwitchEngine or SwitchEngineTo;
