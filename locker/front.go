@@ -70,7 +70,9 @@ func (f *Front) TryLockTimeout(wait time.Duration) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	ok, err := f.acquire(ctx, true)
-	if err != nil && ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) &&
+	// ctxErr, not ctx.Err(): on a loaded machine the engine can answer
+	// with the deadline passed before ctx's timer has fired.
+	if err != nil && ctxErr(ctx) != nil && errors.Is(err, context.DeadlineExceeded) &&
 		!errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrClosed) {
 		return false, nil // contended until the end
 	}

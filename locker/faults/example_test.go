@@ -82,7 +82,9 @@ func ExampleEngine_Hang() {
 func ExampleEngine_DropRenewals() {
 	e := memEngine("flaky")
 	defer e.Close()
-	l, _ := e.NewLocker("job", locker.WithTTL(20*time.Millisecond))
+	// A TTL long enough that a loaded machine does not lose the hold
+	// before the fault starts.
+	l, _ := e.NewLocker("job", locker.WithTTL(500*time.Millisecond))
 	_ = l.Lock()
 	e.DropRenewals()
 	<-l.Lost()
