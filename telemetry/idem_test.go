@@ -5,6 +5,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,7 +120,35 @@ func TestIdemMetrics(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if v := r.gather(t)[`orthrus_idem_pending{store="redis"}`]; v != 0 {
+	got = r.gather(t)
+	if v := got[`orthrus_idem_pending{store="redis"}`]; v != 0 {
 		t.Errorf("pending after the write = %v; want 0", v)
+	}
+	checkIdemDocs(t, got)
+}
+
+// checkIdemDocs checks that the dashboard and the alerts query only gate
+// metrics the telemetry exports.
+func checkIdemDocs(t *testing.T, got map[string]float64) {
+	t.Helper()
+	name := regexp.MustCompile(`orthrus_idem_[a-z_]+`)
+	for _, doc := range []string{"../docs/grafana-dashboard.json", "../docs/prometheus-alerts.yaml"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := name.FindAllString(string(b), -1)
+		if len(names) < 2 {
+			t.Errorf("%s names %d gate metrics; want a row of them", doc, len(names))
+		}
+		for _, n := range names {
+			found := false
+			for k := range got {
+				found = found || strings.HasPrefix(k, n+"{")
+			}
+			if !found {
+				t.Errorf("%s queries %s, which the telemetry does not export", doc, n)
+			}
+		}
 	}
 }
