@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,7 +23,11 @@ import (
 	"github.com/orthrus-go/orthrus/locker"
 )
 
-var redisAddr string
+// Addresses of the servers TestMain starts for the package.
+var redisAddr, etcdAddr, zkAddr string
+
+// zkTTLNodes is the zoo.cfg line that enables TTL nodes.
+const zkTTLNodes = "extendedTypesEnabled=true"
 
 func TestMain(m *testing.M) {
 	testmain.Run(m, func() (func(), error) {
@@ -30,8 +35,21 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			return nil, err
 		}
-		redisAddr = r.Addr()
-		return func() { _ = r.Stop() }, nil
+		e, err := testserver.NewEtcd()
+		if err != nil {
+			_ = r.Stop()
+			return nil, err
+		}
+		// Expired TTL nodes are deleted every 100ms rather than 60s.
+		_ = os.Setenv("JAVA_TOOL_OPTIONS", "-Dznode.container.checkIntervalMs=100")
+		z, err := testserver.NewZooKeeper(testserver.WithArgs(zkTTLNodes))
+		if err != nil {
+			_ = r.Stop()
+			_ = e.Stop()
+			return nil, err
+		}
+		redisAddr, etcdAddr, zkAddr = r.Addr(), e.Addr(), z.Addr()
+		return func() { _ = r.Stop(); _ = e.Stop(); _ = z.Stop() }, nil
 	})
 }
 
