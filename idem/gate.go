@@ -17,8 +17,9 @@ import (
 )
 
 // Gate runs each operation once across a fleet: Begin before the operation,
-// Ticket.Done after it. A Gate is safe for concurrent use and starts no
-// goroutine; it never closes the stores' clients.
+// Ticket.Done after it. A Gate is safe for concurrent use; it starts a
+// goroutine only for pending outcomes (WithPending), which Close stops,
+// and never closes the stores' clients.
 type Gate struct {
 	appKey  string
 	set     settings

@@ -96,6 +96,9 @@ func post(url, key, body string) response {
 	if err != nil {
 		return response{err: err}
 	}
+	if key != "" && !strings.HasPrefix(key, `"`) {
+		key = `"` + key + `"` // the draft's sf-string
+	}
 	if key != "" {
 		req.Header.Set(idemhttp.Header, key)
 	}
@@ -147,7 +150,7 @@ func TestConcurrentClients(t *testing.T) {
 	}
 
 	for range 5 {
-		go func() { results <- post(url, "k-1", `{"amount":5}`) }() // the bare form of the same key
+		go func() { results <- post(url, "k-1", `{"amount":5}`) }() // post quotes it: the same key
 	}
 	for i := range 5 {
 		r := <-results
