@@ -15,8 +15,7 @@
 //     Unprocessable Content;
 //   - a response that counts as a failure (5xx by default, WithFailure), or
 //     a handler that panics, deletes the record, so that the client's retry
-//     runs again.
-//
+//     runs again;
 //   - a response the handler gives before any side effect (by default the
 //     4xx of DefaultNotStored; WithNotStored) is sent but not recorded, so
 //     that the fixed request runs with the same key.
