@@ -389,6 +389,9 @@ func (g *Gate) pick() (cur, prev Store) {
 	g.mu.Lock()
 	if name != g.seen {
 		g.prev, g.prevSince, g.prevDown = g.seen, now, time.Time{}
+		if s := g.byName[g.prev]; s != nil && g.health[s].down.Load() {
+			g.prevDown = now // known down here: check it again once it answers, or after prevRetry
+		}
 		g.seen = name
 		g.set.log.Debug("idem: engine switched", "from", g.prev, "to", name)
 	}
