@@ -553,7 +553,7 @@ func (t *Ticket) Done(ctx context.Context, opErr error) error {
 	if opErr == nil {
 		return t.succeed(ctx, "Done", nil)
 	}
-	return t.finish(ctx, "Done", nil, func(cctx context.Context) (bool, error) {
+	return t.finish(ctx, "Done", false, nil, func(cctx context.Context) (bool, error) {
 		return t.store.Remove(cctx, t.key, t.entry)
 	})
 }
@@ -571,18 +571,18 @@ func (t *Ticket) Succeed(ctx context.Context, result []byte) error {
 // succeed rewrites the record as succeeded; call names the method the
 // caller called, for the errors.
 func (t *Ticket) succeed(ctx context.Context, call string, result []byte) error {
-	rec := t.rec
-	rec.State, rec.Result = Succeeded, result
-	return t.finish(ctx, call, &rec, func(cctx context.Context) (bool, error) {
+	return t.finish(ctx, call, true, result, func(cctx context.Context) (bool, error) {
+		rec := t.rec // a copy here: one in succeed would escape with the closure
+		rec.State, rec.Result = Succeeded, result
 		val := rec.encode(make([]byte, 0, headerLen+len(rec.Fingerprint)+len(result)))
 		return t.store.Replace(cctx, t.key, t.entry, val, t.g.set.retention)
 	})
 }
 
 // finish writes the outcome with write, once; op is the method the caller
-// called, which the errors name; rec is the succeeded record written, nil
-// for a removal.
-func (t *Ticket) finish(ctx context.Context, op string, rec *Record, write func(context.Context) (bool, error)) error {
+// called, which the errors name; succeeded says whether write records a
+// success (with result) or removes the record.
+func (t *Ticket) finish(ctx context.Context, op string, succeeded bool, result []byte, write func(context.Context) (bool, error)) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: idem: %s: ctx is nil", locker.ErrInvalidArgument, op)
 	}
@@ -599,7 +599,7 @@ func (t *Ticket) finish(ctx context.Context, op string, rec *Record, write func(
 	// A store known to be down (its last call failed, or its engine's
 	// breaker is open) is not waited for: the outcome goes to the queue.
 	if g.set.pending > 0 && (g.health[t.store].down.Load() || g.downElsewhere(t.store)) {
-		if err := t.postpone(op, rec, write, locker.ErrUnavailable); err != nil {
+		if err := t.postpone(op, succeeded, result, write, locker.ErrUnavailable); err != nil {
 			return err
 		}
 	}
@@ -607,7 +607,7 @@ func (t *Ticket) finish(ctx context.Context, op string, rec *Record, write func(
 	start := time.Now()
 	ok, err := write(cctx)
 	cancel()
-	g.set.obs.StoreCall(ctx, t.store.Name(), opName(rec), time.Since(start), err)
+	g.set.obs.StoreCall(ctx, t.store.Name(), opName(succeeded), time.Since(start), err)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -617,7 +617,7 @@ func (t *Ticket) finish(ctx context.Context, op string, rec *Record, write func(
 			if h := g.health[t.store]; h.down.CompareAndSwap(false, true) {
 				g.set.log.Warn("idem: store unavailable", "store", t.store.Name(), "policy", g.set.policy.String(), "err", err)
 			}
-			if perr := t.postpone(op, rec, write, err); perr != nil {
+			if perr := t.postpone(op, succeeded, result, write, err); perr != nil {
 				return perr
 			}
 		}
@@ -626,10 +626,10 @@ func (t *Ticket) finish(ctx context.Context, op string, rec *Record, write func(
 	g.recovered(t.store)
 	t.done = true
 	if !ok {
-		g.local.settled(t, nil)
+		g.local.settled(t, false, nil)
 		return fmt.Errorf("idem: %s %s on %q: %w", op, t.key, t.store.Name(), ErrNotOwner)
 	}
-	g.local.settled(t, rec)
+	g.local.settled(t, succeeded, result)
 	return nil
 }
 
@@ -642,14 +642,14 @@ func (g *Gate) downElsewhere(store Store) bool {
 // postpone queues the outcome for the background recorder and marks the
 // ticket done; it returns the error Done returns then, or nil when there
 // is no room (the caller writes as without WithPending).
-func (t *Ticket) postpone(op string, rec *Record, write func(context.Context) (bool, error), cause error) error {
+func (t *Ticket) postpone(op string, succeeded bool, result []byte, write func(context.Context) (bool, error), cause error) error {
 	g := t.g
 	g.local.mu.Lock()
-	if rec != nil {
-		t.outcome, t.result = Succeeded, rec.Result
+	if succeeded {
+		t.outcome, t.result = Succeeded, result
 	}
 	g.local.mu.Unlock()
-	if !g.queue(&pending{t: t, op: op, write: write, rec: rec}) {
+	if !g.queue(&pending{t: t, op: op, write: write, succeeded: succeeded, result: result}) {
 		g.local.mu.Lock()
 		t.outcome, t.result = 0, nil
 		g.local.mu.Unlock()

@@ -85,15 +85,17 @@ func (l *local) running(t *Ticket) {
 }
 
 // settled forgets an attempt whose outcome the store has (or that no
-// longer owns its record), and caches a success.
-func (l *local) settled(t *Ticket, rec *Record) {
+// longer owns its record), and caches a success recorded with result.
+func (l *local) settled(t *Ticket, succeeded bool, result []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.inflight[t.key] == t {
 		delete(l.inflight, t.key)
 	}
-	if rec != nil && l.cache != nil {
-		l.putLocked(t.key, *rec, t.store.Name())
+	if succeeded && l.cache != nil {
+		rec := t.rec
+		rec.State, rec.Result = Succeeded, result
+		l.putLocked(t.key, rec, t.store.Name())
 	}
 }
 

@@ -15,7 +15,9 @@ type pending struct {
 	t     *Ticket
 	op    string // the call that reported it: Done or Succeed
 	write func(context.Context) (bool, error)
-	rec   *Record // the succeeded record it writes; nil for a removal
+	// succeeded: write records a success with result; else it removes.
+	succeeded bool
+	result    []byte
 }
 
 // recorder writes pending outcomes in the background: one goroutine per
@@ -150,7 +152,7 @@ func (g *Gate) recordRound(ctx context.Context) (left int, progressed bool) {
 		start := time.Now()
 		ok, err := p.write(cctx)
 		cancel()
-		g.set.obs.StoreCall(ctx, st.Name(), opName(p.rec), time.Since(start), err)
+		g.set.obs.StoreCall(ctx, st.Name(), opName(p.succeeded), time.Since(start), err)
 		if ctx.Err() != nil {
 			break
 		}
@@ -168,11 +170,7 @@ func (g *Gate) recordRound(ctx context.Context) (left int, progressed bool) {
 		default:
 			g.set.log.Info("idem: pending outcome recorded", "id", p.t.key, "store", st.Name(), "call", p.op)
 		}
-		var rec *Record
-		if err == nil && ok {
-			rec = p.rec
-		}
-		g.local.settled(p.t, rec)
+		g.local.settled(p.t, err == nil && ok && p.succeeded, p.result)
 	}
 	g.rec.mu.Lock()
 	defer g.rec.mu.Unlock()
@@ -188,11 +186,11 @@ func (g *Gate) recordRound(ctx context.Context) (left int, progressed bool) {
 	return len(g.rec.items), progressed
 }
 
-func opName(rec *Record) string {
-	if rec == nil {
-		return "remove"
+func opName(succeeded bool) string {
+	if succeeded {
+		return "replace"
 	}
-	return "replace"
+	return "remove"
 }
 
 // pendingErr is Done's error for an outcome it queued.
