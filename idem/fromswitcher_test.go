@@ -128,3 +128,29 @@ func TestBeginFollowsSwitchAfterFailure(t *testing.T) {
 		t.Errorf("Stats = %+v; want 1 run, 0 refused", st)
 	}
 }
+
+// A Begin whose create timed out on a paused store leaves no record behind
+// once the store is back: the server applies the write when it resumes,
+// and the gate deletes that record (it holds this attempt's token), so a
+// retry runs well before the expiry rather than being told it runs.
+func TestTimedOutCreateCleanedUp(t *testing.T) {
+	srv := startServer(t, "redis")
+	g := newGate(t, storeOn(t, "redis", srv.Addr()), idem.WithRequestTimeout(300*time.Millisecond), idem.WithExpiry(time.Minute))
+	mustRun(t, g, "warm-up")
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := g.Begin(context.Background(), "order-1"); !errors.Is(err, locker.ErrUnavailable) {
+		t.Fatalf("Begin on a paused store = %v; want ErrUnavailable", err)
+	}
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the retry runs", func() (bool, error) {
+		tk, _, err := g.Begin(context.Background(), "order-1")
+		return tk != nil, err
+	})
+	if n := g.Pending(); n != 0 {
+		t.Errorf("Pending() = %d after the clean-up; want 0", n)
+	}
+}

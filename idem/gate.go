@@ -138,7 +138,7 @@ func newGate(appKey string, stores []Store, opts []Option) (*Gate, error) {
 	for _, s := range stores {
 		g.health[s] = &storeHealth{}
 	}
-	g.local = newLocal(g.set.cacheSize, min(g.set.cacheTTL, g.set.retention))
+	g.local = newLocal(g.set.cacheSize, min(g.set.cacheTTL, g.set.retention), g.set.pending, g.set.expiry)
 	return g, nil
 }
 
@@ -295,6 +295,9 @@ func (g *Gate) create(ctx context.Context, store Store, id ID, key string, ttl t
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()
 		}
+		if unavailable(ctx, err) {
+			g.cleanup(store, key, val, ttl)
+		}
 		return nil, nil, g.storeErr("begin", store, key, err)
 	}
 	g.recovered(store)
@@ -387,7 +390,8 @@ func (g *Gate) pick() (cur, prev Store) {
 	name := g.current()
 	now := time.Now()
 	g.mu.Lock()
-	if name != g.seen {
+	switched := name != g.seen
+	if switched {
 		g.prev, g.prevSince, g.prevDown = g.seen, now, time.Time{}
 		if s := g.byName[g.prev]; s != nil && g.health[s].down.Load() {
 			g.prevDown = now // known down here: check it again once it answers, or after prevRetry
@@ -399,6 +403,9 @@ func (g *Gate) pick() (cur, prev Store) {
 		prev = g.byName[g.prev]
 	}
 	g.mu.Unlock()
+	if switched {
+		g.claimOn(g.byName[name])
+	}
 	return g.byName[name], prev
 }
 
@@ -515,9 +522,15 @@ type Ticket struct {
 	mu   sync.Mutex
 	done bool
 
-	// Set under local.mu, once the outcome is known but pending.
-	outcome State
-	result  []byte
+	// Guarded by local.mu. outcome is Succeeded once a success is known
+	// but pending; final once Done has taken the outcome (finalOK: a
+	// success, with result); mirror is the claim on the store switched to.
+	outcome     State
+	result      []byte
+	final       bool
+	finalOK     bool
+	mirror      Store
+	mirrorEntry Entry
 }
 
 // ID returns the operation's ID.
@@ -599,7 +612,7 @@ func (t *Ticket) finish(ctx context.Context, op string, succeeded bool, result [
 	// A store known to be down (its last call failed, or its engine's
 	// breaker is open) is not waited for: the outcome goes to the queue.
 	if g.set.pending > 0 && (g.health[t.store].down.Load() || g.downElsewhere(t.store)) {
-		if err := t.postpone(op, succeeded, result, write, locker.ErrUnavailable); err != nil {
+		if err := t.postpone(ctx, op, succeeded, result, write, locker.ErrUnavailable); err != nil {
 			return err
 		}
 	}
@@ -617,7 +630,7 @@ func (t *Ticket) finish(ctx context.Context, op string, succeeded bool, result [
 			if h := g.health[t.store]; h.down.CompareAndSwap(false, true) {
 				g.set.log.Warn("idem: store unavailable", "store", t.store.Name(), "policy", g.set.policy.String(), "err", err)
 			}
-			if perr := t.postpone(op, succeeded, result, write, err); perr != nil {
+			if perr := t.postpone(ctx, op, succeeded, result, write, err); perr != nil {
 				return perr
 			}
 		}
@@ -625,11 +638,11 @@ func (t *Ticket) finish(ctx context.Context, op string, succeeded bool, result [
 	}
 	g.recovered(t.store)
 	t.done = true
+	g.local.settled(t, ok && succeeded, result)
+	t.finalize(ctx, succeeded, result)
 	if !ok {
-		g.local.settled(t, false, nil)
 		return fmt.Errorf("idem: %s %s on %q: %w", op, t.key, t.store.Name(), ErrNotOwner)
 	}
-	g.local.settled(t, succeeded, result)
 	return nil
 }
 
@@ -642,19 +655,20 @@ func (g *Gate) downElsewhere(store Store) bool {
 // postpone queues the outcome for the background recorder and marks the
 // ticket done; it returns the error Done returns then, or nil when there
 // is no room (the caller writes as without WithPending).
-func (t *Ticket) postpone(op string, succeeded bool, result []byte, write func(context.Context) (bool, error), cause error) error {
+func (t *Ticket) postpone(ctx context.Context, op string, succeeded bool, result []byte, write func(context.Context) (bool, error), cause error) error {
 	g := t.g
 	g.local.mu.Lock()
 	if succeeded {
 		t.outcome, t.result = Succeeded, result
 	}
 	g.local.mu.Unlock()
-	if !g.queue(&pending{t: t, op: op, write: write, succeeded: succeeded, result: result}) {
+	if !g.queue(t.outcomeJob(op, succeeded, result, write)) {
 		g.local.mu.Lock()
 		t.outcome, t.result = 0, nil
 		g.local.mu.Unlock()
 		return nil
 	}
 	t.done = true
+	t.finalize(ctx, succeeded, result)
 	return pendingErr(op, t.key, t.store.Name(), cause)
 }

@@ -20,6 +20,20 @@ type local struct {
 	ttl   time.Duration
 	cache map[string]cached
 	order []string // cache keys, oldest first (FIFO eviction)
+
+	// The successes of this process in the last recentFor, at most
+	// recentCap, oldest first: a switch copies them to the new store, since
+	// the old one may not answer the duplicates' WithCheckPrevious.
+	recent    []recentRec
+	recentCap int
+	recentFor time.Duration
+}
+
+type recentRec struct {
+	key  string
+	rec  Record
+	from Store
+	at   time.Time
 }
 
 type cached struct {
@@ -30,8 +44,8 @@ type cached struct {
 
 const minSweep = 1024
 
-func newLocal(size int, ttl time.Duration) *local {
-	l := &local{inflight: make(map[string]*Ticket), sweepAt: minSweep, size: size, ttl: ttl}
+func newLocal(size int, ttl time.Duration, recentCap int, recentFor time.Duration) *local {
+	l := &local{inflight: make(map[string]*Ticket), sweepAt: minSweep, size: size, ttl: ttl, recentCap: recentCap, recentFor: recentFor}
 	if size > 0 {
 		l.cache = make(map[string]cached, size)
 	}
@@ -92,10 +106,24 @@ func (l *local) settled(t *Ticket, succeeded bool, result []byte) {
 	if l.inflight[t.key] == t {
 		delete(l.inflight, t.key)
 	}
-	if succeeded && l.cache != nil {
-		rec := t.rec
-		rec.State, rec.Result = Succeeded, result
+	if !succeeded {
+		return
+	}
+	rec := t.rec
+	rec.State, rec.Result = Succeeded, result
+	if l.cache != nil {
 		l.putLocked(t.key, rec, t.store.Name())
+	}
+	if l.recentCap > 0 {
+		now := time.Now()
+		drop := 0
+		for drop < len(l.recent) && (len(l.recent)-drop >= l.recentCap || now.Sub(l.recent[drop].at) >= l.recentFor) {
+			drop++
+		}
+		if drop > 0 {
+			l.recent = append(l.recent[:0], l.recent[drop:]...)
+		}
+		l.recent = append(l.recent, recentRec{key: t.key, rec: rec, from: t.store, at: now})
 	}
 }
 

@@ -138,9 +138,13 @@ func WithMaxResult(n int) Option {
 // WithCheckPrevious makes a switched gate (NewSwitched) also look for the
 // record on the previous engine's store after a switch, for the retention
 // and while that store answers: a lookup that fails or takes longer than
-// timeout stops the checks until the next switch. It closes the dedupe
-// window a switch opens, for a round trip to the previous store on every
-// Begin. Default: off.
+// timeout stops the checks until that store answers again (or for 5s).
+// It closes the dedupe window a switch opens, for a round trip to the
+// previous store on every Begin. With it, a switch also makes the gate
+// claim its running attempts, and copy its successes of the last expiry,
+// on the new store (in the background), so that duplicates see them there
+// even when the previous store does not answer. Default: off (on with
+// FromSwitcher).
 func WithCheckPrevious(timeout time.Duration) Option {
 	return func(s *settings) error {
 		if timeout <= 0 {

@@ -1,23 +1,30 @@
 package idem
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
 )
 
-// pending is an outcome waiting for its store to answer again.
+// pending is a write waiting for its store to answer again: an outcome
+// (Done, Succeed), the claim of a running attempt on the engine switched
+// to, or the clean-up of a record whose creation timed out.
 type pending struct {
-	t     *Ticket
-	op    string // the call that reported it: Done or Succeed
-	write func(context.Context) (bool, error)
-	// succeeded: write records a success with result; else it removes.
-	succeeded bool
-	result    []byte
+	store   Store
+	key     string
+	op      string    // what it is, for the logs: Done, Succeed, claim, clean-up
+	storeOp string    // the store operation, for the observer
+	until   time.Time // past this the store has freed the record anyway: drop it
+	write   func(context.Context) (bool, error)
+	// done, when set, hears the result of a write that was made (err
+	// nil, or an error other than unavailability).
+	done func(ok bool, err error)
 }
 
 // recorder writes pending outcomes in the background: one goroutine per
@@ -59,7 +66,7 @@ func (g *Gate) queue(p *pending) bool {
 	case r.wake <- struct{}{}:
 	default:
 	}
-	g.set.obs.Pending(p.t.store.Name(), 1)
+	g.set.obs.Pending(p.store.Name(), 1)
 	return true
 }
 
@@ -135,13 +142,18 @@ func (g *Gate) recordRound(ctx context.Context) (left int, progressed bool) {
 	g.rec.mu.Lock()
 	items := append([]*pending(nil), g.rec.items...)
 	g.rec.mu.Unlock()
+	// Stores that answer first: a claim on the new engine must not wait
+	// for a round trip to the frozen one to time out.
+	slices.SortStableFunc(items, func(a, b *pending) int {
+		return cmp.Compare(boolInt(g.health[a.store].down.Load()), boolInt(g.health[b.store].down.Load()))
+	})
 	failed := map[Store]bool{}
 	var finished []*pending
 	for _, p := range items {
-		st := p.t.store
-		if !time.Now().Before(p.t.until) {
-			g.set.log.Warn("idem: outcome not recorded: the record expired while its store did not answer; the operation may run again",
-				"id", p.t.key, "store", st.Name(), "call", p.op)
+		st := p.store
+		if !time.Now().Before(p.until) {
+			g.set.log.Warn("idem: pending write dropped: the record expired while its store did not answer; the operation may run again",
+				"id", p.key, "store", st.Name(), "call", p.op)
 			finished = append(finished, p)
 			continue
 		}
@@ -152,7 +164,7 @@ func (g *Gate) recordRound(ctx context.Context) (left int, progressed bool) {
 		start := time.Now()
 		ok, err := p.write(cctx)
 		cancel()
-		g.set.obs.StoreCall(ctx, st.Name(), opName(p.succeeded), time.Since(start), err)
+		g.set.obs.StoreCall(ctx, st.Name(), p.storeOp, time.Since(start), err)
 		if ctx.Err() != nil {
 			break
 		}
@@ -164,13 +176,15 @@ func (g *Gate) recordRound(ctx context.Context) (left int, progressed bool) {
 		finished, progressed = append(finished, p), true
 		switch {
 		case err != nil:
-			g.set.log.Warn("idem: pending outcome failed", "id", p.t.key, "store", st.Name(), "call", p.op, "err", err)
+			g.set.log.Warn("idem: pending write failed", "id", p.key, "store", st.Name(), "call", p.op, "err", err)
 		case !ok:
-			g.set.log.Warn("idem: pending outcome not recorded: the record is no longer this attempt's", "id", p.t.key, "store", st.Name(), "call", p.op)
+			g.set.log.Info("idem: pending write not made: the record is no longer this attempt's", "id", p.key, "store", st.Name(), "call", p.op)
 		default:
-			g.set.log.Info("idem: pending outcome recorded", "id", p.t.key, "store", st.Name(), "call", p.op)
+			g.set.log.Info("idem: pending write made", "id", p.key, "store", st.Name(), "call", p.op)
 		}
-		g.local.settled(p.t, err == nil && ok && p.succeeded, p.result)
+		if p.done != nil {
+			p.done(ok, err)
+		}
 	}
 	g.rec.mu.Lock()
 	defer g.rec.mu.Unlock()
@@ -181,9 +195,15 @@ func (g *Gate) recordRound(ctx context.Context) (left int, progressed bool) {
 				break
 			}
 		}
-		g.set.obs.Pending(p.t.store.Name(), -1)
+		g.set.obs.Pending(p.store.Name(), -1)
 	}
 	return len(g.rec.items), progressed
+}
+
+// outcomeJob is the pending write of t's outcome to its store.
+func (t *Ticket) outcomeJob(op string, succeeded bool, result []byte, write func(context.Context) (bool, error)) *pending {
+	return &pending{store: t.store, key: t.key, op: op, storeOp: opName(succeeded), until: t.until, write: write,
+		done: func(ok bool, err error) { t.g.local.settled(t, err == nil && ok && succeeded, result) }}
 }
 
 func opName(succeeded bool) string {
@@ -196,4 +216,11 @@ func opName(succeeded bool) string {
 // pendingErr is Done's error for an outcome it queued.
 func pendingErr(op, key, store string, cause error) error {
 	return fmt.Errorf("idem: %s %s on %q: %w (%v)", op, key, store, ErrPending, cause)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

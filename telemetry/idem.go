@@ -31,8 +31,10 @@ const (
 //     gate's own memory, "" when no store decided);
 //   - orthrus.idem.store.duration: round trips to a store by store, op
 //     (create, replace, remove, get, delete) and result (ok, error);
-//   - orthrus.idem.pending: outcomes waiting for their store to answer
-//     again, by store.
+//   - orthrus.idem.pending: writes waiting for their store to answer
+//     again, by store: outcomes, and after a switch the claims and copies
+//     on the new store, and the clean-up of records whose creation timed
+//     out.
 //
 // Each Begin is a span "idem.Begin" with the outcome and the store. Ops
 // and outcomes are few; store names are the engines'. Operation IDs and
@@ -69,7 +71,7 @@ func (t *Telemetry) Idem() (*IdemObserver, error) {
 		metric.WithExplicitBucketBoundaries(WaitBuckets...))
 	errs = append(errs, err)
 	o.pending, err = t.meter.Int64UpDownCounter("orthrus.idem.pending", metric.WithUnit("{outcome}"),
-		metric.WithDescription("Outcomes of idempotency gates waiting for their store to answer again."))
+		metric.WithDescription("Writes of idempotency gates (outcomes, claims, copies, clean-ups) waiting for their store to answer again."))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("telemetry: Idem: %w", err)

@@ -66,6 +66,7 @@ func newGate(t *testing.T, addr string, opts ...idem.Option) *idem.Gate {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = g.Close() })
 	return g
 }
 

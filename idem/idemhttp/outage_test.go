@@ -24,9 +24,11 @@ func startServer(t *testing.T, kind string) *testserver.Server {
 
 // testOutage is row 20 of the switched gate: Redis, the current engine,
 // freezes while a request runs. The switcher moves to etcd by its
-// breaker; new requests go there at once; the request in flight completes
-// without waiting for Redis, its outcome is kept (a duplicate in the same
-// process gets the replay) and written to Redis when Redis is back.
+// breaker; new requests go there at once; the process claims its running
+// attempt on etcd, so a duplicate in another process gets 409; the request
+// in flight completes without waiting for Redis, its outcome is written to
+// etcd at once (duplicates anywhere get the replay) and to Redis when Redis
+// is back.
 func testOutage(t *testing.T) {
 	rs := startServer(t, "redis")
 	switched := make(chan switcher.Event, 4)
@@ -68,11 +70,15 @@ func testOutage(t *testing.T) {
 		t.Fatal("the switcher did not leave the frozen Redis within 10s")
 	}
 
+	// A new request goes to etcd at once; it also makes gate a claim its
+	// running attempt there.
 	start := time.Now()
-	check(t, "a new request during the freeze", send(http.MethodPost, srvB.URL, "n", key("new")...), http.StatusCreated, false)
+	check(t, "a new request during the freeze", send(http.MethodPost, srvA.URL, "n", key("new")...), http.StatusCreated, false)
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("a new request took %v after the switch; want the previous store's check (%v) at most, not the request timeout", took, idem.DefaultCheckPrevious)
 	}
+	eventually(t, 5*time.Second, "the running attempt claimed on etcd", func() bool { return a.Pending() == 0 })
+	check(t, "a duplicate in another process while the first runs", send(http.MethodPost, srvB.URL, "a", key("k20")...), http.StatusConflict, false)
 
 	start = time.Now()
 	close(release)
@@ -84,14 +90,17 @@ func testOutage(t *testing.T) {
 		t.Errorf("Pending() = %d; want 1 (the outcome for Redis)", n)
 	}
 	check(t, "a duplicate in the same process during the freeze", send(http.MethodPost, srvA.URL, "a", key("k20")...), http.StatusCreated, true)
+	check(t, "a duplicate in another process during the freeze", send(http.MethodPost, srvB.URL, "a", key("k20")...), http.StatusCreated, true)
 
 	if err := rs.Resume(); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 15*time.Second, "the pending outcome written", func() bool { return a.Pending() == 0 })
 	id, _ := idemhttp.KeyID(a, "", "k20")
-	if rec, _, ok, err := a.Lookup(context.Background(), "redis", id); err != nil || !ok || rec.State != idem.Succeeded {
-		t.Errorf("record on redis: %+v, %v, %v; want succeeded", rec, ok, err)
+	for _, store := range []string{"redis", "etcd"} {
+		if rec, _, ok, err := a.Lookup(context.Background(), store, id); err != nil || !ok || rec.State != idem.Succeeded {
+			t.Errorf("record on %s: %+v, %v, %v; want succeeded", store, rec, ok, err)
+		}
 	}
 	check(t, "a duplicate after the recovery", send(http.MethodPost, srvA.URL, "a", key("k20")...), http.StatusCreated, true)
 	h.want(t, 3) // warm-up, k20 once, new
