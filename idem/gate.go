@@ -138,7 +138,11 @@ func newGate(appKey string, stores []Store, opts []Option) (*Gate, error) {
 	for _, s := range stores {
 		g.health[s] = &storeHealth{}
 	}
-	g.local = newLocal(g.set.cacheSize, min(g.set.cacheTTL, g.set.retention), g.set.pending, g.set.expiry)
+	recent := 0
+	if g.set.previous > 0 { // switches copy recent successes (claim.go)
+		recent = g.set.pending
+	}
+	g.local = newLocal(g.set.cacheSize, min(g.set.cacheTTL, g.set.retention), recent, g.set.expiry)
 	return g, nil
 }
 

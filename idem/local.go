@@ -21,10 +21,12 @@ type local struct {
 	cache map[string]cached
 	order []string // cache keys, oldest first (FIFO eviction)
 
-	// The successes of this process in the last recentFor, at most
-	// recentCap, oldest first: a switch copies them to the new store, since
-	// the old one may not answer the duplicates' WithCheckPrevious.
+	// The latest successes of this process, a ring of at most recentCap
+	// (next is where the next goes): a switch copies those of the last
+	// recentFor to the new store, since the old one may not answer the
+	// duplicates' WithCheckPrevious.
 	recent    []recentRec
+	next      int
 	recentCap int
 	recentFor time.Duration
 }
@@ -115,15 +117,13 @@ func (l *local) settled(t *Ticket, succeeded bool, result []byte) {
 		l.putLocked(t.key, rec, t.store.Name())
 	}
 	if l.recentCap > 0 {
-		now := time.Now()
-		drop := 0
-		for drop < len(l.recent) && (len(l.recent)-drop >= l.recentCap || now.Sub(l.recent[drop].at) >= l.recentFor) {
-			drop++
+		r := recentRec{key: t.key, rec: rec, from: t.store, at: time.Now()}
+		if len(l.recent) < l.recentCap {
+			l.recent = append(l.recent, r)
+		} else {
+			l.recent[l.next] = r // the oldest
 		}
-		if drop > 0 {
-			l.recent = append(l.recent[:0], l.recent[drop:]...)
-		}
-		l.recent = append(l.recent, recentRec{key: t.key, rec: rec, from: t.store, at: now})
+		l.next = (l.next + 1) % l.recentCap
 	}
 }
 
