@@ -52,7 +52,16 @@ func (o *observer) BeginEnd(_ context.Context, e idem.BeginEvent) {
 	o.outcomes[e.Outcome].Add(1)
 }
 func (o *observer) StoreCall(context.Context, string, string, time.Duration, error) { o.calls.Add(1) }
-func (o *observer) Pending(_ string, d int)                                         { o.pending.Add(int64(d)) }
+
+// noIO checks that the gate made no round trip.
+func (o *observer) noIO(t *testing.T) {
+	t.Helper()
+	if n := o.calls.Load(); n != 0 {
+		t.Errorf("%d store round trips; want 0", n)
+	}
+}
+
+func (o *observer) Pending(_ string, d int) { o.pending.Add(int64(d)) }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -347,9 +356,7 @@ func row05(t *testing.T, kind string) {
 	check(t, "missing key", r, http.StatusBadRequest, false)
 	isProblem(t, "400", r)
 	h.want(t, 0)
-	if n := o.calls.Load(); n != 0 {
-		t.Errorf("%d store round trips; want 0", n)
-	}
+	o.noIO(t)
 }
 
 // 6: an optional key that is missing runs unguarded, with no store I/O.
@@ -360,9 +367,7 @@ func row06(t *testing.T, kind string) {
 	check(t, "no key", send(http.MethodPost, srv.URL, "a"), http.StatusCreated, false)
 	check(t, "no key again", send(http.MethodPost, srv.URL, "a"), http.StatusCreated, false)
 	h.want(t, 2)
-	if n := o.calls.Load(); n != 0 {
-		t.Errorf("%d store round trips; want 0", n)
-	}
+	o.noIO(t)
 }
 
 // 7: "abc" is the sf-string whose value is abc; escapes are decoded.
@@ -410,9 +415,7 @@ func row08(t *testing.T, kind string) {
 		isProblem(t, c.what, r)
 	}
 	h.want(t, 0)
-	if n := o.calls.Load(); n != 0 {
-		t.Errorf("%d store round trips; want 0", n)
-	}
+	o.noIO(t)
 }
 
 // 9: GET, PUT and DELETE with a key are not guarded by default; the
@@ -427,9 +430,7 @@ func row09(t *testing.T, kind string) {
 		}
 	}
 	h.want(t, 6)
-	if n := o.calls.Load(); n != 0 {
-		t.Errorf("%d store round trips; want 0", n)
-	}
+	o.noIO(t)
 	put := serve(t, g, h, idemhttp.WithMethods(http.MethodPut))
 	check(t, "PUT guarded", send(http.MethodPut, put.URL, "a", key("k9")...), http.StatusCreated, false)
 	check(t, "PUT guarded again", send(http.MethodPut, put.URL, "a", key("k9")...), http.StatusCreated, true)
@@ -681,9 +682,7 @@ func row18(t *testing.T, kind string) {
 	check(t, "first", send(http.MethodPost, srv.URL, "a", key("k18")...), http.StatusCreated, false)
 	check(t, "again", send(http.MethodPost, srv.URL, "a", key("k18")...), http.StatusCreated, false)
 	h.want(t, 2)
-	if n := o.calls.Load(); n != 0 {
-		t.Errorf("%d store round trips; want 0", n)
-	}
+	o.noIO(t)
 	if n := o.outcomes[idem.OutcomeUnguarded].Load(); n != 2 {
 		t.Errorf("%d unguarded Begins; want 2", n)
 	}

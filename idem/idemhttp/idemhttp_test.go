@@ -93,24 +93,13 @@ type response struct {
 }
 
 func post(url, key, body string) response {
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		return response{err: err}
+	if key == "" {
+		return send(http.MethodPost, url, body)
 	}
-	if key != "" && !strings.HasPrefix(key, `"`) {
+	if !strings.HasPrefix(key, `"`) {
 		key = `"` + key + `"` // the draft's sf-string
 	}
-	if key != "" {
-		req.Header.Set(idemhttp.Header, key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return response{err: err}
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return response{status: resp.StatusCode, body: string(b), header: resp.Header, err: err,
-		replayed: resp.Header.Get(idemhttp.ReplayedHeader) == "true"}
+	return send(http.MethodPost, url, body, idemhttp.Header, key)
 }
 
 func check(t *testing.T, what string, r response, status int, replayed bool) {
