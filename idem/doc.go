@@ -101,10 +101,20 @@
 // reaching the same process gets Running or the pending result without a
 // round trip, whichever store it would have gone to. A Begin whose store
 // fails while the switcher moves goes again to the new current store,
-// within the caller's context. Duplicates in another process, after a
-// switch away from a store that does not answer, can run again on the new
-// store (the previous store cannot be checked): that is the window a
-// fleet-wide switch opens.
+// within the caller's context. With WithCheckPrevious (on with
+// FromSwitcher), the first Begin of a process that sees a switch also has
+// the gate claim that process's running attempts on the new store (their
+// running record written there too, with the same attempt token and
+// expiry; their outcome then goes to both stores) and copy its successes
+// of the last expiry there, in the background, so that duplicates reaching
+// other processes get Running or the result on the new store even when
+// the previous one does not answer. What such a process has not seen (an
+// operation recorded on the old store by a process that has not noticed
+// the switch yet, or before the last expiry) can still run again there:
+// that is the window a switch away from a dead store opens. A Begin whose
+// create timed out leaves a clean-up behind: the store may apply the
+// write late, and that record, which nobody owns, is deleted once the
+// store answers rather than refusing the operation until its expiry.
 //
 // # When the store is unavailable
 //
