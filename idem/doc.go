@@ -108,9 +108,9 @@
 // expiry; their outcome then goes to both stores) and copy its successes
 // of the last expiry there, in the background, so that duplicates reaching
 // other processes get Running or the result on the new store even when
-// the previous one does not answer. What such a process has not seen (an
-// operation recorded on the old store by a process that has not noticed
-// the switch yet, or before the last expiry) can still run again there:
+// the previous one does not answer. What is not copied (an operation
+// recorded on the old store by a process that has not noticed the switch
+// yet, or a success older than the expiry) can still run again there:
 // that is the window a switch away from a dead store opens. A Begin whose
 // create timed out leaves a clean-up behind: the store may apply the
 // write late, and that record, which nobody owns, is deleted once the
