@@ -84,8 +84,31 @@ func etcdClient(t testing.TB, addr string) *clientv3.Client {
 	return c
 }
 
+// namespaces gives each test its own namespace (and application key),
+// new on every run: the servers outlive a -count run.
+var (
+	namespaces sync.Map // testing.TB → string
+	runs       atomic.Int64
+)
+
 func namespace(t testing.TB) string {
-	return "idemhttp/" + strings.NewReplacer("/", "-", " ", "_", "#", "_").Replace(t.Name())
+	ns, _ := namespaces.LoadOrStore(t, fmt.Sprintf("idemhttp/%d/%s", runs.Add(1),
+		strings.NewReplacer("/", "-", " ", "_", "#", "_").Replace(t.Name())))
+	return ns.(string)
+}
+
+// await receives from c within 10s: a gate that never lets a request in
+// fails the test rather than hanging it.
+func await[T any](t *testing.T, c <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no %s within 10s", what)
+		var zero T
+		return zero
+	}
 }
 
 // storeOf returns a store of kind on addr, in the test's namespace.
@@ -334,7 +357,7 @@ func row04(t *testing.T, kind string) {
 	srv := serve(t, g, h)
 	first := make(chan response, 1)
 	go func() { first <- send(http.MethodPost, srv.URL+"/pay", "a", key("k4")...) }()
-	<-started
+	await(t, started, "the first request in the handler")
 	dup := send(http.MethodPost, srv.URL+"/pay", "a", key("k4")...)
 	check(t, "while running", dup, http.StatusConflict, false)
 	isProblem(t, "409", dup)
@@ -342,7 +365,7 @@ func row04(t *testing.T, kind string) {
 		t.Errorf("record after the 409: %+v, %v; want the first's, running", rec, ok)
 	}
 	close(release)
-	check(t, "first", <-first, http.StatusCreated, false)
+	check(t, "first", await(t, first, "the first response"), http.StatusCreated, false)
 	check(t, "after", send(http.MethodPost, srv.URL+"/pay", "a", key("k4")...), http.StatusCreated, true)
 	h.want(t, 1)
 }
@@ -541,7 +564,7 @@ func row13(t *testing.T, kind string) {
 	t.Cleanup(func() { close(hung); <-first }) // before srv.Close: the hung request ends
 	begun := time.Now()
 	go func() { first <- send(http.MethodPost, srv.URL, "a", key("k13")...) }()
-	<-started
+	await(t, started, "the first request in the handler")
 	check(t, "before the deadline", send(http.MethodPost, srv.URL, "a", key("k13")...), http.StatusConflict, false)
 	eventually(t, 10*time.Second, "retry runs after the attempt's deadline", func() bool {
 		r := send(http.MethodPost, srv.URL, "a", key("k13")...)
@@ -657,10 +680,10 @@ func row17(t *testing.T, kind string) {
 	}))
 	first := make(chan response, 1)
 	go func() { first <- send(http.MethodPost, srv.URL, "a", key("k17")...) }()
-	<-started
+	await(t, started, "the first request in the handler")
 	check(t, "409", send(http.MethodPost, srv.URL, "a", key("k17")...), http.StatusConflict, false)
 	close(release)
-	check(t, "first", <-first, http.StatusCreated, false)
+	check(t, "first", await(t, first, "the first response"), http.StatusCreated, false)
 	check(t, "422", send(http.MethodPost, srv.URL, "b", key("k17")...), http.StatusUnprocessableEntity, false)
 	r := send(http.MethodPost, srv.URL, "a", key("k17")...)
 	check(t, "replay", r, http.StatusCreated, true)
@@ -742,13 +765,13 @@ func row20(t *testing.T, kind string) {
 	srvA, srvB := serve(t, a, h), serve(t, b, h)
 	first := make(chan response, 1)
 	go func() { first <- send(http.MethodPost, srvA.URL, "a", key("k20")...) }()
-	<-started
+	await(t, started, "the first request in the handler")
 	if _, err := sw.SwitchEngineTo(next); err != nil {
 		t.Fatal(err)
 	}
 	check(t, "duplicate on the new engine while the first runs", send(http.MethodPost, srvB.URL, "a", key("k20")...), http.StatusConflict, false)
 	close(release)
-	check(t, "first", <-first, http.StatusCreated, false)
+	check(t, "first", await(t, first, "the first response"), http.StatusCreated, false)
 	id, _ := idemhttp.KeyID(a, "", "k20")
 	if rec, _, ok, err := a.Lookup(context.Background(), kind, id); err != nil || !ok || rec.State != idem.Succeeded {
 		t.Errorf("record on %s: %+v, %v, %v; want succeeded", kind, rec, ok, err)

@@ -56,7 +56,7 @@ func testOutage(t *testing.T) {
 	check(t, "warm-up", send(http.MethodPost, srvB.URL, "w", key("warm")...), http.StatusCreated, false)
 	first := make(chan response, 1)
 	go func() { first <- send(http.MethodPost, srvA.URL, "a", key("k20")...) }()
-	<-started
+	await(t, started, "the first request in the handler")
 	if err := rs.Pause(); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func testOutage(t *testing.T) {
 
 	start = time.Now()
 	close(release)
-	check(t, "the request in flight", <-first, http.StatusCreated, false)
+	check(t, "the request in flight", await(t, first, "the first response"), http.StatusCreated, false)
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("the request in flight took %v to complete; want no wait for the frozen store", took)
 	}
