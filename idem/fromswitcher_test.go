@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,7 +44,7 @@ engines:
 	}
 	defer sw.Close()
 	start := time.Now()
-	g, err := idem.FromSwitcher(sw, "test-app-"+t.Name(), idem.WithLogger(testLogger(t)), idem.WithRequestTimeout(300*time.Millisecond))
+	g, err := idem.FromSwitcher(sw, fmt.Sprintf("test-app-%s-%d", t.Name(), time.Now().UnixNano()), idem.WithLogger(testLogger(t)), idem.WithRequestTimeout(300*time.Millisecond))
 	if err != nil {
 		t.Fatalf("FromSwitcher = %v", err)
 	}
@@ -105,7 +106,7 @@ func TestBeginFollowsSwitchAfterFailure(t *testing.T) {
 		}
 		return "new"
 	}
-	g, err := idem.NewSwitched("test-app", current, []idem.Store{old, cur}, idem.WithLogger(testLogger(t)),
+	g, err := idem.NewSwitched(fmt.Sprint("test-app-", time.Now().UnixNano()), current, []idem.Store{old, cur}, idem.WithLogger(testLogger(t)),
 		idem.WithRequestTimeout(300*time.Millisecond), idem.WithCheckPrevious(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
