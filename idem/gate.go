@@ -444,7 +444,9 @@ func (g *Gate) checkPrevious(ctx context.Context, prev Store, key string, fp []b
 		}
 		g.mu.Unlock()
 		return nil, nil
-	case !ok:
+	}
+	g.recovered(prev) // resumes the checks, and Done waits for it again
+	if !ok {
 		return nil, nil
 	}
 	dup, _, err := duplicateOf(prev, e, fp)
