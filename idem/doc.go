@@ -79,9 +79,42 @@
 // previous engine's store (bounded by its own timeout) and reports a
 // duplicate found there, for the retention and as long as that store
 // answers; the first lookup that fails stops the checks until the next
-// switch, so a dead engine costs one timeout, not one per Begin. Processes
+// switch (or for 5s, whichever ends first), so a dead engine costs one
+// timeout every few seconds, not one per Begin. Processes
 // that switch at different moments (without a shared switcher source) can
 // still both run an operation, one on each engine.
+//
+// FromSwitcher builds the switched gate from a switcher's own engines
+// (their clients, nothing dialled again), so it starts with engines down
+// as config.Open does, checks the previous store by default, and never
+// waits for a store whose engine's breaker is open.
+//
+// # Through an outage
+//
+// A ticket whose store stops answering keeps its store: its Done tries
+// there once (or not at all when the store is known to be down) and then
+// hands the outcome to the gate, which writes it in the background when
+// the store answers again (WithPending), until the record's own expiry,
+// after which the store has freed the operation anyway; Done returns an
+// error wrapping ErrPending. Meanwhile the gate remembers the attempts of
+// its own process, running or with their outcome pending: a duplicate
+// reaching the same process gets Running or the pending result without a
+// round trip, whichever store it would have gone to. A Begin whose store
+// fails while the switcher moves goes again to the new current store,
+// within the caller's context. With WithCheckPrevious (on with
+// FromSwitcher), the first Begin of a process that sees a switch also has
+// the gate claim that process's running attempts on the new store (their
+// running record written there too, with the same attempt token and
+// expiry; their outcome then goes to both stores) and copy its successes
+// of the last expiry there, in the background, so that duplicates reaching
+// other processes get Running or the result on the new store even when
+// the previous one does not answer. What is not copied (an operation
+// recorded on the old store by a process that has not noticed the switch
+// yet, or a success older than the expiry) can still run again there:
+// that is the window a switch away from a dead store opens. A Begin whose
+// create timed out leaves a clean-up behind: the store may apply the
+// write late, and that record, which nobody owns, is deleted once the
+// store answers rather than refusing the operation until its expiry.
 //
 // # When the store is unavailable
 //
@@ -111,7 +144,15 @@
 // lookup and lockctl idem delete use them. Package idemhttp is net/http
 // middleware that honours the Idempotency-Key request header.
 //
-// A Gate starts no goroutine and needs no Close. ZKStore runs each request
-// on a goroutine, since go-zookeeper's calls take no context; its Close
-// waits for them. No store closes the client it was given.
+// Options beyond the basics: WithExpiryFromDeadline (a running record
+// expires at the caller's deadline when that comes first), WithLocalCache
+// (succeeded records replayed without a round trip), WithDisabled (no
+// store I/O, for tests), WithObserver (package telemetry's metrics and
+// spans).
+//
+// A Gate starts a goroutine only to write pending outcomes, with the
+// first one; Close stops it (and closes the ZooKeeper stores FromSwitcher
+// made). Close a gate when done with it. ZKStore runs each request on a
+// goroutine, since go-zookeeper's calls take no context; its Close waits
+// for them. No store closes the client it was given.
 package idem

@@ -14,4 +14,8 @@ var (
 	// ErrDone is returned by a second Done or Succeed on a ticket whose
 	// outcome the store has already recorded.
 	ErrDone = errors.New("idem: ticket already done")
+	// ErrPending is returned by Done and Succeed when the store did not
+	// answer and the gate keeps the outcome to write it when the store
+	// answers again (WithPending). The ticket is done; see Gate.Close.
+	ErrPending = errors.New("idem: outcome pending: it is written when the store answers again")
 )

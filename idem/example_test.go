@@ -33,6 +33,7 @@ func ExampleGate_Begin() {
 		fmt.Println(err)
 		return
 	}
+	defer gate.Close()
 	ctx := context.Background()
 	pay := func(p payment) {
 		tk, dup, err := gate.Begin(ctx, p)
@@ -98,6 +99,7 @@ func ExampleNewSwitched() {
 		fmt.Println(err)
 		return
 	}
+	defer gate.Close() // stops the background writes (the copies a switch makes)
 	ctx := context.Background()
 	tk, _, _ := gate.Begin(ctx, "order-7")
 	current = "etcd-backup" // the switch

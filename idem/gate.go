@@ -17,8 +17,9 @@ import (
 )
 
 // Gate runs each operation once across a fleet: Begin before the operation,
-// Ticket.Done after it. A Gate is safe for concurrent use and starts no
-// goroutine; it never closes the stores' clients.
+// Ticket.Done after it. A Gate is safe for concurrent use; it starts a
+// goroutine only for pending outcomes (WithPending), which Close stops,
+// and never closes the stores' clients.
 type Gate struct {
 	appKey  string
 	set     settings
@@ -28,12 +29,18 @@ type Gate struct {
 	health  map[Store]*storeHealth
 	missing storeHealth // the current engine has no store (NewSwitched)
 	macs    sync.Pool   // keyed HMACs, reset: keying one costs two hash blocks
+	local   *local
+	rec     recorder
+	// down reports a store its engine's breaker says is down (FromSwitcher):
+	// a Done pinned there queues its outcome without waiting. nil: none.
+	down    func(store string) bool
+	closers []func() error // the stores the gate built (FromSwitcher)
 
 	mu        sync.Mutex // guards what follows: the switch history
 	seen      string     // the current engine at the last Begin
 	prev      string     // the engine before seen; "" before any switch
 	prevSince time.Time
-	prevDown  bool
+	prevDown  time.Time // when the previous store last failed a check; zero: it answers
 
 	stats counters
 }
@@ -116,7 +123,7 @@ func newGate(appKey string, stores []Store, opts []Option) (*Gate, error) {
 	}
 	g := &Gate{appKey: appKey, health: make(map[Store]*storeHealth, len(stores))}
 	g.set = settings{expiry: DefaultExpiry, retention: DefaultRetention, timeout: DefaultRequestTimeout,
-		policy: FailClosed, log: slog.Default(), maxResult: DefaultMaxResult}
+		policy: FailClosed, log: slog.Default(), maxResult: DefaultMaxResult, pending: DefaultPending, obs: nopObserver{}}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("%w: idem: nil Option", locker.ErrInvalidArgument)
@@ -131,6 +138,11 @@ func newGate(appKey string, stores []Store, opts []Option) (*Gate, error) {
 	for _, s := range stores {
 		g.health[s] = &storeHealth{}
 	}
+	recent := 0
+	if g.set.previous > 0 { // switches copy recent successes (claim.go)
+		recent = g.set.pending
+	}
+	g.local = newLocal(g.set.cacheSize, min(g.set.cacheTTL, g.set.retention), recent, g.set.expiry)
 	return g, nil
 }
 
@@ -181,67 +193,141 @@ func (g *Gate) Begin(ctx context.Context, content any, opts ...BeginOption) (*Ti
 	if ctx == nil {
 		return nil, nil, fmt.Errorf("%w: idem: Begin: ctx is nil", locker.ErrInvalidArgument)
 	}
+	start := time.Now()
+	ctx = g.set.obs.BeginStart(ctx)
+	tk, dup, where, err := g.begin(ctx, start, content, opts)
+	g.set.obs.BeginEnd(ctx, BeginEvent{Outcome: outcomeOf(tk, dup, err), Store: where, Took: time.Since(start), Err: err})
+	return tk, dup, err
+}
+
+func outcomeOf(tk *Ticket, dup *Duplicate, err error) Outcome {
+	switch {
+	case err != nil && errors.Is(err, locker.ErrUnavailable):
+		return OutcomeRefused
+	case err != nil:
+		return OutcomeError
+	case dup != nil && dup.Mismatch:
+		return OutcomeMismatch
+	case dup != nil && dup.State == Running:
+		return OutcomeConflict
+	case dup != nil:
+		return OutcomeReplayed
+	case tk.unguarded:
+		return OutcomeUnguarded
+	}
+	return OutcomeRan
+}
+
+// begin is Begin; where names what decided, for the observer.
+func (g *Gate) begin(ctx context.Context, now time.Time, content any, opts []BeginOption) (_ *Ticket, _ *Duplicate, where string, _ error) {
 	var bs beginSettings
 	for _, opt := range opts {
 		if opt == nil {
-			return nil, nil, fmt.Errorf("%w: idem: Begin: nil BeginOption", locker.ErrInvalidArgument)
+			return nil, nil, "", fmt.Errorf("%w: idem: Begin: nil BeginOption", locker.ErrInvalidArgument)
 		}
 		if err := opt(&bs); err != nil {
-			return nil, nil, err
+			return nil, nil, "", err
 		}
 	}
 	id, err := g.Identify(content)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
+	}
+	if g.set.disabled {
+		g.stats.unguarded.Add(1)
+		return &Ticket{g: g, id: id, key: id.String(), unguarded: true}, nil, "", nil
 	}
 	key := id.String()
-	store, prev := g.pick()
-	if store == nil {
-		err := fmt.Errorf("idem: begin %s: %w: current engine %q has no store", key, locker.ErrUnavailable, g.seenName())
-		return g.degrade(nil, id, err)
+	if dup := g.local.lookup(key, bs.fingerprint, now); dup != nil {
+		g.stats.duplicates.Add(1)
+		return nil, dup, "local", nil
 	}
-	if prev != nil {
-		dup, err := g.checkPrevious(ctx, prev, key, bs.fingerprint)
-		if err != nil {
-			return nil, nil, err
+	ttl := g.set.expiry
+	if dl, ok := ctx.Deadline(); ok && g.set.fromDeadline {
+		ttl = max(min(ttl, dl.Sub(now)), time.Millisecond)
+	}
+	var tried Store
+	for range max(1, len(g.byName)) {
+		store, prev := g.pick()
+		if store == nil {
+			err := fmt.Errorf("idem: begin %s: %w: current engine %q has no store", key, locker.ErrUnavailable, g.seenName())
+			tk, dup, err := g.degrade(nil, id, err)
+			return tk, dup, "", err
 		}
-		if dup != nil {
-			g.stats.duplicates.Add(1)
-			return nil, dup, nil
+		if store == tried { // no switch since the failure
+			break
+		}
+		tried = store
+		if prev != nil {
+			dup, err := g.checkPrevious(ctx, prev, key, bs.fingerprint)
+			if err != nil || dup != nil {
+				if dup != nil {
+					g.stats.duplicates.Add(1)
+				}
+				return nil, dup, prev.Name(), err
+			}
+		}
+		tk, dup, err := g.create(ctx, store, id, key, ttl, bs.fingerprint)
+		if err == nil || ctx.Err() != nil || !errors.Is(err, locker.ErrUnavailable) {
+			return tk, dup, store.Name(), err
+		}
+		// The store did not answer: if the switcher moved meanwhile, the
+		// caller's budget goes to the new engine rather than to a refusal.
+		if g.single != nil || g.byName[g.current()] == store {
+			tk, dup, err := g.degrade(store, id, err)
+			return tk, dup, store.Name(), err
+		}
+		g.health[store].refused.Add(1)
+		if g.health[store].down.CompareAndSwap(false, true) {
+			g.set.log.Warn("idem: store unavailable; the engine switched, trying the new one", "store", store.Name(), "err", err)
 		}
 	}
-	rec := Record{State: Running, Token: newToken(), Begun: time.Now(), Fingerprint: bs.fingerprint}
-	val := rec.encode(make([]byte, 0, headerLen+len(bs.fingerprint)))
+	err = fmt.Errorf("idem: begin %s on %q: %w: no answer", key, tried.Name(), locker.ErrUnavailable)
+	tk, dup, err := g.degrade(tried, id, err)
+	return tk, dup, tried.Name(), err
+}
+
+// create makes the record of a new attempt on store, or reads the live one.
+func (g *Gate) create(ctx context.Context, store Store, id ID, key string, ttl time.Duration, fp []byte) (*Ticket, *Duplicate, error) {
+	rec := Record{State: Running, Token: newToken(), Begun: time.Now(), Fingerprint: fp}
+	val := rec.encode(make([]byte, 0, headerLen+len(fp)))
 	cctx, cancel := context.WithTimeout(ctx, g.set.timeout)
-	entry, created, err := store.Create(cctx, key, val, g.set.expiry, g.set.retention)
+	entry, created, err := store.Create(cctx, key, val, ttl, g.set.retention)
 	cancel()
+	g.set.obs.StoreCall(ctx, store.Name(), "create", time.Since(rec.Begun), err)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()
 		}
-		return g.degrade(store, id, g.storeErr("begin", store, key, err))
+		if unavailable(ctx, err) {
+			g.cleanup(store, key, val, ttl)
+		}
+		return nil, nil, g.storeErr("begin", store, key, err)
 	}
 	g.recovered(store)
 	// Our own value: a retried request whose first reply was lost made it.
 	if created || bytes.Equal(entry.Value, val) {
 		g.stats.run.Add(1)
-		return &Ticket{g: g, store: store, id: id, key: key, entry: entry, rec: rec}, nil, nil
+		tk := &Ticket{g: g, store: store, id: id, key: key, entry: entry, rec: rec, until: rec.Begun.Add(ttl)}
+		g.local.running(tk)
+		return tk, nil, nil
 	}
-	dup, err := duplicateOf(store, entry, bs.fingerprint)
+	dup, r, err := duplicateOf(store, entry, fp)
 	if err != nil {
 		return nil, nil, fmt.Errorf("idem: begin %s on %q: %w", key, store.Name(), err)
 	}
+	g.local.put(key, r, store.Name())
 	g.stats.duplicates.Add(1)
 	return nil, dup, nil
 }
 
-func duplicateOf(store Store, e Entry, fp []byte) (*Duplicate, error) {
+func duplicateOf(store Store, e Entry, fp []byte) (*Duplicate, Record, error) {
 	r, err := DecodeRecord(e.Value)
 	if err != nil {
-		return nil, err
+		return nil, r, err
 	}
 	return &Duplicate{State: r.State, Begun: r.Begun, Result: r.Result, Store: store.Name(),
-		Mismatch: fp != nil && !bytes.Equal(fp, r.Fingerprint)}, nil
+		Mismatch: fp != nil && !bytes.Equal(fp, r.Fingerprint)}, r, nil
 }
 
 // storeErr makes sure that a store's failure, and the request timeout,
@@ -277,10 +363,22 @@ func (g *Gate) degrade(s Store, id ID, err error) (*Ticket, *Duplicate, error) {
 	return nil, nil, err
 }
 
-// recovered logs the end of a store's outage.
+// prevRetry is how long the checks of a previous store that failed one
+// stop, unless a write there shows it is back sooner.
+const prevRetry = 5 * time.Second
+
+// recovered logs the end of a store's outage, and resumes the checks of a
+// previous store that is back.
 func (g *Gate) recovered(s Store) {
 	for _, h := range [...]*storeHealth{g.health[s], &g.missing} {
 		if h.down.Load() && h.down.CompareAndSwap(true, false) {
+			if h != &g.missing {
+				g.mu.Lock()
+				if g.prev == s.Name() {
+					g.prevDown = time.Time{}
+				}
+				g.mu.Unlock()
+			}
 			g.set.log.Info("idem: store answers again", "store", s.Name(), "policy", g.set.policy.String(),
 				"affected", h.refused.Swap(0))
 		}
@@ -296,15 +394,22 @@ func (g *Gate) pick() (cur, prev Store) {
 	name := g.current()
 	now := time.Now()
 	g.mu.Lock()
-	if name != g.seen {
-		g.prev, g.prevSince, g.prevDown = g.seen, now, false
+	switched := name != g.seen
+	if switched {
+		g.prev, g.prevSince, g.prevDown = g.seen, now, time.Time{}
+		if s := g.byName[g.prev]; s != nil && g.health[s].down.Load() {
+			g.prevDown = now // known down here: check it again once it answers, or after prevRetry
+		}
 		g.seen = name
 		g.set.log.Debug("idem: engine switched", "from", g.prev, "to", name)
 	}
-	if g.set.previous > 0 && g.prev != "" && g.prev != name && !g.prevDown && now.Sub(g.prevSince) < g.set.retention {
+	if g.set.previous > 0 && g.prev != "" && g.prev != name && (g.prevDown.IsZero() || now.Sub(g.prevDown) >= prevRetry) && now.Sub(g.prevSince) < g.set.retention {
 		prev = g.byName[g.prev]
 	}
 	g.mu.Unlock()
+	if switched {
+		g.claimOn(g.byName[name])
+	}
 	return g.byName[name], prev
 }
 
@@ -315,26 +420,36 @@ func (g *Gate) seenName() string {
 }
 
 // checkPrevious looks for a live record on the previous engine's store.
-// A failure there is not the caller's problem: it stops the checks.
+// A failure there is not the caller's problem: it stops the checks for
+// prevRetry, or until a write there succeeds.
 func (g *Gate) checkPrevious(ctx context.Context, prev Store, key string, fp []byte) (*Duplicate, error) {
 	cctx, cancel := context.WithTimeout(ctx, g.set.previous)
+	start := time.Now()
 	e, ok, err := prev.Get(cctx, key)
 	cancel()
+	g.set.obs.StoreCall(ctx, prev.Name(), "get", time.Since(start), err)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return nil, ctx.Err()
 	case err != nil:
 		g.mu.Lock()
-		if g.prev == prev.Name() && !g.prevDown {
-			g.prevDown = true
-			g.set.log.Warn("idem: previous store does not answer; no longer checking it", "store", prev.Name(), "err", err)
+		if h := g.health[prev]; h != nil {
+			h.down.Store(true) // its recovery (the background recorder's write) resumes the checks
+		}
+		if g.prev == prev.Name() {
+			if g.prevDown.IsZero() {
+				g.set.log.Warn("idem: previous store does not answer; checking it again when it is back, or in 5s", "store", prev.Name(), "err", err)
+			}
+			g.prevDown = time.Now()
 		}
 		g.mu.Unlock()
 		return nil, nil
-	case !ok:
+	}
+	g.recovered(prev) // resumes the checks, and Done waits for it again
+	if !ok {
 		return nil, nil
 	}
-	dup, err := duplicateOf(prev, e, fp)
+	dup, _, err := duplicateOf(prev, e, fp)
 	if err != nil {
 		return nil, fmt.Errorf("idem: begin %s on previous %q: %w", key, prev.Name(), err)
 	}
@@ -376,6 +491,7 @@ func (g *Gate) Forget(ctx context.Context, store string, id ID) (bool, error) {
 	cctx, cancel := context.WithTimeout(ctx, g.set.timeout)
 	defer cancel()
 	ok, err := s.Delete(cctx, id.String())
+	g.local.forget(id.String())
 	if err != nil {
 		return false, g.storeErr("forget", s, id.String(), err)
 	}
@@ -407,9 +523,20 @@ type Ticket struct {
 	entry     Entry
 	rec       Record
 	unguarded bool
+	until     time.Time // when the running record expires, by this process's clock
 
 	mu   sync.Mutex
 	done bool
+
+	// Guarded by local.mu. outcome is Succeeded once a success is known
+	// but pending; final once Done has taken the outcome (finalOK: a
+	// success, with result); mirror is the claim on the store switched to.
+	outcome     State
+	result      []byte
+	final       bool
+	finalOK     bool
+	mirror      Store
+	mirrorEntry Entry
 }
 
 // ID returns the operation's ID.
@@ -434,14 +561,18 @@ func (t *Ticket) Unguarded() bool { return t.unguarded }
 // (and may belong to a newer attempt) Done writes nothing and returns an
 // error wrapping ErrNotOwner. Done is bounded by ctx and the request
 // timeout; give it a context that outlives the operation's cancellation
-// (context.WithoutCancel) so that an aborted request still reports. After
-// an error wrapping locker.ErrUnavailable or a context error, Done may be
-// called again; after any other result it returns ErrDone.
+// (context.WithoutCancel) so that an aborted request still reports. When
+// the store does not answer, the gate keeps the outcome and writes it in
+// the background (WithPending): Done returns an error wrapping ErrPending,
+// and duplicates in this process get the outcome meanwhile. Without room
+// for it, after an error wrapping locker.ErrUnavailable or a context
+// error, Done may be called again; after any other result it returns
+// ErrDone.
 func (t *Ticket) Done(ctx context.Context, opErr error) error {
 	if opErr == nil {
 		return t.succeed(ctx, "Done", nil)
 	}
-	return t.finish(ctx, "Done", func(cctx context.Context) (bool, error) {
+	return t.finish(ctx, "Done", false, nil, func(cctx context.Context) (bool, error) {
 		return t.store.Remove(cctx, t.key, t.entry)
 	})
 }
@@ -459,8 +590,8 @@ func (t *Ticket) Succeed(ctx context.Context, result []byte) error {
 // succeed rewrites the record as succeeded; call names the method the
 // caller called, for the errors.
 func (t *Ticket) succeed(ctx context.Context, call string, result []byte) error {
-	return t.finish(ctx, call, func(cctx context.Context) (bool, error) {
-		rec := t.rec
+	return t.finish(ctx, call, true, result, func(cctx context.Context) (bool, error) {
+		rec := t.rec // a copy here: one in succeed would escape with the closure
 		rec.State, rec.Result = Succeeded, result
 		val := rec.encode(make([]byte, 0, headerLen+len(rec.Fingerprint)+len(result)))
 		return t.store.Replace(cctx, t.key, t.entry, val, t.g.set.retention)
@@ -468,8 +599,9 @@ func (t *Ticket) succeed(ctx context.Context, call string, result []byte) error 
 }
 
 // finish writes the outcome with write, once; op is the method the caller
-// called, which the errors name.
-func (t *Ticket) finish(ctx context.Context, op string, write func(context.Context) (bool, error)) error {
+// called, which the errors name; succeeded says whether write records a
+// success (with result) or removes the record.
+func (t *Ticket) finish(ctx context.Context, op string, succeeded bool, result []byte, write func(context.Context) (bool, error)) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: idem: %s: ctx is nil", locker.ErrInvalidArgument, op)
 	}
@@ -482,19 +614,67 @@ func (t *Ticket) finish(ctx context.Context, op string, write func(context.Conte
 		t.done = true
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, t.g.set.timeout)
+	g := t.g
+	// A store known to be down (its last call failed, or its engine's
+	// breaker is open) is not waited for: the outcome goes to the queue.
+	if g.set.pending > 0 && (g.health[t.store].down.Load() || g.downElsewhere(t.store)) {
+		if err := t.postpone(ctx, op, succeeded, result, write, locker.ErrUnavailable); err != nil {
+			return err
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, g.set.timeout)
+	start := time.Now()
 	ok, err := write(cctx)
 	cancel()
+	g.set.obs.StoreCall(ctx, t.store.Name(), opName(succeeded), time.Since(start), err)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return t.g.storeErr(op, t.store, t.key, err)
+		err = g.storeErr(op, t.store, t.key, err)
+		if errors.Is(err, locker.ErrUnavailable) && g.set.pending > 0 {
+			if h := g.health[t.store]; h.down.CompareAndSwap(false, true) {
+				g.set.log.Warn("idem: store unavailable", "store", t.store.Name(), "policy", g.set.policy.String(), "err", err)
+			}
+			if perr := t.postpone(ctx, op, succeeded, result, write, err); perr != nil {
+				return perr
+			}
+		}
+		return err
 	}
-	t.g.recovered(t.store)
+	g.recovered(t.store)
 	t.done = true
+	g.local.settled(t, ok && succeeded, result)
+	t.finalize(ctx, succeeded, result)
 	if !ok {
 		return fmt.Errorf("idem: %s %s on %q: %w", op, t.key, t.store.Name(), ErrNotOwner)
 	}
 	return nil
+}
+
+// downElsewhere reports that store is no longer current and its engine's
+// breaker is open (FromSwitcher).
+func (g *Gate) downElsewhere(store Store) bool {
+	return g.down != nil && g.byName[g.current()] != store && g.down(store.Name())
+}
+
+// postpone queues the outcome for the background recorder and marks the
+// ticket done; it returns the error Done returns then, or nil when there
+// is no room (the caller writes as without WithPending).
+func (t *Ticket) postpone(ctx context.Context, op string, succeeded bool, result []byte, write func(context.Context) (bool, error), cause error) error {
+	g := t.g
+	g.local.mu.Lock()
+	if succeeded {
+		t.outcome, t.result = Succeeded, result
+	}
+	g.local.mu.Unlock()
+	if !g.queue(t.outcomeJob(op, succeeded, result, write)) {
+		g.local.mu.Lock()
+		t.outcome, t.result = 0, nil
+		g.local.mu.Unlock()
+		return nil
+	}
+	t.done = true
+	t.finalize(ctx, succeeded, result)
+	return pendingErr(op, t.key, t.store.Name(), cause)
 }

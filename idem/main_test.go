@@ -162,6 +162,7 @@ func newGate(t testing.TB, s idem.Store, opts ...idem.Option) *idem.Gate {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = g.Close() })
 	return g
 }
 

@@ -14,6 +14,7 @@ const (
 	DefaultRetention      = 24 * time.Hour
 	DefaultRequestTimeout = 2 * time.Second
 	DefaultMaxResult      = 64 << 10
+	DefaultPending        = 1024
 )
 
 // Policy says what Begin does when the store cannot be reached.
@@ -46,6 +47,12 @@ type settings struct {
 	log                        *slog.Logger
 	maxResult                  int
 	previous                   time.Duration // 0: do not check the previous store
+	pending                    int           // WithPending
+	cacheSize                  int           // WithLocalCache; 0: no cache
+	cacheTTL                   time.Duration
+	disabled                   bool // WithDisabled
+	fromDeadline               bool // WithExpiryFromDeadline
+	obs                        Observer
 }
 
 // Option configures a Gate. A bad value makes New fail with an error
@@ -131,15 +138,84 @@ func WithMaxResult(n int) Option {
 // WithCheckPrevious makes a switched gate (NewSwitched) also look for the
 // record on the previous engine's store after a switch, for the retention
 // and while that store answers: a lookup that fails or takes longer than
-// timeout stops the checks until the next switch. It closes the dedupe
-// window a switch opens, for a round trip to the previous store on every
-// Begin. Default: off.
+// timeout stops the checks until that store answers again (or for 5s).
+// It closes the dedupe window a switch opens, for a round trip to the
+// previous store on every Begin. With it, a switch also makes the gate
+// claim its running attempts, and copy its successes of the last expiry,
+// on the new store (in the background), so that duplicates see them there
+// even when the previous store does not answer. Default: off (on with
+// FromSwitcher).
 func WithCheckPrevious(timeout time.Duration) Option {
 	return func(s *settings) error {
 		if timeout <= 0 {
 			return fmt.Errorf("%w: WithCheckPrevious(%v): timeout must be positive", locker.ErrInvalidArgument, timeout)
 		}
 		s.previous = timeout
+		return nil
+	}
+}
+
+// WithPending bounds the outcomes the gate keeps while their store does
+// not answer: a Done or Succeed whose store is unavailable queues the
+// outcome and returns an error wrapping ErrPending, and a goroutine of the
+// gate writes it when the store answers again, until the record's own
+// expiry (after which the store has freed the operation anyway). The
+// goroutine starts with the first queued outcome; Close stops it. Past n
+// queued outcomes, Done returns the store's error as without the option.
+// 0 turns background recording off. Default: DefaultPending (1024).
+func WithPending(n int) Option {
+	return func(s *settings) error {
+		if n < 0 || n > 1<<20 {
+			return fmt.Errorf("%w: WithPending(%d): want 0 to 1048576", locker.ErrInvalidArgument, n)
+		}
+		s.pending = n
+		return nil
+	}
+}
+
+// WithLocalCache keeps up to size succeeded records in the process for
+// ttl (at most the retention), so that a replay within that time makes no
+// round trip. A record an operator deletes on the store (Forget from
+// another process) is still replayed here until ttl passes. Default: no
+// cache.
+func WithLocalCache(size int, ttl time.Duration) Option {
+	return func(s *settings) error {
+		if size <= 0 || size > 1<<24 {
+			return fmt.Errorf("%w: WithLocalCache(%d, %v): size must be 1 to 16777216", locker.ErrInvalidArgument, size, ttl)
+		}
+		if ttl <= 0 {
+			return fmt.Errorf("%w: WithLocalCache(%d, %v): ttl must be positive", locker.ErrInvalidArgument, size, ttl)
+		}
+		s.cacheSize, s.cacheTTL = size, ttl
+		return nil
+	}
+}
+
+// WithDisabled(true) turns the gate off, for tests and local runs: every
+// Begin returns an unguarded Ticket without touching a store. Default:
+// enabled.
+func WithDisabled(disabled bool) Option {
+	return func(s *settings) error { s.disabled = disabled; return nil }
+}
+
+// WithExpiryFromDeadline makes a running attempt's record expire at the
+// deadline of the context given to Begin when that comes before the
+// expiry (WithExpiry): an attempt whose process dies frees its operation
+// once the attempt could no longer have finished, rather than after the
+// fixed expiry. Use it when operations honour their context's deadline.
+// etcd rounds the expiry up to whole seconds. Default: off.
+func WithExpiryFromDeadline() Option {
+	return func(s *settings) error { s.fromDeadline = true; return nil }
+}
+
+// WithObserver reports what the gate does to o (package telemetry's
+// Telemetry.Idem is one). Default: none.
+func WithObserver(o Observer) Option {
+	return func(s *settings) error {
+		if o == nil {
+			return fmt.Errorf("%w: WithObserver: observer is nil", locker.ErrInvalidArgument)
+		}
+		s.obs = o
 		return nil
 	}
 }

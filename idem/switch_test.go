@@ -62,6 +62,7 @@ func TestSwitchMidStream(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { _ = g.Close() })
 
 			// Before the switch: ten operations, five done, five running.
 			var running []*idem.Ticket
@@ -126,6 +127,7 @@ func TestCheckPreviousDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = g.Close() })
 	mustRun(t, g, "before")
 	engine = "new"
 	if err := srv.Pause(); err != nil {
@@ -152,6 +154,7 @@ func TestSwitchedUnknownEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = g.Close() })
 	if _, _, err := g.Begin(context.Background(), "x"); !errors.Is(err, locker.ErrUnavailable) {
 		t.Errorf("Begin = %v; want ErrUnavailable", err)
 	}
@@ -168,6 +171,7 @@ func TestSwitchUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = g.Close() })
 	const workers, perWorker = 8, 40
 	type done struct {
 		content string

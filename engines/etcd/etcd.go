@@ -281,6 +281,11 @@ func New(client *clientv3.Client, opts ...Option) (*Engine, error) {
 // Name returns the engine's name.
 func (e *Engine) Name() string { return e.name }
 
+// Client returns the client the engine was built over, for what talks to
+// the same cluster beside the locks (the stores of package idem). The
+// engine does not own it; neither does the caller of Client.
+func (e *Engine) Client() *clientv3.Client { return e.client }
+
 // MinTTL is the shortest TTL, or fixed lease, the engine accepts: etcd
 // grants leases in whole seconds, so a shorter TTL would outlive a dead
 // owner by the difference. Longer TTLs are rounded up to whole seconds,

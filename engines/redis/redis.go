@@ -240,6 +240,11 @@ func failover(client goredis.UniversalClient) bool {
 // Name returns the engine's name.
 func (e *Engine) Name() string { return e.name }
 
+// Client returns the client the engine was built over, for what talks to
+// the same server beside the locks (the stores of package idem). The
+// engine does not own it; neither does the caller of Client.
+func (e *Engine) Client() goredis.UniversalClient { return e.client }
+
 // RideThrough returns the engine's ride-through window (WithRideThrough):
 // a switcher lets the engine fail that long before its breaker opens.
 func (e *Engine) RideThrough() time.Duration { return e.window }

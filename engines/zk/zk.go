@@ -321,6 +321,12 @@ const stallTimeout = time.Second
 // Name returns the engine's name.
 func (e *Engine) Name() string { return e.name }
 
+// Conn returns the engine's ZooKeeper connection and the ACL it gives its
+// nodes, for what talks to the same ensemble beside the locks (the stores
+// of package idem). The engine owns the connection: Close ends it, and
+// the caller must not close it.
+func (e *Engine) Conn() (*gozk.Conn, []gozk.ACL) { return e.conn, e.acl }
+
 // MinTTL is the shortest TTL, or fixed lease, the engine accepts.
 // ZooKeeper keeps no per-hold TTL: a hold lives as long as the session
 // (WithSessionTimeout), and a dead owner's holds end with it whatever the

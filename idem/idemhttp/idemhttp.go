@@ -38,7 +38,22 @@ type settings struct {
 	maxKeyLen int
 	scope     func(*http.Request) string
 	failed    func(status int) bool
+	notStored func(status int) bool
+	bareKeys  bool
+	print     func(r *http.Request, body []byte) ([]byte, error)
+	onReplay  func(w http.ResponseWriter, r *http.Request, d *idem.Duplicate)
 	log       *slog.Logger
+}
+
+// DefaultNotStored are the statuses WithNotStored keeps by default: a
+// request refused before it ran (validation, authentication, a missing
+// resource, a conflict, throttling) is not recorded, as Stripe does, so
+// that the client can fix the request and send it again with the same key.
+var DefaultNotStored = []int{
+	http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound,
+	http.StatusMethodNotAllowed, http.StatusConflict, http.StatusPreconditionFailed,
+	http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity,
+	http.StatusPreconditionRequired, http.StatusTooManyRequests,
 }
 
 // Option configures Middleware. A bad value makes Middleware fail with an
@@ -114,6 +129,63 @@ func WithFailure(failed func(status int) bool) Option {
 	}
 }
 
+// WithNotStored sets the responses that mean the handler refused the
+// request before any side effect: they are sent but not recorded (the
+// record is deleted), so the same key can be sent again with a fixed
+// request. Give no status to record every response WithFailure does not
+// count as a failure. Default: DefaultNotStored.
+func WithNotStored(statuses ...int) Option {
+	return func(s *settings) error {
+		set := map[int]bool{}
+		for _, st := range statuses {
+			if st < 100 || st > 599 {
+				return fmt.Errorf("%w: WithNotStored(%v): %d is not an HTTP status", locker.ErrInvalidArgument, statuses, st)
+			}
+			set[st] = true
+		}
+		s.notStored = func(status int) bool { return set[status] }
+		return nil
+	}
+}
+
+// WithBareKeys also accepts a key sent as a bare token (Idempotency-Key:
+// abc, as Stripe's clients send it) beside the draft's structured-field
+// string ("abc"); a bare key is 1 or more visible ASCII characters other
+// than '"', ',' and ';'. Default: only the sf-string.
+func WithBareKeys() Option {
+	return func(s *settings) error { s.bareKeys = true; return nil }
+}
+
+// WithFingerprint sets what tells a retry from the key's reuse for another
+// request: fp returns the bytes compared (hashed with SHA-256), from the
+// request and its body (which the handler still gets). An error from fp
+// answers 400. JSONFields makes one over chosen fields of a JSON body,
+// leaving out volatile ones (a timestamp, a trace ID). Default: the
+// method, the request URI and the whole body.
+func WithFingerprint(fp func(r *http.Request, body []byte) ([]byte, error)) Option {
+	return func(s *settings) error {
+		if fp == nil {
+			return fmt.Errorf("%w: WithFingerprint: func is nil", locker.ErrInvalidArgument)
+		}
+		s.print = fp
+		return nil
+	}
+}
+
+// WithOnReplay calls hook before a recorded response is replayed (never
+// for a 409 or a 422), with the duplicate as the gate returned it (the
+// record's store, when it began, the stored result): to log it, count it,
+// or add headers to w.
+func WithOnReplay(hook func(w http.ResponseWriter, r *http.Request, d *idem.Duplicate)) Option {
+	return func(s *settings) error {
+		if hook == nil {
+			return fmt.Errorf("%w: WithOnReplay: hook is nil", locker.ErrInvalidArgument)
+		}
+		s.onReplay = hook
+		return nil
+	}
+}
+
 // WithLogger sets the logger of the outcomes that could not be recorded
 // (the response was already sent). Default: slog.Default().
 func WithLogger(l *slog.Logger) Option {
@@ -133,7 +205,11 @@ func Middleware(gate *idem.Gate, opts ...Option) (func(http.Handler) http.Handle
 		return nil, fmt.Errorf("%w: idemhttp.Middleware: gate is nil", locker.ErrInvalidArgument)
 	}
 	s := settings{methods: []string{http.MethodPost, http.MethodPatch}, maxBody: DefaultMaxBody,
-		maxKeyLen: DefaultMaxKeyLen, failed: func(status int) bool { return status >= 500 }, log: slog.Default()}
+		maxKeyLen: DefaultMaxKeyLen, failed: func(status int) bool { return status >= 500 }, log: slog.Default(),
+		print: wholeRequest}
+	if err := WithNotStored(DefaultNotStored...)(&s); err != nil {
+		return nil, err
+	}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("%w: idemhttp: nil Option", locker.ErrInvalidArgument)
@@ -160,14 +236,50 @@ func problem(w http.ResponseWriter, status int, detail string) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"title": http.StatusText(status), "status": status, "detail": detail})
 }
 
-// parseKey accepts the key as the draft's structured-field string
-// ("...") or bare.
-func parseKey(v string) string {
-	v = strings.TrimSpace(v)
-	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
-		v = strings.ReplaceAll(strings.ReplaceAll(v[1:len(v)-1], `\"`, `"`), `\\`, `\`)
+// parseKey parses the header's one value as an RFC 8941 sf-string (the
+// draft's key), or as a bare token with WithBareKeys; ok is false for
+// anything else.
+func parseKey(v string, bare bool) (key string, ok bool) {
+	v = strings.Trim(v, " \t")
+	if v == "" {
+		return "", false
 	}
-	return v
+	if v[0] != '"' {
+		if !bare {
+			return "", false
+		}
+		for i := 0; i < len(v); i++ {
+			if c := v[i]; c <= ' ' || c >= 0x7f || c == '"' || c == ',' || c == ';' {
+				return "", false
+			}
+		}
+		return v, true
+	}
+	var b strings.Builder
+	for i := 1; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '\\':
+			i++
+			if i == len(v) || (v[i] != '"' && v[i] != '\\') {
+				return "", false
+			}
+			b.WriteByte(v[i])
+		case c == '"':
+			return b.String(), i == len(v)-1 // nothing may follow the string
+		case c < ' ' || c >= 0x7f:
+			return "", false
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", false // no closing quote
+}
+
+// wholeRequest is the default fingerprint: method, request URI and body.
+func wholeRequest(r *http.Request, body []byte) ([]byte, error) {
+	b := make([]byte, 0, len(r.Method)+len(r.URL.RequestURI())+2+len(body))
+	b = append(append(append(append(b, r.Method...), 0), r.URL.RequestURI()...), 0)
+	return append(b, body...), nil
 }
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -184,7 +296,15 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.next.ServeHTTP(w, r)
 		return
 	}
-	key := parseKey(strings.Join(raw, ","))
+	if len(raw) != 1 { // two keys: a retry sending one of them would not match
+		problem(w, http.StatusBadRequest, "this request has "+strconv.Itoa(len(raw))+" "+Header+" headers; send one")
+		return
+	}
+	key, ok := parseKey(raw[0], g.s.bareKeys)
+	if !ok {
+		problem(w, http.StatusBadRequest, Header+` must be one structured-field string, such as "8e03978e-40d5-43e8-bc93-6894a57f9324"`)
+		return
+	}
 	if key == "" || len(key) > g.s.maxKeyLen {
 		problem(w, http.StatusBadRequest, fmt.Sprintf("%s must be 1 to %d characters", Header, g.s.maxKeyLen))
 		return
@@ -202,15 +322,18 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	// The fingerprint tells a retry from a reuse of the key for another
 	// request.
-	h := sha256.New()
-	h.Write([]byte(r.Method + "\x00" + r.URL.RequestURI() + "\x00"))
-	h.Write(body)
+	fp, err := g.s.print(r, body)
+	if err != nil {
+		problem(w, http.StatusBadRequest, "this request cannot be fingerprinted: "+err.Error())
+		return
+	}
+	sum := sha256.Sum256(fp)
 	scope := ""
 	if g.s.scope != nil {
 		scope = g.s.scope(r)
 	}
-	content := "idemhttp\x00" + strconv.Quote(scope) + "\x00" + key
-	tk, dup, err := g.gate.Begin(r.Context(), content, idem.WithFingerprint(h.Sum(nil)))
+	content := keyContent(scope, key)
+	tk, dup, err := g.gate.Begin(r.Context(), content, idem.WithFingerprint(sum[:]))
 	switch {
 	case err != nil && r.Context().Err() != nil:
 		return // the client is gone
@@ -228,10 +351,27 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusConflict, "a request with this "+Header+" is being processed; retry later")
 		return
 	case dup != nil:
+		if g.s.onReplay != nil {
+			g.s.onReplay(w, r, dup)
+		}
 		replay(w, dup.Result)
 		return
 	}
 	g.run(w, r, tk)
+}
+
+func keyContent(scope, key string) string {
+	return "idemhttp\x00" + strconv.Quote(scope) + "\x00" + key
+}
+
+// KeyID returns the ID of the operation the middleware runs for key (the
+// parsed key, without quotes) within scope ("" without WithScope), for
+// operators: Gate.Lookup and Gate.Forget take it.
+func KeyID(gate *idem.Gate, scope, key string) (idem.ID, error) {
+	if gate == nil {
+		return idem.ID{}, fmt.Errorf("%w: idemhttp.KeyID: gate is nil", locker.ErrInvalidArgument)
+	}
+	return gate.Identify(keyContent(scope, key))
 }
 
 // stored is a response as the record keeps it.
@@ -275,7 +415,7 @@ func (g *guard) run(w http.ResponseWriter, r *http.Request, tk *idem.Ticket) {
 	if status == 0 {
 		status = http.StatusOK
 	}
-	if g.s.failed(status) {
+	if g.s.failed(status) || g.s.notStored(status) {
 		g.report(tk, tk.Done(ctx, errStatus(status)))
 		return
 	}
@@ -291,6 +431,10 @@ func (g *guard) run(w http.ResponseWriter, r *http.Request, tk *idem.Ticket) {
 }
 
 func (g *guard) report(tk *idem.Ticket, err error) {
+	if errors.Is(err, idem.ErrPending) {
+		g.s.log.Info("idemhttp: outcome pending; the gate records it when the store answers", "id", tk.ID().String(), "store", tk.Store())
+		return
+	}
 	if err != nil {
 		g.s.log.Warn("idemhttp: outcome not recorded", "id", tk.ID().String(), "err", err)
 	}

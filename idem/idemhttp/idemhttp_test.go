@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,7 +23,11 @@ import (
 	"github.com/orthrus-go/orthrus/locker"
 )
 
-var redisAddr string
+// Addresses of the servers TestMain starts for the package.
+var redisAddr, etcdAddr, zkAddr string
+
+// zkTTLNodes is the zoo.cfg line that enables TTL nodes.
+const zkTTLNodes = "extendedTypesEnabled=true"
 
 func TestMain(m *testing.M) {
 	testmain.Run(m, func() (func(), error) {
@@ -30,8 +35,21 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			return nil, err
 		}
-		redisAddr = r.Addr()
-		return func() { _ = r.Stop() }, nil
+		e, err := testserver.NewEtcd()
+		if err != nil {
+			_ = r.Stop()
+			return nil, err
+		}
+		// Expired TTL nodes are deleted every 100ms rather than 60s.
+		_ = os.Setenv("JAVA_TOOL_OPTIONS", "-Dznode.container.checkIntervalMs=100")
+		z, err := testserver.NewZooKeeper(testserver.WithArgs(zkTTLNodes))
+		if err != nil {
+			_ = r.Stop()
+			_ = e.Stop()
+			return nil, err
+		}
+		redisAddr, etcdAddr, zkAddr = r.Addr(), e.Addr(), z.Addr()
+		return func() { _ = r.Stop(); _ = e.Stop(); _ = z.Stop() }, nil
 	})
 }
 
@@ -48,6 +66,7 @@ func newGate(t *testing.T, addr string, opts ...idem.Option) *idem.Gate {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = g.Close() })
 	return g
 }
 
@@ -74,21 +93,13 @@ type response struct {
 }
 
 func post(url, key, body string) response {
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		return response{err: err}
+	if key == "" {
+		return send(http.MethodPost, url, body)
 	}
-	if key != "" {
-		req.Header.Set(idemhttp.Header, key)
+	if !strings.HasPrefix(key, `"`) {
+		key = `"` + key + `"` // the draft's sf-string
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return response{err: err}
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return response{status: resp.StatusCode, body: string(b), header: resp.Header, err: err,
-		replayed: resp.Header.Get(idemhttp.ReplayedHeader) == "true"}
+	return send(http.MethodPost, url, body, idemhttp.Header, key)
 }
 
 func check(t *testing.T, what string, r response, status int, replayed bool) {
@@ -129,7 +140,7 @@ func TestConcurrentClients(t *testing.T) {
 	}
 
 	for range 5 {
-		go func() { results <- post(url, "k-1", `{"amount":5}`) }() // the bare form of the same key
+		go func() { results <- post(url, "k-1", `{"amount":5}`) }() // post quotes it: the same key
 	}
 	for i := range 5 {
 		r := <-results
