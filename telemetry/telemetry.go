@@ -50,6 +50,7 @@ type Telemetry struct {
 	renewals     metric.Int64Counter
 	lost         metric.Int64Counter
 	errs         metric.Int64Counter
+	atRisk       metric.Int64Counter // risk.go
 	swAcquire    metric.Int64Counter
 	swWait       metric.Float64Histogram
 	switches     metric.Int64Counter
@@ -153,7 +154,7 @@ func New(opts ...Option) (*Telemetry, error) {
 	empty := map[attrKey]*attrSets{}
 	t.attrs.Store(&empty)
 
-	if err := errors.Join(t.lockInstruments(m), t.switcherInstruments(m)); err != nil {
+	if err := errors.Join(t.lockInstruments(m), t.riskInstruments(m), t.switcherInstruments(m)); err != nil {
 		return nil, fmt.Errorf("telemetry: New: %w", err)
 	}
 	if _, err := m.RegisterCallback(t.observeCounts, t.holds, t.waiters); err != nil {
