@@ -29,16 +29,22 @@ func (t *Telemetry) riskInstruments(m metric.Meter) error {
 func (t *Telemetry) AtRisk(h locker.HoldInfo, left time.Duration, err error) {
 	ctx := context.Background()
 	t.atRisk.Add(ctx, 1, t.sets(h.Engine, "", h.Name).engine.add...)
-	_, span := t.tracer.Start(ctx, "orthrus.lock.at_risk")
+	t.holdSpan(ctx, "orthrus.lock.at_risk", h, spanLeft.Float64(left.Seconds()), "renewal failed: "+err.Error())
+}
+
+// holdSpan records a span for an event of hold h that nothing else shows
+// in a trace: its loss, or its risk of one. extra says what happened.
+func (t *Telemetry) holdSpan(ctx context.Context, name string, h locker.HoldInfo, extra attribute.KeyValue, status string) {
+	_, span := t.tracer.Start(ctx, name)
 	if span.IsRecording() {
 		b := t.spanAttrs()
 		b.put(spanEngine.String(h.Engine))
 		b.put(spanName.String(h.Name))
 		b.put(spanOwner.String(h.Owner))
 		b.put(token(h.Token))
-		b.put(spanLeft.Float64(left.Seconds()))
+		b.put(extra)
 		t.setSpanAttrs(span, b)
-		span.SetStatus(codes.Error, "renewal failed: "+err.Error())
+		span.SetStatus(codes.Error, status)
 	}
 	span.End()
 }
