@@ -149,7 +149,7 @@ func TestHelperRunner(t *testing.T) {
 	if kind == "" {
 		t.Skip("run by TestKilledRunner")
 	}
-	redisAddr, etcdAddr = os.Getenv("REDIS_ADDR"), os.Getenv("ETCD_ADDR")
+	servers.Redis, servers.Etcd = os.Getenv("REDIS_ADDR"), os.Getenv("ETCD_ADDR")
 	atMost, _ := time.ParseDuration(os.Getenv("AT_MOST"))
 	r := newRunner(t, processes(t)[kind](t), runonce.AtMostFor(atMost))
 	_, err := r.Run(context.Background(), os.Getenv("JOB"), func(ctx context.Context) error {
@@ -169,7 +169,7 @@ func TestKilledRunner(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			job := t.Name() + "/" + strconv.FormatInt(time.Now().UnixNano(), 36)
 			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRunner$")
-			cmd.Env = append(os.Environ(), helperEnv+"="+kind, "REDIS_ADDR="+redisAddr, "ETCD_ADDR="+etcdAddr,
+			cmd.Env = append(os.Environ(), helperEnv+"="+kind, "REDIS_ADDR="+servers.Redis, "ETCD_ADDR="+servers.Etcd,
 				"AT_MOST="+atMost.String(), "JOB="+job)
 			out, err := cmd.StdoutPipe()
 			if err != nil {
