@@ -18,8 +18,9 @@ import (
 // process that dies mid-run blocks the job this long.
 const DefaultAtMostFor = 10 * time.Minute
 
-// ErrClosed is returned by Run on a closed Runner.
-var ErrClosed = errors.New("runonce: runner closed")
+// ErrClosed is returned by Run on a closed Runner. It wraps
+// locker.ErrClosed.
+var ErrClosed = fmt.Errorf("runonce: runner closed: %w", locker.ErrClosed)
 
 type settings struct {
 	atMost, atLeast time.Duration
@@ -45,8 +46,10 @@ func AtMostFor(d time.Duration) Option {
 
 // AtLeastFor keeps the name held at least d after the run started, even
 // when the job returns sooner, so that hosts whose schedules fire a little
-// later skip it. It must not exceed AtMostFor. Default: 0, the name is
-// released when the job returns.
+// later skip it. It must not exceed AtMostFor; leave a margin of a round
+// trip below it, since the server counts AtMostFor from before this
+// process sees the grant. Default: 0, the name is released when the job
+// returns.
 func AtLeastFor(d time.Duration) Option {
 	return func(s *settings) error {
 		if d < 0 {
