@@ -145,7 +145,8 @@ func (c *Candidate) Owner() string { return c.owner }
 // context, which ends when the leadership does: with a cause wrapping
 // locker.ErrLockLost when it is lost, context.Canceled on Resign. A
 // candidate already campaigning or leading gets an error wrapping
-// locker.ErrInvalidArgument.
+// locker.ErrInvalidArgument; after losing the leadership it may campaign
+// again.
 func (c *Candidate) Campaign(ctx context.Context) (context.Context, error) {
 	if err := c.begin(); err != nil {
 		return nil, err
@@ -162,6 +163,9 @@ func (c *Candidate) Campaign(ctx context.Context) (context.Context, error) {
 	return lctx, nil
 }
 
+// begin starts a campaign: refused while one runs or the candidate leads;
+// a leadership already lost is put away first, so that a candidate may
+// campaign again after a loss without Resign.
 func (c *Candidate) begin() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -169,7 +173,14 @@ func (c *Candidate) begin() error {
 	case campaigning:
 		return fmt.Errorf("%w: elect: Campaign(%q): the candidate is already campaigning", locker.ErrInvalidArgument, c.name)
 	case leading:
-		return fmt.Errorf("%w: elect: Campaign(%q): the candidate already leads", locker.ErrInvalidArgument, c.name)
+		select {
+		case <-c.hold.Lost():
+			c.cancel()
+			_ = c.hold.Unlock() // ErrLockLost: it only forgets the hold
+			c.hold, c.cancel = nil, nil
+		default:
+			return fmt.Errorf("%w: elect: Campaign(%q): the candidate already leads", locker.ErrInvalidArgument, c.name)
+		}
 	}
 	c.state = campaigning
 	return nil

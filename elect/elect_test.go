@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/orthrus-go/orthrus/elect"
+	"github.com/orthrus-go/orthrus/engines/mem"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -180,5 +183,36 @@ func TestElection(t *testing.T) {
 				t.Errorf("observer saw %d leaderships of %d", got, want)
 			}
 		})
+	}
+}
+
+// A lost leadership ends the leadership context with ErrLockLost, and the
+// candidate may campaign again without Resign.
+func TestLostLeadership(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	store, err := mem.NewStore(mem.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := mem.New(mem.WithStore(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	c := newCandidate(t, e, "leader", elect.WithTTL(time.Minute))
+	lctx, err := c.Campaign(context.Background())
+	if err != nil {
+		t.Fatalf("Campaign() = %v", err)
+	}
+	clock.Advance(time.Minute) // the store expires the hold
+	<-lctx.Done()
+	if cause := context.Cause(lctx); !errors.Is(cause, locker.ErrLockLost) {
+		t.Errorf("leadership context's cause = %v; want ErrLockLost", cause)
+	}
+	if _, err := c.Campaign(context.Background()); err != nil {
+		t.Fatalf("Campaign() after the loss = %v", err)
+	}
+	if err := c.Resign(); err != nil {
+		t.Errorf("Resign() = %v", err)
 	}
 }
