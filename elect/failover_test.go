@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,9 +25,23 @@ const ttl = 2 * time.Second
 // TestHelperLeader is the process TestKilledLeader kills: it leads, says
 // so, and waits to be killed.
 func TestHelperLeader(t *testing.T) {
-	kind := os.Getenv(helperEnv)
-	if kind == "" {
+	c, lctx := helperLead(t, helperEnv)
+	if c == nil {
 		t.Skip("run by TestKilledLeader")
+	}
+	fmt.Println("leading")
+	<-lctx.Done() // killed first
+	t.Fatalf("leadership ended before the process was killed: %v", context.Cause(lctx))
+}
+
+// helperLead is the start of a leader process: when env names an engine
+// kind, it campaigns on it for the election the parent named, and returns
+// once it leads; otherwise (a test run, not a process started by one) it
+// returns nil.
+func helperLead(t *testing.T, env string) (*elect.Candidate, context.Context) {
+	kind := os.Getenv(env)
+	if kind == "" {
+		return nil, nil
 	}
 	servers.Redis, servers.Etcd, servers.ZooKeeper = os.Getenv("REDIS_ADDR"), os.Getenv("ETCD_ADDR"), os.Getenv("ZK_ADDR")
 	c := newCandidate(t, servers.Processes(t)[kind](t), os.Getenv("ELECTION"), elect.WithTTL(ttl))
@@ -34,9 +49,30 @@ func TestHelperLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Println("leading")
-	<-lctx.Done() // killed first
-	t.Fatalf("leadership ended before the process was killed: %v", context.Cause(lctx))
+	return c, lctx
+}
+
+// startLeader runs the helper test of this binary that leads election
+// name on kind (env tells it which), and waits until it says it leads. The
+// process is killed when the test ends; the rest of its output follows.
+func startLeader(t *testing.T, helper, env, kind, name string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+helper+"$")
+	cmd.Env = append(os.Environ(), env+"="+kind, "REDIS_ADDR="+servers.Redis, "ETCD_ADDR="+servers.Etcd,
+		"ZK_ADDR="+servers.ZooKeeper, "ELECTION="+name)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "leading") {
+		t.Fatalf("leader process said %q, %v; want leading", lines.Text(), lines.Err())
+	}
+	return cmd, lines
 }
 
 // A leader process killed (SIGKILL) is replaced within its TTL plus a
@@ -45,21 +81,7 @@ func TestKilledLeader(t *testing.T) {
 	for _, kind := range []string{"redis", "etcd", "zk"} {
 		t.Run(kind, func(t *testing.T) {
 			name := fmt.Sprintf("%s/%d", t.Name(), time.Now().UnixNano())
-			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperLeader$")
-			cmd.Env = append(os.Environ(), helperEnv+"="+kind, "REDIS_ADDR="+servers.Redis, "ETCD_ADDR="+servers.Etcd,
-				"ZK_ADDR="+servers.ZooKeeper, "ELECTION="+name)
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			if line, err := bufio.NewReader(out).ReadString('\n'); line != "leading\n" {
-				_ = cmd.Process.Kill()
-				_ = cmd.Wait()
-				t.Fatalf("leader process said %q, %v; want leading", line, err)
-			}
+			cmd, _ := startLeader(t, "TestHelperLeader", helperEnv, kind, name)
 			e := servers.Processes(t)[kind](t)
 			old, err := elect.CurrentLeader(context.Background(), e, name)
 			if err != nil || old.PID != cmd.Process.Pid {

@@ -1,12 +1,9 @@
 package elect_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,15 +48,9 @@ const frozenEnv = "ORTHRUS_ELECT_FROZEN"
 // leads and writes to the fence every 20ms, saying what each write got,
 // until its leadership ends.
 func TestHelperFrozenLeader(t *testing.T) {
-	kind := os.Getenv(frozenEnv)
-	if kind == "" {
+	c, lctx := helperLead(t, frozenEnv)
+	if c == nil {
 		t.Skip("run by TestFrozenLeader")
-	}
-	servers.Redis, servers.Etcd, servers.ZooKeeper = os.Getenv("REDIS_ADDR"), os.Getenv("ETCD_ADDR"), os.Getenv("ZK_ADDR")
-	c := newCandidate(t, servers.Processes(t)[kind](t), os.Getenv("ELECTION"), elect.WithTTL(ttl))
-	lctx, err := c.Campaign(context.Background())
-	if err != nil {
-		t.Fatal(err)
 	}
 	f := newFence(t, os.Getenv("ELECTION"))
 	fmt.Println("leading", c.Token())
@@ -85,21 +76,7 @@ func TestFrozenLeader(t *testing.T) {
 	for _, kind := range []string{"redis", "etcd", "zk"} {
 		t.Run(kind, func(t *testing.T) {
 			name := fmt.Sprintf("%s/%d", t.Name(), time.Now().UnixNano())
-			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperFrozenLeader$")
-			cmd.Env = append(os.Environ(), frozenEnv+"="+kind, "REDIS_ADDR="+servers.Redis, "ETCD_ADDR="+servers.Etcd,
-				"ZK_ADDR="+servers.ZooKeeper, "ELECTION="+name)
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-			lines := bufio.NewScanner(out)
-			if !lines.Scan() || !strings.HasPrefix(lines.Text(), "leading ") {
-				t.Fatalf("leader process said %q; want leading", lines.Text())
-			}
+			cmd, lines := startLeader(t, "TestHelperFrozenLeader", frozenEnv, kind, name)
 			e := servers.Processes(t)[kind](t)
 			next := newCandidate(t, e, name, elect.WithTTL(ttl))
 			won := make(chan time.Time, 1)
@@ -158,7 +135,6 @@ func TestFrozenLeader(t *testing.T) {
 					}
 				}
 			}
-			_, _ = io.Copy(io.Discard, out)
 			t.Logf("thawed leader stopped %v after the thaw; its writes after the new leader's: %d accepted, %d refused by the fence",
 				stoppedAfter, stale, refused)
 			if stale > 0 {
