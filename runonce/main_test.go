@@ -1,26 +1,18 @@
 package runonce_test
 
 import (
-	"os"
 	"testing"
 
 	"github.com/orthrus-go/orthrus/internal/fleettest"
-	"github.com/orthrus-go/orthrus/internal/testmain"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
 // servers are shared by the package's tests.
 var servers fleettest.Servers
 
-func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) != "" {
-		os.Exit(m.Run()) // a runner process the test kills: no servers of its own
-	}
-	testmain.Run(m, func() (stop func(), err error) {
-		servers, stop, err = fleettest.Start()
-		return stop, err
-	})
-}
+// A runner process a test starts (helperEnv set) runs its helper test
+// alone.
+func TestMain(m *testing.M) { fleettest.Main(m, &servers, helperEnv) }
 
 // process makes the engine of one more process.
 type process = fleettest.Process

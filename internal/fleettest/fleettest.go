@@ -7,6 +7,7 @@ package fleettest
 import (
 	"io"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/orthrus-go/orthrus/engines/mem"
 	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/engines/zk"
+	"github.com/orthrus-go/orthrus/internal/testmain"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
@@ -45,6 +47,22 @@ func Start() (s Servers, stop func(), err error) {
 		return s, nil, err
 	}
 	return Servers{Redis: r.Addr(), Etcd: e.Addr(), ZooKeeper: z.Addr()}, func() { _ = r.Stop(); _ = e.Stop(); _ = z.Stop() }, nil
+}
+
+// Main is a TestMain: it runs the tests around the servers of a fleet,
+// started once into *s and checked for leaks by testmain.Run; in a child
+// process that a test started with one of envs set, it runs the tests
+// alone, on the servers the parent names.
+func Main(m *testing.M, s *Servers, envs ...string) {
+	for _, env := range envs {
+		if os.Getenv(env) != "" {
+			os.Exit(m.Run())
+		}
+	}
+	testmain.Run(m, func() (stop func(), err error) {
+		*s, stop, err = Start()
+		return stop, err
+	})
 }
 
 // Process makes the engine of one more process, closed when the test
