@@ -92,6 +92,7 @@ type Hold struct {
 	due      time.Time // next renewal, or the end of a fixed lease
 	deadline time.Time // the hold is lost if not renewed by then
 	failures int       // renewals failed in a row
+	risky    bool      // reported at risk since the latest renewal that got through
 	queued   bool      // in the scheduler's queue
 	stopped  bool      // released: the scheduler must drop it
 }

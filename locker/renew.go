@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -319,7 +320,19 @@ func (s *scheduler) renew(holds []*Hold) {
 		deadline = d
 	}
 	ctx, cancel := context.WithDeadline(s.ctx, deadline)
+	// A call that outlives its deadline (a client that ignores it on a
+	// frozen server) puts its holds at risk then, and loses them at their
+	// own deadlines, not whenever it returns.
+	returned, watched := make(chan struct{}), make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(watched)
+		s.watchUnanswered(ctx, holds, returned)
+	})
 	results := s.renewer.Renew(ctx, holds)
+	close(returned)
+	if !stop() {
+		<-watched
+	}
 	cancel()
 
 	var lost []*Hold
@@ -327,7 +340,7 @@ func (s *scheduler) renew(holds []*Hold) {
 	s.mu.Lock()
 	now := time.Now()
 	for i, h := range holds {
-		if h.stopped {
+		if h.stopped || h.isLost() { // lost while the call was unanswered
 			continue
 		}
 		var err error
@@ -337,7 +350,7 @@ func (s *scheduler) renew(holds []*Hold) {
 		h.renewed(err)
 		switch {
 		case err == nil:
-			h.failures = 0
+			h.failures, h.risky = 0, false
 			h.due = start.Add(interval(h))
 			h.deadline = start.Add(h.TTL)
 		case errors.Is(err, ErrLockLost) || !now.Before(h.deadline):
@@ -349,6 +362,7 @@ func (s *scheduler) renew(holds []*Hold) {
 			continue
 		default:
 			h.failures++
+			s.atRisk(h, now, err)
 			s.log.Debug("locker: renewal failed, will retry", "name", h.Name, "failures", h.failures, "err", err)
 			h.due = now.Add(min(retryDelay(h, h.failures), h.deadline.Sub(now)))
 		}
@@ -356,6 +370,65 @@ func (s *scheduler) renew(holds []*Hold) {
 	}
 	s.mu.Unlock()
 	WarnLost(s.log, "locker", lost, lostErr)
+}
+
+// atRisk reports h at risk after a renewal failed with err at now, once
+// per streak of failures. Called with s.mu held.
+func (s *scheduler) atRisk(h *Hold, now time.Time, err error) {
+	if h.risky || h.stopped || !now.Before(h.deadline) {
+		return
+	}
+	h.risky = true
+	h.MarkAtRisk(h.deadline.Sub(now), err)
+}
+
+// watchUnanswered runs when the Renew call of holds reaches its deadline
+// (ctx's) unanswered: it reports them at risk, then loses each at its
+// deadline unless the call returns first (returned closes).
+func (s *scheduler) watchUnanswered(ctx context.Context, holds []*Hold, returned <-chan struct{}) {
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return // the scheduler is closing
+	}
+	err := fmt.Errorf("%w: renewal unanswered", ErrUnavailable)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		next := s.unanswered(holds, err)
+		if next.IsZero() {
+			return
+		}
+		timer.Reset(time.Until(next))
+		select {
+		case <-timer.C:
+		case <-returned:
+			return
+		}
+	}
+}
+
+// unanswered reports at risk the holds of a Renew call still unanswered,
+// and loses those past their deadline. It returns the earliest deadline of
+// those still alive; zero when none is.
+func (s *scheduler) unanswered(holds []*Hold, err error) (next time.Time) {
+	var lost []*Hold
+	s.mu.Lock()
+	now := time.Now()
+	for _, h := range holds {
+		switch {
+		case h.stopped || h.isLost():
+		case now.Before(h.deadline):
+			s.atRisk(h, now, err)
+			if next.IsZero() || h.deadline.Before(next) {
+				next = h.deadline
+			}
+		default:
+			h.markLost(LostExpired)
+			lost = append(lost, h)
+		}
+	}
+	s.mu.Unlock()
+	WarnLost(s.log, "locker", lost, err)
+	return next
 }
 
 // WarnLost logs the holds lost together, for one cause: one line for a

@@ -50,6 +50,7 @@ type Telemetry struct {
 	renewals     metric.Int64Counter
 	lost         metric.Int64Counter
 	errs         metric.Int64Counter
+	atRisk       metric.Int64Counter // risk.go
 	swAcquire    metric.Int64Counter
 	swWait       metric.Float64Histogram
 	switches     metric.Int64Counter
@@ -153,7 +154,7 @@ func New(opts ...Option) (*Telemetry, error) {
 	empty := map[attrKey]*attrSets{}
 	t.attrs.Store(&empty)
 
-	if err := errors.Join(t.lockInstruments(m), t.switcherInstruments(m)); err != nil {
+	if err := errors.Join(t.lockInstruments(m), t.riskInstruments(m), t.switcherInstruments(m)); err != nil {
 		return nil, fmt.Errorf("telemetry: New: %w", err)
 	}
 	if _, err := m.RegisterCallback(t.observeCounts, t.holds, t.waiters); err != nil {
@@ -414,18 +415,7 @@ func (t *Telemetry) HoldEnd(h locker.HoldInfo, held time.Duration, cause locker.
 	}
 	t.holdTime.Record(ctx, held.Seconds(), s.lostEnd.rec...)
 	t.lost.Add(ctx, 1, s.lostCause[causeIndex(cause)].add...)
-	_, span := t.tracer.Start(ctx, "orthrus.lock.lost")
-	if span.IsRecording() {
-		b := t.spanAttrs()
-		b.put(spanEngine.String(h.Engine))
-		b.put(spanName.String(h.Name))
-		b.put(spanOwner.String(h.Owner))
-		b.put(token(h.Token))
-		b.put(spanCause.String(string(cause)))
-		t.setSpanAttrs(span, b)
-		span.SetStatus(codes.Error, "hold lost: "+string(cause))
-	}
-	span.End()
+	t.holdSpan(ctx, "orthrus.lock.lost", h, spanCause.String(string(cause)), "hold lost: "+string(cause))
 }
 
 // observeCounts reports the holds and waiters of every engine that has

@@ -151,8 +151,13 @@ func (e *Engine) keepAlive(ctx context.Context, l *lease) {
 	e.mu.Lock()
 	l.busy = false
 	var warn bool
+	var atRisk []*locker.Hold
 	left := time.Until(l.expiry)
 	if err != nil {
+		// The first failure since a refresh puts the lease's holds at risk.
+		if l.retry == 0 && !errors.Is(err, errLeaseGone) && ctx.Err() == nil {
+			atRisk = l.holds()
+		}
 		l.retry = backoff(l.retry)
 		l.next = time.Now().Add(l.retry)
 		// Renewal falling behind: say so while the holds still live.
@@ -161,6 +166,9 @@ func (e *Engine) keepAlive(ctx context.Context, l *lease) {
 	}
 	held := l.held
 	e.mu.Unlock()
+	for _, h := range atRisk {
+		h.MarkAtRisk(left, err)
+	}
 	switch {
 	case warn:
 		e.log.Warn("etcd: lease not refreshed, its holds are lost unless a retry succeeds in time",
@@ -368,4 +376,17 @@ func (e *Engine) lose(holds []*locker.Hold) {
 		e.free(st.slot)
 		h.MarkGone()
 	}
+}
+
+// holds lists the holds on l. Called with Engine.mu held.
+func (l *lease) holds() []*locker.Hold {
+	var holds []*locker.Hold
+	for _, taken := range l.slots {
+		for _, s := range taken {
+			if s.hold != nil {
+				holds = append(holds, s.hold)
+			}
+		}
+	}
+	return holds
 }

@@ -2,7 +2,9 @@ package zk
 
 import (
 	"errors"
+	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
@@ -52,6 +54,27 @@ func (e *Engine) epochLost(ep *zkconn.Epoch, why string, reap bool) {
 		}
 	}
 	locker.WarnLost(e.log, "zk", lost, errors.New(why))
+}
+
+// errDisconnected is why the holds of a session whose connection dropped
+// are at risk.
+var errDisconnected = fmt.Errorf("zk: %w: connection to the ensemble lost; the session may still come back", locker.ErrUnavailable)
+
+// epochAtRisk reports the holds of ep at risk: its connection dropped
+// (zkconn.Config's OnDisconnected), and they are lost unless the session
+// comes back within left, the session timeout at most.
+func (e *Engine) epochAtRisk(ep *zkconn.Epoch, left time.Duration) {
+	e.mu.Lock()
+	var holds []*locker.Hold
+	for _, n := range e.nodes {
+		if n.ep == ep && n.hold != nil {
+			holds = append(holds, n.hold)
+		}
+	}
+	e.mu.Unlock()
+	for _, h := range holds {
+		h.MarkAtRisk(left, errDisconnected)
+	}
 }
 
 // nodeDeleted handles the deletion of a watched node: when it is one of

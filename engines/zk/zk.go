@@ -254,6 +254,7 @@ func New(servers []string, opts ...Option) (*Engine, error) {
 	}
 	s.conn.Servers, s.conn.Logger = servers, logger
 	s.conn.OnEpochLost, s.conn.OnDeleted, s.conn.OnChanged = e.epochLost, e.nodeDeleted, e.nodeChanged
+	s.conn.OnDisconnected = func(ep *zkconn.Epoch) { e.epochAtRisk(ep, s.conn.SessionTimeout) }
 	e.zc, err = zkconn.Dial(context.Background(), s.conn)
 	var auth *zkconn.AuthError
 	switch {

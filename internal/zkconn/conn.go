@@ -86,6 +86,10 @@ type Config struct {
 	// or the ensemble was silent for the session timeout (reap true: the
 	// session, and the nodes of ep, may live on).
 	OnEpochLost func(ep *Epoch, why string, reap bool)
+	// OnDisconnected is told that the connection of ep's session dropped
+	// while the session lives: it may come back on another connection, or
+	// end (OnEpochLost) within the session timeout.
+	OnDisconnected func(ep *Epoch)
 	// OnDeleted is told the path of a watched node that was deleted.
 	OnDeleted func(path string)
 	// OnChanged is told the path of a node whose data changed, which used
@@ -425,7 +429,7 @@ func (c *Conn) onEvent(ev gozk.Event) {
 func (c *Conn) sync(cl *gozk.Conn) {
 	state, sid := cl.State(), cl.SessionID()
 	c.mu.Lock()
-	var lost *Epoch
+	var lost, dropped *Epoch
 	ep := c.epoch.Load()
 	switch {
 	case state == gozk.StateHasSession:
@@ -440,10 +444,16 @@ func (c *Conn) sync(cl *gozk.Conn) {
 		lost = c.endLocked()
 		c.setUpLocked(false)
 	default:
+		if c.isUp && ep != nil && !ep.IsLost() {
+			dropped = ep
+		}
 		c.setUpLocked(false)
 	}
 	c.mu.Unlock()
 	c.epochLost(lost, "session expired", false)
+	if dropped != nil && c.cfg.OnDisconnected != nil {
+		c.cfg.OnDisconnected(dropped)
+	}
 	poke(c.changed)
 }
 

@@ -13,9 +13,34 @@ import (
 type Causes struct {
 	mu      sync.Mutex
 	byToken map[uint64]locker.LostCause
+	atRisk  map[uint64]time.Time
 }
 
-var _ locker.Observer = (*Causes)(nil)
+var (
+	_ locker.Observer     = (*Causes)(nil)
+	_ locker.RiskObserver = (*Causes)(nil)
+)
+
+// AtRiskAt returns when the hold with token was first reported at risk,
+// and whether it was.
+func (c *Causes) AtRiskAt(token uint64) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.atRisk[token]
+	return at, ok
+}
+
+// AtRisk records when the hold was first reported at risk.
+func (c *Causes) AtRisk(h locker.HoldInfo, _ time.Duration, _ error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.atRisk == nil {
+		c.atRisk = make(map[uint64]time.Time)
+	}
+	if _, ok := c.atRisk[h.Token]; !ok {
+		c.atRisk[h.Token] = time.Now()
+	}
+}
 
 // Of returns the cause the hold with token ended with, and whether it has
 // ended. A hold's cause is recorded before its Lost closes.

@@ -95,6 +95,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Closed", testClosed},
 		{"Inspect", testInspect},
 		{"EpochRecord", testEpochRecord},
+		{"WithLock", testWithLock},
 	})
 }
 
