@@ -246,10 +246,14 @@ func (d *Drill) Run(ctx context.Context, sw *switcher.Switcher) (*Report, error)
 		}
 	}
 	retried0 := sw.Retried()
-	ctx, cancel := context.WithTimeout(ctx, d.cfg.Duration)
+	// The load's deadline and its origin are one reading of the clock:
+	// a deadline taken before the origin made the drill end short of
+	// Duration on a loaded machine.
+	now := time.Now()
+	ctx, cancel := context.WithDeadline(ctx, now.Add(d.cfg.Duration))
 	defer cancel()
 	d.mu.Lock()
-	d.started = time.Now()
+	d.started = now
 	if !d.cfg.Start.IsZero() && d.cfg.Start.Before(d.started) {
 		d.started = d.cfg.Start // late: keep the shared origin
 	}
