@@ -114,3 +114,32 @@ func TestOutageAfterCancel(t *testing.T) {
 		}
 	}
 }
+
+// lateBackend answers that the name is held the moment ctx's deadline has
+// passed, before ctx's own timer may have fired, as a loaded machine does.
+type lateBackend struct{}
+
+func (lateBackend) Acquire(ctx context.Context, _ *Hold, _ bool) (bool, error) {
+	d, _ := ctx.Deadline()
+	for time.Now().Before(d) { // spin: a timer would race ctx's own
+	}
+	return false, context.DeadlineExceeded
+}
+
+func (lateBackend) Release(context.Context, *Hold) error { return nil }
+
+// TestTryLockTimeoutAnsweredLate: contention until a deadline that passed
+// before ctx noticed is still contention, (false, nil), not an error.
+func TestTryLockTimeoutAnsweredLate(t *testing.T) {
+	c := NewCore("late", lateBackend{}, nil)
+	defer c.Close(context.Background())
+	l, err := c.NewLocker("late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		if ok, err := l.TryLockTimeout(time.Millisecond); ok || err != nil {
+			t.Fatalf("TryLockTimeout(1ms) = %v, %v; want false, nil", ok, err)
+		}
+	}
+}
