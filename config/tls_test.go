@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sony/gobreaker/v2"
+
 	"github.com/orthrus-go/orthrus/config"
 	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/internal/testserver"
@@ -175,6 +177,14 @@ engines:
 	eventually(t, 5*time.Second, "the file source's value", func() bool {
 		return slices.ContainsFunc(sw.States(), func(st switcher.EngineState) bool { return st.Desired })
 	})
+	// A switch by hand to an engine still failing its first checks (a
+	// JVM's TLS handshake on a loaded machine takes seconds) moves on to
+	// the next: this test is about TLS, not start time.
+	eventually(t, 15*time.Second, "every engine healthy", func() bool {
+		return !slices.ContainsFunc(sw.States(), func(st switcher.EngineState) bool {
+			return !st.Healthy || st.Breaker != gobreaker.StateClosed
+		})
+	})
 	for _, name := range []string{"redis", "zk", "etcd"} {
 		if _, err := sw.SwitchEngineTo(name); err != nil {
 			t.Fatal(err)
@@ -187,7 +197,7 @@ engines:
 			t.Fatalf("%s: LockCtx() = %v", name, err)
 		}
 		if got := l.(locker.Lease).Engine(); got != name {
-			t.Fatalf("LockCtx() after SwitchEngineTo(%q) granted on %q", name, got)
+			t.Fatalf("LockCtx() after SwitchEngineTo(%q) granted on %q; states %+v; log:\n%s", name, got, sw.States(), logs.String())
 		}
 		if err := l.Unlock(); err != nil {
 			t.Errorf("%s: Unlock() = %v", name, err)
