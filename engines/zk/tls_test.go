@@ -88,7 +88,10 @@ func TestDigestIsolation(t *testing.T) {
 		confs[app] = conf
 	}
 	engine := func(app, prefix string, conf *tls.Config) *zk.Engine {
-		e := newEngine(t, []string{s.TLSAddr()}, zk.WithTLS(conf), zk.WithAuth("digest", app+":"+app+"-secret"), zk.WithPrefix(prefix))
+		// A JVM's TLS handshake on a loaded machine may take seconds:
+		// this test is about isolation, not start time.
+		e := newEngine(t, []string{s.TLSAddr()}, zk.WithTLS(conf), zk.WithAuth("digest", app+":"+app+"-secret"), zk.WithPrefix(prefix),
+			zk.WithConnectTimeout(10*time.Second))
 		t.Cleanup(func() { _ = e.Close() })
 		return e
 	}
