@@ -154,6 +154,10 @@ type recorder struct {
 	grants []time.Time
 	calls  []call
 	warm   chan struct{} // closed at warmGrant grants
+	// fresh is closed at the first grant of a call begun at since or
+	// later (grantBegunAfter); nil until asked for, and once closed.
+	fresh chan struct{}
+	since time.Time
 }
 
 type call struct {
@@ -171,7 +175,27 @@ func (r *recorder) add(c call) {
 		if len(r.grants) == warmGrant {
 			close(r.warm)
 		}
+		if r.fresh != nil && !c.began.Before(r.since) {
+			close(r.fresh)
+			r.fresh = nil
+		}
 	}
+}
+
+// grantBegunAfter returns a channel closed at the first grant of a call
+// begun at t or later.
+func (r *recorder) grantBegunAfter(t time.Time) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch := make(chan struct{})
+	for _, c := range r.calls {
+		if !c.unlock && c.err == nil && !c.began.Before(t) {
+			close(ch)
+			return ch
+		}
+	}
+	r.fresh, r.since = ch, t
+	return ch
 }
 
 // cycle takes and releases short locks until stop is closed.
@@ -268,7 +292,15 @@ func (r *rig) drill(tb testing.TB, f fault) outcome {
 		watch += rideThrough(sw) // the switch comes after the window
 	}
 	faultAt := r.injure(tb, f)
+	fresh := rec.grantBegunAfter(faultAt)
 	<-time.After(watch)
+	// The first grant of a wait begun after the fault may come after the
+	// watch, when every cycler was still in a call begun before it (an
+	// Unlock rides out an election); check judges how long it took.
+	select {
+	case <-fresh:
+	case <-time.After(lockWait):
+	}
 	stopAt := time.Now()
 	halt()
 
