@@ -240,3 +240,16 @@ func WithFingerprint(fp []byte) BeginOption {
 		return nil
 	}
 }
+
+func resolveBegin(opts []BeginOption) (beginSettings, error) {
+	var bs beginSettings
+	for _, opt := range opts {
+		if opt == nil {
+			return bs, fmt.Errorf("%w: idem: Begin: nil BeginOption", locker.ErrInvalidArgument)
+		}
+		if err := opt(&bs); err != nil {
+			return bs, err
+		}
+	}
+	return bs, nil
+}
