@@ -433,3 +433,30 @@ func TestDoneAfterSucceedNamesDone(t *testing.T) {
 		}
 	}
 }
+
+// Done runs its Lua scripts by SHA-1; a Redis server that lost them (a
+// restart, SCRIPT FLUSH) is sent the script itself.
+func TestRedisScriptsFlushed(t *testing.T) {
+	ctx := context.Background()
+	c := redisClient(redisAddr)
+	t.Cleanup(func() { _ = c.Close() })
+	g := newGate(t, newStore(t, "redis"))
+	for _, opErr := range []error{nil, errors.New("failed")} {
+		tk := mustRun(t, g, fmt.Sprintf("op-%v", opErr))
+		if err := c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := tk.Done(ctx, opErr); err != nil {
+			t.Fatalf("Done(%v) after SCRIPT FLUSH = %v; want nil", opErr, err)
+		}
+		rec, _, ok, err := g.Lookup(ctx, "", tk.ID())
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case opErr == nil && (!ok || rec.State != idem.Succeeded):
+			t.Errorf("after Done(nil): %+v, %v; want succeeded", rec, ok)
+		case opErr != nil && ok:
+			t.Errorf("after Done(%v): %+v; want no record", opErr, rec)
+		}
+	}
+}
