@@ -124,13 +124,8 @@ func newGate(appKey string, stores []Store, opts []Option) (*Gate, error) {
 	g := &Gate{appKey: appKey, health: make(map[Store]*storeHealth, len(stores))}
 	g.set = settings{expiry: DefaultExpiry, retention: DefaultRetention, timeout: DefaultRequestTimeout,
 		policy: FailClosed, log: slog.Default(), maxResult: DefaultMaxResult, pending: DefaultPending, obs: nopObserver{}}
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("%w: idem: nil Option", locker.ErrInvalidArgument)
-		}
-		if err := opt(&g.set); err != nil {
-			return nil, err
-		}
+	if err := apply(&g.set, opts, "idem: nil Option"); err != nil {
+		return nil, err
 	}
 	if g.set.retention < g.set.expiry {
 		return nil, fmt.Errorf("%w: idem: WithRetention(%v) is shorter than WithExpiry(%v)", locker.ErrInvalidArgument, g.set.retention, g.set.expiry)

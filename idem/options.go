@@ -243,13 +243,20 @@ func WithFingerprint(fp []byte) BeginOption {
 
 func resolveBegin(opts []BeginOption) (beginSettings, error) {
 	var bs beginSettings
+	err := apply(&bs, opts, "idem: Begin: nil BeginOption")
+	return bs, err
+}
+
+// apply applies opts to s in order; nilErr is the error's text for a nil
+// option.
+func apply[S any, O ~func(*S) error](s *S, opts []O, nilErr string) error {
 	for _, opt := range opts {
 		if opt == nil {
-			return bs, fmt.Errorf("%w: idem: Begin: nil BeginOption", locker.ErrInvalidArgument)
+			return fmt.Errorf("%w: %s", locker.ErrInvalidArgument, nilErr)
 		}
-		if err := opt(&bs); err != nil {
-			return bs, err
+		if err := opt(s); err != nil {
+			return err
 		}
 	}
-	return bs, nil
+	return nil
 }

@@ -79,15 +79,8 @@ func WithPrefix(prefix string) StoreOption {
 
 func resolveStore(opts []StoreOption, name, prefix string) (storeSettings, error) {
 	s := storeSettings{name: name, prefix: prefix}
-	for _, opt := range opts {
-		if opt == nil {
-			return s, fmt.Errorf("%w: nil StoreOption", locker.ErrInvalidArgument)
-		}
-		if err := opt(&s); err != nil {
-			return s, err
-		}
-	}
-	return s, nil
+	err := apply(&s, opts, "nil StoreOption")
+	return s, err
 }
 
 // NewRedisStore returns a store over client, which it never closes. Set
