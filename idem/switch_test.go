@@ -12,6 +12,7 @@ import (
 	"github.com/orthrus-go/orthrus/engines/etcd"
 	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/idem"
+	"github.com/orthrus-go/orthrus/idem/internal/idemtest"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
 )
@@ -21,9 +22,9 @@ import (
 // only the test switches.
 func newSwitcher(t *testing.T) *switcher.Switcher {
 	t.Helper()
-	rc := redisClient(redisAddr)
+	rc := idemtest.RedisClient(redisAddr)
 	t.Cleanup(func() { _ = rc.Close() })
-	ec, err := etcdClient(etcdAddr)
+	ec, err := idemtest.EtcdClient(etcdAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestSwitchMidStream(t *testing.T) {
 // The previous store is checked only while it answers: once it fails, the
 // gate stops waiting for it.
 func TestCheckPreviousDown(t *testing.T) {
-	srv := startServer(t, "redis")
+	srv := idemtest.StartServer(t, "redis")
 	old := storeOn(t, "redis", srv.Addr(), idem.WithName("old"))
 	cur := newStore(t, "redis", idem.WithName("new"))
 	engine := "old"
@@ -169,7 +170,7 @@ func (c *checks) StoreCall(_ context.Context, store, op string, _ time.Duration,
 // once, instead of queueing its outcome for a store that is back (5fe6be1).
 func TestCheckPreviousBack(t *testing.T) {
 	ctx := context.Background()
-	srv := startServer(t, "redis")
+	srv := idemtest.StartServer(t, "redis")
 	old := storeOn(t, "redis", srv.Addr(), idem.WithName("old"))
 	cur := newStore(t, "redis", idem.WithName("new"))
 	var engine atomic.Value
@@ -193,7 +194,7 @@ func TestCheckPreviousBack(t *testing.T) {
 	// The checks resume after a pause of their own (5s): Begin until one
 	// is answered.
 	n := 0
-	eventually(t, 15*time.Second, "a check of the previous store answered", func() (bool, error) {
+	idemtest.Eventually(t, 15*time.Second, "a check of the previous store answered", func() (bool, error) {
 		n++
 		mustRun(t, g, fmt.Sprintf("after-%d", n))
 		return obs.ok.Load() > 0, nil
