@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/orthrus-go/orthrus/internal/deadline"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -31,6 +32,10 @@ type Gate struct {
 	// observed is false for the no-op observer: the clock is then not read
 	// for it.
 	observed bool
+	// timeouts bounds the round trips of callers whose context is
+	// context.Background() without a timer per call. Nothing stops it:
+	// Begin works after Close, and its one timer ends at its deadline.
+	timeouts deadline.Shared
 	// down reports a store its engine's breaker says is down (FromSwitcher):
 	// a Done pinned there queues its outcome without waiting. nil: none.
 	down    func(store string) bool
@@ -135,6 +140,7 @@ func newGate(appKey string, stores []Store, opts []Option) (*Gate, error) {
 	}
 	_, nop := g.set.obs.(nopObserver)
 	g.observed = !nop
+	g.timeouts.Timeout = g.set.timeout
 	recent := 0
 	if g.set.previous > 0 { // switches copy recent successes (claim.go)
 		recent = g.set.pending
@@ -289,7 +295,7 @@ func (g *Gate) begin(ctx context.Context, now time.Time, content any, opts []Beg
 func (g *Gate) create(ctx context.Context, store Store, id ID, key string, ttl time.Duration, fp []byte) (*Ticket, *Duplicate, error) {
 	rec := Record{State: Running, Token: newToken(), Begun: time.Now(), Fingerprint: fp}
 	val := rec.encode(make([]byte, 0, headerLen+len(fp)))
-	cctx, cancel := bound(ctx, g.set.timeout)
+	cctx, cancel := g.requestCtx(ctx)
 	entry, created, err := store.Create(cctx, key, val, ttl, g.set.retention)
 	cancel()
 	g.storeCall(ctx, store, "create", rec.Begun, err)
@@ -604,7 +610,7 @@ func (t *Ticket) finish(ctx context.Context, op string, succeeded bool, result [
 			return err
 		}
 	}
-	cctx, cancel := bound(ctx, g.set.timeout)
+	cctx, cancel := g.requestCtx(ctx)
 	start := g.callStart()
 	ok, err := t.writeOutcome(cctx, t.store, t.entry, succeeded, result)
 	cancel()
@@ -659,6 +665,18 @@ func (t *Ticket) postpone(ctx context.Context, op string, succeeded bool, result
 	t.done = true
 	t.finalize(ctx, succeeded, result)
 	return pendingErr(op, t.key, t.store.Name(), cause)
+}
+
+// requestCtx returns ctx bounded by the request timeout. The bare
+// context.Background() of a job or a consumer takes the gate's shared
+// deadline (package internal/deadline), as the engines' requests do: no
+// timer per round trip. Any other context keeps its values (a trace span)
+// and gets its own bound.
+func (g *Gate) requestCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx == context.Background() {
+		return g.timeouts.Context(), func() {}
+	}
+	return bound(ctx, g.set.timeout)
 }
 
 // bound returns ctx bounded by d: ctx itself when its deadline comes
