@@ -113,7 +113,8 @@ func (t *Ticket) writeOutcome(ctx context.Context, s Store, e Entry, succeeded b
 	}
 	rec := t.rec
 	rec.State, rec.Result = Succeeded, result
-	return s.Replace(ctx, t.key, e, rec.encode(nil), t.g.set.retention)
+	val := rec.encode(make([]byte, 0, headerLen+len(rec.Fingerprint)+len(result)))
+	return s.Replace(ctx, t.key, e, val, t.g.set.retention)
 }
 
 // finalize marks t's outcome as known, once Done has taken it, and writes

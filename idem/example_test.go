@@ -114,6 +114,11 @@ func ExampleNewSwitched() {
 	// new operation on etcd-backup <nil>
 }
 
+// quietZK silences the ZooKeeper client's log.
+type quietZK struct{}
+
+func (quietZK) Printf(string, ...any) {}
+
 func ExampleNewZKStore() {
 	conn, _, err := gozk.Connect([]string{zkAddr}, 5*time.Second, gozk.WithLogger(quietZK{}))
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/orthrus-go/orthrus/config"
 	"github.com/orthrus-go/orthrus/idem"
+	"github.com/orthrus-go/orthrus/idem/internal/idemtest"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -93,7 +94,7 @@ func TestFromSwitcherErrors(t *testing.T) {
 // new engine within the caller's context, and does not then wait for the
 // previous store's check (it just failed): about one request timeout.
 func TestBeginFollowsSwitchAfterFailure(t *testing.T) {
-	srv := startServer(t, "redis")
+	srv := idemtest.StartServer(t, "redis")
 	old := storeOn(t, "redis", srv.Addr(), idem.WithName("old"))
 	cur := newStore(t, "redis", idem.WithName("new"))
 	mustRun(t, newGate(t, old), "warm-up") // connected before the fault
@@ -135,7 +136,7 @@ func TestBeginFollowsSwitchAfterFailure(t *testing.T) {
 // and the gate deletes that record (it holds this attempt's token), so a
 // retry runs well before the expiry rather than being told it runs.
 func TestTimedOutCreateCleanedUp(t *testing.T) {
-	srv := startServer(t, "redis")
+	srv := idemtest.StartServer(t, "redis")
 	g := newGate(t, storeOn(t, "redis", srv.Addr()), idem.WithRequestTimeout(300*time.Millisecond), idem.WithExpiry(time.Minute))
 	mustRun(t, g, "warm-up")
 	if err := srv.Pause(); err != nil {
@@ -147,7 +148,7 @@ func TestTimedOutCreateCleanedUp(t *testing.T) {
 	if err := srv.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the retry runs", func() (bool, error) {
+	idemtest.Eventually(t, 10*time.Second, "the retry runs", func() (bool, error) {
 		tk, _, err := g.Begin(context.Background(), "order-1")
 		return tk != nil, err
 	})

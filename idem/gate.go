@@ -3,16 +3,14 @@ package idem
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"errors"
 	"fmt"
-	"hash"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/orthrus-go/orthrus/internal/deadline"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -28,9 +26,16 @@ type Gate struct {
 	current func() string    // NewSwitched
 	health  map[Store]*storeHealth
 	missing storeHealth // the current engine has no store (NewSwitched)
-	macs    sync.Pool   // keyed HMACs, reset: keying one costs two hash blocks
+	hashers sync.Pool   // *hasher, reset: keying one costs two hash blocks
 	local   *local
 	rec     recorder
+	// observed is false for the no-op observer: the clock is then not read
+	// for it.
+	observed bool
+	// timeouts bounds the round trips of callers whose context is
+	// context.Background() without a timer per call. Nothing stops it:
+	// Begin works after Close, and its one timer ends at its deadline.
+	timeouts deadline.Shared
 	// down reports a store its engine's breaker says is down (FromSwitcher):
 	// a Done pinned there queues its outcome without waiting. nil: none.
 	down    func(store string) bool
@@ -124,13 +129,8 @@ func newGate(appKey string, stores []Store, opts []Option) (*Gate, error) {
 	g := &Gate{appKey: appKey, health: make(map[Store]*storeHealth, len(stores))}
 	g.set = settings{expiry: DefaultExpiry, retention: DefaultRetention, timeout: DefaultRequestTimeout,
 		policy: FailClosed, log: slog.Default(), maxResult: DefaultMaxResult, pending: DefaultPending, obs: nopObserver{}}
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("%w: idem: nil Option", locker.ErrInvalidArgument)
-		}
-		if err := opt(&g.set); err != nil {
-			return nil, err
-		}
+	if err := apply(&g.set, opts, "idem: nil Option"); err != nil {
+		return nil, err
 	}
 	if g.set.retention < g.set.expiry {
 		return nil, fmt.Errorf("%w: idem: WithRetention(%v) is shorter than WithExpiry(%v)", locker.ErrInvalidArgument, g.set.retention, g.set.expiry)
@@ -138,6 +138,9 @@ func newGate(appKey string, stores []Store, opts []Option) (*Gate, error) {
 	for _, s := range stores {
 		g.health[s] = &storeHealth{}
 	}
+	_, nop := g.set.obs.(nopObserver)
+	g.observed = !nop
+	g.timeouts.Timeout = g.set.timeout
 	recent := 0
 	if g.set.previous > 0 { // switches copy recent successes (claim.go)
 		recent = g.set.pending
@@ -152,13 +155,12 @@ func (g *Gate) MaxResult() int { return g.set.maxResult }
 // Identify returns the ID of content under the gate's application key; see
 // the package-level Identify.
 func (g *Gate) Identify(content any) (ID, error) {
-	mac, _ := g.macs.Get().(hash.Hash)
-	if mac == nil {
-		mac = hmac.New(sha256.New, []byte(g.appKey))
+	h, _ := g.hashers.Get().(*hasher)
+	if h == nil {
+		h = newHasher(g.appKey)
 	}
-	id, err := identify(mac, content)
-	mac.Reset()
-	g.macs.Put(mac)
+	id, err := h.identify(content)
+	g.hashers.Put(h)
 	return id, err
 }
 
@@ -194,6 +196,10 @@ func (g *Gate) Begin(ctx context.Context, content any, opts ...BeginOption) (*Ti
 		return nil, nil, fmt.Errorf("%w: idem: Begin: ctx is nil", locker.ErrInvalidArgument)
 	}
 	start := time.Now()
+	if !g.observed {
+		tk, dup, _, err := g.begin(ctx, start, content, opts)
+		return tk, dup, err
+	}
 	ctx = g.set.obs.BeginStart(ctx)
 	tk, dup, where, err := g.begin(ctx, start, content, opts)
 	g.set.obs.BeginEnd(ctx, BeginEvent{Outcome: outcomeOf(tk, dup, err), Store: where, Took: time.Since(start), Err: err})
@@ -221,11 +227,9 @@ func outcomeOf(tk *Ticket, dup *Duplicate, err error) Outcome {
 // begin is Begin; where names what decided, for the observer.
 func (g *Gate) begin(ctx context.Context, now time.Time, content any, opts []BeginOption) (_ *Ticket, _ *Duplicate, where string, _ error) {
 	var bs beginSettings
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, nil, "", fmt.Errorf("%w: idem: Begin: nil BeginOption", locker.ErrInvalidArgument)
-		}
-		if err := opt(&bs); err != nil {
+	if len(opts) > 0 { // options escape their settings: none, no allocation
+		var err error
+		if bs, err = resolveBegin(opts); err != nil {
 			return nil, nil, "", err
 		}
 	}
@@ -291,10 +295,10 @@ func (g *Gate) begin(ctx context.Context, now time.Time, content any, opts []Beg
 func (g *Gate) create(ctx context.Context, store Store, id ID, key string, ttl time.Duration, fp []byte) (*Ticket, *Duplicate, error) {
 	rec := Record{State: Running, Token: newToken(), Begun: time.Now(), Fingerprint: fp}
 	val := rec.encode(make([]byte, 0, headerLen+len(fp)))
-	cctx, cancel := context.WithTimeout(ctx, g.set.timeout)
+	cctx, cancel := g.requestCtx(ctx)
 	entry, created, err := store.Create(cctx, key, val, ttl, g.set.retention)
 	cancel()
-	g.set.obs.StoreCall(ctx, store.Name(), "create", time.Since(rec.Begun), err)
+	g.storeCall(ctx, store, "create", rec.Begun, err)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()
@@ -423,11 +427,11 @@ func (g *Gate) seenName() string {
 // A failure there is not the caller's problem: it stops the checks for
 // prevRetry, or until a write there succeeds.
 func (g *Gate) checkPrevious(ctx context.Context, prev Store, key string, fp []byte) (*Duplicate, error) {
-	cctx, cancel := context.WithTimeout(ctx, g.set.previous)
-	start := time.Now()
+	cctx, cancel := bound(ctx, g.set.previous)
+	start := g.callStart()
 	e, ok, err := prev.Get(cctx, key)
 	cancel()
-	g.set.obs.StoreCall(ctx, prev.Name(), "get", time.Since(start), err)
+	g.storeCall(ctx, prev, "get", start, err)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return nil, ctx.Err()
@@ -569,12 +573,7 @@ func (t *Ticket) Unguarded() bool { return t.unguarded }
 // error, Done may be called again; after any other result it returns
 // ErrDone.
 func (t *Ticket) Done(ctx context.Context, opErr error) error {
-	if opErr == nil {
-		return t.succeed(ctx, "Done", nil)
-	}
-	return t.finish(ctx, "Done", false, nil, func(cctx context.Context) (bool, error) {
-		return t.store.Remove(cctx, t.key, t.entry)
-	})
+	return t.finish(ctx, "Done", opErr == nil, nil)
 }
 
 // Succeed records that the operation succeeded, with result (at most
@@ -584,24 +583,13 @@ func (t *Ticket) Succeed(ctx context.Context, result []byte) error {
 	if len(result) > t.g.set.maxResult {
 		return fmt.Errorf("%w: idem: Succeed: result is %d bytes, over WithMaxResult(%d)", locker.ErrInvalidArgument, len(result), t.g.set.maxResult)
 	}
-	return t.succeed(ctx, "Succeed", result)
+	return t.finish(ctx, "Succeed", true, result)
 }
 
-// succeed rewrites the record as succeeded; call names the method the
-// caller called, for the errors.
-func (t *Ticket) succeed(ctx context.Context, call string, result []byte) error {
-	return t.finish(ctx, call, true, result, func(cctx context.Context) (bool, error) {
-		rec := t.rec // a copy here: one in succeed would escape with the closure
-		rec.State, rec.Result = Succeeded, result
-		val := rec.encode(make([]byte, 0, headerLen+len(rec.Fingerprint)+len(result)))
-		return t.store.Replace(cctx, t.key, t.entry, val, t.g.set.retention)
-	})
-}
-
-// finish writes the outcome with write, once; op is the method the caller
-// called, which the errors name; succeeded says whether write records a
-// success (with result) or removes the record.
-func (t *Ticket) finish(ctx context.Context, op string, succeeded bool, result []byte, write func(context.Context) (bool, error)) error {
+// finish writes the outcome to the attempt's record, once: a success
+// (with result) rewrites it, a failure removes it; op is the method the
+// caller called, which the errors name.
+func (t *Ticket) finish(ctx context.Context, op string, succeeded bool, result []byte) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: idem: %s: ctx is nil", locker.ErrInvalidArgument, op)
 	}
@@ -618,15 +606,15 @@ func (t *Ticket) finish(ctx context.Context, op string, succeeded bool, result [
 	// A store known to be down (its last call failed, or its engine's
 	// breaker is open) is not waited for: the outcome goes to the queue.
 	if g.set.pending > 0 && (g.health[t.store].down.Load() || g.downElsewhere(t.store)) {
-		if err := t.postpone(ctx, op, succeeded, result, write, locker.ErrUnavailable); err != nil {
+		if err := t.postpone(ctx, op, succeeded, result, locker.ErrUnavailable); err != nil {
 			return err
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, g.set.timeout)
-	start := time.Now()
-	ok, err := write(cctx)
+	cctx, cancel := g.requestCtx(ctx)
+	start := g.callStart()
+	ok, err := t.writeOutcome(cctx, t.store, t.entry, succeeded, result)
 	cancel()
-	g.set.obs.StoreCall(ctx, t.store.Name(), opName(succeeded), time.Since(start), err)
+	g.storeCall(ctx, t.store, opName(succeeded), start, err)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -636,7 +624,7 @@ func (t *Ticket) finish(ctx context.Context, op string, succeeded bool, result [
 			if h := g.health[t.store]; h.down.CompareAndSwap(false, true) {
 				g.set.log.Warn("idem: store unavailable", "store", t.store.Name(), "policy", g.set.policy.String(), "err", err)
 			}
-			if perr := t.postpone(ctx, op, succeeded, result, write, err); perr != nil {
+			if perr := t.postpone(ctx, op, succeeded, result, err); perr != nil {
 				return perr
 			}
 		}
@@ -661,14 +649,14 @@ func (g *Gate) downElsewhere(store Store) bool {
 // postpone queues the outcome for the background recorder and marks the
 // ticket done; it returns the error Done returns then, or nil when there
 // is no room (the caller writes as without WithPending).
-func (t *Ticket) postpone(ctx context.Context, op string, succeeded bool, result []byte, write func(context.Context) (bool, error), cause error) error {
+func (t *Ticket) postpone(ctx context.Context, op string, succeeded bool, result []byte, cause error) error {
 	g := t.g
 	g.local.mu.Lock()
 	if succeeded {
 		t.outcome, t.result = Succeeded, result
 	}
 	g.local.mu.Unlock()
-	if !g.queue(t.outcomeJob(op, succeeded, result, write)) {
+	if !g.queue(t.outcomeJob(op, succeeded, result)) {
 		g.local.mu.Lock()
 		t.outcome, t.result = 0, nil
 		g.local.mu.Unlock()
@@ -677,4 +665,41 @@ func (t *Ticket) postpone(ctx context.Context, op string, succeeded bool, result
 	t.done = true
 	t.finalize(ctx, succeeded, result)
 	return pendingErr(op, t.key, t.store.Name(), cause)
+}
+
+// requestCtx returns ctx bounded by the request timeout. The bare
+// context.Background() of a job or a consumer takes the gate's shared
+// deadline (package internal/deadline), as the engines' requests do: no
+// timer per round trip. Any other context keeps its values (a trace span)
+// and gets its own bound.
+func (g *Gate) requestCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx == context.Background() {
+		return g.timeouts.Context(), func() {}
+	}
+	return bound(ctx, g.set.timeout)
+}
+
+// bound returns ctx bounded by d: ctx itself when its deadline comes
+// first, which spares a timer.
+func bound(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// callStart is when a round trip to a store starts, for the observer;
+// zero, and no reading of the clock, without one.
+func (g *Gate) callStart() time.Time {
+	if !g.observed {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+// storeCall reports a round trip to s that started at start (callStart).
+func (g *Gate) storeCall(ctx context.Context, s Store, op string, start time.Time, err error) {
+	if g.observed {
+		g.set.obs.StoreCall(ctx, s.Name(), op, time.Since(start), err)
+	}
 }

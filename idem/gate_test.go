@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/idem"
-	"github.com/orthrus-go/orthrus/internal/testserver"
+	"github.com/orthrus-go/orthrus/idem/internal/idemtest"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -62,7 +62,7 @@ func submit(g *idem.Gate, content any, n int, start <-chan struct{}) (runs, dups
 func child() int {
 	kind, addr, prefix := os.Getenv(childEnv), os.Getenv("IDEM_ADDR"), os.Getenv("IDEM_PREFIX")
 	n, _ := strconv.Atoi(os.Getenv("IDEM_N"))
-	s, closeFn, err := openStore(kind, addr, prefix)
+	s, closeFn, err := idemtest.OpenStore(kind, addr, prefix)
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
@@ -97,7 +97,7 @@ func TestOnceAcrossProcesses(t *testing.T) {
 		t.Run(e.kind, func(t *testing.T) {
 			prefix := "idemtest/once-" + e.kind
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), childEnv+"="+e.kind, "IDEM_ADDR="+addrOf(e.kind), "IDEM_PREFIX="+prefix, "IDEM_N=25")
+			cmd.Env = append(os.Environ(), childEnv+"="+e.kind, "IDEM_ADDR="+idemtest.Addr(e.kind), "IDEM_PREFIX="+prefix, "IDEM_N=25")
 			stdin, err := cmd.StdinPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -116,7 +116,7 @@ func TestOnceAcrossProcesses(t *testing.T) {
 				t.Fatalf("child said %q, %v; want ready", line, err)
 			}
 
-			s, closeFn, err := openStore(e.kind, addrOf(e.kind), prefix)
+			s, closeFn, err := idemtest.OpenStore(e.kind, idemtest.Addr(e.kind), prefix)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -212,7 +212,7 @@ func TestFailureThenSuccess(t *testing.T) {
 			if string(dup.Result) != "receipt-7" || dup.Store != e.kind {
 				t.Errorf("duplicate result %q on %q; want %q on %q", dup.Result, dup.Store, "receipt-7", e.kind)
 			}
-			eventually(t, retention+10*time.Second, "record freed after the retention", func() (bool, error) {
+			idemtest.Eventually(t, retention+10*time.Second, "record freed after the retention", func() (bool, error) {
 				tk, _, err := g.Begin(ctx, "order-1")
 				if tk != nil && time.Since(succeeded) < retention {
 					return false, fmt.Errorf("ran again %v after success, within the retention %v", time.Since(succeeded), retention)
@@ -236,7 +236,7 @@ func TestCrashedAttemptAndLateDone(t *testing.T) {
 				begun := time.Now() // before the record is made: its expiry starts later
 				crashed := mustRun(t, g, content)
 				var newer *idem.Ticket
-				eventually(t, e.expiry+10*time.Second, "crashed attempt freed", func() (bool, error) {
+				idemtest.Eventually(t, e.expiry+10*time.Second, "crashed attempt freed", func() (bool, error) {
 					tk, _, err := g.Begin(ctx, content)
 					if tk != nil && time.Since(begun) < e.expiry {
 						return false, fmt.Errorf("ran again %v after the crashed attempt, within the expiry %v", time.Since(begun), e.expiry)
@@ -313,14 +313,14 @@ func TestStoreDown(t *testing.T) {
 	const bound = 3 * time.Second // timeout plus a loaded machine's slack
 	for _, e := range engines {
 		t.Run(e.kind, func(t *testing.T) {
-			srv := startServer(t, e.kind)
+			srv := idemtest.StartServer(t, e.kind)
 			s := storeOn(t, e.kind, srv.Addr())
 			closed := newGate(t, s, idem.WithRequestTimeout(timeout))
 			open := newGate(t, s, idem.WithRequestTimeout(timeout), idem.WithPolicy(idem.FailOpen))
 			probe := newGate(t, s)
 			// Connected, with the namespace made, before the fault: a fresh
 			// ZooKeeper session can take longer than the short timeout.
-			eventually(t, 20*time.Second, "warm-up", func() (bool, error) {
+			idemtest.Eventually(t, 20*time.Second, "warm-up", func() (bool, error) {
 				tk, _, err := probe.Begin(context.Background(), "warm-up")
 				return tk != nil && err == nil, nil
 			})
@@ -367,7 +367,7 @@ func TestStoreDown(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				eventually(t, 20*time.Second, "store back after "+fault, func() (bool, error) {
+				idemtest.Eventually(t, 20*time.Second, "store back after "+fault, func() (bool, error) {
 					tk, _, err := probe.Begin(context.Background(), "back-"+fault)
 					return tk != nil && err == nil, nil
 				})
@@ -382,23 +382,13 @@ func TestStoreDown(t *testing.T) {
 	}
 }
 
-func startServer(t *testing.T, kind string) *testserver.Server {
-	switch kind {
-	case "redis":
-		return testserver.Redis(t)
-	case "etcd":
-		return testserver.Etcd(t)
-	}
-	return testserver.ZooKeeper(t, testserver.WithArgs(zkTTLNodes))
-}
-
 // A gate whose client its owner closed is closed, not an outage: Begin's
 // error wraps locker.ErrClosed, which no fail-open policy lets through and
 // no alert on unavailability counts.
 func TestBeginOnClosedClient(t *testing.T) {
 	for _, e := range engines {
 		t.Run(e.kind, func(t *testing.T) {
-			s, closeFn, err := openStore(e.kind, addrOf(e.kind), "idemtest/"+t.Name())
+			s, closeFn, err := idemtest.OpenStore(e.kind, idemtest.Addr(e.kind), "idemtest/"+t.Name())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -430,6 +420,33 @@ func TestDoneAfterSucceedNamesDone(t *testing.T) {
 	} {
 		if !errors.Is(tc.err, idem.ErrDone) || !strings.HasPrefix(tc.err.Error(), "idem: "+tc.call+" ") {
 			t.Errorf("%s after Succeed = %v; want ErrDone, with a message starting \"idem: %s \"", tc.call, tc.err, tc.call)
+		}
+	}
+}
+
+// Done runs its Lua scripts by SHA-1; a Redis server that lost them (a
+// restart, SCRIPT FLUSH) is sent the script itself.
+func TestRedisScriptsFlushed(t *testing.T) {
+	ctx := context.Background()
+	c := idemtest.RedisClient(redisAddr)
+	t.Cleanup(func() { _ = c.Close() })
+	g := newGate(t, newStore(t, "redis"))
+	for _, opErr := range []error{nil, errors.New("failed")} {
+		tk := mustRun(t, g, fmt.Sprintf("op-%v", opErr))
+		if err := c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := tk.Done(ctx, opErr); err != nil {
+			t.Fatalf("Done(%v) after SCRIPT FLUSH = %v; want nil", opErr, err)
+		}
+		rec, _, ok, err := g.Lookup(ctx, "", tk.ID())
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case opErr == nil && (!ok || rec.State != idem.Succeeded):
+			t.Errorf("after Done(nil): %+v, %v; want succeeded", rec, ok)
+		case opErr != nil && ok:
+			t.Errorf("after Done(%v): %+v; want no record", opErr, rec)
 		}
 	}
 }

@@ -18,7 +18,11 @@ type ID [sha256.Size]byte
 
 // String returns the ID in lower-case hex, as stores use it in keys and
 // lockctl shows it.
-func (id ID) String() string { return hex.EncodeToString(id[:]) }
+func (id ID) String() string {
+	var b [2 * sha256.Size]byte
+	hex.Encode(b[:], id[:])
+	return string(b[:])
+}
 
 // ParseID parses the hex form String returns.
 func ParseID(s string) (ID, error) {
@@ -47,30 +51,46 @@ func Identify(appKey string, content any) (ID, error) {
 	if appKey == "" {
 		return ID{}, fmt.Errorf("%w: application key is empty", locker.ErrInvalidArgument)
 	}
-	return identify(hmac.New(sha256.New, []byte(appKey)), content)
+	return newHasher(appKey).identify(content)
 }
 
-// identify hashes content with mac, a fresh or reset HMAC.
-func identify(mac hash.Hash, content any) (ID, error) {
+// hasher is a keyed HMAC with a buffer for the bytes it hashes: a Gate
+// pools them, so that an ID costs no allocation for a string or []byte.
+type hasher struct {
+	mac hash.Hash
+	buf []byte
+}
+
+func newHasher(appKey string) *hasher {
+	return &hasher{mac: hmac.New(sha256.New, []byte(appKey))}
+}
+
+// maxKept is the largest buffer a hasher keeps for its next use.
+const maxKept = 4 << 10
+
+// identify hashes content with h, fresh or reset, and resets it.
+func (h *hasher) identify(content any) (ID, error) {
 	var id ID
 	switch c := content.(type) {
 	case nil:
 		return id, fmt.Errorf("%w: content is nil", locker.ErrInvalidArgument)
 	case string:
-		mac.Write([]byte{tagBytes})
-		mac.Write([]byte(c))
+		h.buf = append(append(h.buf[:0], tagBytes), c...)
 	case []byte:
-		mac.Write([]byte{tagBytes})
-		mac.Write(c)
+		h.buf = append(append(h.buf[:0], tagBytes), c...)
 	default:
 		doc, err := canonicalJSON(c)
 		if err != nil {
 			return id, err
 		}
-		mac.Write([]byte{tagJSON})
-		mac.Write(doc)
+		h.buf = append(append(h.buf[:0], tagJSON), doc...)
 	}
-	mac.Sum(id[:0])
+	h.mac.Write(h.buf)
+	copy(id[:], h.mac.Sum(h.buf[:0])) // into buf: id would escape
+	h.mac.Reset()
+	if cap(h.buf) > maxKept {
+		h.buf = nil
+	}
 	return id, nil
 }
 

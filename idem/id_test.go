@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/idem"
+	"github.com/orthrus-go/orthrus/idem/internal/idemtest"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -78,7 +79,7 @@ func TestBadInput(t *testing.T) {
 	s := newStore(t, "redis")
 	g := newGate(t, s)
 	ctx := context.Background()
-	rc := redisClient(redisAddr)
+	rc := idemtest.RedisClient(redisAddr)
 	defer rc.Close()
 	cases := []struct {
 		name string

@@ -240,3 +240,23 @@ func WithFingerprint(fp []byte) BeginOption {
 		return nil
 	}
 }
+
+func resolveBegin(opts []BeginOption) (beginSettings, error) {
+	var bs beginSettings
+	err := apply(&bs, opts, "idem: Begin: nil BeginOption")
+	return bs, err
+}
+
+// apply applies opts to s in order; nilErr is the error's text for a nil
+// option.
+func apply[S any, O ~func(*S) error](s *S, opts []O, nilErr string) error {
+	for _, opt := range opts {
+		if opt == nil {
+			return fmt.Errorf("%w: %s", locker.ErrInvalidArgument, nilErr)
+		}
+		if err := opt(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -201,7 +201,10 @@ func (g *Gate) recordRound(ctx context.Context) (left int, progressed bool) {
 }
 
 // outcomeJob is the pending write of t's outcome to its store.
-func (t *Ticket) outcomeJob(op string, succeeded bool, result []byte, write func(context.Context) (bool, error)) *pending {
+func (t *Ticket) outcomeJob(op string, succeeded bool, result []byte) *pending {
+	write := func(ctx context.Context) (bool, error) {
+		return t.writeOutcome(ctx, t.store, t.entry, succeeded, result)
+	}
 	return &pending{store: t.store, key: t.key, op: op, storeOp: opName(succeeded), until: t.until, write: write,
 		done: func(ok bool, err error) { t.g.local.settled(t, err == nil && ok && succeeded, result) }}
 }

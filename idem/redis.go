@@ -25,6 +25,8 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0`)
+	// Their SHA-1s, boxed once: EVALSHA's arguments are built in one slice.
+	replaceSHA, removeSHA any = redisReplace.Hash(), redisRemove.Hash()
 )
 
 // RedisStore keeps records as Redis strings with a TTL, through go-redis
@@ -77,15 +79,8 @@ func WithPrefix(prefix string) StoreOption {
 
 func resolveStore(opts []StoreOption, name, prefix string) (storeSettings, error) {
 	s := storeSettings{name: name, prefix: prefix}
-	for _, opt := range opts {
-		if opt == nil {
-			return s, fmt.Errorf("%w: nil StoreOption", locker.ErrInvalidArgument)
-		}
-		if err := opt(&s); err != nil {
-			return s, err
-		}
-	}
-	return s, nil
+	err := apply(&s, opts, "nil StoreOption")
+	return s, err
 }
 
 // NewRedisStore returns a store over client, which it never closes. Set
@@ -155,7 +150,7 @@ func (r *RedisStore) Create(ctx context.Context, key string, val []byte, ttl, _ 
 // Replace implements Store.
 func (r *RedisStore) Replace(ctx context.Context, key string, old Entry, val []byte, ttl time.Duration) (bool, error) {
 	k := r.prefix + key
-	n, err := redisReplace.Run(ctx, r.client, []string{k}, old.Value, val, ttl.Milliseconds()).Int()
+	n, err := r.eval(ctx, redisReplace, goredis.NewCmd(ctx, "evalsha", replaceSHA, 1, k, old.Value, val, ttl.Milliseconds()))
 	if err != nil {
 		return false, r.fail("replace", k, err)
 	}
@@ -165,11 +160,24 @@ func (r *RedisStore) Replace(ctx context.Context, key string, old Entry, val []b
 // Remove implements Store.
 func (r *RedisStore) Remove(ctx context.Context, key string, old Entry) (bool, error) {
 	k := r.prefix + key
-	n, err := redisRemove.Run(ctx, r.client, []string{k}, old.Value).Int()
+	n, err := r.eval(ctx, redisRemove, goredis.NewCmd(ctx, "evalsha", removeSHA, 1, k, old.Value))
 	if err != nil {
 		return false, r.fail("remove", k, err)
 	}
 	return n == 1, nil
+}
+
+// eval runs cmd, the EVALSHA of script s with one key, built in one
+// argument list (Script.Run would copy its arguments into another); a
+// server that does not have the script (restarted, flushed) gets it with
+// EVAL.
+func (r *RedisStore) eval(ctx context.Context, s *goredis.Script, cmd *goredis.Cmd) (int64, error) {
+	_ = r.client.Process(ctx, cmd)
+	if err := cmd.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		args := cmd.Args()
+		cmd = s.Eval(ctx, r.client, []string{args[3].(string)}, args[4:]...)
+	}
+	return cmd.Int64()
 }
 
 // Get implements Store, with the record's remaining TTL, in one pipeline.

@@ -12,6 +12,7 @@ import (
 	"github.com/orthrus-go/orthrus/engines/etcd"
 	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/idem"
+	"github.com/orthrus-go/orthrus/idem/internal/idemtest"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
 )
@@ -21,9 +22,9 @@ import (
 // only the test switches.
 func newSwitcher(t *testing.T) *switcher.Switcher {
 	t.Helper()
-	rc := redisClient(redisAddr)
+	rc := idemtest.RedisClient(redisAddr)
 	t.Cleanup(func() { _ = rc.Close() })
-	ec, err := etcdClient(etcdAddr)
+	ec, err := idemtest.EtcdClient(etcdAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestSwitchMidStream(t *testing.T) {
 // The previous store is checked only while it answers: once it fails, the
 // gate stops waiting for it.
 func TestCheckPreviousDown(t *testing.T) {
-	srv := startServer(t, "redis")
+	srv := idemtest.StartServer(t, "redis")
 	old := storeOn(t, "redis", srv.Addr(), idem.WithName("old"))
 	cur := newStore(t, "redis", idem.WithName("new"))
 	engine := "old"
@@ -145,6 +146,65 @@ func TestCheckPreviousDown(t *testing.T) {
 	mustRun(t, g, "second")
 	if took := time.Since(start); took > 500*time.Millisecond {
 		t.Errorf("second Begin took %v; want no wait for the previous store", took)
+	}
+}
+
+// checks hears the gate's checks of the previous store.
+type checks struct {
+	store string
+	ok    atomic.Int32 // checks of store that it answered
+}
+
+func (*checks) BeginStart(ctx context.Context) context.Context { return ctx }
+func (*checks) BeginEnd(context.Context, idem.BeginEvent)      {}
+func (*checks) Pending(string, int)                            {}
+
+func (c *checks) StoreCall(_ context.Context, store, op string, _ time.Duration, err error) {
+	if store == c.store && op == "get" && err == nil {
+		c.ok.Add(1)
+	}
+}
+
+// A previous store whose check failed is marked healthy again by the next
+// check it answers: an attempt still pinned to it then reports there at
+// once, instead of queueing its outcome for a store that is back (5fe6be1).
+func TestCheckPreviousBack(t *testing.T) {
+	ctx := context.Background()
+	srv := idemtest.StartServer(t, "redis")
+	old := storeOn(t, "redis", srv.Addr(), idem.WithName("old"))
+	cur := newStore(t, "redis", idem.WithName("new"))
+	var engine atomic.Value
+	engine.Store("old")
+	obs := &checks{store: "old"}
+	g, err := idem.NewSwitched("test-app", func() string { return engine.Load().(string) }, []idem.Store{old, cur},
+		idem.WithCheckPrevious(500*time.Millisecond), idem.WithObserver(obs), idem.WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	pinned := mustRun(t, g, "pinned")
+	engine.Store("new")
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, g, "while-paused") // its check of old fails
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	// The checks resume after a pause of their own (5s): Begin until one
+	// is answered.
+	n := 0
+	idemtest.Eventually(t, 15*time.Second, "a check of the previous store answered", func() (bool, error) {
+		n++
+		mustRun(t, g, fmt.Sprintf("after-%d", n))
+		return obs.ok.Load() > 0, nil
+	})
+	if err := pinned.Done(ctx, nil); err != nil {
+		t.Fatalf("Done on the previous store once a check answered = %v; want nil (written, not queued)", err)
+	}
+	rec, _, ok, err := g.Lookup(ctx, "old", pinned.ID())
+	if err != nil || !ok || rec.State != idem.Succeeded {
+		t.Errorf("record on old = %+v, %v, %v; want succeeded", rec, ok, err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/orthrus-go/orthrus/idem"
+	"github.com/orthrus-go/orthrus/idem/internal/idemtest"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -16,7 +17,7 @@ import (
 // (TestMain has it check every 100ms), or persistent nodes with
 // WithoutTTLNodes, which stay; the gate works the same over both.
 func TestZKNodes(t *testing.T) {
-	conn, err := zkConn(zkAddr)
+	conn, err := idemtest.ZKConn(zkAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func TestZKNodes(t *testing.T) {
 		mustDup(t, g, content, idem.Succeeded)
 		paths = append(paths, s.Path(tk.ID()))
 	}
-	eventually(t, 10*time.Second, "the server deletes the expired TTL node", func() (bool, error) {
+	idemtest.Eventually(t, 10*time.Second, "the server deletes the expired TTL node", func() (bool, error) {
 		ok, _, err := conn.Exists(paths[0])
 		return !ok, err
 	})
@@ -52,7 +53,7 @@ func TestZKNodes(t *testing.T) {
 // A refusal of the server is an answer, not an outage: the gate must not
 // fail open on it. After Close the store refuses every call.
 func TestZKErrors(t *testing.T) {
-	owner, err := zkConn(zkAddr)
+	owner, err := idemtest.ZKConn(zkAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestZKErrors(t *testing.T) {
 	if _, err := owner.Create(prefix, nil, 0, gozk.AuthACL(gozk.PermAll)); err != nil && !errors.Is(err, gozk.ErrNodeExists) {
 		t.Fatal(err)
 	}
-	other, err := zkConn(zkAddr) // no credentials
+	other, err := idemtest.ZKConn(zkAddr) // no credentials
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/orthrus-go/orthrus/internal/deadline"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -28,8 +29,8 @@ type Engine struct {
 	log    *slog.Logger
 	calls  sync.Pool // of *call
 
-	bound  bound         // WithRequestTimeout
-	window time.Duration // RideThrough: 0 unless a failover client
+	bound  deadline.Shared // WithRequestTimeout
+	window time.Duration   // RideThrough: 0 unless a failover client
 	// deadlines: the client ends a request at its context's deadline
 	// (ContextTimeoutEnabled), so a request that only a deadline can end
 	// runs on its caller's goroutine.
@@ -207,7 +208,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 	}
 	e := &Engine{
 		name: s.name, prefix: s.prefix, client: client, hub: newHub(client, logger), batch: &batcher{client: client}, log: logger,
-		bound: bound{timeout: s.timeout}, window: s.window, deadlines: honoursDeadlines(client),
+		bound: deadline.Shared{Timeout: s.timeout}, window: s.window, deadlines: honoursDeadlines(client),
 		idle: s.fenceIdle.Milliseconds(), numsub: "numsub", publish: "publish",
 		shaAcquire: acquireScript.Hash(), shaRelease: releaseScript.Hash(), shaRenew: renewScript.Hash(),
 		fsha: newFamilySHAs(),
@@ -292,7 +293,7 @@ func (e *Engine) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), locker.DefaultReleaseTimeout)
 	defer cancel()
 	err := errors.Join(e.core.Close(ctx), e.hub.close())
-	e.bound.stop()
+	e.bound.Stop()
 	if e.fq != nil {
 		e.fq.close()
 	}
@@ -488,13 +489,13 @@ func (e *Engine) try(ctx context.Context, st *hold) (bool, time.Duration, error)
 func (e *Engine) do(ctx context.Context, st *hold) (int64, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		if ctx.Done() == nil {
-			ctx = e.bound.context()
+			ctx = e.bound.Context()
 			if e.deadlines {
 				return e.request(ctx, st)
 			}
 		} else {
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, e.bound.timeout)
+			ctx, cancel = context.WithTimeout(ctx, e.bound.Timeout)
 			defer cancel()
 		}
 	}

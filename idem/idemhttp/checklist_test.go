@@ -13,16 +13,15 @@ import (
 	"testing"
 	"time"
 
-	gozk "github.com/go-zookeeper/zk"
 	goredis "github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/orthrus-go/orthrus/engines/etcd"
 	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/engines/zk"
 	"github.com/orthrus-go/orthrus/idem"
 	"github.com/orthrus-go/orthrus/idem/idemhttp"
+	"github.com/orthrus-go/orthrus/idem/internal/idemtest"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
 )
@@ -65,18 +64,14 @@ func (o *observer) Pending(_ string, d int) { o.pending.Add(int64(d)) }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-type quietZK struct{}
-
-func (quietZK) Printf(string, ...any) {}
-
 func redisClient(t testing.TB, addr string) *goredis.Client {
-	c := goredis.NewClient(&goredis.Options{Addr: addr, DialTimeout: 300 * time.Millisecond, MaxRetries: -1, ContextTimeoutEnabled: true})
+	c := idemtest.RedisClient(addr)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
 func etcdClient(t testing.TB, addr string) *clientv3.Client {
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	c, err := idemtest.EtcdClient(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,30 +109,11 @@ func await[T any](t *testing.T, c <-chan T, what string) T {
 // storeOf returns a store of kind on addr, in the test's namespace.
 func storeOf(t testing.TB, kind, addr string) idem.Store {
 	t.Helper()
-	var s idem.Store
-	var err error
-	switch kind {
-	case "redis":
-		s, err = idem.NewRedisStore(redisClient(t, addr), idem.WithPrefix(namespace(t)))
-	case "etcd":
-		s, err = idem.NewEtcdStore(etcdClient(t, addr), idem.WithPrefix(namespace(t)+"/"))
-	case "zk":
-		var c *gozk.Conn
-		c, _, err = gozk.Connect([]string{addr}, 2*time.Second, gozk.WithLogger(quietZK{}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		var z *idem.ZKStore
-		z, err = idem.NewZKStore(c, nil, idem.WithPrefix("/"+namespace(t)))
-		if err == nil {
-			t.Cleanup(func() { _ = z.Close() })
-		}
-		s = z
-	}
+	s, closeFn, err := idemtest.OpenStore(kind, addr, namespace(t))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(closeFn)
 	return s
 }
 
@@ -177,16 +153,6 @@ func newSwitcher(t testing.TB, kinds, addrs []string, opts ...switcher.Option) *
 	return sw
 }
 
-func addrOf(kind string) string {
-	switch kind {
-	case "redis":
-		return redisAddr
-	case "etcd":
-		return etcdAddr
-	}
-	return zkAddr
-}
-
 // gateOf returns a gate of kind, observed, closed at the test's end.
 func gateOf(t testing.TB, kind string, opts ...idem.Option) (*idem.Gate, *observer) {
 	t.Helper()
@@ -198,7 +164,7 @@ func gateOf(t testing.TB, kind string, opts ...idem.Option) (*idem.Gate, *observ
 		sw := newSwitcher(t, []string{"redis", "etcd", "zk"}, []string{redisAddr, etcdAddr, zkAddr})
 		g, err = idem.FromSwitcher(sw, namespace(t), opts...)
 	} else {
-		g, err = idem.New(namespace(t), storeOf(t, kind, addrOf(kind)), opts...)
+		g, err = idem.New(namespace(t), storeOf(t, kind, idemtest.Addr(kind)), opts...)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -524,12 +490,12 @@ func row12(t *testing.T, kind string) {
 	done := time.Now()
 	check(t, "first", send(http.MethodPost, srv.URL, "a", key("k12")...), http.StatusCreated, false)
 	check(t, "within the retention", send(http.MethodPost, srv.URL, "a", key("k12")...), http.StatusCreated, true)
-	eventually(t, exp+10*time.Second, "a new request after the retention", func() bool {
+	idemtest.Eventually(t, exp+10*time.Second, "a new request after the retention", func() (bool, error) {
 		r := send(http.MethodPost, srv.URL, "a", key("k12")...)
 		if !r.replayed && time.Since(done) < exp {
 			t.Fatalf("ran again %v after the first, within the retention %v", time.Since(done), exp)
 		}
-		return r.status == http.StatusCreated && !r.replayed
+		return r.status == http.StatusCreated && !r.replayed, nil
 	})
 	h.want(t, 2)
 }
@@ -566,12 +532,12 @@ func row13(t *testing.T, kind string) {
 	go func() { first <- send(http.MethodPost, srv.URL, "a", key("k13")...) }()
 	await(t, started, "the first request in the handler")
 	check(t, "before the deadline", send(http.MethodPost, srv.URL, "a", key("k13")...), http.StatusConflict, false)
-	eventually(t, 10*time.Second, "retry runs after the attempt's deadline", func() bool {
+	idemtest.Eventually(t, 10*time.Second, "retry runs after the attempt's deadline", func() (bool, error) {
 		r := send(http.MethodPost, srv.URL, "a", key("k13")...)
 		if r.status == http.StatusCreated && time.Since(begun) < deadline {
 			t.Fatalf("retry ran %v after the attempt began, before its deadline %v", time.Since(begun), deadline)
 		}
-		return r.status == http.StatusCreated
+		return r.status == http.StatusCreated, nil
 	})
 	if took := time.Since(begun); took > 10*time.Second {
 		t.Errorf("retry ran after %v; want about the deadline %v, not the 30s expiry", took, deadline)
@@ -605,7 +571,7 @@ func row15(t *testing.T, kind string) {
 	if kind == "switched" {
 		srvKind = "redis" // the current engine of the switcher
 	}
-	server := startServer(t, srvKind)
+	server := idemtest.StartServer(t, srvKind)
 	timeout := 300 * time.Millisecond
 	mk := func(policy idem.Policy) *idem.Gate {
 		opts := []idem.Option{idem.WithLogger(quiet()), idem.WithRequestTimeout(timeout), idem.WithPolicy(policy)}
@@ -625,8 +591,8 @@ func row15(t *testing.T, kind string) {
 	}
 	h := &counting{}
 	closed, open := serve(t, mk(idem.FailClosed), h), serve(t, mk(idem.FailOpen), h)
-	eventually(t, 20*time.Second, "warm-up", func() bool {
-		return send(http.MethodPost, closed.URL, "a", key("warm")...).status == http.StatusCreated
+	idemtest.Eventually(t, 20*time.Second, "warm-up", func() (bool, error) {
+		return send(http.MethodPost, closed.URL, "a", key("warm")...).status == http.StatusCreated, nil
 	})
 	if err := server.Pause(); err != nil {
 		t.Fatal(err)
@@ -744,7 +710,7 @@ func row20(t *testing.T, kind string) {
 		return
 	}
 	next := map[string]string{"redis": "etcd", "etcd": "zk", "zk": "redis"}[kind]
-	sw := newSwitcher(t, []string{kind, next}, []string{addrOf(kind), addrOf(next)})
+	sw := newSwitcher(t, []string{kind, next}, []string{idemtest.Addr(kind), idemtest.Addr(next)})
 	mk := func() *idem.Gate {
 		g, err := idem.FromSwitcher(sw, namespace(t), idem.WithLogger(quiet()))
 		if err != nil {
@@ -778,17 +744,4 @@ func row20(t *testing.T, kind string) {
 	}
 	check(t, "duplicate on the new engine after", send(http.MethodPost, srvB.URL, "a", key("k20")...), http.StatusCreated, true)
 	h.want(t, 1)
-}
-
-// eventually polls cond until it holds or within passes (an expiry is
-// announced by nothing).
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

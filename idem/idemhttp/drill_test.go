@@ -10,6 +10,7 @@ import (
 
 	"github.com/orthrus-go/orthrus/idem"
 	"github.com/orthrus-go/orthrus/idem/idemhttp"
+	"github.com/orthrus-go/orthrus/idem/internal/idemtest"
 	"github.com/orthrus-go/orthrus/switcher"
 )
 
@@ -31,7 +32,7 @@ func TestFreezeDrill(t *testing.T) {
 		after    = 2 * time.Second
 		budget   = 15 * time.Second // each client's retries of one key
 	)
-	rs := startServer(t, "redis")
+	rs := idemtest.StartServer(t, "redis")
 	switched := make(chan switcher.Event, 4)
 	sw := newSwitcher(t, []string{"redis", "etcd"}, []string{rs.Addr(), etcdAddr},
 		switcher.WithHealthCheck(100*time.Millisecond, 200*time.Millisecond), switcher.WithBreaker(1, time.Hour),
@@ -135,7 +136,7 @@ func TestFreezeDrill(t *testing.T) {
 	}
 	mu.Unlock()
 	for i, g := range gates {
-		eventually(t, 20*time.Second, fmt.Sprintf("gate %d's pending outcomes written", i), func() bool { return g.Pending() == 0 })
+		idemtest.Eventually(t, 20*time.Second, fmt.Sprintf("gate %d's pending outcomes written", i), func() (bool, error) { return g.Pending() == 0, nil })
 	}
 	running := 0
 	for _, k := range keys {

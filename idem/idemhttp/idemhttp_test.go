@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,39 +17,15 @@ import (
 
 	"github.com/orthrus-go/orthrus/idem"
 	"github.com/orthrus-go/orthrus/idem/idemhttp"
-	"github.com/orthrus-go/orthrus/internal/testmain"
-	"github.com/orthrus-go/orthrus/internal/testserver"
+	"github.com/orthrus-go/orthrus/idem/internal/idemtest"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
 // Addresses of the servers TestMain starts for the package.
 var redisAddr, etcdAddr, zkAddr string
 
-// zkTTLNodes is the zoo.cfg line that enables TTL nodes.
-const zkTTLNodes = "extendedTypesEnabled=true"
-
 func TestMain(m *testing.M) {
-	testmain.Run(m, func() (func(), error) {
-		r, err := testserver.NewRedis()
-		if err != nil {
-			return nil, err
-		}
-		e, err := testserver.NewEtcd()
-		if err != nil {
-			_ = r.Stop()
-			return nil, err
-		}
-		// Expired TTL nodes are deleted every 100ms rather than 60s.
-		_ = os.Setenv("JAVA_TOOL_OPTIONS", "-Dznode.container.checkIntervalMs=100")
-		z, err := testserver.NewZooKeeper(testserver.WithArgs(zkTTLNodes))
-		if err != nil {
-			_ = r.Stop()
-			_ = e.Stop()
-			return nil, err
-		}
-		redisAddr, etcdAddr, zkAddr = r.Addr(), e.Addr(), z.Addr()
-		return func() { _ = r.Stop(); _ = e.Stop(); _ = z.Stop() }, nil
-	})
+	idemtest.Main(m, func(redis, etcd, zk string) { redisAddr, etcdAddr, zkAddr = redis, etcd, zk })
 }
 
 func newGate(t *testing.T, addr string, opts ...idem.Option) *idem.Gate {
@@ -217,7 +192,7 @@ func TestBadRequests(t *testing.T) {
 // With the store paused, a fail-closed gate answers 503 and a fail-open
 // gate runs the request, both within the request timeout.
 func TestStoreDown(t *testing.T) {
-	srvRedis := testserver.Redis(t)
+	srvRedis := idemtest.StartServer(t, "redis")
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) })
 	closed := serve(t, newGate(t, srvRedis.Addr(), idem.WithRequestTimeout(200*time.Millisecond)), ok)
 	open := serve(t, newGate(t, srvRedis.Addr(), idem.WithRequestTimeout(200*time.Millisecond), idem.WithPolicy(idem.FailOpen)), ok)

@@ -8,19 +8,9 @@ import (
 
 	"github.com/orthrus-go/orthrus/idem"
 	"github.com/orthrus-go/orthrus/idem/idemhttp"
-	"github.com/orthrus-go/orthrus/internal/testserver"
+	"github.com/orthrus-go/orthrus/idem/internal/idemtest"
 	"github.com/orthrus-go/orthrus/switcher"
 )
-
-func startServer(t *testing.T, kind string) *testserver.Server {
-	switch kind {
-	case "redis":
-		return testserver.Redis(t)
-	case "etcd":
-		return testserver.Etcd(t)
-	}
-	return testserver.ZooKeeper(t, testserver.WithArgs(zkTTLNodes))
-}
 
 // testOutage is row 20 of the switched gate: Redis, the current engine,
 // freezes while a request runs. The switcher moves to etcd by its
@@ -30,7 +20,7 @@ func startServer(t *testing.T, kind string) *testserver.Server {
 // etcd at once (duplicates anywhere get the replay) and to Redis when Redis
 // is back.
 func testOutage(t *testing.T) {
-	rs := startServer(t, "redis")
+	rs := idemtest.StartServer(t, "redis")
 	switched := make(chan switcher.Event, 4)
 	sw := newSwitcher(t, []string{"redis", "etcd"}, []string{rs.Addr(), etcdAddr},
 		switcher.WithHealthCheck(100*time.Millisecond, 200*time.Millisecond), switcher.WithBreaker(1, time.Hour),
@@ -77,7 +67,7 @@ func testOutage(t *testing.T) {
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("a new request took %v after the switch; want the previous store's check (%v) at most, not the request timeout", took, idem.DefaultCheckPrevious)
 	}
-	eventually(t, 5*time.Second, "the running attempt claimed on etcd", func() bool { return a.Pending() == 0 })
+	idemtest.Eventually(t, 5*time.Second, "the running attempt claimed on etcd", func() (bool, error) { return a.Pending() == 0, nil })
 	check(t, "a duplicate in another process while the first runs", send(http.MethodPost, srvB.URL, "a", key("k20")...), http.StatusConflict, false)
 
 	start = time.Now()
@@ -95,7 +85,7 @@ func testOutage(t *testing.T) {
 	if err := rs.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "the pending outcome written", func() bool { return a.Pending() == 0 })
+	idemtest.Eventually(t, 15*time.Second, "the pending outcome written", func() (bool, error) { return a.Pending() == 0, nil })
 	id, _ := idemhttp.KeyID(a, "", "k20")
 	for _, store := range []string{"redis", "etcd"} {
 		if rec, _, ok, err := a.Lookup(context.Background(), store, id); err != nil || !ok || rec.State != idem.Succeeded {
