@@ -10,7 +10,7 @@ import (
 )
 
 // Observer hears what candidates do, for metrics (package telemetry's
-// Telemetry.Elect is one). Its methods are called on the candidate's
+// Telemetry.Jobs is one). Its methods are called on the candidate's
 // goroutines; they must be quick and must not call the candidate.
 type Observer interface {
 	// Campaigned is called when Campaign returns, won or not.
@@ -21,27 +21,16 @@ type Observer interface {
 	TermEnded(e TermEvent)
 }
 
-// CampaignResult is how a Campaign ended.
-type CampaignResult uint8
+// CampaignResult is how a Campaign ended: a label value, as
+// locker.Outcome is.
+type CampaignResult string
 
+// The results of a Campaign.
 const (
-	// CampaignWon: the candidate leads.
-	CampaignWon CampaignResult = iota + 1
-	// CampaignCancelled: the caller's context ended first.
-	CampaignCancelled
-	// CampaignError: bad input (the candidate already campaigned or
-	// led), or the engine failed.
-	CampaignError
+	CampaignWon       CampaignResult = "won"       // the candidate leads
+	CampaignCancelled CampaignResult = "cancelled" // the caller's context ended first
+	CampaignError     CampaignResult = "error"     // bad input (the candidate already campaigned or led), or the engine failed
 )
-
-var campaignNames = [...]string{"", "won", "cancelled", "error"}
-
-func (r CampaignResult) String() string {
-	if r != 0 && int(r) < len(campaignNames) {
-		return campaignNames[r]
-	}
-	return "unknown"
-}
 
 // CampaignEvent is one Campaign's result.
 type CampaignEvent struct {
@@ -52,25 +41,15 @@ type CampaignEvent struct {
 	Err    error         // nil when won
 }
 
-// TermEnd is how a leadership ended.
-type TermEnd uint8
+// TermEnd is how a leadership ended: a label value, as
+// locker.LostCause is.
+type TermEnd string
 
+// The ends of a leadership.
 const (
-	// TermResigned: the leader called Resign.
-	TermResigned TermEnd = iota + 1
-	// TermLost: the leadership's hold was lost (it expired, the engine
-	// lost it, it was forced out, or the engine was closed).
-	TermLost
+	TermResigned TermEnd = "resigned" // the leader called Resign
+	TermLost     TermEnd = "lost"     // the hold was lost: it expired, the engine lost it, it was forced out, or the engine was closed
 )
-
-var termNames = [...]string{"", "resigned", "lost"}
-
-func (e TermEnd) String() string {
-	if e != 0 && int(e) < len(termNames) {
-		return termNames[e]
-	}
-	return "unknown"
-}
 
 // TermEvent is the end of one leadership.
 type TermEvent struct {

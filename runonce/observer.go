@@ -8,39 +8,23 @@ import (
 )
 
 // Observer hears how runs end, for metrics (package telemetry's
-// Telemetry.RunOnce is one). Ran is called on the caller's goroutine as
+// Telemetry.Jobs is one). Ran is called on the caller's goroutine as
 // Run returns; it must be quick and must not call the Runner.
 type Observer interface {
 	Ran(e RunEvent)
 }
 
-// Outcome is how one Run ended.
-type Outcome uint8
+// Outcome is how one Run ended: a label value, as locker.Outcome is.
+type Outcome string
 
+// The outcomes of a Run.
 const (
-	// OutcomeRan: the job ran under the hold and returned nil.
-	OutcomeRan Outcome = iota + 1
-	// OutcomeSkipped: another owner held the name; the job did not run.
-	OutcomeSkipped
-	// OutcomeFailed: the job ran under the hold and returned an error.
-	OutcomeFailed
-	// OutcomeCutShort: the hold was lost before the job returned: it ran
-	// past AtMostFor, or the engine lost the hold.
-	OutcomeCutShort
-	// OutcomeError: the job neither ran nor skipped: the engine failed
-	// the attempt, the input was bad, the Runner was closed or ctx had
-	// ended.
-	OutcomeError
+	OutcomeRan      Outcome = "ran"       // the job ran under the hold and returned nil
+	OutcomeSkipped  Outcome = "skipped"   // another owner held the name: the job did not run
+	OutcomeFailed   Outcome = "failed"    // the job ran under the hold and returned an error
+	OutcomeCutShort Outcome = "cut_short" // the hold was lost before the job returned: it ran past AtMostFor, or the engine lost it
+	OutcomeError    Outcome = "error"     // neither ran nor skipped: the engine failed the attempt, bad input, a closed Runner, or ctx had ended
 )
-
-var outcomeNames = [...]string{"", "ran", "skipped", "failed", "cut_short", "error"}
-
-func (o Outcome) String() string {
-	if o != 0 && int(o) < len(outcomeNames) {
-		return outcomeNames[o]
-	}
-	return "unknown"
-}
 
 // RunEvent is one Run's end.
 type RunEvent struct {

@@ -49,79 +49,44 @@ func (j *jobSets) of(engine, name string, key attribute.Key, value string) metri
 	return s.(metric.MeasurementOption)
 }
 
-// ElectObserver reports leader elections (package elect) to
-// OpenTelemetry: give it to each candidate with elect.WithObserver. Its
+// instruments makes the instruments of an observer on m, and gathers the
+// meter provider's refusals.
+type instruments struct {
+	m    metric.Meter
+	errs []error
+}
+
+func (in *instruments) counter(name, unit, desc string) metric.Int64Counter {
+	c, err := in.m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	in.errs = append(in.errs, err)
+	return c
+}
+
+func (in *instruments) updown(name, unit, desc string) metric.Int64UpDownCounter {
+	c, err := in.m.Int64UpDownCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	in.errs = append(in.errs, err)
+	return c
+}
+
+// seconds is a histogram of durations, from 1 ms to an hour (HoldBuckets).
+func (in *instruments) seconds(name, desc string) metric.Float64Histogram {
+	h, err := in.m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc),
+		metric.WithExplicitBucketBoundaries(HoldBuckets...))
+	in.errs = append(in.errs, err)
+	return h
+}
+
+// JobObserver reports leader elections (package elect) and run-once jobs
+// (package runonce) to OpenTelemetry: give it to each candidate with
+// elect.WithObserver and to each Runner with runonce.WithObserver. Its
 // metrics, beside the locks':
 //
 //   - orthrus.elect.terms: leaderships won by this process's candidates;
 //   - orthrus.elect.term.duration: leaderships ended, by end (resigned,
-//     lost) and how long they lasted;
+//     lost), and how long they lasted;
 //   - orthrus.elect.leading: leaderships this process holds now;
 //   - orthrus.elect.campaign.duration: how long Campaign blocked, by
-//     result (won, cancelled, error).
-//
-// Each is labelled with engine, the name of the engine or switcher the
-// candidate was made on. Election names are labels only under
-// WithLockNames, mapped as lock names are. Why a hold was lost is
-// orthrus.lock.lost's cause, on engines that report to the Telemetry.
-type ElectObserver struct {
-	sets     jobSets
-	terms    metric.Int64Counter
-	termTime metric.Float64Histogram
-	leading  metric.Int64UpDownCounter
-	campaign metric.Float64Histogram
-}
-
-var _ elect.Observer = (*ElectObserver)(nil)
-
-// Elect returns the observer of leader elections, over the same provider
-// as t. It fails when the meter provider refuses an instrument.
-func (t *Telemetry) Elect() (*ElectObserver, error) {
-	o := &ElectObserver{sets: jobSets{nameLabel: t.nameLabel}}
-	var errs []error
-	var err error
-	o.terms, err = t.meter.Int64Counter("orthrus.elect.terms", metric.WithUnit("{term}"),
-		metric.WithDescription("Leaderships won by candidates of this process."))
-	errs = append(errs, err)
-	o.termTime, err = t.meter.Float64Histogram("orthrus.elect.term.duration", metric.WithUnit("s"),
-		metric.WithDescription("Leaderships ended, by end (resigned, lost), and how long each lasted."),
-		metric.WithExplicitBucketBoundaries(HoldBuckets...))
-	errs = append(errs, err)
-	o.leading, err = t.meter.Int64UpDownCounter("orthrus.elect.leading", metric.WithUnit("{term}"),
-		metric.WithDescription("Leaderships held now by candidates of this process."))
-	errs = append(errs, err)
-	o.campaign, err = t.meter.Float64Histogram("orthrus.elect.campaign.duration", metric.WithUnit("s"),
-		metric.WithDescription("How long campaigns blocked, by result: won, cancelled, error."),
-		metric.WithExplicitBucketBoundaries(HoldBuckets...))
-	errs = append(errs, err)
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("telemetry: Elect: %w", err)
-	}
-	return o, nil
-}
-
-// Campaigned implements elect.Observer.
-func (o *ElectObserver) Campaigned(e elect.CampaignEvent) {
-	ctx := context.Background()
-	o.campaign.Record(ctx, e.Took.Seconds(), o.sets.of(e.Engine, e.Name, keyResult, e.Result.String()))
-	if e.Result == elect.CampaignWon {
-		set := o.sets.of(e.Engine, e.Name, "", "")
-		o.terms.Add(ctx, 1, set)
-		o.leading.Add(ctx, 1, set)
-	}
-}
-
-// TermEnded implements elect.Observer.
-func (o *ElectObserver) TermEnded(e elect.TermEvent) {
-	ctx := context.Background()
-	o.leading.Add(ctx, -1, o.sets.of(e.Engine, e.Name, "", ""))
-	o.termTime.Record(ctx, e.Held.Seconds(), o.sets.of(e.Engine, e.Name, keyEnd, e.End.String()))
-}
-
-// RunOnceObserver reports run-once jobs (package runonce) to
-// OpenTelemetry: give it to each Runner with runonce.WithObserver. Its
-// metrics, beside the locks':
-//
+//     result (won, cancelled, error);
 //   - orthrus.runonce.runs: runs by outcome: ran, skipped (another owner
 //     held the name), failed (the job returned an error), cut_short (the
 //     hold was lost before the job returned: it ran past AtMostFor), error
@@ -131,39 +96,74 @@ func (o *ElectObserver) TermEnded(e elect.TermEvent) {
 //     return, by outcome (ran, failed, cut_short).
 //
 // Each is labelled with engine, the name of the engine or switcher the
-// Runner was made on. Job names are labels only under WithLockNames,
-// mapped as lock names are.
-type RunOnceObserver struct {
+// candidate or Runner was made on. Election and job names are labels only
+// under WithLockNames, mapped as lock names are. Why a leadership's hold
+// was lost is orthrus.lock.lost's cause, on engines that report to the
+// Telemetry.
+type JobObserver struct {
 	sets     jobSets
+	terms    metric.Int64Counter
+	termTime metric.Float64Histogram
+	leading  metric.Int64UpDownCounter
+	campaign metric.Float64Histogram
 	runs     metric.Int64Counter
-	duration metric.Float64Histogram
+	runTime  metric.Float64Histogram
 }
 
-var _ runonce.Observer = (*RunOnceObserver)(nil)
+var (
+	_ elect.Observer   = (*JobObserver)(nil)
+	_ runonce.Observer = (*JobObserver)(nil)
+)
 
-// RunOnce returns the observer of run-once jobs, over the same provider
-// as t. It fails when the meter provider refuses an instrument.
-func (t *Telemetry) RunOnce() (*RunOnceObserver, error) {
-	o := &RunOnceObserver{sets: jobSets{nameLabel: t.nameLabel}}
-	var err1, err2 error
-	o.runs, err1 = t.meter.Int64Counter("orthrus.runonce.runs", metric.WithUnit("{run}"),
-		metric.WithDescription("Runs of run-once jobs, by outcome: ran, skipped, failed, cut_short, error."))
-	o.duration, err2 = t.meter.Float64Histogram("orthrus.runonce.run.duration", metric.WithUnit("s"),
-		metric.WithDescription("The time of run-once jobs that ran, from the grant to the job's return, by outcome: ran, failed, cut_short."),
-		metric.WithExplicitBucketBoundaries(HoldBuckets...))
-	if err := errors.Join(err1, err2); err != nil {
-		return nil, fmt.Errorf("telemetry: RunOnce: %w", err)
+// Jobs returns the observer of leader elections and run-once jobs, over
+// the same provider as t. It fails when the meter provider refuses an
+// instrument.
+func (t *Telemetry) Jobs() (*JobObserver, error) {
+	in := instruments{m: t.meter}
+	o := &JobObserver{
+		sets:  jobSets{nameLabel: t.nameLabel},
+		terms: in.counter("orthrus.elect.terms", "{term}", "Leaderships won by candidates of this process."),
+		termTime: in.seconds("orthrus.elect.term.duration",
+			"Leaderships ended, by end (resigned, lost), and how long each lasted."),
+		leading: in.updown("orthrus.elect.leading", "{term}", "Leaderships held now by candidates of this process."),
+		campaign: in.seconds("orthrus.elect.campaign.duration",
+			"How long campaigns blocked, by result: won, cancelled, error."),
+		runs: in.counter("orthrus.runonce.runs", "{run}",
+			"Runs of run-once jobs, by outcome: ran, skipped, failed, cut_short, error."),
+		runTime: in.seconds("orthrus.runonce.run.duration",
+			"The time of run-once jobs that ran, from the grant to the job's return, by outcome: ran, failed, cut_short."),
+	}
+	if err := errors.Join(in.errs...); err != nil {
+		return nil, fmt.Errorf("telemetry: Jobs: %w", err)
 	}
 	return o, nil
 }
 
-// Ran implements runonce.Observer.
-func (o *RunOnceObserver) Ran(e runonce.RunEvent) {
+// Campaigned implements elect.Observer.
+func (o *JobObserver) Campaigned(e elect.CampaignEvent) {
 	ctx := context.Background()
-	set := o.sets.of(e.Engine, e.Name, keyOutcome, e.Outcome.String())
+	o.campaign.Record(ctx, e.Took.Seconds(), o.sets.of(e.Engine, e.Name, keyResult, string(e.Result)))
+	if e.Result == elect.CampaignWon {
+		set := o.sets.of(e.Engine, e.Name, "", "")
+		o.terms.Add(ctx, 1, set)
+		o.leading.Add(ctx, 1, set)
+	}
+}
+
+// TermEnded implements elect.Observer.
+func (o *JobObserver) TermEnded(e elect.TermEvent) {
+	ctx := context.Background()
+	o.leading.Add(ctx, -1, o.sets.of(e.Engine, e.Name, "", ""))
+	o.termTime.Record(ctx, e.Held.Seconds(), o.sets.of(e.Engine, e.Name, keyEnd, string(e.End)))
+}
+
+// Ran implements runonce.Observer.
+func (o *JobObserver) Ran(e runonce.RunEvent) {
+	ctx := context.Background()
+	set := o.sets.of(e.Engine, e.Name, keyOutcome, string(e.Outcome))
 	o.runs.Add(ctx, 1, set)
 	switch e.Outcome {
 	case runonce.OutcomeRan, runonce.OutcomeFailed, runonce.OutcomeCutShort:
-		o.duration.Record(ctx, e.Took.Seconds(), set)
+		o.runTime.Record(ctx, e.Took.Seconds(), set)
 	}
 }
