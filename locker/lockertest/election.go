@@ -186,6 +186,7 @@ func testElectOneLeader(t *testing.T, f Factory) {
 			for tl.count() < minTerms && ctx.Err() == nil {
 				if err := leadOnce(ctx, c, s, res, tl); err != nil {
 					t.Error(err)
+					_ = c.Resign() // if it still leads: let the others end
 					return
 				}
 			}
