@@ -39,6 +39,14 @@
 // epoch in its high part, so the new engine's leader has a higher token
 // than the old engine's.
 //
+// # Metrics
+//
+// WithObserver reports each campaign's result and wait, and each
+// leadership's end (resigned or lost) and length, to an Observer:
+// package telemetry's Telemetry.Jobs exports them to OpenTelemetry. A
+// candidate with an observer watches its leadership on one goroutine,
+// which ends with the leadership.
+//
 // # Errors
 //
 // Campaign returns ctx.Err() when ctx ends first, and an error wrapping

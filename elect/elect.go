@@ -24,6 +24,7 @@ var ErrNoLeader = errors.New("elect: no leader")
 type settings struct {
 	ttl   time.Duration
 	value string
+	obs   Observer
 }
 
 // Option configures a Candidate.
@@ -108,11 +109,13 @@ type Candidate struct {
 	name   string
 	owner  string
 	ttl    time.Duration
+	obs    Observer // nil: none
 
-	mu     sync.Mutex
-	state  state
-	hold   locker.Handle
-	cancel context.CancelFunc // ends the leadership context
+	mu      sync.Mutex
+	state   state
+	hold    locker.Handle
+	cancel  context.CancelFunc // ends the leadership context
+	watched <-chan struct{}    // closed once the leadership's end is reported; nil without an observer
 }
 
 // New returns a candidate for the leadership of name on e, which may be a
@@ -134,7 +137,7 @@ func New(e locker.Engine, name string, opts ...Option) (*Candidate, error) {
 			return nil, err
 		}
 	}
-	return &Candidate{engine: e, name: name, owner: ownerID(s.value), ttl: s.ttl}, nil
+	return &Candidate{engine: e, name: name, owner: ownerID(s.value), ttl: s.ttl, obs: s.obs}, nil
 }
 
 // Owner is the candidate's owner ID, as Leader.Owner reports it.
@@ -147,7 +150,9 @@ func (c *Candidate) Owner() string { return c.owner }
 // candidate already campaigning or leading gets an error wrapping
 // locker.ErrInvalidArgument; after losing the leadership it may campaign
 // again.
-func (c *Candidate) Campaign(ctx context.Context) (context.Context, error) {
+func (c *Candidate) Campaign(ctx context.Context) (lctx context.Context, err error) {
+	start := time.Now()
+	defer func() { c.campaigned(start, err) }()
 	if err := c.begin(); err != nil {
 		return nil, err
 	}
@@ -160,6 +165,7 @@ func (c *Candidate) Campaign(ctx context.Context) (context.Context, error) {
 	}
 	lctx, cancel := locker.HoldContext(context.Background(), h)
 	c.state, c.hold, c.cancel = leading, h, cancel
+	c.watched = c.watchTerm(lctx, time.Now(), h.Token())
 	return lctx, nil
 }
 
@@ -177,7 +183,10 @@ func (c *Candidate) begin() error {
 		case <-c.hold.Lost():
 			c.cancel()
 			_ = c.hold.Unlock() // ErrLockLost: it only forgets the hold
-			c.hold, c.cancel = nil, nil
+			if c.watched != nil {
+				<-c.watched // the loss is reported before the campaign starts
+			}
+			c.hold, c.cancel, c.watched = nil, nil, nil
 		default:
 			return fmt.Errorf("%w: elect: Campaign(%q): the candidate already leads", locker.ErrInvalidArgument, c.name)
 		}
@@ -226,10 +235,13 @@ func (c *Candidate) Resign() error {
 		c.mu.Unlock()
 		return fmt.Errorf("elect: Resign(%q): the candidate does not lead: %w", c.name, locker.ErrNotHeld)
 	}
-	h, cancel := c.hold, c.cancel
-	c.state, c.hold, c.cancel = idle, nil, nil
+	h, cancel, watched := c.hold, c.cancel, c.watched
+	c.state, c.hold, c.cancel, c.watched = idle, nil, nil, nil
 	c.mu.Unlock()
 	cancel()
+	if watched != nil {
+		<-watched // the end is reported before Resign returns
+	}
 	if err := h.Unlock(); err != nil {
 		return fmt.Errorf("elect: Resign(%q): %w", c.name, err)
 	}

@@ -38,6 +38,12 @@
 // whatever AtMostFor says; a live process ends its hold at AtMostFor.
 // Through a switcher the hold is pinned on the engine that granted it.
 //
+// # Metrics
+//
+// WithObserver reports how each run ended (ran, skipped, failed, cut
+// short, error) and how long its job took, to an Observer: package
+// telemetry's Telemetry.Jobs exports them to OpenTelemetry.
+//
 // # Errors
 //
 // Options that make no sense (a negative duration, AtLeastFor longer than

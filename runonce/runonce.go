@@ -26,6 +26,7 @@ type settings struct {
 	atMost, atLeast time.Duration
 	clock           clockwork.Clock
 	log             *slog.Logger
+	obs             Observer
 }
 
 // Option configures a Runner or one run.
@@ -120,7 +121,7 @@ func New(e locker.Engine, opts ...Option) (*Runner, error) {
 	if e == nil {
 		return nil, fmt.Errorf("%w: runonce: New: engine is nil", locker.ErrInvalidArgument)
 	}
-	s, err := resolve(settings{atMost: DefaultAtMostFor, clock: clockwork.NewRealClock(), log: slog.Default()}, opts)
+	s, err := resolve(settings{atMost: DefaultAtMostFor, clock: clockwork.NewRealClock(), log: slog.Default(), obs: nopObserver{}}, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -149,12 +150,25 @@ func RunOnce(ctx context.Context, e locker.Engine, name string, fn func(ctx cont
 // returns at once, and the Runner releases the name then. opts override
 // the Runner's for this run.
 func (r *Runner) Run(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...Option) (ran bool, err error) {
-	if fn == nil {
-		return false, fmt.Errorf("%w: runonce: Run(%q): fn is nil", locker.ErrInvalidArgument, name)
-	}
+	ev := RunEvent{Engine: r.engine.Name(), Name: name, Outcome: OutcomeError}
 	s, err := resolve(r.settings, opts)
 	if err != nil {
+		ev.Err = err
+		r.settings.obs.Ran(ev)
 		return false, err
+	}
+	defer func() {
+		ev.Err = err
+		s.obs.Ran(ev)
+	}()
+	return r.run(ctx, name, fn, s, &ev)
+}
+
+// run is Run with its settings resolved; it sets ev's outcome and the
+// job's time.
+func (r *Runner) run(ctx context.Context, name string, fn func(ctx context.Context) error, s settings, ev *RunEvent) (ran bool, err error) {
+	if fn == nil {
+		return false, fmt.Errorf("%w: runonce: Run(%q): fn is nil", locker.ErrInvalidArgument, name)
 	}
 	if err := ctx.Err(); err != nil {
 		return false, err
@@ -165,6 +179,9 @@ func (r *Runner) Run(ctx context.Context, name string, fn func(ctx context.Conte
 	l, err := r.take(name, s)
 	if l == nil {
 		r.windows.Done()
+		if err == nil {
+			ev.Outcome = OutcomeSkipped
+		}
 		return false, err
 	}
 	granted := s.clock.Now()
@@ -175,7 +192,9 @@ func (r *Runner) Run(ctx context.Context, name string, fn func(ctx context.Conte
 		cancel()
 		err = errors.Join(err, r.release(l, s, s.atLeast-s.clock.Since(granted)))
 	}()
-	return true, fn(withHold(hctx, l, ended))
+	err = fn(withHold(hctx, l, ended))
+	ev.Took, ev.Outcome = s.clock.Since(granted), ranOutcome(err, l.Lost())
+	return true, err
 }
 
 // take makes one attempt at name for a fixed lease of AtMostFor: nil when

@@ -35,6 +35,16 @@
 //	orthrus.switcher.breaker.state   gauge                    engine, state: closed, half_open, open (1 for the state it is in)
 //	orthrus.switcher.retries         counter    {retry}       acquisitions that failed on an engine and went again
 //
+// Per election and run-once job (Telemetry.Jobs, given to elect.WithObserver
+// and runonce.WithObserver; label engine, the engine or switcher they run on):
+//
+//	orthrus.elect.terms              counter    {term}        leaderships won
+//	orthrus.elect.term.duration      histogram  s             end: resigned, lost
+//	orthrus.elect.leading            updown     {term}        leaderships held now
+//	orthrus.elect.campaign.duration  histogram  s             result: won, cancelled, error
+//	orthrus.runonce.runs             counter    {run}         outcome: ran, skipped, failed, cut_short, error
+//	orthrus.runonce.run.duration     histogram  s             outcome: ran, failed, cut_short
+//
 // Labels have bounded values: engine and switcher names, and the fixed
 // sets above. Lock names are never labels unless WithLockNames maps them
 // to a small set. Through a switcher, an acquisition is counted twice, in
