@@ -86,6 +86,15 @@ func (e *Engine) attempt(ctx context.Context, h *locker.Hold, parent string, wai
 			e.untrack(n)
 			return false, errRestart
 		case first:
+			if h.Delay > 0 {
+				switch err := e.waitBar(ctx, h, n, wait); {
+				case errors.Is(err, errBarred):
+					e.discard(n, true)
+					return false, nil
+				case err != nil:
+					return false, err
+				}
+			}
 			if !e.grant(h, n, czxid, nil) {
 				e.discard(n, true)
 				return false, errRestart
@@ -269,8 +278,17 @@ func position(children []string, own string) (pred string, first, found bool) {
 func (e *Engine) HonoursDeadlines() bool { return true }
 
 // Release implements locker.Backend: it deletes the hold's node, which is
-// the hold's own (its name carries a guid of its own), whatever its version.
+// the hold's own (its name carries a guid of its own), whatever its version;
+// with a lock delay, its delay marker first (delay.go).
 func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
+	if n, ok := h.State.(*node); ok && h.Kind == locker.KindMutex {
+		e.dropBar(ctx, h, n)
+	}
+	return e.releaseNode(ctx, h)
+}
+
+// releaseNode deletes the hold's node.
+func (e *Engine) releaseNode(ctx context.Context, h *locker.Hold) error {
 	n, ok := h.State.(*node)
 	if !ok {
 		return fmt.Errorf("zk: release %q: %w", h.Name, locker.ErrLockLost)
