@@ -80,7 +80,7 @@ func testDelayUnlock(t *testing.T, f Factory) {
 	if err := <-errc; err != nil {
 		t.Fatalf("waiter LockCtx() = %v; want nil", err)
 	}
-	defer mustUnlock(t, waiter)
+	defer func() { _ = waiter.Unlock() }() // not what is checked: a loaded machine may time it out
 	if took := at.Sub(unlocked); took > delaySlack {
 		t.Errorf("waiter granted %v after Unlock; want at once (within %v), the delay is for holds that end without Unlock", took, delaySlack)
 	}
@@ -139,7 +139,7 @@ func delayExpired(t *testing.T, f Factory, delay time.Duration) {
 	if err := <-errc; err != nil {
 		t.Fatalf("waiter LockCtx() = %v; want nil after lease + delay", err)
 	}
-	defer mustUnlock(t, waiter)
+	defer func() { _ = waiter.Unlock() }() // not what is checked: a loaded machine may time it out
 	t.Logf("lease %v, delay %v: waiter granted %v after the holder asked, %v after its grant", lease, delay, at.Sub(asked), at.Sub(granted))
 	if early := at.Sub(asked); early < lease+delay {
 		t.Errorf("waiter granted %v after the holder asked; want no earlier than lease + delay = %v", early, lease+delay)
