@@ -1,0 +1,14 @@
+package lockdelay_test
+
+import (
+	"testing"
+
+	"github.com/orthrus-go/orthrus/internal/fleettest"
+)
+
+// servers are shared by the package's tests.
+var servers fleettest.Servers
+
+// A holder process a test starts (helperEnv set) runs its helper test
+// alone.
+func TestMain(m *testing.M) { fleettest.Main(m, &servers, helperEnv) }
