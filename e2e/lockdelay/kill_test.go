@@ -43,7 +43,10 @@ func TestHelperHolder(t *testing.T) {
 	}
 	servers.Redis, servers.Etcd, servers.ZooKeeper = os.Getenv("REDIS_ADDR"), os.Getenv("ETCD_ADDR"), os.Getenv("ZK_ADDR")
 	opts := []locker.Option{locker.WithLockDelay(delay)}
-	if kind != "zk" {
+	switch {
+	case os.Getenv("RENEWED") != "":
+		opts = append(opts, locker.WithTTL(lease))
+	case kind != "zk":
 		opts = append(opts, locker.WithLease(lease))
 	}
 	l, err := servers.Processes(t)[kind](t).NewLocker(os.Getenv("NAME"), opts...)
@@ -68,6 +71,11 @@ func TestHelperHolder(t *testing.T) {
 //     asking (printed by the holder) and the test reading that it holds.
 //     The next grant must come no earlier than lease + delay after the
 //     asking, no later than lease + delay + 1s after the reading.
+//   - Redis and etcd, renewed: the holder renews a TTL of lease every third
+//     of it, so its hold expires TTL after its last renewal, which came
+//     less than a third of the TTL before the kill (etcd refreshes its
+//     shared lease then too). The next grant must come between two thirds
+//     of the TTL + delay and TTL + delay + 1s after the kill.
 //   - ZooKeeper: the hold expires with the holder's session, at the
 //     server's choosing (timeout after its last ping, which was before the
 //     kill); the test watches the lock node and takes its deletion as the
@@ -75,15 +83,21 @@ func TestHelperHolder(t *testing.T) {
 //     no later than session timeout + delay + 1s after the kill.
 func TestKilledHolder(t *testing.T) {
 	for _, kind := range []string{"redis", "etcd", "zk", "switcher"} {
-		t.Run(kind, func(t *testing.T) { killedHolder(t, kind) })
+		t.Run(kind, func(t *testing.T) { killedHolder(t, kind, false) })
+	}
+	for _, kind := range []string{"redis", "etcd"} {
+		t.Run(kind+"/renewed", func(t *testing.T) { killedHolder(t, kind, true) })
 	}
 }
 
-func killedHolder(t *testing.T, kind string) {
+func killedHolder(t *testing.T, kind string, renewed bool) {
 	name := t.Name() + "/" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHolder$", "-test.count=1")
 	cmd.Env = append(os.Environ(), helperEnv+"="+kind, "REDIS_ADDR="+servers.Redis, "ETCD_ADDR="+servers.Etcd,
 		"ZK_ADDR="+servers.ZooKeeper, "NAME="+name)
+	if renewed {
+		cmd.Env = append(cmd.Env, "RENEWED=1")
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -122,6 +136,13 @@ func killedHolder(t *testing.T, kind string) {
 	got := time.Now()
 	_ = l.Unlock()
 
+	if renewed {
+		t.Logf("TTL %v, delay %v: granted %v after the kill", lease, delay, got.Sub(killed))
+		if d := got.Sub(killed); d < lease*2/3+delay || d > lease+delay+grantSlack {
+			t.Errorf("granted %v after the kill; want between 2/3 TTL + delay (%v) and TTL + delay + %v (%v)", d, lease*2/3+delay, grantSlack, lease+delay+grantSlack)
+		}
+		return
+	}
 	if kind == "zk" {
 		expired := <-deleted
 		t.Logf("session %v, delay %v: granted %v after the node's deletion, %v after the kill", zkSession, delay, got.Sub(expired), got.Sub(killed))
