@@ -114,15 +114,8 @@ func (e *Engine) waitBar(ctx context.Context, h *locker.Hold, n *node, wait bool
 			return errBarred
 		}
 		timer.Reset(left)
-		select {
-		case <-timer.C:
-		case <-n.gone:
-			return errRestart
-		case <-ctx.Done():
-			e.drop(n)
-			return ctx.Err() // answered: the name was barred
-		case <-e.zc.Done():
-			return e.fail("acquire", h.Name, errClosed)
+		if _, err := await(e, ctx, h, n, timer.C); err != nil {
+			return err
 		}
 	}
 }

@@ -149,25 +149,34 @@ func (e *Engine) awaitPred(ctx context.Context, h *locker.Hold, n *node, pred st
 	case err != nil:
 		return e.abandon(ctx, h, n, err)
 	}
+	ev, err := await(e, ctx, h, n, ch)
+	if err != nil || ev.Type != gozk.EventNotWatching {
+		return err
+	}
+	// The session expired, or the engine is closing: the node went with
+	// the session.
+	e.discard(n, false)
+	if e.zc.Closing() {
+		return e.fail("acquire", h.Name, errClosed)
+	}
+	return errRestart
+}
+
+// await waits for ch while n, h's node, waits in line: it returns
+// errRestart when n is lost, ctx.Err() (n deleted) when ctx ends, and the
+// error Acquire returns when the engine closes.
+func await[T any](e *Engine, ctx context.Context, h *locker.Hold, n *node, ch <-chan T) (T, error) {
+	var zero T
 	select {
-	case ev := <-ch:
-		if ev.Type != gozk.EventNotWatching {
-			return nil
-		}
-		// The session expired, or the engine is closing: the node went
-		// with the session.
-		e.discard(n, false)
-		if e.zc.Closing() {
-			return e.fail("acquire", h.Name, errClosed)
-		}
-		return errRestart
+	case v := <-ch:
+		return v, nil
 	case <-n.gone:
-		return errRestart
+		return zero, errRestart
 	case <-ctx.Done():
 		e.drop(n)
-		return ctx.Err() // answered: the name was held
+		return zero, ctx.Err() // answered: the name was held
 	case <-e.zc.Done():
-		return e.fail("acquire", h.Name, errClosed)
+		return zero, e.fail("acquire", h.Name, errClosed)
 	}
 }
 

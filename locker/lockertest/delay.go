@@ -10,14 +10,11 @@ import (
 	"github.com/orthrus-go/orthrus/locker"
 )
 
-// Lock-delay timings: whole seconds, so that etcd, whose leases are whole
-// seconds, keeps them exactly. The slack is what a loaded machine adds to
-// a hand-over (etcd's lessor looks for expired leases every 500ms).
-const (
-	delayLease = time.Second
-	lockDelay  = 2 * time.Second
-	delaySlack = 1500 * time.Millisecond
-)
+// The fixed lease and the delay of RunLockDelay: their sum is whole
+// seconds, which etcd's leases keep exactly. The slack is what a loaded
+// machine adds to a hand-over (etcd's lessor looks for expired leases
+// every 500ms).
+const delayLease, lockDelay, delaySlack = time.Second, 2 * time.Second, 1500 * time.Millisecond
 
 // RunLockDelay checks locker.WithLockDelay: a negative delay and a delay on
 // a read-write lock or a semaphore are refused; an Unlock frees the name at
