@@ -8,5 +8,10 @@ import (
 
 func TestLockDelay(t *testing.T) {
 	c := newSingle(t)
-	lockertest.RunLockDelay(t, func(t *testing.T) lockertest.Harness { return harness(t, c) })
+	t.Run("Plain", func(t *testing.T) {
+		lockertest.RunLockDelay(t, func(t *testing.T) lockertest.Harness { return harness(t, c) })
+	})
+	t.Run("Fair", func(t *testing.T) {
+		lockertest.RunLockDelay(t, func(t *testing.T) lockertest.Harness { return fairHarness(t, c, "delay-fair") })
+	})
 }
