@@ -121,8 +121,11 @@ func (e *Engine) dueLeases(now time.Time) (due, check, expired []*lease, next ti
 		case l.busy:
 			next = earliest(next, l.end())
 		case !now.Before(l.next):
+			// Busy from now on: a refresh that hangs must not hold up the
+			// loss of its holds at the lease's end.
 			l.busy = true
 			due = append(due, l)
+			next = earliest(next, l.end())
 		default:
 			next = earliest(next, l.next)
 		}
