@@ -96,6 +96,7 @@ func (e *Engine) attempt(ctx context.Context, h *locker.Hold, parent string, wai
 				}
 			}
 			if !e.grant(h, n, czxid, nil) {
+				e.dropBar(ctx, h, n) // never held: a claim that bars nothing
 				e.discard(n, true)
 				return false, errRestart
 			}
