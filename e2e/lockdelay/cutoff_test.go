@@ -17,19 +17,13 @@ import (
 // before the next grant. The holder renews a TTL of lease every third of
 // it; its last renewal came less than a third of the TTL before the cut.
 func TestCutOffHolder(t *testing.T) {
-	for _, kind := range []string{"redis", "etcd"} {
+	for kind, upstream := range map[string]string{"redis": servers.Redis, "etcd": servers.Etcd} {
 		t.Run(kind, func(t *testing.T) {
-			link := netfault.New(t, map[string]string{"redis": servers.Redis, "etcd": servers.Etcd}[kind])
+			link := netfault.New(t, upstream)
 			via := fleettest.Servers{Redis: link.Addr(), Etcd: link.Addr()}
 			name := t.Name() + "/" + strconv.FormatInt(time.Now().UnixNano(), 36)
-			holder, err := via.Processes(t)[kind](t).NewLocker(name, locker.WithTTL(lease), locker.WithLockDelay(delay))
-			if err != nil {
-				t.Fatal(err)
-			}
-			waiter, err := servers.Processes(t)[kind](t).NewLocker(name, locker.WithLockDelay(delay))
-			if err != nil {
-				t.Fatal(err)
-			}
+			holder := newLocker(t, via.Processes(t)[kind](t), name, locker.WithTTL(lease), locker.WithLockDelay(delay))
+			waiter := newLocker(t, servers.Processes(t)[kind](t), name, locker.WithLockDelay(delay))
 			if err := holder.Lock(); err != nil {
 				t.Fatal(err)
 			}

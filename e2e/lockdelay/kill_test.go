@@ -49,10 +49,7 @@ func TestHelperHolder(t *testing.T) {
 	case kind != "zk":
 		opts = append(opts, locker.WithLease(lease))
 	}
-	l, err := servers.Processes(t)[kind](t).NewLocker(os.Getenv("NAME"), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := newLocker(t, servers.Processes(t)[kind](t), os.Getenv("NAME"), opts...)
 	asked := time.Now()
 	if err := l.Lock(); err != nil {
 		t.Fatal(err)
@@ -124,10 +121,7 @@ func killedHolder(t *testing.T, kind string, renewed bool) {
 	_ = cmd.Wait()
 	killed := time.Now()
 
-	l, err := servers.Processes(t)[kind](t).NewLocker(name, locker.WithLockDelay(delay))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := newLocker(t, servers.Processes(t)[kind](t), name, locker.WithLockDelay(delay))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := l.LockCtx(ctx); err != nil {

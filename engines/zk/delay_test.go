@@ -10,11 +10,6 @@ import (
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
-func TestLockDelay(t *testing.T) {
-	c := admin(t)
-	lockertest.RunLockDelay(t, func(t *testing.T) lockertest.Harness { return harness(t, c) })
-}
-
 // An operator's ForceUnlock deletes the hold's node but not its delay
 // marker: the name stays barred for the delay, counted from when the next
 // in line found it, which is at once for a waiter.
@@ -51,4 +46,9 @@ func TestLockDelayForceUnlock(t *testing.T) {
 	if got < delay || got > delay+time.Second {
 		t.Errorf("granted %v after the force unlock; want delay (%v) to delay + 1s", got, delay)
 	}
+}
+
+func TestLockDelay(t *testing.T) {
+	c := admin(t)
+	lockertest.RunLockDelay(t, func(t *testing.T) lockertest.Harness { return harness(t, c) })
 }
