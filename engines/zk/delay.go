@@ -45,17 +45,19 @@ const (
 // bar: contention, not an error.
 var errBarred = errors.New("zk: name barred by a lock delay")
 
-// delayMark is the data of a delay marker: "held <delay ns>", or "ended
-// <delay ns> <start ms>" (start 0: the mtime of the write that ended it).
+// delayMark is the data of a delay marker: "held <delay ns> <node>", by
+// the hold of that lock node, or "ended <delay ns> <start ms>" (start 0:
+// the mtime of the write that ended it).
 type delayMark struct {
 	ended bool
 	delay time.Duration
-	start int64 // server ms
+	node  string // held: the holder's lock node
+	start int64  // ended: server ms
 }
 
 func (m delayMark) bytes() []byte {
 	if !m.ended {
-		return []byte(markerHeld + " " + strconv.FormatInt(int64(m.delay), 10))
+		return []byte(fmt.Sprintf("%s %d %s", markerHeld, int64(m.delay), m.node))
 	}
 	return []byte(fmt.Sprintf("%s %d %d", markerEnded, int64(m.delay), m.start))
 }
@@ -64,19 +66,17 @@ func (m delayMark) bytes() []byte {
 // of no delay, which bars nothing.
 func parseMarker(data []byte) delayMark {
 	f := strings.Fields(string(data))
-	var m delayMark
-	if len(f) < 2 {
+	if len(f) < 3 {
 		return delayMark{ended: true}
 	}
 	d, _ := strconv.ParseInt(f[1], 10, 64)
-	m.delay = time.Duration(max(d, 0))
+	m := delayMark{delay: time.Duration(max(d, 0))}
 	switch f[0] {
 	case markerHeld:
+		m.node = f[2]
 	case markerEnded:
 		m.ended = true
-		if len(f) > 2 {
-			m.start, _ = strconv.ParseInt(f[2], 10, 64)
-		}
+		m.start, _ = strconv.ParseInt(f[2], 10, 64)
 	default:
 		return delayMark{ended: true}
 	}
@@ -94,28 +94,29 @@ func (e *Engine) waitBar(ctx context.Context, h *locker.Hold, n *node, wait bool
 	path := markerPath(n.parent)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	// No marker is the common case: create one at once, read it only
+	// when it exists.
+	left, version := time.Duration(0), int32(-1)
 	for {
-		left, version, err := e.bar(ctx, h, path)
 		switch {
-		case errors.Is(err, errRetryBar):
-			continue
-		case err != nil:
-			return e.abandon(ctx, h, n, err)
-		case left <= 0:
-			err = e.claimBar(ctx, h, path, version, n)
-			if errors.Is(err, errRetryBar) {
-				continue
+		case left > 0 && !wait:
+			return errBarred
+		case left > 0:
+			timer.Reset(left)
+			if _, err := await(e, ctx, h, n, timer.C); err != nil {
+				return err
 			}
-			if err != nil {
+		default:
+			switch err := e.claimBar(ctx, h, path, version, n); {
+			case err == nil:
+				return nil
+			case !errors.Is(err, errRetryBar):
 				return e.abandon(ctx, h, n, err)
 			}
-			return nil
-		case !wait:
-			return errBarred
 		}
-		timer.Reset(left)
-		if _, err := await(e, ctx, h, n, timer.C); err != nil {
-			return err
+		var err error
+		if left, version, err = e.bar(ctx, h, n, path); err != nil {
+			return e.abandon(ctx, h, n, err)
 		}
 	}
 }
@@ -124,49 +125,55 @@ func (e *Engine) waitBar(ctx context.Context, h *locker.Hold, n *node, wait bool
 var errRetryBar = errors.New("zk: delay marker changed")
 
 // bar reads the marker at path and says how much of its bar is left, by
-// the server's clock, and the marker's version (-1: there is none).
-func (e *Engine) bar(ctx context.Context, h *locker.Hold, path string) (time.Duration, int32, error) {
-	h.Asking()
+// the server's clock, and the marker's version (-1: there is none). A
+// marker held by n itself (a create whose reply was lost) bars nothing.
+func (e *Engine) bar(ctx context.Context, h *locker.Hold, n *node, path string) (time.Duration, int32, error) {
 	type got struct {
 		data []byte
 		st   *gozk.Stat
 	}
-	g, err := do(e, ctx, func() (got, error) {
-		data, st, err := e.conn.Get(path)
-		return got{data, st}, err
-	})
-	switch {
-	case errors.Is(err, gozk.ErrNoNode):
-		return 0, -1, nil
-	case err != nil:
-		return 0, 0, err
+	for {
+		h.Asking()
+		g, err := do(e, ctx, func() (got, error) {
+			data, st, err := e.conn.Get(path)
+			return got{data, st}, err
+		})
+		switch {
+		case errors.Is(err, gozk.ErrNoNode):
+			return 0, -1, nil
+		case err != nil:
+			return 0, 0, err
+		}
+		m := parseMarker(g.data)
+		if !m.ended && m.node == n.name {
+			return 0, g.st.Version, nil
+		}
+		if m.ended && m.start == 0 {
+			m.start = g.st.Mtime // the write that ended it
+		}
+		m.ended = true
+		// Written again, to learn the server's time now: its mtime.
+		h.Asking()
+		st, err := do(e, ctx, func() (*gozk.Stat, error) { return e.conn.Set(path, m.bytes(), g.st.Version) })
+		switch {
+		case errors.Is(err, gozk.ErrBadVersion), errors.Is(err, gozk.ErrNoNode):
+			continue
+		case err != nil:
+			return 0, 0, err
+		}
+		start := m.start
+		if start == 0 {
+			start = st.Mtime // it ended now
+		}
+		return time.Duration(start-st.Mtime)*time.Millisecond + m.delay, st.Version, nil
 	}
-	m := parseMarker(g.data)
-	if m.ended && m.start == 0 {
-		m.start = g.st.Mtime // the write that ended it
-	}
-	m.ended = true
-	// Written again, to learn the server's time now: its mtime.
-	h.Asking()
-	st, err := do(e, ctx, func() (*gozk.Stat, error) { return e.conn.Set(path, m.bytes(), g.st.Version) })
-	switch {
-	case errors.Is(err, gozk.ErrBadVersion), errors.Is(err, gozk.ErrNoNode):
-		return 0, 0, errRetryBar
-	case err != nil:
-		return 0, 0, err
-	}
-	start := m.start
-	if start == 0 {
-		start = st.Mtime // it ended now
-	}
-	return time.Duration(start-st.Mtime)*time.Millisecond + m.delay, st.Version, nil
 }
 
 // claimBar makes the marker at path h's: "held" with h's delay, created
 // when there is none (version -1). It records the marker's version on n
 // for the release.
 func (e *Engine) claimBar(ctx context.Context, h *locker.Hold, path string, version int32, n *node) error {
-	data := delayMark{delay: h.Delay}.bytes()
+	data := delayMark{delay: h.Delay, node: n.name}.bytes()
 	h.Asking()
 	var st *gozk.Stat
 	var err error
