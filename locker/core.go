@@ -33,6 +33,16 @@ type Backend interface {
 	Release(ctx context.Context, h *Hold) error
 }
 
+// Expirer is implemented by backends whose holds do not end on the server
+// by themselves (ZooKeeper's, which live with a session). When a fixed
+// lease with a lock delay runs out, the Core calls Expire instead of
+// Release: it ends h so that the name stays barred for h.Delay. Other
+// backends keep such a hold on the server for h.Life, and the Core only
+// forgets it.
+type Expirer interface {
+	Expire(ctx context.Context, h *Hold) error
+}
+
 // DeadlineHonourer is implemented by backends whose Release returns by its
 // context's deadline (but may not at a cancellation): Unlock then releases
 // on its caller's goroutine, bounded by a deadline, and hands the release
@@ -64,7 +74,12 @@ type Hold struct {
 	// ReleaseTimeout bounds a release that no caller waits for (the end of
 	// a fixed lease).
 	ReleaseTimeout time.Duration
-	Token          uint64 // fencing token, set by Acquire
+	// Delay is the lock delay (WithLockDelay): after the hold ends
+	// without a release, the name stays barred for Delay. Engines whose
+	// holds expire on the server keep them there for Life, not TTL; the
+	// others see Delay through Expirer.
+	Delay time.Duration
+	Token uint64 // fencing token, set by Acquire
 
 	// Kind says what is held: the mutex, a side of a read-write lock or
 	// permits of a semaphore. Names of different kinds are independent.
@@ -96,6 +111,13 @@ type Hold struct {
 	queued   bool      // in the scheduler's queue
 	stopped  bool      // released: the scheduler must drop it
 }
+
+// Life is how long the engine keeps h on the server without renewal: its
+// TTL, and the lock delay after it. The Core still loses h at its TTL, and
+// renews it every TTL/3 (each renewal extends it by Life), so only a hold
+// whose owner stopped renewing it lives past its TTL, and only as a bar on
+// the name; a release deletes it at once.
+func (h *Hold) Life() time.Duration { return h.TTL + h.Delay }
 
 // OutageAfter is how long a request must have gone unanswered when its
 // caller's context ends for the acquisition to fail as an outage, with an
@@ -479,14 +501,25 @@ func (c *Core) forget(h *Hold) {
 
 // expire ends a fixed lease: the hold is lost, and the engine is told to end
 // it, since not every engine expires holds on its own (ZooKeeper does not).
+// With a lock delay the lease ran out without Unlock, so the name must stay
+// barred: an Expirer ends it so, and the other engines' servers end it at
+// its Life by themselves.
 func (c *Core) expire(h *Hold) {
 	h.markLost(LostLeaseEnd)
 	c.mu.Lock()
 	delete(c.holds, h)
 	c.mu.Unlock()
+	end := c.backend.Release
+	if h.Delay > 0 {
+		x, ok := c.backend.(Expirer)
+		if !ok {
+			return
+		}
+		end = x.Expire
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), h.ReleaseTimeout)
 	defer cancel()
-	if err := c.backend.Release(ctx, h); err != nil && !errors.Is(err, ErrLockLost) {
+	if err := end(ctx, h); err != nil && !errors.Is(err, ErrLockLost) {
 		c.log.Warn("locker: release after lease end failed", "name", h.Name, "err", err)
 	}
 }

@@ -64,6 +64,30 @@
 // from different engines are not comparable; the switcher documents how it
 // orders them.
 //
+// # Lock delay
+//
+// WithLockDelay(d) bars a name for d after a hold of it ends without
+// Unlock: its TTL or fixed lease ran out (its owner died, froze or was cut
+// off), its ZooKeeper session expired, or, on ZooKeeper only, an operator
+// deleted its node. A waiter waits the bar out; TryLock returns false
+// during it. Unlock frees the name at once. The holder still loses the
+// hold at its TTL, so a holder that is alive but cut off has d to notice
+// Lost and stop before anyone else may start. Default 0: no bar.
+//
+// The rule is written once: the Core gives each hold a Delay, and engines
+// whose holds expire on the server keep them there for Hold.Life (TTL +
+// delay: Redis PX, etcd's lease TTL, mem's expiry), renewing to Life each
+// TTL/3, while the Core loses them at their TTL; a release deletes them at
+// once. ZooKeeper, whose holds are ephemeral nodes, keeps a marker node
+// instead (see its package). A force unlock (lockctl, Inspector) bars the
+// name on ZooKeeper, where the marker stays, but not on Redis, etcd or
+// mem: their servers do not know the delay of the hold they delete. Only a
+// mutex takes a delay: NewRWLock and NewSemaphore refuse it.
+//
+// A delay makes it unlikely that a stale holder's writes land after the
+// next holder's (Chubby's lock-delay; Consul's, 15s by default); fencing
+// makes it impossible, for resources that check the token.
+//
 // # Errors
 //
 // Errors wrap the sentinels of this package and are matched with errors.Is:

@@ -69,7 +69,31 @@ func (c *Core) family(k Kind, name string, opts []Option) (Settings, error) {
 	if err != nil {
 		return Settings{}, err
 	}
+	if err := s.familyFits(k); err != nil {
+		return Settings{}, err
+	}
 	return s, c.checkOpen()
+}
+
+// familyFits refuses the options a mutex has and the rest of the family
+// does not: the lock delay, whose bar on a name is kept by one holder's
+// key or node, where read-write locks and semaphores have many.
+func (s Settings) familyFits(k Kind) error {
+	if s.Delay > 0 {
+		return fmt.Errorf("%w: WithLockDelay: only a mutex has a lock delay, not a read-write lock or a semaphore (%s)", ErrInvalidArgument, k)
+	}
+	return nil
+}
+
+// CheckFamilyOptions refuses opts for a lock of kind k as NewRWLock and
+// NewSemaphore do, for wrappers (the switcher) that make the engines'
+// locks only when first acquired.
+func CheckFamilyOptions(k Kind, opts ...Option) error {
+	s, err := Resolve(opts...)
+	if err != nil {
+		return err
+	}
+	return s.familyFits(k)
 }
 
 // NewSemaphoreOf returns a Semaphore of permits over newPermit, which makes

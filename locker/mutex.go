@@ -53,6 +53,7 @@ func (m *mutex) take(ctx context.Context, wait bool) (ok bool, err error) {
 		Renew: m.settings.Renew,
 
 		ReleaseTimeout: m.settings.ReleaseTimeout,
+		Delay:          m.settings.Delay,
 		lost:           make(chan struct{}),
 
 		Kind:    m.kind,

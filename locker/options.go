@@ -49,6 +49,9 @@ type Settings struct {
 	// ReleaseTimeout bounds a release on the engine; Unlock waits for it
 	// at most DefaultReleaseWait.
 	ReleaseTimeout time.Duration
+	// Delay is the lock delay (WithLockDelay): how long the name stays
+	// barred after a hold of it ends without Unlock. 0: none.
+	Delay time.Duration
 
 	// ttlBy names what set TTL, for the minimum's error.
 	ttlBy string
@@ -107,6 +110,33 @@ func WithReleaseTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: WithReleaseTimeout(%v): timeout must be positive", ErrInvalidArgument, d)
 		}
 		s.ReleaseTimeout = d
+		return nil
+	}
+}
+
+// WithLockDelay sets the lock delay d: after a hold ends without Unlock
+// (its TTL or fixed lease ran out because its owner died, was paused or
+// was cut off; a ZooKeeper session was lost; an operator forced it open
+// on ZooKeeper), the name is not granted again for d. Waiters wait it out,
+// with no error; an Unlock frees the name at once, as without a delay.
+// The holder itself still loses the hold at its TTL (Lost closes then), so
+// a holder that is alive but cut off stops d before anyone else may start.
+//
+// The delay makes it unlikely that a stale holder's late writes land
+// after the next holder's, as Chubby's and Consul's lock-delay do (15s by
+// default in Consul); it cannot make it impossible, since a pause may
+// last longer than any delay. Fencing does: pass Lease.Token to the
+// resource and have it refuse tokens lower than the highest it has seen.
+// Use the delay where the resource cannot check a token.
+//
+// It applies to a mutex; NewRWLock and NewSemaphore refuse it. A negative
+// d is refused. Default: 0 (no delay).
+func WithLockDelay(d time.Duration) Option {
+	return func(s *Settings) error {
+		if d < 0 {
+			return fmt.Errorf("%w: WithLockDelay(%v): delay must not be negative", ErrInvalidArgument, d)
+		}
+		s.Delay = d
 		return nil
 	}
 }

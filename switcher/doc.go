@@ -126,6 +126,12 @@
 // within the caller's wait budget, so Lock, LockCtx and TryLockTimeout
 // callers see a lock, not an error, as long as some engine works.
 //
+// A lock delay (locker.WithLockDelay) is passed to the granting engine: a
+// hold that ends there without Unlock bars the name on that engine. It
+// does not bar the name on another engine, to which a switch sends the
+// next acquisition; the switch window below is the same with or without a
+// delay.
+//
 // # The switch window
 //
 // Right after a switch, a name can be held twice: once on the old engine

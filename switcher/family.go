@@ -18,6 +18,9 @@ func (s *Switcher) NewRWLock(name string, opts ...locker.Option) (locker.RWLock,
 	if err != nil {
 		return nil, err
 	}
+	if err := locker.CheckFamilyOptions(locker.KindWrite, opts...); err != nil {
+		return nil, err
+	}
 	rw := &switchRW{inner: newPerEngine[locker.RWLock](len(s.members))}
 	side := func(pick func(locker.RWLock) locker.Handle) func(int, locker.Engine) (locker.Handle, error) {
 		return func(i int, e locker.Engine) (locker.Handle, error) {
@@ -57,6 +60,9 @@ func (rw *switchRW) WriteLock() locker.Handle { return rw.write }
 // may be out across the two engines (see the package doc).
 func (s *Switcher) NewSemaphore(name string, permits int, opts ...locker.Option) (locker.Semaphore, error) {
 	if _, _, err := s.prepareOwner(name, opts); err != nil {
+		return nil, err
+	}
+	if err := locker.CheckFamilyOptions(locker.KindPermit, opts...); err != nil {
 		return nil, err
 	}
 	sems := newPerEngine[locker.Semaphore](len(s.members))

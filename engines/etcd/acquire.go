@@ -120,7 +120,7 @@ func (e *Engine) create(ctx context.Context, h *locker.Hold, st *holdState, buil
 // createOnce is one create, of the request timeout.
 func (e *Engine) createOnce(ctx context.Context, h *locker.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn) (*slot, *clientv3.TxnResponse, error) {
 	for attempt := 1; ; attempt++ {
-		l, err := e.sharedLease(ctx, h.TTL)
+		l, err := e.sharedLease(ctx, h)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -801,7 +801,7 @@ func (e *Engine) hold(ctx context.Context, h *locker.Hold, st *holdState) error 
 	}
 	h.Asking()
 	rctx, cancel := e.bound(ctx)
-	g, err := e.client.Grant(rctx, wholeSeconds(h.TTL)+1)
+	g, err := e.client.Grant(rctx, fixedSeconds(h))
 	cancel()
 	if err == nil {
 		var resp *clientv3.TxnResponse
@@ -832,6 +832,18 @@ func (e *Engine) hold(ctx context.Context, h *locker.Hold, st *holdState) error 
 		e.leftBehind(ctx, st.slot)
 	}
 	return err
+}
+
+// fixedSeconds is the TTL of a fixed lease's own lease: a second more than
+// the hold's TTL rounded up, so that it cannot end on the server before
+// the Core ends the hold. With a lock delay the hold's life, which ends a
+// delay after the Core ends it, rounded up: the deletion watch frees its
+// slot then.
+func fixedSeconds(h *locker.Hold) int64 {
+	if h.Delay > 0 {
+		return wholeSeconds(h.Life())
+	}
+	return wholeSeconds(h.TTL) + 1
 }
 
 // HonoursDeadlines implements locker.DeadlineHonourer: a release returns

@@ -222,6 +222,15 @@
 // deleted by hand under a fixed lease is noticed at once by the deletion
 // watch, as for a renewed hold, and its lease revoked.
 //
+// With a lock delay (locker.WithLockDelay) holds go on shared leases of
+// their TTL plus the delay, one per delay: the engine refreshes them every
+// third of the TTL and loses their holds when the TTL has gone by without
+// a refresh, while etcd keeps their keys for the delay after that, which
+// bars the name. A fixed lease's own lease is then d plus the delay,
+// rounded up to whole seconds, with no extra second (the delay covers the
+// Core's end); at its end the key stays until that lease runs out. A
+// release deletes the key at once; ForceUnlock too (it bars nothing).
+//
 // # Client settings
 //
 // The engine inherits the client's connection behaviour. gRPC's reconnect

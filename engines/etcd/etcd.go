@@ -81,7 +81,7 @@ type Engine struct {
 
 	mu      sync.Mutex
 	closed  bool
-	current map[int64]*lease    // the lease new keys go on, by TTL in whole seconds
+	current map[shelf]*lease    // the lease new keys go on, by TTL in whole seconds and lock delay
 	leases  map[*lease]struct{} // every lease not killed: current ones, and full ones with keys
 	byKey   map[string]*slot    // every taken slot, by key, for the deletion watch
 }
@@ -269,7 +269,7 @@ func New(client *clientv3.Client, opts ...Option) (*Engine, error) {
 		gone:     newGoneWatch(),
 		byKey:    make(map[string]*slot),
 		perLease: s.perLease,
-		current:  make(map[int64]*lease),
+		current:  make(map[shelf]*lease),
 		leases:   make(map[*lease]struct{}),
 	}
 	e.core = locker.NewCore(s.name, e, logger, locker.ObservedBy(s.observer), locker.ReleaseWait(s.window))
@@ -390,7 +390,7 @@ func (e *Engine) Close() error {
 		close(e.done)
 		leases := e.leases
 		e.leases = make(map[*lease]struct{})
-		e.current = make(map[int64]*lease)
+		e.current = make(map[shelf]*lease)
 		e.mu.Unlock()
 
 		e.stopKeeper()

@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -114,14 +115,17 @@ func (e *Engine) dueLeases(now time.Time) (due, check, expired []*lease, next ti
 			continue // not granted yet, or not kept
 		}
 		switch {
-		case !now.Before(l.expiry):
+		case !now.Before(l.end()):
 			expired = append(expired, l)
 			continue
 		case l.busy:
-			next = earliest(next, l.expiry)
+			next = earliest(next, l.end())
 		case !now.Before(l.next):
+			// Busy from now on: a refresh that hangs must not hold up the
+			// loss of its holds at the lease's end.
 			l.busy = true
 			due = append(due, l)
+			next = earliest(next, l.end())
 		default:
 			next = earliest(next, l.next)
 		}
@@ -152,7 +156,7 @@ func (e *Engine) keepAlive(ctx context.Context, l *lease) {
 	l.busy = false
 	var warn bool
 	var atRisk []*locker.Hold
-	left := time.Until(l.expiry)
+	left := time.Until(l.end())
 	if err != nil {
 		// The first failure since a refresh puts the lease's holds at risk.
 		if l.retry == 0 && !errors.Is(err, errLeaseGone) && ctx.Err() == nil {
@@ -161,7 +165,7 @@ func (e *Engine) keepAlive(ctx context.Context, l *lease) {
 		l.retry = backoff(l.retry)
 		l.next = time.Now().Add(l.retry)
 		// Renewal falling behind: say so while the holds still live.
-		warn = !l.warned && l.held > 0 && left < l.ttl/3 && !errors.Is(err, errLeaseGone) && ctx.Err() == nil
+		warn = !l.warned && l.held > 0 && left < l.life()/3 && !errors.Is(err, errLeaseGone) && ctx.Err() == nil
 		l.warned = l.warned || warn
 	}
 	held := l.held
@@ -366,7 +370,11 @@ func (e *Engine) lose(holds []*locker.Hold) {
 	if len(lost) == 0 {
 		return
 	}
-	e.log.Warn("etcd: held keys deleted", "holds", len(lost), "first", lost[0].Name, "token", lost[0].Token)
+	// A fixed lease with a lock delay was lost at its end already: its key
+	// outlived it by the delay, on purpose.
+	if live := slices.DeleteFunc(slices.Clone(lost), isLost); len(live) > 0 {
+		e.log.Warn("etcd: held keys deleted", "holds", len(live), "first", live[0].Name, "token", live[0].Token)
+	}
 	for _, h := range lost {
 		st := h.State.(*holdState)
 		if st.fixed != clientv3.NoLease {
@@ -375,6 +383,15 @@ func (e *Engine) lose(holds []*locker.Hold) {
 		}
 		e.free(st.slot)
 		h.MarkGone()
+	}
+}
+
+func isLost(h *locker.Hold) bool {
+	select {
+	case <-h.Lost():
+		return true
+	default:
+		return false
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 // one.
 type lease struct {
 	secs  int64         // the requested TTL
+	grace time.Duration // the lock delay: how much longer than its holds the lease lives
 	ready chan struct{} // closed when the grant is done: id and ttl, or err, are set
 	err   error         // the grant failed
 	// gaveUp tells that err came from the granting caller's context, so
@@ -76,6 +77,25 @@ type slot struct {
 	deleted int64
 }
 
+// shelf is what a shared lease stands for: its TTL in whole seconds and
+// the lock delay of its holds. With a delay the lease's TTL is the holds'
+// life (locker.Hold.Life): their keys outlive a dead owner's holds by the
+// delay, while the keeper loses the holds grace before the lease ends, at
+// their TTL.
+type shelf struct {
+	secs  int64
+	grace time.Duration
+}
+
+func (l *lease) shelf() shelf { return shelf{l.secs, l.grace} }
+
+// end is when the holds on l are lost unless it is refreshed: grace before
+// the server ends it.
+func (l *lease) end() time.Time { return l.expiry.Add(-l.grace) }
+
+// life is the holds' TTL on l: the lease's, less the grace.
+func (l *lease) life() time.Duration { return l.ttl - l.grace }
+
 // holder is the hold whose key s is, renewed or fixed; nil when none.
 // Called with Engine.mu held.
 func (s *slot) holder() *locker.Hold {
@@ -92,7 +112,7 @@ func (l *lease) hexID() string { return strconv.FormatInt(int64(l.id), 16) }
 // gone, so that a hold granted now lives on the server for at least five
 // sixths of the lease's TTL even if the keeper's first refresh fails.
 // Refreshing on every acquisition would double its cost.
-func (l *lease) fresh(now time.Time) bool { return l.expiry.Sub(now) >= l.ttl*5/6 }
+func (l *lease) fresh(now time.Time) bool { return l.end().Sub(now) >= l.life()*5/6 }
 
 // refreshed records a keep-alive sent at sent that etcd answered with ttl
 // seconds left. Called with Engine.mu held.
@@ -100,31 +120,31 @@ func (l *lease) refreshed(sent time.Time, ttl int64) {
 	if exp := sent.Add(time.Duration(ttl) * time.Second); exp.After(l.expiry) {
 		l.expiry = exp
 	}
-	// As etcd's own keep-alive: when a third of its life has gone.
-	l.next, l.retry = l.expiry.Add(-l.ttl*2/3), 0
+	// As etcd's own keep-alive: when a third of its holds' life has gone.
+	l.next, l.retry = l.end().Add(-l.life()*2/3), 0
 }
 
-// sharedLease returns the live lease for new keys of ttl, granting one if
-// needed, or if the current one is full, and refreshing it first if it has
-// aged and nothing keeps it alive.
-func (e *Engine) sharedLease(ctx context.Context, ttl time.Duration) (*lease, error) {
-	secs := wholeSeconds(ttl)
+// sharedLease returns the live lease for new keys of h's life, granting
+// one if needed, or if the current one is full, and refreshing it first if
+// it has aged and nothing keeps it alive.
+func (e *Engine) sharedLease(ctx context.Context, h *locker.Hold) (*lease, error) {
+	sh := shelf{wholeSeconds(h.Life()), h.Delay}
 	for {
 		e.mu.Lock()
 		if e.closed {
 			e.mu.Unlock()
 			return nil, locker.ErrClosed
 		}
-		l := e.current[secs]
+		l := e.current[sh]
 		if l != nil && l.keys >= e.perLease && l.granted {
 			// Full: it lives on with its keys, new ones go elsewhere.
-			delete(e.current, secs)
+			delete(e.current, sh)
 			l = nil
 		}
 		if l == nil {
-			l = &lease{secs: secs, ready: make(chan struct{}), dead: make(chan struct{}),
+			l = &lease{secs: sh.secs, grace: sh.grace, ready: make(chan struct{}), dead: make(chan struct{}),
 				slots: make(map[string]map[int]*slot)}
-			e.current[secs] = l
+			e.current[sh] = l
 			e.leases[l] = struct{}{}
 			e.mu.Unlock()
 			if err := e.grant(ctx, l); err != nil {
@@ -147,7 +167,7 @@ func (e *Engine) sharedLease(ctx context.Context, ttl time.Duration) (*lease, er
 		}
 		now := time.Now()
 		e.mu.Lock()
-		killed, expired, kept, fresh := l.killed, !now.Before(l.expiry), l.keys > 0, l.fresh(now)
+		killed, expired, kept, fresh := l.killed, !now.Before(l.end()), l.keys > 0, l.fresh(now)
 		e.mu.Unlock()
 		switch {
 		case killed:
@@ -191,8 +211,8 @@ func (e *Engine) grant(ctx context.Context, l *lease) error {
 	}
 	if err != nil {
 		l.err, l.gaveUp = err, ctx.Err() != nil
-		if e.current[l.secs] == l {
-			delete(e.current, l.secs)
+		if e.current[l.shelf()] == l {
+			delete(e.current, l.shelf())
 		}
 		delete(e.leases, l)
 	} else {
@@ -267,11 +287,12 @@ func (e *Engine) isKilled(l *lease) bool {
 	return l.killed
 }
 
-// expired tells whether the lease may have ended on the server.
+// expired tells whether the lease may have ended on the server, or its
+// holds' life has.
 func (e *Engine) expired(l *lease) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return !time.Now().Before(l.expiry)
+	return !time.Now().Before(l.end())
 }
 
 // revokeQuiet ends a lease of this engine that holds nothing any longer.
@@ -312,8 +333,8 @@ func (e *Engine) kill(l *lease, cause error) {
 	}
 	l.killed = true
 	close(l.dead)
-	if e.current[l.secs] == l {
-		delete(e.current, l.secs)
+	if e.current[l.shelf()] == l {
+		delete(e.current, l.shelf())
 	}
 	delete(e.leases, l)
 	var holds []*locker.Hold
@@ -387,7 +408,7 @@ func (e *Engine) free(s *slot) {
 		l.keys--
 		l.changes++
 	}
-	retire := l.keys == 0 && !l.killed && e.current[l.secs] != l && !e.closed
+	retire := l.keys == 0 && !l.killed && e.current[l.shelf()] != l && !e.closed
 	e.mu.Unlock()
 	if retire {
 		e.kill(l, nil)

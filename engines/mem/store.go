@@ -140,11 +140,11 @@ func (s *Store) fits(l *lock, e *entry) bool {
 	return len(l.holders) == 0
 }
 
-// grant makes e a holder of l until its TTL runs out.
+// grant makes e a holder of l until its life (TTL and lock delay) runs out.
 func (s *Store) grant(l *lock, e *entry) {
 	l.holders = append(l.holders, e)
-	e.deadline = s.now().Add(e.hold.TTL)
-	e.timer = s.clock.AfterFunc(e.hold.TTL, func() { s.expire(e.key) })
+	e.deadline = s.now().Add(e.hold.Life())
+	e.timer = s.clock.AfterFunc(e.hold.Life(), func() { s.expire(e.key) })
 }
 
 // endHold removes h from the holders of l and grants the waiters that fit
@@ -258,7 +258,7 @@ func (s *Store) release(e *entry) bool {
 	return true
 }
 
-// renew extends e by its TTL if it still holds its lock.
+// renew extends e by its life (TTL and lock delay) if it still holds its lock.
 func (s *Store) renew(e *entry) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -266,8 +266,8 @@ func (s *Store) renew(e *entry) bool {
 	if l == nil || !slices.Contains(l.holders, e) {
 		return false
 	}
-	e.deadline = s.now().Add(e.hold.TTL)
-	e.timer.Reset(e.hold.TTL)
+	e.deadline = s.now().Add(e.hold.Life())
+	e.timer.Reset(e.hold.Life())
 	return true
 }
 

@@ -53,6 +53,11 @@
 // MinTTL (100ms) is refused with an error naming the option: its renewals
 // could not reach Redis in time.
 //
+// With a lock delay (locker.WithLockDelay) the key's PX is the TTL plus
+// the delay, at the grant and at each renewal, while the Core loses the
+// hold at its TTL: a dead owner's key bars the name for the delay. Unlock
+// and ForceUnlock delete it at once.
+//
 // # Fair mode
 //
 // WithFair (config: engines[].fair) makes every mutex of the engine

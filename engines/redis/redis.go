@@ -343,7 +343,7 @@ type hold struct {
 	name         string
 	lock, fence  string
 	owner        string
-	ttl          int64 // ms
+	ttl          int64 // ms: the hold's life (TTL and lock delay), for PX
 	token        uint64
 	releaseAfter time.Duration // bound of a release that no caller waits for
 	// The acquire script's arguments until granted, then the release
@@ -360,7 +360,7 @@ func (e *Engine) newHold(h *locker.Hold) *hold {
 	fence := e.fenceKey(h.Name)
 	st := &hold{
 		name: h.Name, lock: fence[:len(fence)-len(fenceSuffix)], fence: fence,
-		owner: h.Owner, ttl: ttlMillis(h.TTL), releaseAfter: h.ReleaseTimeout,
+		owner: h.Owner, ttl: ttlMillis(h.Life()), releaseAfter: h.ReleaseTimeout,
 	}
 	// numkeys is a string: go-redis's Cluster routing reads it as one.
 	st.args = [8]any{"evalsha", &e.shaAcquire, "2", &st.lock, &st.fence, &st.owner, &st.ttl, &e.idle}

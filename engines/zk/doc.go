@@ -60,6 +60,16 @@
 // own delete on Unlock is never reported. locker.WithTTL changes nothing
 // here.
 //
+// A lock delay (locker.WithLockDelay) cannot ride on an ephemeral node,
+// which goes with its session: a hold with a delay keeps a persistent
+// marker node "<lock>/delay" that its Unlock deletes first (one create and
+// one delete more per hold; none without a delay). The next holder with a
+// delay that finds a marker left behind (a session expired, a fixed lease
+// ended, an operator deleted the node) waits the delay, timed by the
+// server's clock from the moment the first of them found it (TryLock
+// returns false meanwhile), then takes the marker over. Lockers without a
+// delay ignore the marker: give every Locker of a name the same delay.
+//
 // # Parent nodes
 //
 // A lock's parent is created by the first acquisition that finds it

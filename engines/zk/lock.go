@@ -86,7 +86,17 @@ func (e *Engine) attempt(ctx context.Context, h *locker.Hold, parent string, wai
 			e.untrack(n)
 			return false, errRestart
 		case first:
+			if h.Delay > 0 {
+				switch err := e.waitBar(ctx, h, n, wait); {
+				case errors.Is(err, errBarred):
+					e.discard(n, true)
+					return false, nil
+				case err != nil:
+					return false, err
+				}
+			}
 			if !e.grant(h, n, czxid, nil) {
+				e.dropBar(ctx, h, n) // never held: a claim that bars nothing
 				e.discard(n, true)
 				return false, errRestart
 			}
@@ -140,25 +150,34 @@ func (e *Engine) awaitPred(ctx context.Context, h *locker.Hold, n *node, pred st
 	case err != nil:
 		return e.abandon(ctx, h, n, err)
 	}
+	ev, err := await(e, ctx, h, n, ch)
+	if err != nil || ev.Type != gozk.EventNotWatching {
+		return err
+	}
+	// The session expired, or the engine is closing: the node went with
+	// the session.
+	e.discard(n, false)
+	if e.zc.Closing() {
+		return e.fail("acquire", h.Name, errClosed)
+	}
+	return errRestart
+}
+
+// await waits for ch while n, h's node, waits in line: it returns
+// errRestart when n is lost, ctx.Err() (n deleted) when ctx ends, and the
+// error Acquire returns when the engine closes.
+func await[T any](e *Engine, ctx context.Context, h *locker.Hold, n *node, ch <-chan T) (T, error) {
+	var zero T
 	select {
-	case ev := <-ch:
-		if ev.Type != gozk.EventNotWatching {
-			return nil
-		}
-		// The session expired, or the engine is closing: the node went
-		// with the session.
-		e.discard(n, false)
-		if e.zc.Closing() {
-			return e.fail("acquire", h.Name, errClosed)
-		}
-		return errRestart
+	case v := <-ch:
+		return v, nil
 	case <-n.gone:
-		return errRestart
+		return zero, errRestart
 	case <-ctx.Done():
 		e.drop(n)
-		return ctx.Err() // answered: the name was held
+		return zero, ctx.Err() // answered: the name was held
 	case <-e.zc.Done():
-		return e.fail("acquire", h.Name, errClosed)
+		return zero, e.fail("acquire", h.Name, errClosed)
 	}
 }
 
@@ -269,8 +288,17 @@ func position(children []string, own string) (pred string, first, found bool) {
 func (e *Engine) HonoursDeadlines() bool { return true }
 
 // Release implements locker.Backend: it deletes the hold's node, which is
-// the hold's own (its name carries a guid of its own), whatever its version.
+// the hold's own (its name carries a guid of its own), whatever its version;
+// with a lock delay, its delay marker first (delay.go).
 func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
+	if n, ok := h.State.(*node); ok && h.Kind == locker.KindMutex {
+		e.dropBar(ctx, h, n)
+	}
+	return e.releaseNode(ctx, h)
+}
+
+// releaseNode deletes the hold's node.
+func (e *Engine) releaseNode(ctx context.Context, h *locker.Hold) error {
 	n, ok := h.State.(*node)
 	if !ok {
 		return fmt.Errorf("zk: release %q: %w", h.Name, locker.ErrLockLost)

@@ -23,6 +23,9 @@ type node struct {
 	gone    chan struct{} // closed when the engine stops tracking it
 	hold    *locker.Hold  // set when granted; guarded by Engine.mu
 	watched atomic.Bool   // a watch on the node reports its deletion
+	// marker is the version of the hold's delay marker (delay.go), -1
+	// without one; set before the grant.
+	marker int32
 }
 
 // forgetLocked stops tracking n. Called with e.mu held.
@@ -117,7 +120,7 @@ func (e *Engine) lostNode(n *node, why string) {
 // It must be called before the watch on the node is set, so that no
 // deletion event is missed.
 func (e *Engine) track(path, parent string, version int32) *node {
-	n := &node{path: path, parent: parent, name: path[len(parent)+1:], gone: make(chan struct{})}
+	n := &node{path: path, parent: parent, name: path[len(parent)+1:], gone: make(chan struct{}), marker: -1}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n.ep = e.zc.Epoch()
