@@ -409,7 +409,7 @@ func (f *fleet) check(frozen fleetLine, seen []sighting, switched time.Time) {
 	t.Helper()
 	frozenTerm := func(l fleetLine) bool { return l.owner == frozen.owner && l.token == frozen.token }
 	var leads, accepted []fleetLine
-	refused := 0
+	refused, refusedFrozen := 0, 0
 	resigned := map[string]bool{} // owner/token of the leaderships that ended with Resign
 	for _, l := range f.lines {
 		switch l.fields[0] {
@@ -423,7 +423,9 @@ func (f *fleet) check(frozen fleetLine, seen []sighting, switched time.Time) {
 				accepted = append(accepted, l)
 			default:
 				refused++
-				if !frozenTerm(l) {
+				if frozenTerm(l) {
+					refusedFrozen++
+				} else {
 					t.Errorf("the fence refused a leader that was not frozen (two leaders at once): %v", l)
 				}
 			}
@@ -454,8 +456,8 @@ func (f *fleet) check(frozen fleetLine, seen []sighting, switched time.Time) {
 			}
 		}
 	}
-	t.Logf("%d leaderships; fence writes: %d accepted, %d refused (the frozen leader's, after the thaw); %d stale accepted",
-		len(leads), len(accepted), refused, stale)
+	t.Logf("%d leaderships; fence writes: %d accepted, %d refused (%d of them the frozen leader's, after the thaw); %d stale accepted",
+		len(leads), len(accepted), refused, refusedFrozen, stale)
 
 	// Leaderships begin in the order of their tokens: one at a time, the
 	// next with a higher token.
