@@ -471,20 +471,9 @@ func (f *fleet) check(frozen fleetLine, seen []sighting, switched time.Time) {
 	// The observer saw the leaderships in order, and each that lasted its
 	// term (or was ended by a fault).
 	var last sighting
-	next, matched, probes := 0, map[int]bool{}, 0
+	next, matched, stepBacks := 0, map[int]bool{}, 0
 	for _, s := range seen {
 		if s.Owner == "" {
-			continue
-		}
-		if !strings.Contains(s.Owner, "/") && s.at.After(switched) {
-			// Not a candidate's owner ID (host:pid:random/value) but the
-			// lock with which a candidate waits, after the switch, for the
-			// old engine's leader to end (elect's waitOut takes and
-			// releases it): CurrentLeader reports it as a leader for the
-			// moment it is held. A known defect of elect, reported; logged
-			// here, not failed.
-			probes++
-			t.Logf("observer saw a candidate's wait on the old engine as a leader: %+v", s.Leader)
 			continue
 		}
 		if s.Owner == last.Owner && s.Token == last.Token {
@@ -498,6 +487,15 @@ func (f *fleet) check(frozen fleetLine, seen []sighting, switched time.Time) {
 			return l.owner == s.Owner && l.token&(1<<tokenBits-1) == s.Token
 		})
 		switch {
+		case i < 0 && s.at.After(switched) && s.at.Sub(switched) < ttl &&
+			slices.ContainsFunc(leads, func(l fleetLine) bool { return l.owner == s.Owner }):
+			// A candidate's hold on the new engine that steps back when it
+			// sees the old engine's leader (elect's CurrentLeader reads
+			// the engines one after the other, so for a round trip it may
+			// report that hold): a real candidate, a token it did not lead
+			// with, within a TTL of the switch.
+			stepBacks++
+			t.Logf("observer saw a candidate stepping back after the switch: %+v", s.Leader)
 		case i < 0:
 			t.Errorf("observer saw %+v at %v, which no candidate said it led", s.Leader, s.at.Format(time.StampMicro))
 		case i < next:
@@ -513,5 +511,5 @@ func (f *fleet) check(frozen fleetLine, seen []sighting, switched time.Time) {
 			t.Errorf("observer did not see %v", l)
 		}
 	}
-	t.Logf("observer: %d changes seen, %d of %d leaderships, %d missed; %d waits on the old engine seen as leaders", len(seen), len(matched), len(leads), missed, probes)
+	t.Logf("observer: %d changes seen, %d of %d leaderships, %d missed, %d candidates stepping back", len(seen), len(matched), len(leads), missed, stepBacks)
 }
