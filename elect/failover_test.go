@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/elect"
+	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
 )
 
@@ -39,12 +41,11 @@ func TestHelperLeader(t *testing.T) {
 // once it leads; otherwise (a test run, not a process started by one) it
 // returns nil.
 func helperLead(t *testing.T, env string) (*elect.Candidate, context.Context) {
-	kind := os.Getenv(env)
-	if kind == "" {
+	e := helperEngine(t, env)
+	if e == nil {
 		return nil, nil
 	}
-	servers.Redis, servers.Etcd, servers.ZooKeeper = os.Getenv("REDIS_ADDR"), os.Getenv("ETCD_ADDR"), os.Getenv("ZK_ADDR")
-	c := newCandidate(t, servers.Processes(t)[kind](t), os.Getenv("ELECTION"), elect.WithTTL(ttl))
+	c := newCandidate(t, e, os.Getenv("ELECTION"), elect.WithTTL(ttl))
 	lctx, err := c.Campaign(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -52,14 +53,32 @@ func helperLead(t *testing.T, env string) (*elect.Candidate, context.Context) {
 	return c, lctx
 }
 
-// startLeader runs the helper test of this binary that leads election
-// name on kind (env tells it which), and waits until it says it leads. The
-// process is killed when the test ends; the rest of its output follows.
-func startLeader(t *testing.T, helper, env, kind, name string) (*exec.Cmd, *bufio.Scanner) {
+// helperEngine is the engine of a process a test started: when env names
+// an engine kind, one of that kind on the servers the parent named;
+// otherwise (a test run, not a process started by one) nil.
+func helperEngine(t *testing.T, env string) locker.Engine {
+	kind := os.Getenv(env)
+	if kind == "" {
+		return nil
+	}
+	servers.Redis, servers.Etcd, servers.ZooKeeper = os.Getenv("REDIS_ADDR"), os.Getenv("ETCD_ADDR"), os.Getenv("ZK_ADDR")
+	return servers.Processes(t)[kind](t)
+}
+
+// startProcess runs a helper test of this binary on election name and
+// engine kind (env tells it which, helperEngine reads it), with extra
+// environment variables; it returns the process and its stdin and stdout.
+// The process is killed when the test ends (cleanup, after which its
+// output ends; the caller reads it to the end before then if it must).
+func startProcess(t *testing.T, helper, env, kind, name string, extra ...string) (*exec.Cmd, io.WriteCloser, io.ReadCloser) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+helper+"$")
-	cmd.Env = append(os.Environ(), env+"="+kind, "REDIS_ADDR="+servers.Redis, "ETCD_ADDR="+servers.Etcd,
-		"ZK_ADDR="+servers.ZooKeeper, "ELECTION="+name)
+	cmd.Env = append(append(os.Environ(), env+"="+kind, "REDIS_ADDR="+servers.Redis, "ETCD_ADDR="+servers.Etcd,
+		"ZK_ADDR="+servers.ZooKeeper, "ELECTION="+name), extra...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +87,15 @@ func startLeader(t *testing.T, helper, env, kind, name string) (*exec.Cmd, *bufi
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, in, out
+}
+
+// startLeader runs the helper test of this binary that leads election
+// name on kind (env tells it which), and waits until it says it leads. The
+// process is killed when the test ends; the rest of its output follows.
+func startLeader(t *testing.T, helper, env, kind, name string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd, _, out := startProcess(t, helper, env, kind, name)
 	lines := bufio.NewScanner(out)
 	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "leading") {
 		t.Fatalf("leader process said %q, %v; want leading", lines.Text(), lines.Err())

@@ -10,4 +10,4 @@ import (
 var servers fleettest.Servers
 
 // A leader process a test starts runs its helper test alone.
-func TestMain(m *testing.M) { fleettest.Main(m, &servers, helperEnv, frozenEnv) }
+func TestMain(m *testing.M) { fleettest.Main(m, &servers, helperEnv, frozenEnv, fleetEnv) }

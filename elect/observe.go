@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
@@ -72,7 +73,7 @@ func (c *Candidate) elsewhere(ctx context.Context, sw switcherEngine, granted st
 func (c *Candidate) waitOut(ctx context.Context, e locker.Engine) error {
 	wctx, cancel := context.WithTimeout(ctx, c.ttl)
 	defer cancel()
-	l, err := e.NewLocker(c.name, locker.WithTTL(c.ttl))
+	l, err := e.NewLocker(c.name, locker.WithTTL(c.ttl), locker.WithOwner(waitOwnerPrefix+c.owner))
 	if err != nil {
 		return fmt.Errorf("elect: campaign %q: %w", c.name, err)
 	}
@@ -84,11 +85,19 @@ func (c *Candidate) waitOut(ctx context.Context, e locker.Engine) error {
 	return ctx.Err()
 }
 
+// waitOwnerPrefix starts the owner of the lock waitOut takes only to learn
+// when a leader pinned on another engine is gone: held for a moment, and
+// never a leader, so CurrentLeader skips it. No candidate's owner starts
+// so: a candidate's starts with its host name.
+const waitOwnerPrefix = "(waiting) "
+
 // CurrentLeader returns the leader of the election of name on e (an
 // engine or a switcher), or ErrNoLeader. Through a switcher, a hold on an
 // engine other than the current one wins: it is the leader pinned there
 // since before a switch, and a hold on the current engine meanwhile is a
-// candidate about to step back. Engines must implement locker.Inspector
+// candidate about to step back. The engines are read one after the other,
+// not at one instant: for a round trip around a switch, the hold of a
+// candidate stepping back may be reported as the leader. Engines must implement locker.Inspector
 // (every engine of this module does).
 func CurrentLeader(ctx context.Context, e locker.Engine, name string) (Leader, error) {
 	var found *Leader
@@ -97,6 +106,7 @@ func CurrentLeader(ctx context.Context, e locker.Engine, name string) (Leader, e
 		current = sw.Current()
 	}
 	var errs []error
+	waiting := false // a candidate waits on another engine for its leader's end
 	for _, eng := range engines(e) {
 		h, err := holder(ctx, eng, name)
 		if err != nil {
@@ -106,12 +116,20 @@ func CurrentLeader(ctx context.Context, e locker.Engine, name string) (Leader, e
 		if h == nil {
 			continue
 		}
+		if strings.HasPrefix(h.Owner, waitOwnerPrefix) {
+			waiting = waiting || eng.Name() != current
+			continue
+		}
 		l := parseLeader(eng.Name(), h.Owner, h.Token)
 		if found == nil || found.Engine == current {
 			found = &l
 		}
 	}
 	switch {
+	case found != nil && found.Engine == current && waiting:
+		// The hold on the current engine is a candidate's that steps
+		// back when it sees the waiter: nobody leads yet.
+		return Leader{}, ErrNoLeader
 	case found != nil:
 		return *found, nil
 	case len(errs) > 0:
