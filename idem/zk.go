@@ -103,7 +103,10 @@ func (z *ZKStore) Path(id ID) string { return z.prefix + "/" + id.String() }
 // Close waits, at most 10s, for the requests whose callers stopped waiting
 // to end (they end when the server answers or the connection drops), and
 // makes later calls fail with locker.ErrClosed. It does not close the
-// connection. It is idempotent.
+// connection: close the store first, since go-zookeeper races with a
+// request still in flight when its connection is closed under it (the
+// call reads its response while the connection's loop may still write it).
+// It is idempotent.
 func (z *ZKStore) Close() error {
 	z.mu.Lock()
 	z.closed = true

@@ -136,7 +136,10 @@ func OpenStore(kind, addr, prefix string, opts ...idem.StoreOption) (idem.Store,
 			closeFn = c.Close
 			var z *idem.ZKStore
 			if z, err = idem.NewZKStore(c, nil, append(opts, idem.WithPrefix(prefix))...); err == nil {
-				s, closeFn = z, func() { c.Close(); _ = z.Close() }
+				// The store first: it waits for its calls in flight, which
+				// go-zookeeper would otherwise end with a data race when
+				// the connection closes under them (seen in row 15).
+				s, closeFn = z, func() { _ = z.Close(); c.Close() }
 			}
 		}
 	default:
