@@ -70,3 +70,8 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
 )
+
+// go-zookeeper v1.0.4 (its latest) races on Conn.lastZxid when watches are
+// set again on a reconnect while a reply arrives (go-zookeeper/zk#35); the
+// copy in third_party reads and writes it atomically, nothing else.
+replace github.com/go-zookeeper/zk => ./third_party/go-zookeeper/zk

@@ -75,6 +75,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
@@ -88,3 +89,5 @@ require (
 )
 
 replace github.com/orthrus-go/orthrus => ../..
+
+replace github.com/go-zookeeper/zk => ../../third_party/go-zookeeper/zk
