@@ -196,9 +196,16 @@ func replicate(ctx context.Context, c *goredis.Client, key string) error {
 	return err
 }
 
+// resumeAfter bounds how long after the Sentinels agree on a new master
+// acquisitions resume. A go-redis pool whose dials have all failed (the
+// old master refused them during the failover) dials again only once a
+// second (internal/pool tryDial), so the first grant comes up to 1s after
+// the promotion, plus a dial and a grant: 1.03s was seen in a CI run.
+const resumeAfter = time.Second + 250*time.Millisecond
+
 // A switcher over a Sentinel-managed Redis and a secondary: SIGKILL of the
 // master is ridden through, with no switch, while Sentinel promotes the
-// replica; acquisitions resume within a second of the promotion, and the
+// replica; acquisitions resume within resumeAfter of the promotion, and the
 // replicated long holds are kept. The kill comes as soon as the load runs,
 // when the holds have most of their TTL left on the replica;
 // BenchmarkSentinelRideThrough sweeps the renewal interval.
@@ -209,8 +216,8 @@ func TestSentinelRideThrough(t *testing.T) {
 	if o.switches != 0 {
 		t.Errorf("%d switches; want none", o.switches)
 	}
-	if o.gap > o.failover+time.Second {
-		t.Errorf("longest wait between grants %v; want within the failover (%v) + 1s", o.gap, o.failover)
+	if o.gap > o.failover+resumeAfter {
+		t.Errorf("longest wait between grants %v; want within the failover (%v) + %v", o.gap, o.failover, resumeAfter)
 	}
 	for _, err := range o.errs {
 		t.Errorf("caller error: %v", err)
