@@ -45,3 +45,24 @@ func TestDurationIsTheLoads(t *testing.T) {
 		t.Errorf("last bucket at %v of a %v drill; want at least half a tick (%v) long", last.At, r.Duration, r.Tick/2)
 	}
 }
+
+// lateTimer is a context whose deadline has passed and whose timer has not
+// fired yet, as on a loaded machine.
+type lateTimer struct{ context.Context }
+
+func (lateTimer) Deadline() (time.Time, bool) { return time.Now().Add(-ms), true }
+
+// A drill whose deadline has passed is over although its context's timer
+// has not fired: an acquisition the Core ended with DeadlineExceeded then
+// is the drill ending, not a failure (a clean-clone run beside a CPU hog
+// reported "failed 1: drill/1: context deadline exceeded").
+func TestOverAtTheDeadline(t *testing.T) {
+	if !over(lateTimer{context.Background()}) {
+		t.Error("over(a context past its deadline, timer not fired) = false; want true")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if over(ctx) {
+		t.Error("over(a context a minute from its deadline) = true; want false")
+	}
+}
