@@ -572,7 +572,13 @@ func wholeSeconds(d time.Duration) int64 {
 // Internal causes, mapped to the locker sentinels by fail.
 var (
 	errLeaseGone = errors.New("lease expired or revoked")
-	errKeyGone   = errors.New("key deleted")
+	// errNotRenewed is a lease whose renewals all failed until its TTL
+	// ran out, as far as this engine knows.
+	errNotRenewed = fmt.Errorf("%w: not renewed within its TTL", errLeaseGone)
+	// errStaleTimeToLive is a LeaseTimeToLive that called a lease gone
+	// while a keep-alive renewed it.
+	errStaleTimeToLive = errors.New("LeaseTimeToLive said gone, a keep-alive renewed it")
+	errKeyGone         = errors.New("key deleted")
 )
 
 // fail wraps an error once, at the edge of the engine: ErrClosed and lost

@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -69,7 +70,7 @@ func (e *Engine) keep() {
 	for {
 		due, check, expired, next := e.dueLeases(time.Now())
 		for _, l := range expired {
-			e.kill(l, errLeaseGone)
+			e.kill(l, errNotRenewed)
 		}
 		for _, l := range due {
 			e.keeper.wg.Add(1)
@@ -248,7 +249,10 @@ func (e *Engine) checkLease(ctx context.Context, l *lease) {
 	}
 	err := e.checkKeys(ctx, l)
 	e.checked(l, err)
-	if err != nil && !errors.Is(err, errLeaseGone) && ctx.Err() == nil {
+	switch {
+	case errors.Is(err, errStaleTimeToLive):
+		e.log.Warn("etcd: a member answered from a stale view of the leases; the leader still renews this one", "lease", l.hexID(), "err", err)
+	case err != nil && !errors.Is(err, errLeaseGone) && ctx.Err() == nil:
 		e.log.Debug("etcd: checking held keys failed, will retry", "lease", l.hexID(), "err", err)
 	}
 }
@@ -268,6 +272,31 @@ func (e *Engine) checked(l *lease, err error) {
 	e.keeper.poke()
 }
 
+// confirmGone asks the leader, with a keep-alive, whether l is gone after
+// a LeaseTimeToLive said so. A member can answer that from a stale view: an
+// old leader that has not applied its step-down yet (a CPU-starved member
+// of a 3.4 cluster during a rolling restart), whose lessor let the lease
+// run out while the new leader took the renewals. It kills l only when the
+// keep-alive agrees; a keep-alive that succeeds renews l, and the check is
+// tried again soon.
+func (e *Engine) confirmGone(ctx context.Context, l *lease) error {
+	rctx, cancel := e.bound(ctx)
+	sent := time.Now()
+	resp, err := e.client.KeepAliveOnce(rctx, l.id)
+	cancel()
+	switch {
+	case err != nil && isLeaseNotFound(err):
+		e.kill(l, fmt.Errorf("%w: LeaseTimeToLive and a keep-alive found it gone", errLeaseGone))
+		return errLeaseGone
+	case err != nil:
+		return err
+	}
+	e.mu.Lock()
+	l.refreshed(sent, resp.TTL)
+	e.mu.Unlock()
+	return errStaleTimeToLive
+}
+
 // checkKeys is one check of l's holds (see checkLease).
 func (e *Engine) checkKeys(ctx context.Context, l *lease) error {
 	e.mu.Lock()
@@ -278,8 +307,7 @@ func (e *Engine) checkKeys(ctx context.Context, l *lease) error {
 	cancel()
 	switch {
 	case err != nil && isLeaseNotFound(err), err == nil && resp.TTL < 0:
-		e.kill(l, errLeaseGone)
-		return errLeaseGone
+		return e.confirmGone(ctx, l)
 	case err != nil:
 		return err
 	}

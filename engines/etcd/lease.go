@@ -173,7 +173,7 @@ func (e *Engine) sharedLease(ctx context.Context, h *locker.Hold) (*lease, error
 		case killed:
 			continue
 		case expired:
-			e.kill(l, errLeaseGone)
+			e.kill(l, errNotRenewed)
 			continue
 		case kept || fresh:
 			return l, nil
