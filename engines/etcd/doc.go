@@ -189,7 +189,12 @@
 // their create revisions. A check that fails, etcd being busy or away, is
 // tried again later and loses nothing by itself: the hold lives as long as
 // its lease; a lease refresh still failing with a third of its life left
-// logs a WARN before its holds go.
+// logs a WARN before its holds go. A check that finds the lease gone is
+// confirmed by a keep-alive, which the leader answers, before the holds
+// are lost: a member can answer from a stale view (an old leader that has
+// not applied its step-down yet, seen from CPU-starved 3.4 members during
+// a rolling restart), and a lease the leader still renews is kept, with a
+// WARN.
 //
 // A held key deleted by hand (an operator's ForceUnlock, etcdctl del) is
 // noticed at once, within milliseconds, by the engine's deletion watch: one
