@@ -320,12 +320,19 @@ func startEngines(ctx context.Context, c *Config, log *slog.Logger, tel *telemet
 
 // startError names engine i of c in err, a failure to start it, and makes
 // sure a failure to reach its server wraps ErrUnavailable; nil stays nil.
+// It says when the engine uses TLS: a server that refuses the handshake
+// (TLS 1.3 without the client certificate it requires) may surface as a
+// bare connection reset, which names nothing.
 func startError(c *Config, i int, err error) error {
 	if err == nil {
 		return nil
 	}
 	e := &c.Engines[i]
-	return fmt.Errorf("config: engines[%d] %q (%s): %w", i, e.Name, e.Type, unavailable(err))
+	kind := e.Type
+	if e.TLS.Enabled {
+		kind += ", tls"
+	}
+	return fmt.Errorf("config: engines[%d] %q (%s): %w", i, e.Name, kind, unavailable(err))
 }
 
 // unavailable makes sure a failure to reach a server wraps ErrUnavailable.
