@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/orthrus-go/orthrus/internal/deadline"
 )
 
 // Front implements Lock, LockCtx, TryLock and TryLockTimeout for one owner
@@ -70,9 +72,9 @@ func (f *Front) TryLockTimeout(wait time.Duration) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	ok, err := f.acquire(ctx, true)
-	// ctxErr, not ctx.Err(): on a loaded machine the engine can answer
+	// deadline.Err, not ctx.Err(): on a loaded machine the engine can answer
 	// with the deadline passed before ctx's timer has fired.
-	if err != nil && ctxErr(ctx) != nil && errors.Is(err, context.DeadlineExceeded) &&
+	if err != nil && deadline.Err(ctx) != nil && errors.Is(err, context.DeadlineExceeded) &&
 		!errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrClosed) {
 		return false, nil // contended until the end
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/orthrus-go/orthrus/internal/deadline"
 )
 
 // mutex is the Locker every engine returns: one owner, counted re-entry,
@@ -77,7 +79,7 @@ func (m *mutex) take(ctx context.Context, wait bool) (ok bool, err error) {
 	}
 	if err != nil {
 		if ranOut(ctx, h, err) {
-			return false, ctxErr(ctx)
+			return false, deadline.Err(ctx)
 		}
 		return false, withCtxErr(ctx, err)
 	}
@@ -128,7 +130,7 @@ func (m *mutex) current() *Hold {
 // that is certain) for less than OutageAfter, measured to the deadline when
 // that has passed, not to whenever the engine returned.
 func ranOut(ctx context.Context, h *Hold, err error) bool {
-	if ctxErr(ctx) == nil || !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrRefused) {
+	if deadline.Err(ctx) == nil || !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrRefused) {
 		return false
 	}
 	unanswered := time.Duration(monoNow() - h.asked)
@@ -136,20 +138,6 @@ func ranOut(ctx context.Context, h *Hold, err error) bool {
 		unanswered -= max(-time.Until(d), 0)
 	}
 	return unanswered < OutageAfter
-}
-
-// ctxErr is ctx.Err(), or DeadlineExceeded once the deadline has passed
-// even if ctx's timer has not fired yet: on a loaded machine the engine's
-// answer to a request the deadline cut short (etcd's "request timed out")
-// can come before it.
-func ctxErr(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
-		return context.DeadlineExceeded
-	}
-	return nil
 }
 
 // withCtxErr makes an acquisition's error wrap ctx.Err() once ctx is done,

@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -272,28 +271,17 @@ func (e *Engine) checked(l *lease, err error) {
 	e.keeper.poke()
 }
 
-// confirmGone asks the leader, with a keep-alive, whether l is gone after
-// a LeaseTimeToLive said so. A member can answer that from a stale view: an
-// old leader that has not applied its step-down yet (a CPU-starved member
-// of a 3.4 cluster during a rolling restart), whose lessor let the lease
-// run out while the new leader took the renewals. It kills l only when the
-// keep-alive agrees; a keep-alive that succeeds renews l, and the check is
-// tried again soon.
+// confirmGone asks the leader, with a keep-alive (refresh), whether l is
+// gone after a LeaseTimeToLive said so. A member can answer that from a
+// stale view: an old leader that has not applied its step-down yet (a
+// CPU-starved member of a 3.4 cluster during a rolling restart), whose
+// lessor let the lease run out while the new leader took the renewals.
+// refresh kills l only when the leader agrees; when it renews l instead,
+// the check is tried again soon.
 func (e *Engine) confirmGone(ctx context.Context, l *lease) error {
-	rctx, cancel := e.bound(ctx)
-	sent := time.Now()
-	resp, err := e.client.KeepAliveOnce(rctx, l.id)
-	cancel()
-	switch {
-	case err != nil && isLeaseNotFound(err):
-		e.kill(l, fmt.Errorf("%w: LeaseTimeToLive and a keep-alive found it gone", errLeaseGone))
-		return errLeaseGone
-	case err != nil:
+	if err := e.refresh(ctx, l); err != nil {
 		return err
 	}
-	e.mu.Lock()
-	l.refreshed(sent, resp.TTL)
-	e.mu.Unlock()
 	return errStaleTimeToLive
 }
 

@@ -43,3 +43,18 @@ func (s *Shared) Stop() {
 		d.cancel()
 	}
 }
+
+// Err is ctx.Err(), or context.DeadlineExceeded once ctx's deadline has
+// passed although its timer has not fired yet: on a loaded machine an
+// answer to a request the deadline cut short (etcd's "request timed out")
+// can come before the timer, and so can the end of a wait bounded by the
+// same deadline.
+func Err(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}

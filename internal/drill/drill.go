@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/orthrus-go/orthrus/internal/deadline"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
 )
@@ -414,18 +415,11 @@ func (d *Drill) violation(format string, args ...any) {
 	}
 }
 
-// over reports whether the drill's load has ended: ctx is done, or its
-// deadline has passed and its timer not yet fired. On a loaded machine an
-// acquisition bounded by the same deadline can end first, with
-// DeadlineExceeded (the lock's Core judges the deadline the same way),
-// which is the drill ending, not a failed acquisition.
-func over(ctx context.Context) bool {
-	if ctx.Err() != nil {
-		return true
-	}
-	end, ok := ctx.Deadline()
-	return ok && !time.Now().Before(end)
-}
+// over reports whether the drill's load has ended, by the rule the lock's
+// Core judges deadlines with: an acquisition bounded by the same deadline
+// can end with DeadlineExceeded before ctx's timer fires, which is the
+// drill ending, not a failed acquisition.
+func over(ctx context.Context) bool { return deadline.Err(ctx) != nil }
 
 func (d *Drill) work(ctx context.Context, sw *switcher.Switcher, worker int) {
 	for !over(ctx) {
