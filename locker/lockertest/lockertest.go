@@ -177,11 +177,43 @@ func mustLock(t *testing.T, l locker.Locker) {
 	}
 }
 
+// mustUnlock releases l's hold. When the engine answers later than the
+// release bound (it is slow, on a loaded machine), Unlock returns what the
+// contract says: an error wrapping ErrUnavailable, the release going on in
+// the background. The cases that are not about that bound (the fault
+// suite is) accept it, and wait until the release is done, so that the
+// case goes on from the state it expects.
 func mustUnlock(t *testing.T, l locker.Locker) {
 	t.Helper()
-	if err := l.Unlock(); err != nil {
+	late, err := unlock(l)
+	if err != nil {
 		t.Fatalf("Unlock() = %v; want nil", err)
 	}
+	if !late {
+		return
+	}
+	t.Logf("Unlock() answered after the release bound; waiting for the release to finish in the background")
+	// The name is free again once its owner can take it.
+	eventually(t, locker.DefaultReleaseTimeout+caseSlack, "the late release to finish", func() bool {
+		ok, _ := l.TryLock()
+		return ok
+	})
+	mustUnlock(t, l)
+}
+
+// caseSlack is what a loaded machine adds to a bound the suite waits out.
+const caseSlack = 5 * time.Second
+
+// unlock calls l.Unlock and reports whether it returned the late-release
+// outcome, which it then does not return as an error: ErrUnavailable after
+// the whole release bound.
+func unlock(l locker.Locker) (late bool, err error) {
+	start := time.Now()
+	err = l.Unlock()
+	if errors.Is(err, locker.ErrUnavailable) && time.Since(start) >= locker.DefaultReleaseWait {
+		return true, nil
+	}
+	return false, err
 }
 
 func wantTry(t *testing.T, l locker.Locker, want bool) {
@@ -527,7 +559,7 @@ func testSharedLocker(t *testing.T, f Factory) {
 					return
 				}
 				_ = shared.Token()
-				if err := shared.Unlock(); err != nil {
+				if _, err := unlock(shared); err != nil {
 					errs <- fmt.Errorf("Unlock() = %w", err)
 					return
 				}

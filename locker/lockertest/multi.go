@@ -325,7 +325,7 @@ func contend(t *testing.T, ls []locker.Locker, rounds, names int) {
 				for i := range inside {
 					inside[i].Add(-1)
 				}
-				if err := l.Unlock(); err != nil {
+				if _, err := unlock(l); err != nil {
 					errs <- fmt.Errorf("Unlock() = %w", err)
 					return
 				}
