@@ -416,7 +416,8 @@ func testRWInvariant(t *testing.T, f Factory) {
 			readers.Add(-1)
 		}
 		ops.Add(1)
-		return side.Unlock()
+		_, err := unlock(side)
+		return err
 	}
 	runOwners(t, owners, InvariantOps, func(i int) func(*rand.Rand) error {
 		l := newRW(t, engines[i%2], name)
