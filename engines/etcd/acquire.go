@@ -109,9 +109,11 @@ var errQueued = errors.New("etcd: still queued")
 // the lease. The caller frees the slot when the key was not created.
 //
 // On a cluster, the create is sent again, in another slot, whenever it
-// has gone unanswered for the attempt timeout (see createHedged).
+// has gone unanswered for the attempt timeout (see createHedged). A caller
+// whose context can end leaves at once when it does, and its create is
+// settled in the background.
 func (e *Engine) create(ctx context.Context, h *locker.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn) (*slot, *clientv3.TxnResponse, error) {
-	if e.attempt < e.timeout {
+	if e.attempt < e.timeout || ctx.Done() != nil {
 		return e.createHedged(ctx, h, st, build)
 	}
 	return e.createOnce(ctx, h, st, build)
@@ -205,12 +207,13 @@ type created struct {
 // answered after the one taken is deleted, comparing its create revision;
 // an attempt never answered is left behind as a single create's would be.
 // A create forwarded to a leader that died, which nothing answers, costs
-// its caller an attempt timeout, not the request timeout. Attempts end
-// with the caller's context only while none has been answered.
+// its caller an attempt timeout, not the request timeout. The caller's
+// context ending does not end the attempts either: a create on the wire
+// may still be applied, and a delete sent before its answer may be applied
+// before it, leaving a key on a live lease. The caller returns at once and
+// the attempts are settled like the unneeded ones.
 func (e *Engine) createHedged(ctx context.Context, h *locker.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn) (*slot, *clientv3.TxnResponse, error) {
 	actx, abort := context.WithCancel(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(ctx, abort)
-	defer stop()
 	results := make(chan created, e.hedges())
 	began, inflight := time.Now(), 0
 	launch := func() {
@@ -240,6 +243,9 @@ func (e *Engine) createHedged(ctx context.Context, h *locker.Hold, st *holdState
 			abort()
 			e.settle(results, inflight, abort)
 			return nil, nil, c.err
+		case <-ctx.Done():
+			e.settle(results, inflight, abort)
+			return nil, nil, ctx.Err()
 		case <-timer.C:
 			if inflight < e.hedges() && ctx.Err() == nil && time.Since(began)+e.attempt <= e.timeout {
 				e.noteTrouble()

@@ -25,6 +25,15 @@ type owner struct{ lock, unlock func() error }
 func (o owner) Lock() error   { return o.lock() }
 func (o owner) Unlock() error { return o.unlock() }
 
+// orthrusCtxOwner locks with LockCtx on a context that can end, as a
+// service's request handler does: the path on which a caller may give up.
+func orthrusCtxOwner(b *testing.B, _ int) []owner {
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	l := newLocker(b, newEngine(b, newClient(b, endpoint)), benchName(b))
+	return []owner{{lock: func() error { return l.LockCtx(ctx) }, unlock: l.Unlock}}
+}
+
 func orthrusOwners(b *testing.B, n int) []owner {
 	e := newEngine(b, newClient(b, endpoint))
 	name := benchName(b)
@@ -60,7 +69,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 	for _, impl := range []struct {
 		name   string
 		owners func(*testing.B, int) []owner
-	}{{"orthrus", orthrusOwners}, {"concurrency", concurrencyOwners}} {
+	}{{"orthrus", orthrusOwners}, {"orthrus-lockctx", orthrusCtxOwner}, {"concurrency", concurrencyOwners}} {
 		b.Run(impl.name, func(b *testing.B) {
 			o := impl.owners(b, 1)[0]
 			lockUnlock := func() {
@@ -87,7 +96,7 @@ func BenchmarkHandoff(b *testing.B) {
 	for _, impl := range []struct {
 		name   string
 		owners func(*testing.B, int) []owner
-	}{{"orthrus", orthrusOwners}, {"concurrency", concurrencyOwners}} {
+	}{{"orthrus", orthrusOwners}, {"orthrus-lockctx", orthrusCtxOwner}, {"concurrency", concurrencyOwners}} {
 		b.Run(impl.name, func(b *testing.B) {
 			ms := make([]lockertest.Mutex, owners)
 			for i, o := range impl.owners(b, owners) {
