@@ -71,7 +71,10 @@
 //     when etcd does not answer, and stops its watch; its key is deleted in
 //     the background, as soon as etcd answers within the request timeout
 //     (Close waits for that, bounded). Past that, the key is deleted before
-//     its lease is renewed again, or expires with it.
+//     its lease is renewed again, or expires with it. A create in flight
+//     when the caller gives up is not cancelled: it may still reach etcd,
+//     after a delete sent at once; its answer is awaited, and the key it
+//     made deleted.
 //
 // # Read-write locks and semaphores
 //

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/orthrus-go/orthrus/engines/etcd"
 	"github.com/orthrus-go/orthrus/internal/testserver"
@@ -23,7 +26,25 @@ func TestServerPausedPastTTL(t *testing.T) {
 	s := testserver.Etcd(t)
 	ca := newClient(t, s.Addr())
 	ea := newEngine(t, ca, etcd.WithRequestTimeout(time.Second))
-	eb := newEngine(t, newClient(t, s.Addr()), etcd.WithRequestTimeout(time.Second))
+	// The waiter must be queued when the server stops: its key on the
+	// server is not enough, the answer to its create must have reached it
+	// (beside a CPU hog, the pause once caught that answer on its way).
+	cfg, created := clientConfig(s.Addr()), make(chan struct{})
+	var once sync.Once
+	cfg.DialOptions = append(cfg.DialOptions, grpc.WithUnaryInterceptor(
+		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			if txn, ok := req.(*pb.TxnRequest); ok && err == nil && len(txn.Success) > 0 && txn.Success[0].GetRequestPut() != nil {
+				once.Do(func() { close(created) })
+			}
+			return err
+		}))
+	cb, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cb.Close() }) // after the engine's Close
+	eb := newEngine(t, cb, etcd.WithRequestTimeout(time.Second))
 	name := t.Name()
 	const ttl = 2 * time.Second // the server's minimum lease
 	a := newLocker(t, ea, name, locker.WithTTL(ttl))
@@ -34,6 +55,11 @@ func TestServerPausedPastTTL(t *testing.T) {
 	tokA := lease(a).Token()
 	done := lockAsync(b, 30*time.Second)
 	waitKeys(t, ca, ea, name, 2)
+	select {
+	case <-created:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter's create not answered 10s after its key was on the server")
+	}
 
 	if err := s.Pause(); err != nil {
 		t.Fatal(err)
