@@ -35,10 +35,18 @@ func run(m *testing.M, start func() (func(), error)) int {
 	code := m.Run()
 	stop()
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := goleak.Find(toxiproxyStranded); err != nil {
 			fmt.Fprintf(os.Stderr, "FAIL: goroutines left behind: %v\n", err)
 			return 1
 		}
 	}
 	return code
 }
+
+// toxiproxyStranded is a goroutine toxiproxy (internal/netfault) strands,
+// in v2.5.0 as in v2.12.0: when a link's destination closes while bytes
+// still flow (a link cut during traffic), its writer's io.Copy returns and
+// nobody drains the link's output again, so the last toxic blocks sending
+// to it for good. It holds neither a server nor a port; everything else of
+// a proxy is still checked.
+var toxiproxyStranded = goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2/toxics.(*NoopToxic).Pipe")
