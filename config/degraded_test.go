@@ -104,7 +104,7 @@ engines:
 				t.Errorf("%d WARN logs for the engine down at start; want 1:\n%s", n, strings.Join(rec.all(), "\n"))
 			}
 
-			if errs := lockMany(sw, "degraded-"+tc.kind, 4, 10); errs > 0 {
+			if errs := lockMany(t, sw, "degraded-"+tc.kind, 4, 10); errs > 0 {
 				t.Errorf("%d of 40 Lock/Unlock failed while the primary is down; want 0", errs)
 			}
 
@@ -123,7 +123,7 @@ engines:
 			}
 			if tc.back {
 				eventually(t, 5*time.Second, "the return to the primary", func() bool { return sw.Current() == "primary" })
-				if errs := lockMany(sw, "degraded-"+tc.kind, 2, 5); errs > 0 {
+				if errs := lockMany(t, sw, "degraded-"+tc.kind, 2, 5); errs > 0 {
 					t.Errorf("%d of 10 Lock/Unlock failed after failback; want 0", errs)
 				}
 				return
@@ -160,8 +160,8 @@ func putKey(t *testing.T, key, value string) {
 }
 
 // lockMany takes and releases a lock workers×rounds times, from workers
-// goroutines, and returns how many calls failed.
-func lockMany(sw *config.Switcher, name string, workers, rounds int) int {
+// goroutines, logs what failed and returns how many calls did.
+func lockMany(t *testing.T, sw *config.Switcher, name string, workers, rounds int) int {
 	var errs atomic.Int32
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -169,6 +169,7 @@ func lockMany(sw *config.Switcher, name string, workers, rounds int) int {
 			l, err := sw.NewLocker(fmt.Sprintf("%s-%d", name, w))
 			if err != nil {
 				errs.Add(int32(rounds))
+				t.Logf("owner %d: NewLocker: %v", w, err)
 				return
 			}
 			for range rounds {
@@ -180,6 +181,7 @@ func lockMany(sw *config.Switcher, name string, workers, rounds int) int {
 				}
 				if err != nil {
 					errs.Add(1)
+					t.Logf("owner %d: %v", w, err)
 				}
 			}
 		})
