@@ -132,6 +132,8 @@ func TestFileSourceRewriteAppliesActiveAgain(t *testing.T) {
 	if n := logs.count("rewritten with the same active"); n != 1 {
 		t.Errorf("logged the rewrite %d times; want 1: %q", n, logs.all())
 	}
+	// The switcher logs a switch just after making it: wait for the line.
+	eventually(t, 2*time.Second, "the switch back to a logged", func() bool { return logs.count("from=b to=a reason=source") == 1 })
 	if got := logs.all(); !strings.Contains(got[len(got)-1], "from=b to=a reason=source") {
 		t.Errorf("last log %q; want the switch back to a by the source", got[len(got)-1])
 	}
