@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -57,12 +58,38 @@ func clientConfig(endpoints ...string) clientv3.Config {
 
 func newClient(t testing.TB, endpoints ...string) *clientv3.Client {
 	t.Helper()
-	c, err := clientv3.New(clientConfig(endpoints...))
+	return newClientOf(t, clientConfig(endpoints...))
+}
+
+// interceptedClient is newClient with every unary call through intercept,
+// for tests that change what the server sees or answers.
+func interceptedClient(t testing.TB, intercept grpc.UnaryClientInterceptor, endpoints ...string) *clientv3.Client {
+	t.Helper()
+	cfg := clientConfig(endpoints...)
+	cfg.DialOptions = append(cfg.DialOptions, grpc.WithUnaryInterceptor(intercept))
+	return newClientOf(t, cfg)
+}
+
+// newClientOf dials cfg and closes the client when the test ends, after
+// the engines over it (cleanups run last registered first).
+func newClientOf(t testing.TB, cfg clientv3.Config) *clientv3.Client {
+	t.Helper()
+	c, err := clientv3.New(cfg)
 	if err != nil {
-		t.Fatalf("clientv3.New(%v) = %v", endpoints, err)
+		t.Fatalf("clientv3.New(%v) = %v", cfg.Endpoints, err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// putOf returns the create a request is: a transaction whose first
+// operation on success is a put (every acquisition's).
+func putOf(req any) (*pb.PutRequest, bool) {
+	txn, ok := req.(*pb.TxnRequest)
+	if !ok || len(txn.Success) == 0 || txn.Success[0].GetRequestPut() == nil {
+		return nil, false
+	}
+	return txn.Success[0].GetRequestPut(), true
 }
 
 func newEngine(t testing.TB, c *clientv3.Client, opts ...etcd.Option) *etcd.Engine {

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
@@ -29,21 +28,15 @@ func TestServerPausedPastTTL(t *testing.T) {
 	// The waiter must be queued when the server stops: its key on the
 	// server is not enough, the answer to its create must have reached it
 	// (beside a CPU hog, the pause once caught that answer on its way).
-	cfg, created := clientConfig(s.Addr()), make(chan struct{})
+	created := make(chan struct{})
 	var once sync.Once
-	cfg.DialOptions = append(cfg.DialOptions, grpc.WithUnaryInterceptor(
-		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			err := invoker(ctx, method, req, reply, cc, opts...)
-			if txn, ok := req.(*pb.TxnRequest); ok && err == nil && len(txn.Success) > 0 && txn.Success[0].GetRequestPut() != nil {
-				once.Do(func() { close(created) })
-			}
-			return err
-		}))
-	cb, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cb.Close() }) // after the engine's Close
+	cb := interceptedClient(t, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if _, ok := putOf(req); ok && err == nil {
+			once.Do(func() { close(created) })
+		}
+		return err
+	}, s.Addr())
 	eb := newEngine(t, cb, etcd.WithRequestTimeout(time.Second))
 	name := t.Name()
 	const ttl = 2 * time.Second // the server's minimum lease

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -39,13 +38,13 @@ func (lc *lateCreate) intercept(ctx context.Context, method string, req, reply a
 		lc.mu.Unlock()
 		return err
 	}
-	txn, ok := req.(*pb.TxnRequest)
-	if !ok || len(txn.Success) == 0 || txn.Success[0].GetRequestPut() == nil || !lc.armed.CompareAndSwap(true, false) {
+	put, ok := putOf(req)
+	if !ok || !lc.armed.CompareAndSwap(true, false) {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	deleted := make(chan struct{})
 	lc.mu.Lock()
-	lc.key, lc.deleted = string(txn.Success[0].GetRequestPut().Key), deleted
+	lc.key, lc.deleted = string(put.Key), deleted
 	lc.mu.Unlock()
 	// The late put has a reply and call options of its own: the caller's
 	// are the caller's again once it has given up.
@@ -75,19 +74,12 @@ func (lc *lateCreate) intercept(ctx context.Context, method string, req, reply a
 func TestCreateGivenUpOnLeavesNothing(t *testing.T) {
 	lc := &lateCreate{latency: 300 * time.Millisecond, sent: make(chan struct{})}
 	defer func() { <-lc.sent }()
-	cfg := clientConfig(endpoint)
-	cfg.DialOptions = append(cfg.DialOptions, grpc.WithUnaryInterceptor(lc.intercept))
-	c, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	e := newEngine(t, c)
+	e := newEngine(t, interceptedClient(t, lc.intercept, endpoint))
 	other := newEngine(t, newClient(t, endpoint))
 	name := t.Name()
 	lc.armed.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	err = newLocker(t, e, name).LockCtx(ctx)
+	err := newLocker(t, e, name).LockCtx(ctx)
 	cancel()
 	if err == nil {
 		t.Fatal("LockCtx() with its create delayed past the deadline = nil; want an error")

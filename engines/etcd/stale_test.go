@@ -7,7 +7,6 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
 	"github.com/orthrus-go/orthrus/locker"
@@ -20,21 +19,13 @@ import (
 // for it: a keep-alive, which the leader answers, decides.
 func TestStaleTimeToLiveLosesNothing(t *testing.T) {
 	var stale atomic.Bool
-	cfg := clientConfig(endpoint)
-	cfg.DialOptions = append(cfg.DialOptions, grpc.WithUnaryInterceptor(
-		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			err := invoker(ctx, method, req, reply, cc, opts...)
-			if r, ok := reply.(*pb.LeaseTimeToLiveResponse); ok && err == nil && stale.Load() {
-				r.TTL, r.Keys = -1, nil
-			}
-			return err
-		}))
-	c, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	e := newEngine(t, c)
+	e := newEngine(t, interceptedClient(t, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if r, ok := reply.(*pb.LeaseTimeToLiveResponse); ok && err == nil && stale.Load() {
+			r.TTL, r.Keys = -1, nil
+		}
+		return err
+	}, endpoint))
 	ttl := 2 * time.Second
 	l := newLocker(t, e, t.Name(), locker.WithTTL(ttl))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
