@@ -635,8 +635,11 @@ func isLeaseNotFound(err error) bool {
 }
 
 // deleteKeys deletes keys unconditionally, in as few transactions as the
-// server allows. Only for keys of this engine whose slots are still taken:
-// no other hold can have them.
+// server allows, each one attempt: the keeper sweeps with it before a
+// refresh, which must not wait behind a transaction sent into an election
+// for the request timeout, past the life of the lease's holds. Only for
+// keys of this engine whose slots are still taken: no other hold can have
+// them, so a transaction given up on and applied late does no harm.
 func (e *Engine) deleteKeys(ctx context.Context, keys []string) error {
 	for len(keys) > 0 {
 		n := min(len(keys), maxTxnOps)
@@ -644,7 +647,7 @@ func (e *Engine) deleteKeys(ctx context.Context, keys []string) error {
 		for i, k := range keys[:n] {
 			ops[i] = clientv3.OpDelete(k)
 		}
-		rctx, cancel := e.bound(ctx)
+		rctx, cancel := e.attemptBound(ctx)
 		_, err := e.client.Txn(rctx).Then(ops...).Commit()
 		cancel()
 		if err != nil {

@@ -75,7 +75,15 @@ type slot struct {
 	// deleted (gone.go): a hold registered after a deletion of its key
 	// that the watch delivered first is refused.
 	deleted int64
+	// burnt tells that a write or delete of key failed unanswered and may
+	// still be applied: once freed, its name is not taken again (see
+	// orphan).
+	burnt bool
 }
+
+// reserved stands in a lease's taken slots for the name of a burnt slot
+// that was freed, so that no acquisition takes that name again.
+var reserved = &slot{}
 
 // shelf is what a shared lease stands for: its TTL in whole seconds and
 // the lock delay of its holds. With a delay the lease's TTL is the holds'
@@ -400,8 +408,9 @@ func (e *Engine) free(s *slot) {
 	e.mu.Lock()
 	l := s.l
 	if taken := l.slots[s.prefix]; taken != nil && taken[s.n] == s {
-		delete(taken, s.n)
-		if len(taken) == 0 {
+		if s.burnt {
+			taken[s.n] = reserved
+		} else if delete(taken, s.n); len(taken) == 0 {
 			delete(l.slots, s.prefix)
 		}
 		e.unkey(s)
@@ -418,10 +427,15 @@ func (e *Engine) free(s *slot) {
 
 // orphan records a key that may have been left behind and could not be
 // deleted: it is deleted before the lease is refreshed again, and expires
-// with the lease if nothing refreshes it. Its slot stays taken until then.
+// with the lease if nothing refreshes it. Its slot stays taken until then,
+// and its name for the life of the lease: the write that failed, or a
+// delete given up on (the keeper's are one short attempt each, sent again
+// through an election), may still be applied, and must not find another
+// hold's key there.
 func (e *Engine) orphan(s *slot) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	s.burnt = true
 	if !s.l.killed {
 		s.l.orphans = append(s.l.orphans, s)
 	}
