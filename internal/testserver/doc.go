@@ -23,7 +23,10 @@
 //
 // ZooKeeper runs with tickTime=200ms and minSessionTimeout=500ms, so tests
 // can use session timeouts of about a second. etcd runs with a 100ms
-// heartbeat and a 1s election timeout. Redis Cluster nodes use a 1s
+// heartbeat and a 1s election timeout; a cluster's members also with
+// pre-vote, as etcd 3.5 and later do by default (Debian's etcd 3.4 does
+// not), so that a member rejoining after a restart does not depose a
+// leader that works. Redis Cluster nodes use a 1s
 // cluster-node-timeout; WithReplicas gives each master replicas, which take
 // over a master that dies.
 package testserver

@@ -82,6 +82,7 @@ func newEtcd(n int, pattern string, opts []Option) (*Cluster, error) {
 				"--initial-cluster-token", token,
 				"--heartbeat-interval", "100",
 				"--election-timeout", "1000",
+				"--pre-vote", // etcd 3.5's default, off in Debian's 3.4
 				"--logger", "zap",
 				"--log-outputs", "stderr",
 			}, o.args...)
