@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orthrus-go/orthrus/internal/cpustall"
+
 	"github.com/orthrus-go/orthrus/engines/etcd"
 	"github.com/orthrus-go/orthrus/engines/zk"
 )
@@ -51,10 +53,11 @@ func targets(kind string, f fault) bounds {
 }
 
 // loadAllowance is added to the targets' times in the tests, which run
-// beside every other package's servers: on a 2-core machine with a CPU
-// hog beside the suite, a ZooKeeper rolling restart's longest gap was
-// 2.59s against a 2.5s target. BenchmarkRideThrough, run alone, reports
-// the figures the targets are about.
+// beside every other package's servers; on a machine short of CPU the
+// targets also stretch by the drill's CPU stall (cpustall.Stretch): with
+// a CPU hog beside the suite (stall ~70%), a follower's kill once left
+// callers 3.4s without a grant against a 1s target. BenchmarkRideThrough,
+// run alone, reports the figures the targets are about.
 const loadAllowance = time.Second
 
 // check fails t for every target o misses.
@@ -62,8 +65,8 @@ func check(t *testing.T, kind string, f fault, o outcome) {
 	t.Helper()
 	t.Logf("%s %s: %v", kind, f, o)
 	want := targets(kind, f)
-	want.wait += loadAllowance
-	want.first += loadAllowance
+	want.wait = cpustall.Stretch(want.wait, o.stall) + loadAllowance
+	want.first = cpustall.Stretch(want.first, o.stall) + loadAllowance
 	for _, ev := range o.switches {
 		t.Errorf("engine switch %s -> %s (%s) %v after the fault; want none: the cluster kept its quorum", ev.From, ev.To, ev.Reason, ms(o.switchAfter))
 	}
@@ -115,8 +118,8 @@ func majorityKilled(t *testing.T, kind string) {
 		t.Fatalf("no switch after a majority was killed; want one within %v", window+800*time.Millisecond)
 	case o.switches[0].From != kind || o.switches[0].To != "redis":
 		t.Errorf("switch %s -> %s; want %s -> redis", o.switches[0].From, o.switches[0].To, kind)
-	case o.switchAfter < window || o.switchAfter > window+800*time.Millisecond:
-		t.Errorf("switched %v after the fault; want within the %v window + 0.8s, not before", ms(o.switchAfter), window)
+	case o.switchAfter < window || o.switchAfter > window+cpustall.Stretch(800*time.Millisecond, o.stall):
+		t.Errorf("switched %v after the fault; want within the %v window + 0.8s (stretched by a CPU stall of %.0f%%), not before", ms(o.switchAfter), window, 100*o.stall)
 	}
 	for _, err := range o.errors {
 		t.Errorf("caller error: %v", err)
