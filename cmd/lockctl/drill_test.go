@@ -119,27 +119,21 @@ func TestDrillLeavesNoTrace(t *testing.T) {
 		active  string
 		engines string
 		source  string
-		health  string
 		args    []string
 	}{
 		{"file", "redis", fmt.Sprintf(`  - {name: redis, type: redis, addrs: [%q], prefix: notrace-file/locks}
   - {name: zk, type: zk, servers: [%q], prefix: /notrace-file/locks, session_timeout: 4s}
-`, s.redis, s.zk), "", "", nil},
+`, s.redis, s.zk), "", nil},
 		{"etcd", "etcd", fmt.Sprintf(`  - {name: etcd, type: etcd, endpoints: [%q], prefix: notrace-etcd/locks}
   - {name: redis, type: redis, addrs: [%q], prefix: notrace-etcd/locks}
-`, s.etcd, s.redis), fmt.Sprintf("source: {type: etcd, endpoints: [%q], key: /notrace-etcd/active}\n", s.etcd), "", nil},
+`, s.etcd, s.redis), fmt.Sprintf("source: {type: etcd, endpoints: [%q], key: /notrace-etcd/active}\n", s.etcd), nil},
 		{"zk", "zk", fmt.Sprintf(`  - {name: zk, type: zk, servers: [%q], prefix: /notrace-zk/locks, session_timeout: 4s}
   - {name: etcd, type: etcd, endpoints: [%q], prefix: notrace-zk/locks}
-`, s.zk, s.etcd), fmt.Sprintf("source: {type: zk, servers: [%q], path: /notrace-zk/switch/active}\n", s.zk), "", nil},
+`, s.zk, s.etcd), fmt.Sprintf("source: {type: zk, servers: [%q], path: /notrace-zk/switch/active}\n", s.zk), nil},
 		{"fleet", "redis", fmt.Sprintf(`  - {name: redis, type: redis, addrs: [%q], prefix: notrace-fleet/locks}
   - {name: etcd, type: etcd, endpoints: [%q], prefix: notrace-fleet/locks}
 `, s.redis, s.etcd), fmt.Sprintf("source: {type: etcd, endpoints: [%q], key: /notrace-fleet/active}\n", s.etcd),
-			// This case checks that three processes follow the source's
-			// flip. Beside a CPU hog they can starve etcd's pings past the
-			// 300ms default three times running, and their breakers then
-			// rightly send them back to redis: the failover tests look at
-			// that, not this one.
-			"health: {timeout: 2s}\n", []string{"--processes", "3"}},
+			[]string{"--processes", "3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -148,7 +142,14 @@ func TestDrillLeavesNoTrace(t *testing.T) {
 				s.etcdPut(t, "/notrace-fleet/active", "redis") // a key that exists: put back as it was
 			}
 			path := filepath.Join(t.TempDir(), "app.yaml")
-			content := "# the application's own config\nactive: " + tc.active + "   # comment kept\nstart_timeout: 3s\nlock: {ttl: 3s}\n" + tc.source + tc.health + "engines:\n" + tc.engines
+			// These cases check that the drill's planned switch goes
+			// through the source and leaves nothing behind. Beside a CPU
+			// hog, a starved engine can miss the 300ms health default three
+			// times running (etcd did, 404ms after the planned switch), and
+			// its breaker then rightly switches first: the failover tests
+			// look at that, not these.
+			health := "health: {timeout: 2s}\n"
+			content := "# the application's own config\nactive: " + tc.active + "   # comment kept\nstart_timeout: 3s\nlock: {ttl: 3s}\n" + tc.source + health + "engines:\n" + tc.engines
 			writeFile(t, path, content)
 			sourceBefore := s.etcdGet(t, "/"+app, true)
 			dir := t.TempDir()
