@@ -135,8 +135,14 @@ func TestSharedSourceFleet(t *testing.T) {
 				{fault: "blackhole"},
 				{fault: "refuse", written: true},
 				{fault: "refuse", isolation: switcher.IsolationAlone},
+				// A starved process's votes come late: it cannot count the
+				// fleet, which is not a fleet that agrees.
+				{fault: "refuse", written: true, lateVotes: 2},
 			} {
 				name := "CutOffMovesNobody/" + c.fault + map[bool]string{true: "/written", false: "/unwritten"}[c.written] + "/" + c.isolation.String()
+				if c.lateVotes > 0 {
+					name += "/late-votes"
+				}
 				t.Run(name, func(t *testing.T) {
 					testCutOffMovesNobody(t, newKey(t, "cut-"+c.fault+"-"+c.isolation.String()), c)
 				})
