@@ -24,13 +24,13 @@ type cutOff struct {
 	written   bool   // the key names the primary; else it was never written
 	isolation switcher.Isolation
 	// lateVotes is how many of the cut-off process's first roster reads
-	// after the cut answer past the health timeout, as a starved
-	// process's do.
+	// after the cut answer past the health timeout (by 100ms), as a
+	// starved process's do.
 	lateVotes int32
 }
 
-// lateRoster is a shared source whose roster answers its next reads late,
-// past the health timeout, while late is above zero.
+// lateRoster is a shared source whose roster answers its next reads
+// 100ms past the health timeout while late is above zero.
 type lateRoster struct {
 	switcher.Source
 	switcher.Proposer
@@ -45,8 +45,11 @@ func newLateRoster(src switcher.Source) *lateRoster {
 
 func (r *lateRoster) Members(ctx context.Context) ([]switcher.Member, error) {
 	if r.late.Add(-1) >= 0 {
-		<-ctx.Done() // answered after the caller's deadline
-		return nil, ctx.Err()
+		select {
+		case <-time.After(switcher.DefaultHealthTimeout + 100*time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	return r.Roster.Members(ctx)
 }
@@ -115,7 +118,7 @@ func testCutOffMovesNobody(t *testing.T, key sharedKey, c cutOff) {
 		}
 	} else {
 		// The answer waits for the votes, which may come late.
-		bound := 100*time.Millisecond + time.Duration(c.lateVotes)*switcher.DefaultHealthTimeout
+		bound := 100*time.Millisecond + time.Duration(c.lateVotes)*(switcher.DefaultHealthTimeout+100*time.Millisecond)
 		began := time.Now()
 		ok, err := l.TryLock()
 		if took := time.Since(began); ok || !errors.Is(err, locker.ErrUnavailable) || took > bound {

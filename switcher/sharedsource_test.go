@@ -135,8 +135,8 @@ func TestSharedSourceFleet(t *testing.T) {
 				{fault: "blackhole"},
 				{fault: "refuse", written: true},
 				{fault: "refuse", isolation: switcher.IsolationAlone},
-				// A starved process's votes come late: it cannot count the
-				// fleet, which is not a fleet that agrees.
+				// A starved process's votes come late: they are counted
+				// still, not read as a fleet that agrees.
 				{fault: "refuse", written: true, lateVotes: 2},
 			} {
 				name := "CutOffMovesNobody/" + c.fault + map[bool]string{true: "/written", false: "/unwritten"}[c.written] + "/" + c.isolation.String()

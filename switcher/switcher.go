@@ -47,7 +47,6 @@ type Switcher struct {
 	override   bool               // on an engine the source did not name (breaker, by hand, failback): stay until the source names another
 	deferred   int                // the desired engine this process said it cannot use yet; -1 when none
 	isolated   bool               // down here but not for the fleet (no quorum)
-	uncounted  time.Time          // since when the fleet's votes could not be counted, in this outage; zero once counted
 	home       int                // the fleet's engine this process left alone (IsolationAlone); -1 when none
 	published  Member             // the last Member announced to the voter
 	pending    *epochSync         // the epoch agreement grants wait for; nil when none

@@ -3,9 +3,6 @@ package switcher
 import (
 	"context"
 	"slices"
-	"time"
-
-	"github.com/sony/gobreaker/v2"
 )
 
 // voter is a shared source through which a fleet counts its processes'
@@ -22,34 +19,25 @@ type voter interface {
 // counts, so when every process sees the engine down, the last to count
 // sees every vote: a whole-engine outage moves the fleet at once, while one
 // process with a bad link, a pause or a starved CPU moves nobody. Without a
-// roster the fleet cannot be asked: it reports true, and the proposal
-// decides. A vote the source does not answer in time counts as no (a
-// starved process's reads come late, and its proposal may still land)
-// until the source has left the votes uncounted for uncountedFor: then it
-// is taken as down, and the proposal decides, alone when it fails.
+// roster, or when the source does not answer, the fleet cannot be asked:
+// it reports true, and the proposal decides (alone when the source is down).
+// The votes get twice the proposal's time: a source that answers late (a
+// starved process's reads come late) must be counted, not read as a fleet
+// that agrees while the proposal, one request, still lands.
 func (s *Switcher) fleetSeesDown(ctx context.Context, cur int) bool {
 	if s.voter == nil {
 		return true
 	}
-	vctx, cancel := context.WithTimeout(ctx, s.opts.healthTimeout)
+	vctx, cancel := context.WithTimeout(ctx, 2*s.opts.healthTimeout)
 	defer cancel()
 	me, err := s.vote(vctx)
-	var fleet []Member
-	if err == nil {
-		fleet, err = s.voter.Members(vctx)
-	}
-	s.mu.Lock()
 	if err != nil {
-		if s.uncounted.IsZero() {
-			s.uncounted = time.Now()
-		}
-		down := time.Since(s.uncounted) >= s.uncountedFor()
-		s.mu.Unlock()
-		s.log.Debug("switcher: the fleet's votes could not be counted", "source_down", down, "err", err)
-		return down
+		return true
 	}
-	s.uncounted = time.Time{}
-	s.mu.Unlock()
+	fleet, err := s.voter.Members(vctx)
+	if err != nil {
+		return true
+	}
 	engine := s.members[cur].engine.Name()
 	live, down := 1, 1 // this process, whose breaker is open
 	for _, m := range fleet {
@@ -77,14 +65,6 @@ func (s *Switcher) fleetSeesDown(ctx context.Context, cur int) bool {
 	return agreed
 }
 
-// uncountedFor is how long the source may leave the votes uncounted
-// before it is taken as down: as many health timeouts as the breaker's
-// default failures, so that a source that answers late only now and then
-// is counted on a later try.
-func (s *Switcher) uncountedFor() time.Duration {
-	return DefaultFailures * s.opts.healthTimeout
-}
-
 // waitsForFleet reports whether this process grants only on its fleet's
 // engine (IsolationWait with a fleet it can count): then an engine that is
 // down here alone is waited for, never left — at start too.
@@ -103,13 +83,9 @@ func (i Isolation) String() string {
 // rejoined logs the end of an isolation: the fleet's engine answers this
 // process again.
 func (s *Switcher) rejoined(cur int) {
-	closed := s.members[cur].breaker.State() == gobreaker.StateClosed
 	s.mu.Lock()
 	was := s.isolated
 	s.isolated = false
-	if closed {
-		s.uncounted = time.Time{} // the outage is over: the next one's votes get their own grace
-	}
 	s.mu.Unlock()
 	if was {
 		s.log.Info("switcher: the fleet's engine answers again", "engine", s.members[cur].engine.Name())
