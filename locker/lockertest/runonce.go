@@ -168,7 +168,9 @@ func testRunOnceAtLeastFor(t *testing.T, f Factory) {
 
 // A job that runs past AtMostFor loses the name: its context ends with
 // ErrLockLost, which AssertHeld reports too, Run returns it, and another
-// process may run the job at once.
+// process may run the job as soon as the engine has let the name go: at
+// once on a quiet machine; ZooKeeper, whose node the engine deletes when
+// the lease ends, took longer beside a CPU hog.
 func testRunOnceAtMostFor(t *testing.T, f Factory) {
 	e := open(t, f).Engine
 	atMost := shortTTL(time.Second, e)
@@ -190,7 +192,11 @@ func testRunOnceAtMostFor(t *testing.T, f Factory) {
 	if took < atMost || took > atMost+runSlack {
 		t.Errorf("run cut short %v after it began; want AtMostFor (%v) to %v", took, atMost, atMost+runSlack)
 	}
-	if ran, err := b.Run(context.Background(), name, func(context.Context) error { return nil }); !ran || err != nil {
-		t.Errorf("Run() after AtMostFor = %v, %v; want true, nil (the name is free)", ran, err)
-	}
+	eventually(t, runSlack, "another process's Run after AtMostFor", func() bool {
+		ran, err := b.Run(context.Background(), name, func(context.Context) error { return nil })
+		if err != nil {
+			t.Fatalf("Run() after AtMostFor = %v, %v; want true, nil (the name is free)", ran, err)
+		}
+		return ran
+	})
 }
