@@ -4,10 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orthrus-go/orthrus/internal/cpustall"
-
 	"github.com/orthrus-go/orthrus/engines/etcd"
 	"github.com/orthrus-go/orthrus/engines/zk"
+	"github.com/orthrus-go/orthrus/internal/cpustall"
 )
 
 // bounds are the targets of issue 25 for a fault the cluster survives:

@@ -7,11 +7,9 @@
 package cpustall
 
 import (
-	"bufio"
-	"os"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // maxStretch caps Stretch: past it the machine is too busy for a latency
@@ -53,25 +51,15 @@ func Stretch(d time.Duration, share float64) time.Duration {
 }
 
 // read returns the total time, since boot, during which some runnable
-// task waited for a CPU ("some ... total=" in microseconds).
+// task waited for a CPU.
 func read() (time.Duration, bool) {
-	f, err := os.Open("/proc/pressure/cpu")
+	fs, err := procfs.NewDefaultFS()
 	if err != nil {
 		return 0, false
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) == 0 || fields[0] != "some" {
-			continue
-		}
-		for _, kv := range fields[1:] {
-			if v, ok := strings.CutPrefix(kv, "total="); ok {
-				us, err := strconv.ParseInt(v, 10, 64)
-				return time.Duration(us) * time.Microsecond, err == nil
-			}
-		}
+	psi, err := fs.PSIStatsForResource("cpu")
+	if err != nil || psi.Some == nil {
+		return 0, false
 	}
-	return 0, false
+	return time.Duration(psi.Some.Total) * time.Microsecond, true
 }
