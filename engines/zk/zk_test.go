@@ -48,14 +48,30 @@ func TestMain(m *testing.M) {
 // test output.
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// newEngine makes an engine for a test. New waits for the first session at
+// most the connect timeout (2s with one server); a JVM starved by the rest
+// of a loaded test run can miss that now and then, which is not what these
+// tests judge (fault_test.go does), so an unavailable ensemble gets two more
+// tries.
 func newEngine(t testing.TB, servers []string, opts ...zk.Option) *zk.Engine {
 	t.Helper()
-	e, err := zk.New(servers, append([]zk.Option{zk.WithLogger(quiet)}, opts...)...)
-	if err != nil {
-		t.Fatalf("New(%q) = %v", servers, err)
+	opts = append([]zk.Option{zk.WithLogger(quiet)}, opts...)
+	var err error
+	for range newEngineTries {
+		var e *zk.Engine
+		if e, err = zk.New(servers, opts...); err == nil {
+			return e
+		}
+		if !errors.Is(err, locker.ErrUnavailable) {
+			break
+		}
+		t.Logf("New(%q) = %v; trying again", servers, err)
 	}
-	return e
+	t.Fatalf("New(%q) = %v", servers, err)
+	return nil
 }
+
+const newEngineTries = 3
 
 // admin is a plain go-zookeeper connection that plays the operator or
 // another application.
