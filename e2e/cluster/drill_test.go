@@ -277,7 +277,7 @@ func clusterLate(kind string, f fault, o outcome) bool {
 	if f == killMajority || len(o.errors) > 0 || o.lost > 0 {
 		return false
 	}
-	return o.leaderless > cpustall.Stretch(electionBound(kind, f), o.stall)+loadAllowance
+	return o.leaderless > o.allow(electionBound(kind, f))
 }
 
 // watchLeader polls cl for a serving leader until the function it returns
