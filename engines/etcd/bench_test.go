@@ -20,18 +20,26 @@ func benchName(b *testing.B) string { return fmt.Sprintf("%s/%d", b.Name(), time
 // owner is one contender: a Lock and an Unlock. It is the adapter that
 // makes a concurrency.Mutex, whose calls take a context, a
 // lockertest.Mutex.
-type owner struct{ lock, unlock func() error }
+type owner struct {
+	l            locker.Handle // orthrus owners only
+	lock, unlock func() error
+}
 
 func (o owner) Lock() error   { return o.lock() }
 func (o owner) Unlock() error { return o.unlock() }
 
 // orthrusCtxOwner locks with LockCtx on a context that can end, as a
 // service's request handler does: the path on which a caller may give up.
-func orthrusCtxOwner(b *testing.B, _ int) []owner {
+// It makes n owners, as the hand-off benchmark asks for.
+func orthrusCtxOwner(b *testing.B, n int) []owner {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
-	l := newLocker(b, newEngine(b, newClient(b, endpoint)), benchName(b))
-	return []owner{{lock: func() error { return l.LockCtx(ctx) }, unlock: l.Unlock}}
+	owners := orthrusOwners(b, n)
+	for i := range owners {
+		l := owners[i].l
+		owners[i].lock = func() error { return l.LockCtx(ctx) }
+	}
+	return owners
 }
 
 func orthrusOwners(b *testing.B, n int) []owner {
@@ -40,7 +48,7 @@ func orthrusOwners(b *testing.B, n int) []owner {
 	owners := make([]owner, n)
 	for i := range owners {
 		l := newLocker(b, e, name)
-		owners[i] = owner{lock: l.Lock, unlock: l.Unlock}
+		owners[i] = owner{l: l, lock: l.Lock, unlock: l.Unlock}
 	}
 	return owners
 }
