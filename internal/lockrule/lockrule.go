@@ -106,3 +106,15 @@ func Grants(q []Entry, held []bool, count int) []bool {
 	}
 	return out
 }
+
+// WaitsFor reports whether an entry of kind k (not KindPermit) waits while
+// other stands in the same queue, before it or after it: the rule read
+// pair by pair, for an engine that encodes it as what each kind watches
+// (etcd). For these kinds the rule is a conjunction over pairs, so the
+// pairs tell it whole.
+func WaitsFor(k locker.Kind, other Entry, before bool) bool {
+	if before {
+		return !Decide([]Entry{other, {Kind: k}}, 1, 0).Granted
+	}
+	return !Decide([]Entry{{Kind: k}, other}, 0, 0).Granted
+}

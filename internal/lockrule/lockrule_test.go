@@ -60,3 +60,32 @@ func TestGrantsKeepsHolders(t *testing.T) {
 		t.Fatalf("Grants = %v; want %v", got, want)
 	}
 }
+
+func TestWaitsFor(t *testing.T) {
+	tests := []struct {
+		k      locker.Kind
+		other  Entry
+		before bool
+		want   bool
+	}{
+		{locker.KindMutex, mutex, true, true},
+		{locker.KindMutex, mutex, false, false},
+		{locker.KindWrite, read, true, true},
+		{locker.KindWrite, write, true, true},
+		{locker.KindWrite, down, true, true},
+		{locker.KindWrite, read, false, false},
+		{locker.KindWrite, write, false, false},
+		{locker.KindWrite, down, false, true},
+		{locker.KindRead, read, true, false},
+		{locker.KindRead, write, true, true},
+		{locker.KindRead, down, true, false},
+		{locker.KindRead, read, false, false},
+		{locker.KindRead, write, false, false},
+		{locker.KindRead, down, false, false},
+	}
+	for _, tt := range tests {
+		if got := WaitsFor(tt.k, tt.other, tt.before); got != tt.want {
+			t.Errorf("WaitsFor(%v, %+v, before %v) = %v; want %v", tt.k, tt.other, tt.before, got, tt.want)
+		}
+	}
+}
