@@ -28,3 +28,7 @@ func (e *Engine) InterruptGoneWatch() (resume func()) {
 		close(gate)
 	}
 }
+
+// RWWait exposes, by kind, the sub-ranges a read-write lock key waits on,
+// as derived from lockrule.
+var RWWait = rwWait

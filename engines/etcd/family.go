@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/orthrus-go/orthrus/internal/lockrule"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -54,32 +55,79 @@ const (
 	semQueue = "q/"
 )
 
+// rwSubs are the sub-ranges of a read-write lock, with the entry of
+// lockrule their keys are.
+var rwSubs = []struct {
+	sub   string
+	entry lockrule.Entry
+}{
+	{rwReaders, lockrule.Entry{Kind: locker.KindRead}},
+	{rwWriters, lockrule.Entry{Kind: locker.KindWrite}},
+	{rwDowngrades, lockrule.Entry{Kind: locker.KindRead, Downgrade: true}},
+}
+
+// rwWait is what holds out a read-write lock key of each kind, derived
+// from lockrule once: any older key of older (a sub-range, "" for the
+// whole range) and any key of also ("": none). A kind whose rule maps
+// onto no such ranges is missing, and refused.
+var rwWait = func() map[locker.Kind][2]string {
+	m := make(map[locker.Kind][2]string)
+	for _, k := range []locker.Kind{locker.KindRead, locker.KindWrite} {
+		var before, anywhere []string
+		for _, s := range rwSubs {
+			if lockrule.WaitsFor(k, s.entry, true) {
+				before = append(before, s.sub)
+			}
+			if lockrule.WaitsFor(k, s.entry, false) {
+				anywhere = append(anywhere, s.sub)
+			}
+		}
+		var also string
+		if len(anywhere) == 1 {
+			also = anywhere[0]
+		}
+		switch {
+		case len(anywhere) > 1:
+		case len(before) == len(rwSubs):
+			m[k] = [2]string{"", also}
+		case len(before) == 1:
+			m[k] = [2]string{before[0], also}
+		}
+	}
+	return m
+}()
+
 // familyWaiter returns the waiter of a read-write lock side or semaphore
 // hold, after setting where its key goes. A downgrade is granted here, at
 // once (ok), or not at all.
 func (e *Engine) familyWaiter(ctx context.Context, h *locker.Hold, st *holdState) (waiter, bool, error) {
 	rng := e.familyRange(h.Kind, h.Name)
-	switch h.Kind {
-	case locker.KindWrite:
-		// Held when no key is older, and no downgraded reader exists.
-		st.prefix = rng + rwWriters
-		return &lockWaiter{e: e, st: st, rng: rng, also: rng + rwDowngrades}, false, nil
-	case locker.KindRead:
-		if h.Writer != nil {
-			if ok, err := e.downgrade(ctx, h, st, rng); ok || err != nil {
-				return nil, ok, err
-			}
-		}
-		// Held when no writer key is older: behind a waiting writer too.
-		st.prefix = rng + rwReaders
-		return &lockWaiter{e: e, st: st, rng: rng + rwWriters, counted: true}, false, nil
-	case locker.KindPermit:
+	wait, rw := rwWait[h.Kind]
+	switch {
+	case h.Kind == locker.KindPermit:
 		st.prefix = rng + semQueue
 		st.value = semValue(h.Permits, false, h.Owner)
 		return &semWaiter{e: e, st: st, rng: rng, queue: rng + semQueue, count: rng + semCount,
 			limit: strconv.Itoa(h.Limit), want: h.Permits, reads: 2 * h.Limit}, false, nil
+	case !rw:
+		return nil, false, fmt.Errorf("%s locks: %w", h.Kind, errors.ErrUnsupported)
+	case h.Writer != nil:
+		if ok, err := e.downgrade(ctx, h, st, rng); ok || err != nil {
+			return nil, ok, err
+		}
 	}
-	return nil, false, fmt.Errorf("%s locks: %w", h.Kind, errors.ErrUnsupported)
+	st.prefix = rng + rwWriters
+	if h.Kind == locker.KindRead {
+		st.prefix = rng + rwReaders
+	}
+	w := &lockWaiter{e: e, st: st, rng: rng + wait[0]}
+	if wait[1] != "" {
+		w.also = rng + wait[1]
+	}
+	// With nothing to look for anywhere (readers), the deletion of the
+	// only older key that held it out lets the key hold.
+	w.counted = w.also == ""
+	return w, false, nil
 }
 
 // downgrade grants a read to the owner of the write hold h.Writer in one
@@ -244,12 +292,12 @@ func (w *semWaiter) try(ctx context.Context, h *locker.Hold) (bool, error) {
 			w.reads = n // more keys than read could fit
 			return true, nil
 		}
-		sum := h.Permits
+		sum := 0
 		for _, kv := range kvs {
 			p, _, _ := parseSemValue(kv.Value)
 			sum += p
 		}
-		if sum > n {
+		if !lockrule.Fits(sum, h.Permits, n) {
 			return false, nil
 		}
 		cmps = []clientv3.Cmp{
@@ -317,10 +365,10 @@ func (w *semWaiter) place(h *locker.Hold, rs []*etcdserverpb.ResponseOp, rev int
 		}
 		p, marked, _ := parseSemValue(kv.Value)
 		sum += p
-		if waiting > 0 || (!marked && sum > n) {
+		if waiting > 0 || (!marked && !lockrule.Fits(sum, 0, n)) {
 			waiting += p // a waiter: so is every key after it
 		}
-		if waiting+w.want > n {
+		if !lockrule.Fits(waiting, w.want, n) {
 			// Far: wait for the key just before ours to go or be granted.
 			w.near = false
 			for _, pred := range rs[2].GetResponseRange().Kvs {
@@ -336,7 +384,7 @@ func (w *semWaiter) place(h *locker.Hold, rs []*etcdserverpb.ResponseOp, rev int
 		w.reads = max(2*w.reads, n)
 		return watchSpec{}, false, true
 	}
-	if sum+w.want <= n {
+	if lockrule.Fits(sum, w.want, n) {
 		w.near = false
 		return watchSpec{}, true, false
 	}
@@ -424,6 +472,6 @@ func (w *semWaiter) wakes(resp clientv3.WatchResponse) bool {
 			}
 		}
 	}
-	w.fits = w.held+w.want <= w.permits
+	w.fits = lockrule.Fits(w.held, w.want, w.permits)
 	return w.fits
 }

@@ -3,13 +3,13 @@ package etcd
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/orthrus-go/orthrus/internal/lockrule"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -77,12 +77,13 @@ func familyKeys(kind locker.Kind, rng string, kvs []*mvccpb.KeyValue) (count int
 	return 0, rwKeys(rng, kvs)
 }
 
-// rwKeys tells a read-write lock's holds from its waiters: a writer at the
-// front holds unless a downgraded read of another writer holds it out; a
-// reader holds when no writer key is older; a downgraded read holds.
+// rwKeys tells a read-write lock's holds from its waiters by lockrule: a
+// writer with a downgraded read of its own holds (it downgraded while it
+// held).
 func rwKeys(rng string, kvs []*mvccpb.KeyValue) []familyKey {
 	keys := make([]familyKey, len(kvs))
-	var downgrades []uint64 // their writers' tokens
+	q := make([]lockrule.Entry, len(kvs))
+	downgrades := make(map[uint64]bool) // their writers' tokens
 	for i, kv := range kvs {
 		k := familyKey{kv: kv, h: locker.FamilyHolder{
 			Holder: locker.Holder{Owner: string(kv.Value), Token: uint64(kv.CreateRevision)},
@@ -92,37 +93,34 @@ func rwKeys(rng string, kvs []*mvccpb.KeyValue) []familyKey {
 		case strings.HasPrefix(sub, rwWriters):
 			k.h.Kind = locker.KindWrite
 		case strings.HasPrefix(sub, rwDowngrades):
-			k.held = true
+			q[i].Downgrade = true
 			if tok, _, ok := strings.Cut(strings.TrimPrefix(sub, rwDowngrades), "/"); ok {
 				if t, err := strconv.ParseUint(tok, 10, 64); err == nil {
 					k.h.Token = t
 				}
 			}
-			downgrades = append(downgrades, k.h.Token)
+			downgrades[k.h.Token] = true
 		}
-		keys[i] = k
+		q[i].Kind, keys[i] = k.h.Kind, k
 	}
-	writer := false
-	for i := range keys {
-		k := &keys[i]
-		switch {
-		case k.h.Kind == locker.KindWrite:
-			others := slices.ContainsFunc(downgrades, func(t uint64) bool { return t != k.h.Token })
-			k.held = i == 0 && !others
-			writer = true
-		case !k.held:
-			k.held = !writer
-		}
+	held := make([]bool, len(keys))
+	for i, k := range keys {
+		held[i] = k.h.Kind == locker.KindWrite && downgrades[k.h.Token]
+	}
+	for i, g := range lockrule.Grants(q, held, 0) {
+		keys[i].held = g
 	}
 	return keys
 }
 
 // semCounted splits a semaphore's keys, read in create revision order,
 // into its stored count (0 when none) and its queue, telling holds from
-// waiters by the rule the waiters follow.
+// waiters by lockrule: a key marked granted holds.
 func semCounted(rng string, kvs []*mvccpb.KeyValue) (int, []familyKey) {
 	count := 0
 	var queue []familyKey
+	var q []lockrule.Entry
+	var held []bool
 	for _, kv := range kvs {
 		if string(kv.Key) == rng+semCount {
 			count, _ = strconv.Atoi(string(kv.Value))
@@ -133,12 +131,11 @@ func semCounted(rng string, kvs []*mvccpb.KeyValue) (int, []familyKey) {
 			Holder: locker.Holder{Owner: owner, Token: uint64(kv.CreateRevision)},
 			Kind:   locker.KindPermit, Permits: p,
 		}})
+		q = append(q, lockrule.Entry{Kind: locker.KindPermit, Permits: p})
+		held = append(held, marked)
 	}
-	sum, waiting := 0, false
-	for i := range queue {
-		sum += queue[i].h.Permits
-		waiting = waiting || (!queue[i].marked && sum > count)
-		queue[i].held = !waiting
+	for i, g := range lockrule.Grants(q, held, count) {
+		queue[i].held = g
 	}
 	return count, queue
 }

@@ -20,6 +20,21 @@ func TestRWConformance(t *testing.T) { lockertest.RunRW(t, harness) }
 
 func TestSemaphoreConformance(t *testing.T) { lockertest.RunSemaphore(t, harness) }
 
+// TestRWWaitFromRule: the ranges each side watches come from lockrule: a
+// writer waits on every older key and any downgraded reader, a reader on
+// older writers only.
+func TestRWWaitFromRule(t *testing.T) {
+	want := map[locker.Kind][2]string{locker.KindWrite: {"", "d/"}, locker.KindRead: {"w/", ""}}
+	if len(etcd.RWWait) != len(want) {
+		t.Fatalf("RWWait = %v; want %v", etcd.RWWait, want)
+	}
+	for k, w := range want {
+		if got := etcd.RWWait[k]; got != w {
+			t.Errorf("RWWait[%v] = %q; want %q", k, got, w)
+		}
+	}
+}
+
 // countingKV counts the transactions of one client: every check of a
 // waiter's place and every grant mark is one.
 type countingKV struct {
