@@ -140,7 +140,10 @@ func (e *Engine) createOnce(ctx context.Context, h *locker.Hold, st *holdState, 
 				// after the slot was swept and freed. Our put kept that
 				// key's create revision, so the key is not where the
 				// transaction says: delete it and start again.
-				if err = e.deleteRev(ctx, s.key, prev.CreateRevision); err != nil {
+				rctx, cancel := e.bound(ctx)
+				_, err = e.ifCreated(rctx, s.key, prev.CreateRevision, clientv3.OpDelete(s.key))
+				cancel()
+				if err != nil && !errors.Is(err, errKeyGone) {
 					e.leftBehind(ctx, s)
 					return nil, nil, err
 				}
@@ -171,15 +174,14 @@ func overwritten(resp *clientv3.TxnResponse) *mvccpb.KeyValue {
 	return nil
 }
 
-// deleteRev deletes key if it has create revision rev.
-func (e *Engine) deleteRev(ctx context.Context, key string, rev int64) error {
-	rctx, cancel := e.bound(ctx)
-	defer cancel()
-	_, err := e.client.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
-		Then(clientv3.OpDelete(key)).
-		Commit()
-	return err
+// ifCreated runs ops in one transaction if key still has create revision
+// rev: so never on a released key nor another hold's (errKeyGone then).
+func (e *Engine) ifCreated(ctx context.Context, key string, rev int64, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	resp, err := e.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).Then(ops...).Commit()
+	if err == nil && !resp.Succeeded {
+		err = errKeyGone
+	}
+	return resp, err
 }
 
 // hedges bounds the attempts of one create: enough to go on sending one
@@ -287,11 +289,7 @@ func (e *Engine) settle(results <-chan created, n int, abort context.CancelFunc)
 func (e *Engine) discard(ctx context.Context, s *slot, resp *clientv3.TxnResponse) {
 	rctx, cancel := e.cleanupContext(ctx)
 	defer cancel()
-	_, err := e.client.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(s.key), "=", resp.Header.Revision)).
-		Then(clientv3.OpDelete(s.key)).
-		Commit()
-	if err != nil {
+	if _, err := e.ifCreated(rctx, s.key, resp.Header.Revision, clientv3.OpDelete(s.key)); err != nil && !errors.Is(err, errKeyGone) {
 		e.orphan(s) // deleted before its lease is renewed again
 		return
 	}
@@ -447,15 +445,9 @@ func (w *lockWaiter) check(ctx context.Context, h *locker.Hold) (watchSpec, int6
 	}
 	get := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
 		clientv3.WithLimit(limit), clientv3.WithMaxCreateRev(w.st.rev - 1), clientv3.WithKeysOnly()}
-	resp, err := w.e.client.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(w.st.key), "=", w.st.rev)).
-		Then(w.alsoOps([]clientv3.Op{clientv3.OpGet(w.rng, get...)})...).
-		Commit()
+	resp, err := w.e.ifCreated(rctx, w.st.key, w.st.rev, w.alsoOps([]clientv3.Op{clientv3.OpGet(w.rng, get...)})...)
 	if err != nil {
 		return watchSpec{}, 0, err
-	}
-	if !resp.Succeeded {
-		return watchSpec{}, 0, errKeyGone
 	}
 	spec := w.blocker(resp.Responses)
 	if spec.key == "" && w.marks && h.Renew { // a fixed lease's key is moved, so marked, when held
@@ -490,13 +482,7 @@ func heldWhenDeleted(resp clientv3.WatchResponse, rev int64) bool {
 // only while the key has its create revision, so never over a released
 // key nor another hold's: errKeyGone then.
 func (e *Engine) mark(ctx context.Context, st *holdState) error {
-	resp, err := e.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(st.key), "=", st.rev)).
-		Then(clientv3.OpPut(st.key, st.value, clientv3.WithIgnoreLease())).
-		Commit()
-	if err == nil && !resp.Succeeded {
-		err = errKeyGone
-	}
+	_, err := e.ifCreated(ctx, st.key, st.rev, clientv3.OpPut(st.key, st.value, clientv3.WithIgnoreLease()))
 	return err
 }
 
@@ -810,16 +796,9 @@ func (e *Engine) hold(ctx context.Context, h *locker.Hold, st *holdState) error 
 	g, err := e.client.Grant(rctx, fixedSeconds(h))
 	cancel()
 	if err == nil {
-		var resp *clientv3.TxnResponse
 		rctx, cancel := e.bound(ctx)
-		resp, err = e.client.Txn(rctx).
-			If(clientv3.Compare(clientv3.CreateRevision(st.key), "=", st.rev)).
-			Then(clientv3.OpPut(st.key, st.value, clientv3.WithLease(g.ID))).
-			Commit()
+		_, err = e.ifCreated(rctx, st.key, st.rev, clientv3.OpPut(st.key, st.value, clientv3.WithLease(g.ID)))
 		cancel()
-		if err == nil && !resp.Succeeded {
-			err = errKeyGone
-		}
 		if err != nil {
 			e.revokeLater(g.ID)
 		}
@@ -880,14 +859,11 @@ func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
 		return e.fail("release", h.Name, err)
 	}
 	e.free(st.slot)
-	if !deleted && tries > 1 {
-		// An attempt that went unanswered may have deleted the key: the
-		// slot was the hold's, and its lease was kept, so it most likely
-		// did. Only a deletion by hand in that same moment would be
-		// missed, and the hold ends either way.
-		return nil
-	}
-	if !deleted {
+	// After more than one attempt, one that went unanswered may have
+	// deleted the key: the slot was the hold's, and its lease was kept, so
+	// it most likely did. Only a deletion by hand in that same moment would
+	// be missed, and the hold ends either way.
+	if !deleted && tries == 1 {
 		return e.fail("release", h.Name, errKeyGone)
 	}
 	return nil
@@ -911,15 +887,11 @@ func (e *Engine) deleteHeld(ctx context.Context, st *holdState) (deleted bool, t
 		}
 		return len(resp.PrevKvs) > 0 && resp.PrevKvs[0].CreateRevision == st.rev, 1, nil
 	}
-	deleted, tries, err = hedge(ctx, e, func(rctx context.Context) (bool, error) {
-		resp, err := e.client.Txn(rctx).
-			If(clientv3.Compare(clientv3.CreateRevision(st.key), "=", st.rev)).
-			Then(clientv3.OpDelete(st.key)).
-			Commit()
-		if err != nil {
-			return false, err
+	return hedge(ctx, e, func(rctx context.Context) (bool, error) {
+		_, err := e.ifCreated(rctx, st.key, st.rev, clientv3.OpDelete(st.key))
+		if errors.Is(err, errKeyGone) {
+			return false, nil
 		}
-		return resp.Succeeded, nil
+		return err == nil, err
 	})
-	return deleted, tries, err
 }

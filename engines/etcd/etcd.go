@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -106,16 +107,22 @@ type settings struct {
 // Option configures an Engine.
 type Option func(*settings) error
 
+// check is an Option that applies set when ok, and otherwise fails,
+// naming the option (opt) and why.
+func check(ok bool, opt, why string, set func(*settings)) Option {
+	return func(s *settings) error {
+		if !ok {
+			return fmt.Errorf("etcd: %s: %w: %s", opt, locker.ErrInvalidArgument, why)
+		}
+		set(s)
+		return nil
+	}
+}
+
 // WithName names the engine in Lease.Engine, logs and the switcher.
 // Default: "etcd".
 func WithName(name string) Option {
-	return func(s *settings) error {
-		if name == "" {
-			return fmt.Errorf("etcd: WithName: %w: name is empty", locker.ErrInvalidArgument)
-		}
-		s.name = name
-		return nil
-	}
+	return check(name != "", "WithName", "name is empty", func(s *settings) { s.name = name })
 }
 
 // WithPrefix sets the namespace of every key, so that applications sharing
@@ -123,13 +130,8 @@ func WithName(name string) Option {
 // "<prefix>/<escaped name>/". The engine adds the '/' after the prefix, so
 // the prefix must not end with one. Default: "orthrus".
 func WithPrefix(prefix string) Option {
-	return func(s *settings) error {
-		if prefix == "" || strings.HasSuffix(prefix, "/") {
-			return fmt.Errorf("etcd: WithPrefix(%q): %w: want a non-empty prefix without a trailing '/' (keys are <prefix>/<name>/<id>)", prefix, locker.ErrInvalidArgument)
-		}
-		s.prefix = prefix
-		return nil
-	}
+	return check(prefix != "" && !strings.HasSuffix(prefix, "/"), fmt.Sprintf("WithPrefix(%q)", prefix),
+		"want a non-empty prefix without a trailing '/' (keys are <prefix>/<name>/<id>)", func(s *settings) { s.prefix = prefix })
 }
 
 // WithRequestTimeout bounds every round trip to etcd, whatever the caller's
@@ -138,13 +140,7 @@ func WithPrefix(prefix string) Option {
 // Default: DefaultRequestTimeout (2s) with one endpoint,
 // DefaultClusterRequestTimeout (5s) with several.
 func WithRequestTimeout(d time.Duration) Option {
-	return func(s *settings) error {
-		if d <= 0 {
-			return fmt.Errorf("etcd: WithRequestTimeout(%v): %w: timeout must be positive", d, locker.ErrInvalidArgument)
-		}
-		s.timeout = d
-		return nil
-	}
+	return check(d > 0, fmt.Sprintf("WithRequestTimeout(%v)", d), "timeout must be positive", func(s *settings) { s.timeout = d })
 }
 
 // WithRideThrough sets how long the engine may fail, while its cluster
@@ -155,13 +151,7 @@ func WithRequestTimeout(d time.Duration) Option {
 // Default: DefaultRideThrough (5s) when the client lists several
 // endpoints, 0 with one.
 func WithRideThrough(d time.Duration) Option {
-	return func(s *settings) error {
-		if d < 0 {
-			return fmt.Errorf("etcd: WithRideThrough(%v): %w: window must not be negative", d, locker.ErrInvalidArgument)
-		}
-		s.window = d
-		return nil
-	}
+	return check(d >= 0, fmt.Sprintf("WithRideThrough(%v)", d), "window must not be negative", func(s *settings) { s.window = d })
 }
 
 // WithAttemptTimeout sets how long a request to a cluster may go
@@ -175,13 +165,7 @@ func WithRideThrough(d time.Duration) Option {
 // Default: DefaultAttemptTimeout (300ms) when the client lists several
 // endpoints; with one, a request has one attempt of the request timeout.
 func WithAttemptTimeout(d time.Duration) Option {
-	return func(s *settings) error {
-		if d <= 0 {
-			return fmt.Errorf("etcd: WithAttemptTimeout(%v): %w: timeout must be positive", d, locker.ErrInvalidArgument)
-		}
-		s.attempt = d
-		return nil
-	}
+	return check(d > 0, fmt.Sprintf("WithAttemptTimeout(%v)", d), "timeout must be positive", func(s *settings) { s.attempt = d })
 }
 
 // DefaultKeysPerLease is how many keys (holds and waiters) share one lease
@@ -194,25 +178,20 @@ const DefaultKeysPerLease = 5000
 // holds at once; each lease costs one keep-alive every third of its TTL.
 // Default: DefaultKeysPerLease (5000): 100k holds ride on 20 leases.
 func WithKeysPerLease(n int) Option {
-	return func(s *settings) error {
-		if n < 1 {
-			return fmt.Errorf("etcd: WithKeysPerLease(%d): %w: want at least 1", n, locker.ErrInvalidArgument)
-		}
-		s.perLease = n
-		return nil
-	}
+	return check(n >= 1, fmt.Sprintf("WithKeysPerLease(%d)", n), "want at least 1", func(s *settings) { s.perLease = n })
 }
 
 // WithLogger sets the logger for lost holds and leases and connection
 // trouble. Default: slog.Default().
 func WithLogger(l *slog.Logger) Option {
-	return func(s *settings) error {
-		if l == nil {
-			return fmt.Errorf("etcd: WithLogger: %w: logger is nil", locker.ErrInvalidArgument)
-		}
-		s.logger = l
-		return nil
-	}
+	return check(l != nil, "WithLogger", "logger is nil", func(s *settings) { s.logger = l })
+}
+
+// WithObserver reports the engine's acquisitions, releases, renewals and
+// holds to o, for metrics and traces (package telemetry implements it with
+// OpenTelemetry). Default: none, and no observation cost.
+func WithObserver(o locker.Observer) Option {
+	return check(o != nil, "WithObserver", "observer is nil", func(s *settings) { s.observer = o })
 }
 
 // New returns an engine over client. Endpoints, credentials and TLS are the
@@ -641,10 +620,9 @@ func isLeaseNotFound(err error) bool {
 // keys of this engine whose slots are still taken: no other hold can have
 // them, so a transaction given up on and applied late does no harm.
 func (e *Engine) deleteKeys(ctx context.Context, keys []string) error {
-	for len(keys) > 0 {
-		n := min(len(keys), maxTxnOps)
-		ops := make([]clientv3.Op, n)
-		for i, k := range keys[:n] {
+	for chunk := range slices.Chunk(keys, maxTxnOps) {
+		ops := make([]clientv3.Op, len(chunk))
+		for i, k := range chunk {
 			ops[i] = clientv3.OpDelete(k)
 		}
 		rctx, cancel := e.attemptBound(ctx)
@@ -653,7 +631,6 @@ func (e *Engine) deleteKeys(ctx context.Context, keys []string) error {
 		if err != nil {
 			return err
 		}
-		keys = keys[n:]
 	}
 	return nil
 }

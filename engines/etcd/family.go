@@ -401,16 +401,10 @@ func (w *semWaiter) check(ctx context.Context, h *locker.Hold) (watchSpec, int64
 	}
 	for range maxTries {
 		rctx, cancel := w.e.bound(ctx)
-		resp, err := w.e.client.Txn(rctx).
-			If(clientv3.Compare(clientv3.CreateRevision(w.st.key), "=", w.st.rev)).
-			Then(w.readOps(w.st.rev)...).
-			Commit()
+		resp, err := w.e.ifCreated(rctx, w.st.key, w.st.rev, w.readOps(w.st.rev)...)
 		cancel()
 		if err != nil {
 			return watchSpec{}, 0, err
-		}
-		if !resp.Succeeded {
-			return watchSpec{}, 0, errKeyGone
 		}
 		w.behind = len(resp.Responses[3].GetResponseRange().Kvs) > 0
 		spec, granted, more := w.place(h, resp.Responses, resp.Header.Revision)

@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -177,9 +178,7 @@ func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name s
 	var ended []locker.FamilyHolder
 	for range forceAttempts {
 		var changed []familyKey
-		for len(targets) > 0 {
-			chunk := targets[:min(len(targets), maxTxnOps)]
-			targets = targets[len(chunk):]
+		for chunk := range slices.Chunk(targets, maxTxnOps) {
 			done, again, err := e.deleteHolds(ctx, chunk)
 			if err != nil {
 				return ended, e.fail(op, name, err)
@@ -305,9 +304,7 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 // maxTxnOps keys, each only if the count is unchanged and its keys are
 // still those read. It reports false when one of these changed.
 func (e *Engine) markHeld(ctx context.Context, unchanged clientv3.Cmp, marks []familyKey) (bool, error) {
-	for len(marks) > 0 {
-		chunk := marks[:min(len(marks), maxTxnOps-1)]
-		marks = marks[len(chunk):]
+	for chunk := range slices.Chunk(marks, maxTxnOps-1) {
 		cmps := []clientv3.Cmp{unchanged}
 		ops := make([]clientv3.Op, len(chunk))
 		for i, k := range chunk {

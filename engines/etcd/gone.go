@@ -12,27 +12,14 @@ import (
 	"github.com/orthrus-go/orthrus/locker"
 )
 
-// The deletion watch: one watch per engine, on its whole namespace, for
-// deletions only (etcd filters the puts out), tells a hold whose key was
-// deleted under it (by hand, an operator's ForceUnlock, another process's
-// cleanup) at once, where the keeper only finds it within a TTL. It starts
-// at the engine's first hold, from the revision of that hold's key (an
-// engine that never holds, an operator's or a switcher's idle secondary,
-// costs nothing). Each
-// deletion costs a map lookup by key (Engine.byKey, every taken slot), so
-// that the deletions of other processes' keys, which the namespace's watch
-// delivers too, cost little; no request is made per hold. A hold's own
-// release unregisters it before deleting its key, so it is never reported.
-//
-// The watch runs on the engine's watcher, on the stream its waiters'
-// watches share, and resumes after the revision it last delivered when it
-// ends (a member without a leader, a broken stream). When etcd compacted
-// that revision away, deletions may have gone unseen: every registered
-// hold's key is then checked by its create revision, in transactions of
-// up to 128, once a new watch covers what comes next. A hold registered
-// while no watch covers its key's creation (a key created before the first
-// hold's, or during such a resync) is checked the same way. The keeper's
-// check every TTL stays the fallback.
+// goneWatch is the deletion watch (doc.go, "Leases and TTLs"): one watch
+// per engine on its namespace, deletions only, from its first hold on. It
+// loses a hold whose key was deleted under it at once, where the keeper
+// finds it only within a TTL, for one lookup in Engine.byKey per deletion
+// and no request per hold; a release unregisters its hold before deleting
+// the key, so it is never reported. It resumes after the revision it last
+// delivered; after a compaction, and for a hold whose key's creation no
+// watch covered, the keys are checked by their create revisions.
 type goneWatch struct {
 	ctx    context.Context
 	cancel context.CancelFunc // ends the watch, at Close
@@ -70,12 +57,7 @@ func newGoneWatch() *goneWatch {
 	return g
 }
 
-func (g *goneWatch) poke() {
-	select {
-	case g.wake <- struct{}{}:
-	default:
-	}
-}
+func (g *goneWatch) poke() { poke(g.wake) }
 
 // unkey forgets the slot s, whose key the deletion watch looks up no more.
 // Called with e.mu held.

@@ -12,28 +12,13 @@ import (
 	"github.com/orthrus-go/orthrus/locker"
 )
 
-// keeper is the engine's one loop that keeps its leases alive and its
-// holds checked. Every lease with keys on it (holds, waiters) is refreshed
-// when a third of its life has gone, on a goroutine of its own, so that a
-// lease whose refresh hangs holds up no other. A lease that could not be
-// refreshed before the end of its life, as the engine counts it (the latest
-// refresh sent plus its TTL), is killed then: its holds are lost (Lost
-// closes) no later than the server may end it, and its waiters queue again
-// on another lease. A refresh still failing when a third of the life is
-// left is a WARN, once per lease until it is refreshed again.
-//
-// The keeper also notices a hold's key deleted by hand while its lease
-// lives on, should the deletion watch (gone.go) miss it: once per TTL, each
-// lease with holds on it is checked with one LeaseTimeToLive request that
-// lists the keys attached to it, however many there are, and only a hold
-// whose key is missing from the list is checked further, by comparing its
-// key's create revision (one transaction per 128), before it is lost. So
-// such a hold is lost (Lost closes, a WARN says how many) within about its
-// TTL of the deletion (the lease's TTL in whole seconds, plus a round
-// trip) at the latest, and
-// the steady cost of N holds is N/WithKeysPerLease requests per TTL, with
-// no request per hold; the Core schedules no renewal for them (the engine
-// is no locker.Renewer).
+// keeper is the engine's one loop that keeps its leases alive and checks
+// its holds' keys (doc.go, "Leases and TTLs"). Each refresh and each check
+// runs on a goroutine of its own, so that one that hangs holds up no other
+// lease. A lease not refreshed by its end, as the engine counts it (the
+// latest refresh sent plus its TTL), is killed then: its holds are lost no
+// later than the server may end it, and its waiters queue again. The engine
+// is no locker.Renewer: the Core schedules no renewal per hold.
 type keeper struct {
 	wake   chan struct{}
 	done   chan struct{} // closed when the loop has ended
@@ -54,9 +39,12 @@ func newKeeper() *keeper {
 	return k
 }
 
-func (k *keeper) poke() {
+func (k *keeper) poke() { poke(k.wake) }
+
+// poke wakes the loop that waits on wake, without blocking.
+func poke(wake chan struct{}) {
 	select {
-	case k.wake <- struct{}{}:
+	case wake <- struct{}{}:
 	default:
 	}
 }
@@ -72,18 +60,10 @@ func (e *Engine) keep() {
 			e.kill(l, errNotRenewed)
 		}
 		for _, l := range due {
-			e.keeper.wg.Add(1)
-			go func() {
-				defer e.keeper.wg.Done()
-				e.keepAlive(e.keeper.ctx, l)
-			}()
+			e.keeper.wg.Go(func() { e.keepAlive(e.keeper.ctx, l) })
 		}
 		for _, l := range check {
-			e.keeper.wg.Add(1)
-			go func() {
-				defer e.keeper.wg.Done()
-				e.checkLease(e.keeper.ctx, l)
-			}()
+			e.keeper.wg.Go(func() { e.checkLease(e.keeper.ctx, l) })
 		}
 		timer.Reset(time.Until(next))
 		select {
@@ -330,9 +310,7 @@ func (e *Engine) checkKeys(ctx context.Context, l *lease) error {
 	}
 	e.mu.Unlock()
 	var lost []*locker.Hold
-	for len(missing) > 0 {
-		chunk := missing[:min(len(missing), maxTxnOps)]
-		missing = missing[len(chunk):]
+	for chunk := range slices.Chunk(missing, maxTxnOps) {
 		gone, err := e.goneKeys(ctx, chunk)
 		if err != nil {
 			e.lose(lost)

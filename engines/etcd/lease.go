@@ -12,16 +12,11 @@ import (
 	"github.com/orthrus-go/orthrus/locker"
 )
 
-// lease is one etcd lease shared by holds and waiters of the engine with
-// the same TTL in whole seconds, up to a number of keys (WithKeysPerLease):
-// past it new acquisitions go on a new lease, so that one lease that ends
-// takes only its own share of the holds. The keeper (keeper.go) keeps
-// every lease with keys on it alive, apart from the checks of the holds'
-// keys and the waiters' checks, so that neither can hold up a keep-alive;
-// it sends one KeepAliveOnce per lease every third of its life, however
-// many holds and waiters are on it. Nothing keeps a lease without keys
-// alive: it expires on the server, and the next acquisition grants a new
-// one.
+// lease is one etcd lease shared by the holds and waiters of the engine
+// with the same TTL in whole seconds and lock delay, up to
+// WithKeysPerLease keys, so that a lease that ends takes only its own share
+// of the holds (doc.go, "Leases and TTLs"). The keeper keeps it alive
+// while it has keys; a lease without keys expires on the server.
 type lease struct {
 	secs  int64         // the requested TTL
 	grace time.Duration // the lock delay: how much longer than its holds the lease lives
