@@ -3,6 +3,7 @@ package etcd_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,4 +130,31 @@ func BenchmarkHandoffQueue(b *testing.B) {
 			lockertest.Handoff(b, ms)
 		})
 	}
+}
+
+// BenchmarkLockUnlockParallel is 4×GOMAXPROCS owners of one engine, each
+// locking and unlocking a name of its own: the engine's shared state
+// (leases, slots, the Core) under concurrent use.
+func BenchmarkLockUnlockParallel(b *testing.B) {
+	e := newEngine(b, newClient(b, endpoint))
+	name := benchName(b)
+	var ids atomic.Int64
+	b.SetParallelism(4)
+	b.RunParallel(func(pb *testing.PB) {
+		l, err := e.NewLocker(fmt.Sprintf("%s/%d", name, ids.Add(1)))
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		for pb.Next() {
+			if err := l.Lock(); err != nil {
+				b.Error(err)
+				return
+			}
+			if err := l.Unlock(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

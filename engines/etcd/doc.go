@@ -38,31 +38,20 @@
 // # Guarantees
 //
 //   - Mutual exclusion with etcd's strong consistency: the key with the
-//     lowest create revision in the lock's range holds the lock. Acquiring
-//     is one transaction (create the key, count the range: a count etcd
-//     takes from its index); a key that is not alone then reads the key
-//     created just before it, outside the write, since that read walks
-//     every key of the range. Releasing deletes the key, which no other
-//     hold can have meanwhile (its slot is the hold's), and reports
-//     ErrLockLost unless the deleted key had the hold's create revision.
-//   - Long queues: a waiter that queued behind more than 64 keys marks its
-//     key when it holds (the value put again, which moves its mod
-//     revision). The waiter behind it sees the mark in the deletion event
-//     and holds without reading the range: that key was first, and no key
-//     can come between them. It checks that its own key is still there
-//     and marks it in one transaction, so a hand-off costs one request
-//     whatever the queue's length (1,000 waiters: about the hand-off time
-//     of 10).
+//     lowest create revision in the lock's range holds the lock. An
+//     uncontended acquisition is one transaction; a release deletes the
+//     key, which no other hold can have meanwhile (its slot is the hold's),
+//     and reports ErrLockLost unless it had the hold's create revision.
+//   - Long queues: a hand-off costs one request whatever the queue's
+//     length (1,000 waiters: about the hand-off time of 10): a waiter
+//     behind more than 64 keys marks its key when it holds, so that the
+//     next one holds when that key goes without reading the range.
 //   - FIFO: waiters get the lock in the order their keys were created. A
-//     waiter watches only the key just before its own (no herd) and checks
-//     its place again when that key goes, and once per TTL of its lease, a
-//     fallback should a watch fail silently. Its watch starts at etcd's
-//     current revision, and it looks once more when writes came between
-//     its read and the watch: a watch from an older revision gets its
-//     events only when etcd's sync loop catches it up, every 100ms. The
-//     keeper keeps its key alive with everything else on its lease. TryLock
-//     creates its key only if the range is empty: contention costs one round
-//     trip and leaves nothing behind, and TryLock never jumps the queue.
+//     waiter watches only the key just before its own (no herd), and checks
+//     its place again when that key goes and once per TTL of its lease,
+//     should a watch fail silently. TryLock creates its key only if the
+//     range is empty: contention costs one round trip and leaves nothing
+//     behind, and TryLock never jumps the queue.
 //   - Fencing: the token is the key's create revision. It increases with
 //     every grant of a name (and with every write to the cluster), survives
 //     leader changes and restarts, and is comparable only between holds
@@ -121,15 +110,10 @@
 // stored count. SetPermits stores a new count (it marks the holds granted
 // first when it lowers it, so that waiters still tell them from waiters);
 // a count key deleted by hand counts as the opener's until an acquisition
-// stores one again. A waiter whose permits and those of the waiters
-// before it fit the count (at most count such "near" waiters, the first
-// among them) watches the semaphore's range from its read, keeps count of
-// the permits before it and of the stored count from the events, and holds
-// as soon as its permits fit, with no request; if a key waits behind it,
-// it then marks its key granted, in the background. A waiter further back
-// waits for the key just before its own to go or be marked granted, then
-// looks again (one read). A release so wakes the near waiters, whose
-// permits may then fit, and no one else.
+// stores one again. A release wakes only the waiters whose permits may then
+// fit: those near the front follow the queue's events and hold with no
+// request; those further back wait for the key before theirs to go or be
+// marked granted.
 // TryAcquire creates its key only if the queue is empty and the count the
 // opener's, or, after reading the queue, if nothing changed since: it
 // leaves nothing on contention.
@@ -184,37 +168,22 @@
 //
 // The engine keeps its holds itself (it is no locker.Renewer: the Core
 // schedules nothing per hold). Once per TTL the keeper checks the keys of
-// each lease with holds on it with one LeaseTimeToLive request that lists
-// the keys attached to the lease, at most four checks in flight, apart
-// from the keep-alives: when no hold of the lease came or went meanwhile
-// and the count matches, that is all; otherwise only the holds whose keys
-// are missing from the list are checked, with one transaction comparing
-// their create revisions. A check that fails, etcd being busy or away, is
-// tried again later and loses nothing by itself: the hold lives as long as
-// its lease; a lease refresh still failing with a third of its life left
-// logs a WARN before its holds go. A check that finds the lease gone is
-// confirmed by a keep-alive, which the leader answers, before the holds
-// are lost: a member can answer from a stale view (an old leader that has
-// not applied its step-down yet, seen from CPU-starved 3.4 members during
-// a rolling restart), and a lease the leader still renews is kept, with a
-// WARN.
+// each lease with holds on it with one LeaseTimeToLive request listing the
+// keys attached to it, and only the holds whose keys are missing there by
+// one transaction comparing create revisions. A check that fails loses
+// nothing by itself: a hold lives as long as its lease. A lease a member
+// calls gone is confirmed by a keep-alive, which the leader answers, before
+// its holds are lost: a stale member (an old leader not yet stepped down)
+// can be wrong, and a lease the leader still renews is kept, with a WARN.
 //
 // A held key deleted by hand (an operator's ForceUnlock, etcdctl del) is
-// noticed at once, within milliseconds, by the engine's deletion watch: one
-// watch on its namespace, deletions only, from the engine's first hold on,
-// on the stream its waiters' watches share. It looks each deleted key up
-// among the engine's keys (one map lookup) and loses the hold whose key it
-// was, with cause locker.LostGone; a release never counts, nor does a
-// deletion of an earlier key of the same name. The cost is one event per
-// deletion in the namespace, every other process's releases included: the
-// engines sharing a namespace each receive the fleet's releases, while
-// nothing is sent per hold. When the watch ends (a member without a
-// leader, a broken stream) it resumes after the revision it last
-// delivered; when etcd compacted that revision away, every held key is
-// checked by its create revision, 128 to a transaction. The keeper's check
-// every TTL stays as a fallback. A key deleted with its lease (revoked, or
-// expired on the server) is reported by the watch too, as gone, often
-// before the keeper gives the lease up.
+// noticed at once by the engine's deletion watch: one watch on its
+// namespace, deletions only, from the engine's first hold on, which loses
+// the hold with cause locker.LostGone (a release never counts). It costs
+// one event per deletion in the namespace, other processes' releases
+// included, and nothing per hold. After a compaction it missed, every held
+// key is checked by its create revision; the keeper's check every TTL stays
+// as a fallback. A key deleted with its lease is reported as gone too.
 //
 // A hold is lost, Lost closes and Unlock returns ErrLockLost, when its
 // lease ends (revoked, expired, or not refreshed within its life), or when
@@ -267,21 +236,15 @@
 //     --election-timeout + 1s. A cluster that lost its quorum switches
 //     within the window plus a health check.
 //   - Attempts (WithAttemptTimeout, default DefaultAttemptTimeout, 300ms):
-//     a write that reaches a follower just after its leader died is
-//     forwarded to the dead leader and never answered, and a request sent
-//     to a frozen member waits until it resumes; clientv3's round-robin
-//     balancer keeps a frozen member (its connection stays open) until
-//     gRPC keepalive drops it. So a request unanswered for the attempt
-//     timeout is sent again, to the next member, without giving up on the
-//     first (it may still be applied): releases (a delete that compares the
-//     key's create revision, so that an attempt applied late cannot delete
-//     another hold's key), lease grants (a grant answered late leaves a
-//     lease with no key, which etcd ends after its TTL) and key creations
-//     (a key created by an attempt answered after another's answer was
-//     taken is deleted, comparing its create revision). Lease refreshes and
-//     a waiter's checks of its place have one attempt and are tried again
-//     soon after it fails. Each request is still bounded by the request
-//     timeout.
+//     a write forwarded to a leader that just died, or sent to a frozen
+//     member, is never answered; clientv3's balancer keeps a frozen member
+//     until gRPC keepalive drops it. So a request unanswered for the
+//     attempt timeout is sent again, to the next member, without giving up
+//     on the first, which may still be applied: releases and key creations
+//     compare create revisions so that a late attempt does no harm, and a
+//     late grant leaves a lease with no key, which etcd ends. Lease
+//     refreshes and a waiter's checks have one attempt and are tried again
+//     soon. Each request is still bounded by the request timeout.
 //   - A waiter's watch shares the engine's one gRPC watch stream, which
 //     may sit on the member that froze: while attempts go unanswered (for
 //     the ride-through window after the last one), queued waiters also
