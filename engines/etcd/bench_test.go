@@ -147,14 +147,17 @@ func BenchmarkLockUnlockParallel(b *testing.B) {
 			return
 		}
 		for pb.Next() {
-			if err := l.Lock(); err != nil {
-				b.Error(err)
-				return
-			}
-			if err := l.Unlock(); err != nil {
+			if err := lockUnlock(l); err != nil {
 				b.Error(err)
 				return
 			}
 		}
 	})
+}
+
+func lockUnlock(l locker.Handle) error {
+	if err := l.Lock(); err != nil {
+		return err
+	}
+	return l.Unlock()
 }
