@@ -42,7 +42,8 @@ const (
 // package internal/lockrule, as the oracle: owners on two engines over the
 // same servers block in Lock, try, cancel their waits, downgrade, release
 // and change a semaphore's count, on the mutexes, read-write locks and
-// semaphores of a few names. After each operation it waits for exactly the
+// semaphores of a few names, one subtest per kind (Mutex, RWLock,
+// Semaphore), the ops shared among them. After each operation it waits for exactly the
 // waiters the oracle grants, checks each TryLock against it, fails when a
 // Lock returns while the oracle says it waits, and waits until the
 // engine's inspection shows the model's holders and waiters, in order.
@@ -50,39 +51,65 @@ const (
 // The engine must implement locker.Inspector and locker.FamilyInspector
 // (wrappers that do not inspect mutexes give the Inspector of the engine
 // they acquire on), and queue every kind strictly first come, first served
-// across processes (a Redis engine WithFair). The seed is logged; set
+// across processes (a Redis engine WithFair). kinds limits the run to
+// the mutex (KindMutex), the read-write lock (KindWrite) or the semaphore
+// (KindPermit); all three when none is given. The seed is logged; set
 // ModelSeedEnv to replay it.
-func RunModel(t *testing.T, factory Factory, ops int) {
+func RunModel(t *testing.T, factory Factory, ops int, kinds ...locker.Kind) {
+	if len(kinds) == 0 {
+		kinds = []locker.Kind{locker.KindMutex, locker.KindWrite, locker.KindPermit}
+	}
 	seed := modelSeed(t)
-	guardFor(t, modelTimeout, func() {
-		engines := []locker.Engine{open(t, factory).Engine, open(t, factory).Engine}
-		op, ok := engines[0].(locker.Inspector)
-		if !ok {
+	for i, k := range kinds {
+		n := ops/len(kinds) + boolInt(i < ops%len(kinds))
+		t.Run(modelCase(k), func(t *testing.T) { guardFor(t, modelTimeout, func() { runModel(t, factory, seed, n, k) }) })
+	}
+}
+
+// modelCase names the subtest of kind k.
+func modelCase(k locker.Kind) string {
+	switch k {
+	case locker.KindMutex:
+		return "Mutex"
+	case locker.KindPermit:
+		return "Semaphore"
+	}
+	return "RWLock"
+}
+
+// runModel runs ops operations on locks of kind k, in modelSequences
+// sequences at once.
+func runModel(t *testing.T, factory Factory, seed uint64, ops int, k locker.Kind) {
+	engines := []locker.Engine{open(t, factory).Engine, open(t, factory).Engine}
+	var op locker.Inspector
+	if k == locker.KindMutex {
+		var ok bool
+		if op, ok = engines[0].(locker.Inspector); !ok {
 			t.Fatalf("%T does not implement locker.Inspector", engines[0])
 		}
-		seqs := make([]*sequence, modelSequences)
-		for i := range seqs {
-			seqs[i] = newSequence(t, seed, i, engines, op)
+	}
+	seqs := make([]*sequence, modelSequences)
+	for i := range seqs {
+		seqs[i] = newSequence(t, seed, i, engines, op, k)
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, len(seqs))
+	for i, s := range seqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.run(ops/len(seqs) + boolInt(i < ops%len(seqs)))
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
 		}
-		start := time.Now()
-		var wg sync.WaitGroup
-		errs := make([]error, len(seqs))
-		for i, s := range seqs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = s.run(ops/len(seqs) + boolInt(i < ops%len(seqs)))
-			}()
-		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				t.Error(err)
-			}
-		}
-		d := time.Since(start)
-		t.Logf("%d operations in %v: %.0f/s; %s", ops, d.Round(time.Millisecond), float64(ops)/d.Seconds(), tally(seqs))
-	})
+	}
+	d := time.Since(start)
+	t.Logf("%d operations in %v: %.0f/s; %s", ops, d.Round(time.Millisecond), float64(ops)/d.Seconds(), tally(seqs))
 }
 
 // modelSeed is ModelSeedEnv's seed, or a new one, logged.
@@ -148,11 +175,15 @@ type mlock struct {
 	queue   []*mentry
 	owners  []*mowner
 	history []string
+	// returned is signalled when a waiter's LockCtx returns, so that a
+	// wait for one grant sees at once another waiter get in instead.
+	returned chan struct{}
 }
 
 // mowner is one owner of a lock, with the handles it acquires through.
 type mowner struct {
 	id      string
+	engine  locker.Engine
 	mutex   locker.Handle
 	rw      locker.RWLock
 	sem     locker.Semaphore
@@ -172,25 +203,23 @@ type mentry struct {
 	cancel   context.CancelFunc
 }
 
-func newSequence(t *testing.T, seed uint64, id int, engines []locker.Engine, op locker.Inspector) *sequence {
+func newSequence(t *testing.T, seed uint64, id int, engines []locker.Engine, op locker.Inspector, k locker.Kind) *sequence {
 	t.Helper()
-	s := &sequence{seed: seed, id: id, rng: rand.New(rand.NewPCG(seed, uint64(id))), mutexs: op, family: familyInspector(t, engines[0])}
+	s := &sequence{seed: seed, id: id, rng: rand.New(rand.NewPCG(seed, uint64(k)<<8|uint64(id))), mutexs: op, family: familyInspector(t, engines[0])}
 	for n := range modelNames {
 		name := lockName(t, fmt.Sprintf("model%d/%d", id, n))
-		for _, k := range []locker.Kind{locker.KindMutex, locker.KindWrite, locker.KindPermit} {
-			l := &mlock{kind: k, name: name, count: modelPermits}
-			for i := range modelOwners {
-				l.owners = append(l.owners, newOwner(t, engines[i%len(engines)], k, name, fmt.Sprintf("s%d-%s-o%d", id, k, i)))
-			}
-			s.locks = append(s.locks, l)
+		l := &mlock{kind: k, name: name, count: modelPermits, returned: make(chan struct{}, 1)}
+		for i := range modelOwners {
+			l.owners = append(l.owners, newOwner(t, engines[i%len(engines)], k, name, fmt.Sprintf("s%d-%s-o%d", id, k, i)))
 		}
+		s.locks = append(s.locks, l)
 	}
 	return s
 }
 
 func newOwner(t *testing.T, e locker.Engine, k locker.Kind, name, id string) *mowner {
 	t.Helper()
-	o := &mowner{id: id}
+	o := &mowner{id: id, engine: e}
 	var err error
 	switch k {
 	case locker.KindMutex:
@@ -314,16 +343,18 @@ func (l *mlock) remember(op string) {
 // pollWaiters fails when a Lock returned while the oracle says it waits.
 func (s *sequence) pollWaiters() error {
 	for _, l := range s.locks {
-		if err := l.pollWaiters(); err != nil {
+		if err := l.pollWaiters(nil); err != nil {
 			return fmt.Errorf("model seed %d, sequence %d, before op %d: %w\n%s", s.seed, s.id, s.op, err, l)
 		}
 	}
 	return nil
 }
 
-func (l *mlock) pollWaiters() error {
-	for _, e := range l.queue {
-		if e.held {
+// pollWaiters fails when a waiter of l returned that the oracle does not
+// grant (grants, or none when nil).
+func (l *mlock) pollWaiters(grants []bool) error {
+	for i, e := range l.queue {
+		if e.held || e.returned || (grants != nil && grants[i]) {
 			continue
 		}
 		select {
@@ -476,7 +507,13 @@ func (l *mlock) lock(o mop) error {
 	e.h, e.done = h, make(chan error, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
-	go func() { e.done <- h.LockCtx(ctx) }()
+	go func() {
+		e.done <- h.LockCtx(ctx)
+		select {
+		case l.returned <- struct{}{}:
+		default:
+		}
+	}()
 	if l.mismatch(o.owner) {
 		defer cancel()
 		if err, ok := awaitResult(e.done); !ok || !errors.Is(err, locker.ErrPermitsMismatch) {
@@ -533,6 +570,16 @@ func (l *mlock) cancelWait(e *mentry) error {
 		return fmt.Errorf("LockCtx() after its cancel = %v; want context.Canceled", err)
 	}
 	l.remove(e)
+	if l.kind == locker.KindPermit && !e.owner.checked {
+		// Whether a cancelled first acquisition compared the count is not
+		// settled (a switcher's did: it tries before it waits): a new
+		// Semaphore's next acquisition is its first for certain.
+		sem, err := e.owner.engine.NewSemaphore(l.name, modelPermits, locker.WithOwner(e.owner.id))
+		if err != nil {
+			return fmt.Errorf("NewSemaphore() = %w", err)
+		}
+		e.owner.sem = sem
+	}
 	return nil
 }
 
@@ -571,12 +618,8 @@ func (s *sequence) settle(l *mlock) error {
 		if !grants[i] || e.held {
 			continue
 		}
-		err, ok := awaitResult(e.done)
-		if !ok {
-			return fmt.Errorf("%s: not granted within %v; the oracle grants it", e, modelAwait)
-		}
-		if err != nil {
-			return fmt.Errorf("%s: LockCtx() = %w; the oracle grants it", e, err)
+		if err := l.awaitGrant(e, grants); err != nil {
+			return err
 		}
 		e.held = true
 		e.owner.checked = true
@@ -584,6 +627,28 @@ func (s *sequence) settle(l *mlock) error {
 	}
 	s.longest = max(s.longest, len(l.queue))
 	return s.sync(l)
+}
+
+// awaitGrant waits for the grant of e, failing as soon as a waiter that
+// the oracle does not grant returns.
+func (l *mlock) awaitGrant(e *mentry, grants []bool) error {
+	t := time.NewTimer(modelAwait)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-e.done:
+			if err != nil {
+				return fmt.Errorf("%s: LockCtx() = %w; the oracle grants it", e, err)
+			}
+			return nil
+		case <-l.returned:
+			if err := l.pollWaiters(grants); err != nil {
+				return err
+			}
+		case <-t.C:
+			return fmt.Errorf("%s: not granted within %v; the oracle grants it", e, modelAwait)
+		}
+	}
 }
 
 // sync waits until the engine's inspection of l shows the model's number
@@ -608,7 +673,7 @@ func (s *sequence) sync(l *mlock) error {
 		if gotHolds == holds && slices.Equal(gotWaiters, waiters) {
 			return nil
 		}
-		if err := l.pollWaiters(); err != nil {
+		if err := l.pollWaiters(nil); err != nil {
 			return err
 		}
 		if time.Now().After(deadline) {
