@@ -5,23 +5,17 @@ import (
 
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
-	"github.com/orthrus-go/orthrus/switcher"
 )
-
-// inspected is a switcher with the mutex inspection of its primary, where
-// its acquisitions go while it is healthy.
-type inspected struct {
-	*switcher.Switcher
-	locker.Inspector
-}
 
 // TestModel checks the switcher against the lock family's rule: two
 // switchers, as two processes, over two mem engines whose stores they
-// share (mem follows the rule, as internal/lockrule states it).
+// share (mem follows the rule, as internal/lockrule states it). The
+// switcher does not inspect mutexes: its primary, where its acquisitions
+// go while it is healthy, does.
 func TestModel(t *testing.T) {
 	st := memStores(t)
 	lockertest.RunModel(t, func(t *testing.T) lockertest.Harness {
 		sw := memSwitcher(t, st)
-		return lockertest.Harness{Engine: inspected{Switcher: sw, Inspector: sw.Engines()[0].(locker.Inspector)}}
+		return lockertest.Harness{Engine: lockertest.Inspected(sw, sw.Engines()[0].(locker.Inspector))}
 	}, lockertest.ModelOps)
 }

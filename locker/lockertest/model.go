@@ -66,6 +66,20 @@ func RunModel(t *testing.T, factory Factory, ops int, kinds ...locker.Kind) {
 	}
 }
 
+// Inspected is e with the mutex inspection of op, for RunModel: a
+// wrapper that inspects read-write locks and semaphores but not mutexes
+// (the switcher, the fault wrapper) gives that of the engine it acquires
+// on. e must implement locker.FamilyInspector.
+func Inspected(e locker.Engine, op locker.Inspector) locker.Engine {
+	return inspected{Engine: e, Inspector: op, FamilyInspector: e.(locker.FamilyInspector)}
+}
+
+type inspected struct {
+	locker.Engine
+	locker.Inspector
+	locker.FamilyInspector
+}
+
 // modelCase names the subtest of kind k.
 func modelCase(k locker.Kind) string {
 	switch k {
