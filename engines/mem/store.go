@@ -182,29 +182,19 @@ func (s *Store) expire(k lockKey) {
 	s.lookup(k)
 }
 
-// admit checks a semaphore's count, storing it on first use.
-func (s *Store) admit(e *entry) error {
-	h := e.hold
-	if h.Kind != locker.KindPermit {
-		return nil
-	}
-	stored, ok := s.permits[e.key]
-	if !ok {
-		s.permits[e.key], stored = h.Limit, h.Limit
-	}
-	if h.CheckLimit && stored != h.Limit {
-		return fmt.Errorf("%w: opened with %d, stored %d", locker.ErrPermitsMismatch, h.Limit, stored)
-	}
-	return nil
-}
-
 // acquire queues e and grants it if the rule does. With wait, it leaves e
 // queued otherwise; without, it leaves nothing.
 func (s *Store) acquire(e *entry, wait bool) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.admit(e); err != nil {
-		return false, err
+	if h := e.hold; h.Kind == locker.KindPermit { // the count is stored by the first
+		stored, ok := s.permits[e.key]
+		if !ok {
+			s.permits[e.key], stored = h.Limit, h.Limit
+		}
+		if h.CheckLimit && stored != h.Limit {
+			return false, fmt.Errorf("%w: opened with %d, stored %d", locker.ErrPermitsMismatch, h.Limit, stored)
+		}
 	}
 	l := s.lookup(e.key)
 	if l == nil {
