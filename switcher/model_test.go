@@ -17,5 +17,5 @@ func TestModel(t *testing.T) {
 	lockertest.RunModel(t, func(t *testing.T) lockertest.Harness {
 		sw := memSwitcher(t, st)
 		return lockertest.Harness{Engine: lockertest.Inspected(sw, sw.Engines()[0].(locker.Inspector))}
-	}, lockertest.ModelOps)
+	}, lockertest.ModelOps, lockertest.ModelConfig{})
 }

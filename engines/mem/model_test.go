@@ -8,4 +8,6 @@ import (
 
 // TestModel checks the engine against the lock family's rule, engines
 // over one store as processes over one server.
-func TestModel(t *testing.T) { lockertest.RunModel(t, familyHarness(), lockertest.ModelOps) }
+func TestModel(t *testing.T) {
+	lockertest.RunModel(t, familyHarness(), lockertest.ModelOps, lockertest.ModelConfig{})
+}

@@ -31,5 +31,5 @@ func TestModel(t *testing.T) {
 			}
 		}
 		return lockertest.Harness{Engine: lockertest.Inspected(w, e)}
-	}, lockertest.ModelOps)
+	}, lockertest.ModelOps, lockertest.ModelConfig{})
 }

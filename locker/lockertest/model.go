@@ -38,31 +38,42 @@ const (
 	modelHistory = 16 // operations of a lock shown when it fails
 )
 
+// ModelConfig narrows RunModel to what an engine follows today, each
+// field naming a known deviation from the rule; its zero value checks
+// everything.
+type ModelConfig struct {
+	// Kinds are the locks the run covers: KindMutex, KindWrite (the
+	// read-write lock), KindPermit (the semaphore); all three when empty.
+	Kinds []locker.Kind
+	// FixedCount leaves the semaphores' stored count alone: no SetPermits.
+	FixedCount bool
+}
+
 // RunModel runs ops random operations against the lock family's rule,
 // package internal/lockrule, as the oracle: owners on two engines over the
 // same servers block in Lock, try, cancel their waits, downgrade, release
 // and change a semaphore's count, on the mutexes, read-write locks and
 // semaphores of a few names, one subtest per kind (Mutex, RWLock,
-// Semaphore), the ops shared among them. After each operation it waits for exactly the
-// waiters the oracle grants, checks each TryLock against it, fails when a
-// Lock returns while the oracle says it waits, and waits until the
-// engine's inspection shows the model's holders and waiters, in order.
+// Semaphore), the ops shared among them. After each operation it waits
+// for exactly the waiters the oracle grants, checks each TryLock against
+// it, fails when a Lock returns while the oracle says it waits, and waits
+// until the engine's inspection shows the model's holders and waiters, in
+// order.
 //
 // The engine must implement locker.Inspector and locker.FamilyInspector
-// (wrappers that do not inspect mutexes give the Inspector of the engine
-// they acquire on), and queue every kind strictly first come, first served
-// across processes (a Redis engine WithFair). kinds limits the run to
-// the mutex (KindMutex), the read-write lock (KindWrite) or the semaphore
-// (KindPermit); all three when none is given. The seed is logged; set
-// ModelSeedEnv to replay it.
-func RunModel(t *testing.T, factory Factory, ops int, kinds ...locker.Kind) {
-	if len(kinds) == 0 {
-		kinds = []locker.Kind{locker.KindMutex, locker.KindWrite, locker.KindPermit}
+// (see Inspected for wrappers), and queue strictly first come, first
+// served across processes (a Redis engine WithFair). The seed is logged;
+// set ModelSeedEnv to replay it.
+func RunModel(t *testing.T, factory Factory, ops int, c ModelConfig) {
+	if len(c.Kinds) == 0 {
+		c.Kinds = []locker.Kind{locker.KindMutex, locker.KindWrite, locker.KindPermit}
 	}
 	seed := modelSeed(t)
-	for i, k := range kinds {
-		n := ops/len(kinds) + boolInt(i < ops%len(kinds))
-		t.Run(modelCase(k), func(t *testing.T) { guardFor(t, modelTimeout, func() { runModel(t, factory, seed, n, k) }) })
+	for i, k := range c.Kinds {
+		n := ops/len(c.Kinds) + boolInt(i < ops%len(c.Kinds))
+		t.Run(modelCase(k), func(t *testing.T) {
+			guardFor(t, modelTimeout, func() { runModel(t, factory, seed, n, k, c.FixedCount) })
+		})
 	}
 }
 
@@ -93,7 +104,7 @@ func modelCase(k locker.Kind) string {
 
 // runModel runs ops operations on locks of kind k, in modelSequences
 // sequences at once.
-func runModel(t *testing.T, factory Factory, seed uint64, ops int, k locker.Kind) {
+func runModel(t *testing.T, factory Factory, seed uint64, ops int, k locker.Kind, fixedCount bool) {
 	engines := []locker.Engine{open(t, factory).Engine, open(t, factory).Engine}
 	var op locker.Inspector
 	if k == locker.KindMutex {
@@ -105,6 +116,7 @@ func runModel(t *testing.T, factory Factory, seed uint64, ops int, k locker.Kind
 	seqs := make([]*sequence, modelSequences)
 	for i := range seqs {
 		seqs[i] = newSequence(t, seed, i, engines, op, k)
+		seqs[i].fixedCount = fixedCount
 	}
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -176,8 +188,10 @@ type sequence struct {
 	tally   [len(opNames)]int
 	granted int // waiters the oracle granted after an operation
 	longest int // longest queue
-	mutexs  locker.Inspector
-	family  locker.FamilyInspector
+	// fixedCount: no SetPermits (ModelConfig.FixedCount).
+	fixedCount bool
+	mutexs     locker.Inspector
+	family     locker.FamilyInspector
 }
 
 // mlock is the model of one lock: its queue of holds and waiters, oldest
@@ -406,7 +420,7 @@ func (s *sequence) pick() mop {
 			}
 		}
 	}
-	if l.kind == locker.KindPermit {
+	if l.kind == locker.KindPermit && !s.fixedCount {
 		add(1, mop{kind: opSetPermits, lock: l, n: 1 + s.rng.IntN(modelPermits+2)})
 	}
 	total := 0
