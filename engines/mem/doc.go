@@ -27,9 +27,9 @@
 //
 //   - Mutual exclusion within a store (and prefix, WithPrefix), across
 //     goroutines and engines.
-//   - FIFO: a waiter queues behind the holder and the waiters before it and
-//     gets its token when it queues, so grants follow arrival order and
-//     tokens increase with every grant. TryLock never jumps the queue.
+//   - FIFO: a lock is one queue of holds and waiters, granted by the lock
+//     family's rule (internal/lockrule); a waiter gets its token when it
+//     queues, so tokens increase with every grant. TryLock never jumps it.
 //   - Fencing: tokens come from one counter per store, so they increase with
 //     every grant of every name, and compare across the engines of a store;
 //     tokens of two stores do not compare.

@@ -188,10 +188,10 @@ func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, 
 		h.Token = en.token
 		return true, nil
 	case <-ctx.Done():
-		e.store.abandon(en)
+		e.store.release(en)
 		return false, ctx.Err()
 	case <-e.closing:
-		e.store.abandon(en)
+		e.store.release(en)
 		return false, fmt.Errorf("mem: acquire %q: %w", h.Name, locker.ErrClosed)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/orthrus-go/orthrus/internal/lockrule"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -72,17 +73,19 @@ func keyClass(k locker.Kind) locker.Kind {
 	return k
 }
 
-// lock is one name: its holds and the waiters queued behind them. A lock is
-// in the store only while it has a hold or a waiter.
+// lock is one name: its holds and waiters in one queue, oldest first, to
+// which lockrule's rule is applied after every change. A lock is in the
+// store only while it has a hold or a waiter.
 type lock struct {
-	holders []*entry // oldest grant first
-	queue   []*entry // first in line first
+	queue []*entry
 }
 
 // entry is a hold or a queued waiter.
 type entry struct {
 	key  lockKey
 	hold *locker.Hold
+	// held: granted; downgrade: a read taken by the write holder.
+	held, downgrade bool
 
 	token uint64 // given when queued, so grants follow the queue's order
 
@@ -105,65 +108,69 @@ func (s *Store) lookup(k lockKey) *lock {
 	if l == nil {
 		return nil
 	}
-	now := s.now()
-	for _, h := range slices.Clone(l.holders) {
-		if !now.Before(h.deadline) {
-			s.endHold(l, h)
-			h.hold.MarkLost()
+	// From the back: a removal grants only fresh holds and shifts only
+	// the entries after it.
+	for i := len(l.queue) - 1; i >= 0; i-- {
+		if e := l.queue[i]; e.held && !s.now().Before(e.deadline) {
+			s.remove(l, e)
+			e.hold.MarkLost()
 		}
 	}
-	return s.cleanup(k, l)
+	return s.drop(k, l)
 }
 
-// cleanup drops l from the store when nobody holds or waits for it.
-func (s *Store) cleanup(k lockKey, l *lock) *lock {
-	if len(l.holders) == 0 && len(l.queue) == 0 {
+// drop forgets l when nobody holds or waits for it; nil then.
+func (s *Store) drop(k lockKey, l *lock) *lock {
+	if len(l.queue) == 0 {
 		delete(s.locks, k)
 		return nil
 	}
 	return l
 }
 
-// fits reports whether e may be granted next to the holds of l, ignoring
-// the queue.
-func (s *Store) fits(l *lock, e *entry) bool {
-	switch e.hold.Kind {
-	case locker.KindRead:
-		return !slices.ContainsFunc(l.holders, func(h *entry) bool { return h.hold.Kind == locker.KindWrite })
-	case locker.KindPermit:
-		used := 0
-		for _, h := range l.holders {
-			used += h.hold.Permits
-		}
-		return used+e.hold.Permits <= s.permits[e.key]
+// rules is l's queue as lockrule sees it, appended to buf (on the
+// caller's stack for short queues).
+func (l *lock) rules(buf []lockrule.Entry) []lockrule.Entry {
+	for _, e := range l.queue {
+		buf = append(buf, lockrule.Entry{Kind: e.hold.Kind, Permits: e.hold.Permits, Downgrade: e.downgrade})
 	}
-	return len(l.holders) == 0
+	return buf
 }
 
-// grant makes e a holder of l until its life (TTL and lock delay) runs out.
-func (s *Store) grant(l *lock, e *entry) {
-	l.holders = append(l.holders, e)
+// grant makes e a holder until its life (TTL and lock delay) runs out.
+func (s *Store) grant(e *entry) {
+	e.held = true
 	e.deadline = s.now().Add(e.hold.Life())
 	e.timer = s.clock.AfterFunc(e.hold.Life(), func() { s.expire(e.key) })
 }
 
-// endHold removes h from the holders of l and grants the waiters that fit
-// now, first in line first: strict FIFO, so a reader behind a waiting
-// writer waits and writers never starve.
-func (s *Store) endHold(l *lock, h *entry) {
-	h.timer.Stop()
-	l.holders = slices.DeleteFunc(l.holders, func(x *entry) bool { return x == h })
-	s.promote(l)
+// remove takes e, a hold or a waiter, out of l, grants the waiters the
+// rule grants then, and drops l if left empty.
+func (s *Store) remove(l *lock, e *entry) {
+	if e.held {
+		e.timer.Stop()
+		e.held = false
+	}
+	l.queue = slices.DeleteFunc(l.queue, func(x *entry) bool { return x == e })
+	s.promote(e.key, l)
+	s.drop(e.key, l)
 }
 
-// promote grants the waiters at the head of l's queue while they fit.
-func (s *Store) promote(l *lock) {
-	for len(l.queue) > 0 && s.fits(l, l.queue[0]) {
-		next := l.queue[0]
-		l.queue[0] = nil
-		l.queue = l.queue[1:]
-		s.grant(l, next)
-		close(next.granted)
+// promote grants the waiters of l the rule grants, first in line first.
+// The rule is strictly FIFO: the first waiter it keeps waiting keeps every
+// later one waiting too, so the look stops there.
+func (s *Store) promote(k lockKey, l *lock) {
+	var buf [8]lockrule.Entry
+	q := l.rules(buf[:0])
+	for i, e := range l.queue {
+		if e.held {
+			continue
+		}
+		if !lockrule.Decide(q, i, s.permits[k]).Granted {
+			return
+		}
+		s.grant(e)
+		close(e.granted)
 	}
 }
 
@@ -175,12 +182,12 @@ func (s *Store) expire(k lockKey) {
 	s.lookup(k)
 }
 
-// admit checks a semaphore's count, storing it on first use, and grants a
-// downgrade. It reports (granted, error); (false, nil) means go on.
-func (s *Store) admit(l *lock, e *entry) (bool, error) {
-	h := e.hold
-	switch h.Kind {
-	case locker.KindPermit:
+// acquire queues e and grants it if the rule does. With wait, it leaves e
+// queued otherwise; without, it leaves nothing.
+func (s *Store) acquire(e *entry, wait bool) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h := e.hold; h.Kind == locker.KindPermit { // the count is stored by the first
 		stored, ok := s.permits[e.key]
 		if !ok {
 			s.permits[e.key], stored = h.Limit, h.Limit
@@ -188,82 +195,52 @@ func (s *Store) admit(l *lock, e *entry) (bool, error) {
 		if h.CheckLimit && stored != h.Limit {
 			return false, fmt.Errorf("%w: opened with %d, stored %d", locker.ErrPermitsMismatch, h.Limit, stored)
 		}
-	case locker.KindRead:
-		if h.Writer != nil && l != nil && slices.Contains(l.holders, h.Writer.State.(*entry)) {
-			l.holders = append(l.holders, e)
-			e.token = h.Writer.Token
-			e.deadline = s.now().Add(h.TTL)
-			e.timer = s.clock.AfterFunc(h.TTL, func() { s.expire(e.key) })
-			return true, nil
-		}
 	}
-	return false, nil
-}
-
-// acquire grants e at once if it fits and nobody waits before it. With
-// wait, it queues e otherwise; without, it leaves nothing.
-func (s *Store) acquire(e *entry, wait bool) (bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	l := s.lookup(e.key)
-	if ok, err := s.admit(l, e); ok || err != nil {
-		return ok, err
-	}
 	if l == nil {
 		l = &lock{}
 		s.locks[e.key] = l
 	}
-	s.revision++
-	e.token = s.revision
-	if len(l.queue) == 0 && s.fits(l, e) {
-		s.grant(l, e)
+	// A downgrade holds with the writer's token.
+	if w := e.hold.Writer; w != nil && w.State.(*entry).held {
+		e.downgrade, e.token = true, w.Token
+	} else {
+		s.revision++
+		e.token = s.revision
+	}
+	l.queue = append(l.queue, e)
+	var buf [8]lockrule.Entry
+	if lockrule.Decide(l.rules(buf[:0]), len(l.queue)-1, s.permits[e.key]).Granted {
+		s.grant(e)
 		return true, nil
 	}
-	if wait {
-		e.granted = make(chan struct{})
-		l.queue = append(l.queue, e)
+	if !wait {
+		l.queue = l.queue[:len(l.queue)-1]
+		s.drop(e.key, l)
+		return false, nil
 	}
-	s.cleanup(e.key, l)
+	e.granted = make(chan struct{})
 	return false, nil
 }
 
-// abandon takes a waiter that gave up out of the queue, or, if it was
-// granted meanwhile, releases it.
-func (s *Store) abandon(e *entry) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l := s.lookup(e.key)
-	if l == nil {
-		return
-	}
-	if slices.Contains(l.holders, e) {
-		s.endHold(l, e)
-	} else if i := slices.Index(l.queue, e); i >= 0 {
-		l.queue = slices.Delete(l.queue, i, i+1)
-		s.promote(l) // a permit waiter may have blocked smaller ones
-	}
-	s.cleanup(e.key, l)
-}
-
-// release ends e if it still holds its lock.
+// release takes e out of its lock, a hold or a waiter that gave up, and
+// reports whether it held.
 func (s *Store) release(e *entry) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := s.lookup(e.key)
-	if l == nil || !slices.Contains(l.holders, e) {
-		return false
+	l, held := s.lookup(e.key), e.held
+	if l != nil && slices.Contains(l.queue, e) {
+		s.remove(l, e)
 	}
-	s.endHold(l, e)
-	s.cleanup(e.key, l)
-	return true
+	return held
 }
 
 // renew extends e by its life (TTL and lock delay) if it still holds its lock.
 func (s *Store) renew(e *entry) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := s.lookup(e.key)
-	if l == nil || !slices.Contains(l.holders, e) {
+	s.lookup(e.key)
+	if !e.held {
 		return false
 	}
 	e.deadline = s.now().Add(e.hold.Life())
@@ -275,18 +252,36 @@ func (s *Store) holder(e *entry) locker.Holder {
 	return locker.Holder{Owner: e.hold.Owner, Token: e.token, TTL: max(e.deadline.Sub(s.now()), 0)}
 }
 
+// list returns the holds and the waiters of k, oldest first. Called with
+// s.mu held.
+func (s *Store) list(k lockKey) (holds, waiters []locker.FamilyHolder) {
+	l := s.lookup(k)
+	if l == nil {
+		return nil, nil
+	}
+	for _, e := range l.queue {
+		fh := locker.FamilyHolder{Holder: locker.Holder{Owner: e.hold.Owner, Token: e.token}, Kind: e.hold.Kind, Permits: e.hold.Permits}
+		if !e.held {
+			waiters = append(waiters, fh)
+			continue
+		}
+		fh.Holder = s.holder(e)
+		holds = append(holds, fh)
+	}
+	return holds, waiters
+}
+
 // inspect reports the holder and the waiters of the mutex k.
 func (s *Store) inspect(k lockKey) locker.Inspection {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := s.lookup(k)
-	if l == nil {
-		return locker.Inspection{}
+	holds, waiters := s.list(k)
+	var in locker.Inspection
+	if len(holds) > 0 {
+		in.Holder = &holds[0].Holder
 	}
-	h := s.holder(l.holders[0])
-	in := locker.Inspection{Holder: &h}
-	for _, w := range l.queue {
-		in.Waiters = append(in.Waiters, locker.Holder{Owner: w.hold.Owner, Token: w.token})
+	for _, w := range waiters {
+		in.Waiters = append(in.Waiters, w.Holder)
 	}
 	return in
 }
@@ -297,16 +292,7 @@ func (s *Store) inspectFamily(k lockKey) locker.FamilyInspection {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in := locker.FamilyInspection{Permits: s.permits[k]}
-	l := s.lookup(k)
-	if l == nil {
-		return in
-	}
-	for _, h := range l.holders {
-		in.Holders = append(in.Holders, locker.FamilyHolder{Holder: s.holder(h), Kind: h.hold.Kind, Permits: h.hold.Permits})
-	}
-	for _, w := range l.queue {
-		in.Waiters = append(in.Waiters, locker.FamilyHolder{Holder: locker.Holder{Owner: w.hold.Owner, Token: w.token}, Kind: w.hold.Kind, Permits: w.hold.Permits})
-	}
+	in.Holders, in.Waiters = s.list(k)
 	return in
 }
 
@@ -317,7 +303,7 @@ func (s *Store) setPermits(k lockKey, n int) {
 	defer s.mu.Unlock()
 	s.permits[k] = n
 	if l := s.lookup(k); l != nil {
-		s.promote(l)
+		s.promote(k, l)
 	}
 }
 
@@ -331,15 +317,17 @@ func (s *Store) forceRelease(k lockKey, token uint64) []locker.FamilyHolder {
 	if l == nil {
 		return nil
 	}
+	var gone []*entry
 	var ended []locker.FamilyHolder
-	for _, h := range slices.Clone(l.holders) {
-		if token != 0 && h.token != token {
-			continue
+	for _, e := range l.queue {
+		if e.held && (token == 0 || e.token == token) {
+			gone = append(gone, e)
+			ended = append(ended, locker.FamilyHolder{Holder: s.holder(e), Kind: e.hold.Kind, Permits: e.hold.Permits})
 		}
-		ended = append(ended, locker.FamilyHolder{Holder: s.holder(h), Kind: h.hold.Kind, Permits: h.hold.Permits})
-		s.endHold(l, h)
-		h.hold.MarkLost()
 	}
-	s.cleanup(k, l)
+	for _, e := range gone {
+		s.remove(l, e)
+		e.hold.MarkLost()
+	}
 	return ended
 }
