@@ -52,8 +52,11 @@ func checkDialClients(ctx context.Context, t *testing.T, c *config.Config, opts 
 			if len(cl.ZKACL) != 1 || cl.ZKACL[0].Scheme != "auth" {
 				return fmt.Errorf("ZKACL = %v; want the auth scheme", cl.ZKACL)
 			}
-			if _, err := cl.ZK.Create("/app1/dialclient", []byte("v"), 0, cl.ZKACL); err != nil {
-				return err
+			// The parent, which an engine would have made, when none has.
+			for _, p := range []string{"/app1", "/app1/dialclient"} {
+				if _, err := cl.ZK.Create(p, []byte("v"), 0, cl.ZKACL); err != nil && (p == "/app1/dialclient" || !errors.Is(err, gozk.ErrNodeExists)) {
+					return err
+				}
 			}
 			got, _, err := cl.ZK.Get("/app1/dialclient")
 			if err == nil && string(got) != "v" {
