@@ -1,7 +1,6 @@
 package cfgops_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -78,8 +76,12 @@ func TestDialClientTLSWithSecrets(t *testing.T) {
 		fmt.Sprintf("  - {name: zk, type: zk, servers: [%q], auth: {scheme: digest, credentials_file: %q}, tls: %s}\n", servers[2].TLSAddr(), files[1], tls))
 	c.Engines[0].Password = secrets[0] // as from ORTHRUS_ENGINES_REDIS_PASSWORD
 
-	var logs lockedBuffer
-	logger := config.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	logs, err := os.Create(filepath.Join(dir, "log")) // a file: the clients' goroutines write at once
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	logger := config.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	checkDialClients(ctx, t, c, logger)
@@ -87,32 +89,18 @@ func TestDialClientTLSWithSecrets(t *testing.T) {
 	wrong := *c
 	wrong.Engines = c.Engines[:1:1]
 	wrong.Engines[0].Password = "not-" + secrets[0]
-	_, err := cfgops.DialClient(ctx, &wrong, "redis", false, logger)
+	_, err = cfgops.DialClient(ctx, &wrong, "redis", false, logger)
 	if !errors.Is(err, locker.ErrPermission) || errors.Is(err, locker.ErrUnavailable) {
 		t.Errorf("DialClient() with a wrong password = %v; want ErrPermission", err)
 	}
-	out := logs.String() + "\n" + fmt.Sprint(err) // the error at least is there to check
+	logged, rerr := os.ReadFile(logs.Name())
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	out := string(logged) + "\n" + fmt.Sprint(err) // the error at least is there to check
 	for _, secret := range secrets {
 		if strings.Contains(out, secret) {
 			t.Errorf("the logs or errors show the secret %q:\n%s", secret, out)
 		}
 	}
-}
-
-// lockedBuffer is a bytes.Buffer that the clients' goroutines can log to.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
