@@ -30,16 +30,12 @@ const (
 	SourceZK   = "zk"
 )
 
-// Defaults of the settings left out or zero.
-const (
-	DefaultStartTimeout = 5 * time.Second
-	DefaultTTL          = locker.DefaultTTL
-	DefaultFailures     = switcher.DefaultFailures
-	DefaultOpenTimeout  = switcher.DefaultOpenTimeout
-	DefaultHealthEvery  = switcher.DefaultHealthEvery
-	// DefaultHealthTimeout is the default of health.timeout.
-	DefaultHealthTimeout = switcher.DefaultHealthTimeout
-)
+// defaultStartTimeout is the default of start_timeout; the other defaults
+// are the switcher's and locker's own.
+const defaultStartTimeout = 5 * time.Second
+
+// defaultTTL is the default of lock.ttl: the locker's.
+const defaultTTL = locker.DefaultTTL
 
 // Config is the schema of a configuration file. Every field is optional
 // unless it says otherwise; a zero value (a setting left out) means the
@@ -324,22 +320,22 @@ func (c *Config) setDefaults() {
 		c.Active = c.Engines[0].Name
 	}
 	if c.StartTimeout == 0 {
-		c.StartTimeout = DefaultStartTimeout
+		c.StartTimeout = defaultStartTimeout
 	}
 	if c.Lock.TTL == 0 {
-		c.Lock.TTL = DefaultTTL
+		c.Lock.TTL = defaultTTL
 	}
 	if c.Breaker.Failures == 0 {
-		c.Breaker.Failures = DefaultFailures
+		c.Breaker.Failures = switcher.DefaultFailures
 	}
 	if c.Breaker.OpenTimeout == 0 {
-		c.Breaker.OpenTimeout = DefaultOpenTimeout
+		c.Breaker.OpenTimeout = switcher.DefaultOpenTimeout
 	}
 	if c.Health.Every == 0 {
-		c.Health.Every = DefaultHealthEvery
+		c.Health.Every = switcher.DefaultHealthEvery
 	}
 	if c.Health.Timeout == 0 {
-		c.Health.Timeout = DefaultHealthTimeout
+		c.Health.Timeout = switcher.DefaultHealthTimeout
 	}
 	if c.Source.Type == "" {
 		c.Source.Type = SourceNone
@@ -362,12 +358,12 @@ func (c *Config) clone() *Config {
 }
 
 // LockOptions returns the locker options the configuration sets for every
-// Locker: locker.WithTTL(lock.ttl). Switcher.NewLocker applies them before
+// Locker: locker.WithTTL(lock.ttl). Failover.NewLocker applies them before
 // the caller's own options, which take precedence.
 func (c *Config) LockOptions() []locker.Option {
 	ttl := c.Lock.TTL
 	if ttl <= 0 {
-		ttl = DefaultTTL
+		ttl = defaultTTL
 	}
 	return []locker.Option{locker.WithTTL(ttl)}
 }

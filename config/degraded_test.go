@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	gozk "github.com/go-zookeeper/zk"
 	"github.com/sony/gobreaker/v2"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
@@ -161,7 +160,7 @@ func putKey(t *testing.T, key, value string) {
 
 // lockMany takes and releases a lock workers×rounds times, from workers
 // goroutines, logs what failed and returns how many calls did.
-func lockMany(t *testing.T, sw *config.Switcher, name string, workers, rounds int) int {
+func lockMany(t *testing.T, sw *config.Failover, name string, workers, rounds int) int {
 	var errs atomic.Int32
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -263,26 +262,6 @@ engines:
 	}
 }
 
-// TestDialClientWhileAnotherEngineIsDown: DialClient dials only the engine
-// it is asked for.
-func TestDialClientWhileAnotherEngineIsDown(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	c := loadYAML(t, fmt.Sprintf(`
-start_timeout: 1s
-engines:
-  - {name: down, type: redis, addrs: ["127.0.0.1:1"]}
-  - {name: up, type: redis, addrs: [%q]}
-`, redisAddr))
-	cl, err := config.DialClient(context.Background(), c, "up", quiet)
-	if err != nil {
-		t.Fatalf("DialClient(up) = %v; want a client", err)
-	}
-	defer cl.Close()
-	if err := cl.Redis.Ping(context.Background()).Err(); err != nil {
-		t.Errorf("Ping() = %v", err)
-	}
-}
-
 // TestOpenDegradedEtcdWithCredentials: an etcd engine with a username
 // authenticates while its client is built, so with its cluster down there
 // is no engine to start degraded: Open fails, naming it.
@@ -306,59 +285,6 @@ engines:
 	}
 	if limit := c.StartTimeout + startSlack; took > limit {
 		t.Errorf("Open() took %v; want at most %v", took, limit)
-	}
-}
-
-// TestDialClientAllowDown: with AllowDown, DialClient returns the client of
-// a server that is down, with Down set, and the client works once the
-// server is back; without, it fails naming the engine.
-func TestDialClientAllowDown(t *testing.T) {
-	for _, kind := range []string{config.TypeRedis, config.TypeEtcd, config.TypeZK} {
-		t.Run(kind, func(t *testing.T) {
-			srv, engine := serverEngine(t, kind, "down", "")
-			defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
-				goleak.IgnoreAnyFunction("github.com/orthrus-go/orthrus/internal/testserver.(*Server).start.func1"))
-			if err := srv.Kill(); err != nil {
-				t.Fatal(err)
-			}
-			c := loadYAML(t, fmt.Sprintf("start_timeout: 1s\nengines:\n  - %s\n  - {name: up, type: redis, addrs: [%q]}\n", engine, redisAddr))
-			ctx := context.Background()
-			if cl, err := config.DialClient(ctx, c, "down", quiet); err == nil {
-				_ = cl.Close()
-				t.Errorf("DialClient(down) = nil error; want ErrUnavailable")
-			} else if !errors.Is(err, locker.ErrUnavailable) || !strings.Contains(err.Error(), `engines[0] "down"`) {
-				t.Errorf("DialClient(down) = %v; want ErrUnavailable naming engines[0] \"down\"", err)
-			}
-			start := time.Now()
-			cl, err := config.DialClient(ctx, c, "down", quiet, config.AllowDown())
-			if err != nil {
-				t.Fatalf("DialClient(down, AllowDown()) = %v; want a client", err)
-			}
-			defer cl.Close()
-			if took := time.Since(start); took > c.StartTimeout+startSlack {
-				t.Errorf("DialClient() took %v; want at most %v", took, c.StartTimeout+startSlack)
-			}
-			if !errors.Is(cl.Down, locker.ErrUnavailable) {
-				t.Errorf("Client.Down = %v; want ErrUnavailable", cl.Down)
-			}
-			if err := srv.Restart(); err != nil {
-				t.Fatal(err)
-			}
-			eventually(t, 15*time.Second, "a write through the client", func() bool {
-				ctx, cancel := context.WithTimeout(ctx, time.Second)
-				defer cancel()
-				switch kind {
-				case config.TypeRedis:
-					return cl.Redis.Set(ctx, "allowdown", "v", 0).Err() == nil
-				case config.TypeEtcd:
-					_, err := cl.Etcd.Put(ctx, "allowdown", "v")
-					return err == nil
-				default:
-					_, err := cl.ZK.Create("/allowdown", []byte("v"), 0, cl.ZKACL)
-					return err == nil || errors.Is(err, gozk.ErrNodeExists)
-				}
-			})
-		})
 	}
 }
 

@@ -75,8 +75,7 @@
 // auth.credentials_file, source.password_file: a mounted secret, its
 // trailing newline dropped), read by Load or, for a Config built in code,
 // by Open. Giving one both ways is an error naming the *_file setting.
-// Secrets are never logged nor put in an error; Engine.Security describes
-// an engine's TLS and credentials without them, for operators.
+// Secrets are never logged nor put in an error.
 //
 // tls applies to redis, etcd and zk engines and to the etcd source: ca_file
 // (default: the system's roots), cert_file and key_file for mutual TLS,
@@ -128,7 +127,7 @@
 // the file. When it is not the first engine, Open switches to it before
 // returning, which OnSwitch sees as a ReasonManual event.
 //
-// The *Switcher Open returns embeds *switcher.Switcher. Its NewLocker
+// The *Failover Open returns embeds *switcher.Switcher. Its NewLocker
 // applies the lock settings (Config.LockOptions, locker.WithTTL(lock.ttl))
 // before the caller's options, which win. Its Close closes the switcher
 // (health checks, watch, engines, which release the holds still held) and
@@ -165,7 +164,7 @@
 //   - zk: the node source.path on source.servers, through
 //     switcher/zksource.
 //
-// Switcher.Source returns the running source; all three implement
+// Failover.Source returns the running source; all three implement
 // switcher.Setter. The file source's Set is SetActive: it rewrites the
 // file's top-level active key in place, keeping comments and layout, and
 // replaces the file atomically, so that every process watching it follows;
@@ -175,10 +174,8 @@
 //
 // # Operator tools
 //
-// Dial starts some engines on their own, without a switcher, and reports
-// the ones that do not answer instead of failing; DialSource connects to
-// the source alone, to read it, write it, or Snapshot and Restore it byte
-// for byte. NewDrillScope and Config.ForDrill move a drill's locks under
-// drill-only prefixes that DrillScope.Remove deletes afterwards. lockctl is
-// built on them, so that it works while an engine is down.
+// lockctl starts engines, clients and the source on their own, with the
+// same settings as Open, so that it works while an engine is down
+// (cmd/lockctl/internal/cfgops); Config.ForDrill moves a drill's locks
+// under drill-only prefixes.
 package config

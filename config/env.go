@@ -10,15 +10,15 @@ import (
 	"time"
 )
 
-// EnvPrefix starts the name of every environment override.
-const EnvPrefix = "ORTHRUS_"
+// envPrefix starts the name of every environment override.
+const envPrefix = "ORTHRUS_"
 
 // environ returns the environment overrides that are set and not empty.
 func environ() map[string]string {
 	env := make(map[string]string)
 	for _, kv := range os.Environ() {
 		k, v, ok := strings.Cut(kv, "=")
-		if ok && v != "" && strings.HasPrefix(k, EnvPrefix) {
+		if ok && v != "" && strings.HasPrefix(k, envPrefix) {
 			env[k] = v
 		}
 	}
@@ -33,9 +33,9 @@ func environ() map[string]string {
 // '_'.
 func EnvName(engine, key string) string {
 	if engine != "" {
-		return EnvPrefix + "ENGINES_" + envWord(engine) + "_" + envWord(key)
+		return envPrefix + "ENGINES_" + envWord(engine) + "_" + envWord(key)
 	}
-	return EnvPrefix + envWord(key)
+	return envPrefix + envWord(key)
 }
 
 func envWord(s string) string {

@@ -182,7 +182,7 @@ func (f *fileSource) follow() {
 	}
 }
 
-// close stops the fsnotify watcher; Watch calls it on return, Switcher.Close
+// close stops the fsnotify watcher; Watch calls it on return, Failover.Close
 // in case Watch never ran.
 func (f *fileSource) close() error {
 	f.closeOnce.Do(func() { f.closeErr = f.w.Close() })

@@ -139,7 +139,7 @@ func wantFull() config.Config {
 // clearEnv unsets every ORTHRUS_ variable for the test.
 func clearEnv(t *testing.T) {
 	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, config.EnvPrefix) {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "ORTHRUS_") {
 			t.Setenv(k, "")
 		}
 	}
@@ -199,10 +199,10 @@ engines:
 	got.Engines = nil
 	want := config.Config{
 		Active:       "a",
-		StartTimeout: config.DefaultStartTimeout,
+		StartTimeout: 5 * time.Second, // the documented defaults
 		Lock:         config.Lock{TTL: 30 * time.Second},
 		Breaker:      config.Breaker{Failures: 3, OpenTimeout: 500 * time.Millisecond},
-		Health:       config.Health{Every: config.DefaultHealthEvery, Timeout: config.DefaultHealthTimeout},
+		Health:       config.Health{Every: 100 * time.Millisecond, Timeout: 300 * time.Millisecond},
 		Source:       config.Source{Type: "file"}, // a loaded file follows its own active
 	}
 	if !reflect.DeepEqual(got, want) {

@@ -27,10 +27,11 @@ import (
 	"github.com/orthrus-go/orthrus/telemetry"
 )
 
-// Switcher is the running switcher Open returns: a *switcher.Switcher
-// with the configured lock defaults, that also owns the clients and the
-// watch Open started. It implements locker.Engine.
-type Switcher struct {
+// Failover is what Open returns: the running *switcher.Switcher, failing
+// over between the configured engines, with the configured lock defaults;
+// it also owns the clients and the watch Open started. It implements
+// locker.Engine.
+type Failover struct {
 	*switcher.Switcher
 
 	source   switcher.Source
@@ -41,28 +42,28 @@ type Switcher struct {
 	closeErr  error
 }
 
-var _ locker.Engine = (*Switcher)(nil)
+var _ locker.Engine = (*Failover)(nil)
 
 // NewLocker returns a Locker for name with the configuration's lock
 // defaults (Config.LockOptions); opts come after them and take precedence.
-func (s *Switcher) NewLocker(name string, opts ...locker.Option) (locker.Handle, error) {
+func (s *Failover) NewLocker(name string, opts ...locker.Option) (locker.Handle, error) {
 	return s.Switcher.NewLocker(name, s.withDefaults(opts)...)
 }
 
 // NewRWLock returns a read-write lock for name with the configuration's
 // lock defaults, as NewLocker does.
-func (s *Switcher) NewRWLock(name string, opts ...locker.Option) (locker.RWLock, error) {
+func (s *Failover) NewRWLock(name string, opts ...locker.Option) (locker.RWLock, error) {
 	return s.Switcher.NewRWLock(name, s.withDefaults(opts)...)
 }
 
 // NewSemaphore returns a semaphore of permits on name with the
 // configuration's lock defaults, as NewLocker does.
-func (s *Switcher) NewSemaphore(name string, permits int, opts ...locker.Option) (locker.Semaphore, error) {
+func (s *Failover) NewSemaphore(name string, permits int, opts ...locker.Option) (locker.Semaphore, error) {
 	return s.Switcher.NewSemaphore(name, permits, s.withDefaults(opts)...)
 }
 
 // withDefaults puts the configuration's lock defaults before opts.
-func (s *Switcher) withDefaults(opts []locker.Option) []locker.Option {
+func (s *Failover) withDefaults(opts []locker.Option) []locker.Option {
 	all := make([]locker.Option, 0, len(s.lockOpts)+len(opts))
 	return append(append(all, s.lockOpts...), opts...)
 }
@@ -70,13 +71,13 @@ func (s *Switcher) withDefaults(opts []locker.Option) []locker.Option {
 // Source returns the watched source, nil with source.type none. The file,
 // etcd and zk sources implement switcher.Setter: Set flips every switcher
 // watching the same file, key or node.
-func (s *Switcher) Source() switcher.Source { return s.source }
+func (s *Failover) Source() switcher.Source { return s.source }
 
 // Close stops everything Open started: the switcher with its health
 // checks and watch, the engines (releasing the holds still held), then the
 // clients and connections Open dialled. It is idempotent and returns the
 // first call's result.
-func (s *Switcher) Close() error {
+func (s *Failover) Close() error {
 	s.closeOnce.Do(func() {
 		errs := []error{s.Switcher.Close()}
 		for _, c := range s.closers {
@@ -88,7 +89,6 @@ func (s *Switcher) Close() error {
 }
 
 type openSettings struct {
-	allowDown    bool // AllowDown
 	logger       *slog.Logger
 	switcherOpts []switcher.Option
 	telemetry    []telemetry.Option // nil: no instrumentation (config/telemetry.go)
@@ -105,17 +105,6 @@ func WithLogger(l *slog.Logger) Option {
 			return fmt.Errorf("config: WithLogger: %w: logger is nil", locker.ErrInvalidArgument)
 		}
 		s.logger = l
-		return nil
-	}
-}
-
-// AllowDown makes DialClient return the client of a server that does not
-// answer in time rather than fail (see DialClient). Open and Dial ignore
-// it: Open always starts such an engine degraded, Dial reports it.
-// Default: DialClient fails when the server does not answer.
-func AllowDown() Option {
-	return func(s *openSettings) error {
-		s.allowDown = true
 		return nil
 	}
 }
@@ -146,7 +135,7 @@ func WithSwitcherOptions(opts ...switcher.Option) Option {
 // With a redis engine, Open also sends go-redis's own log lines to its
 // logger (goredis.SetLogger with redis.SlogLogger): go-redis has one logger
 // per process, so the latest Open's logger serves every go-redis client.
-func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err error) {
+func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Failover, err error) {
 	c, o, err := prepare(ctx, "Open", cfg, opts)
 	if err != nil {
 		return nil, err
@@ -212,7 +201,7 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Switcher, err er
 	// The switcher owns the engines now.
 	closers := slices.Concat(clients, []func() error{closeSource})
 	cleanup = slices.Concat(closers, []func() error{sw.Close})
-	return &Switcher{
+	return &Failover{
 		Switcher: sw,
 		source:   src,
 		lockOpts: c.LockOptions(),
@@ -604,16 +593,16 @@ func startSource(ctx context.Context, c *Config, engines []locker.Engine, log *s
 	if err != nil {
 		return nil, "", nil, err
 	}
-	if h.kind == SourceFile {
+	if h.Kind == SourceFile {
 		// The file's active engine is c.Active already.
-		return h.src, c.Active, h.closeFn, nil
+		return h.Switcher, c.Active, h.Close, nil
 	}
-	data, err := h.readRaw(sctx)
+	data, err := readRaw(sctx, h)
 	if err != nil {
-		_ = h.closeFn()
+		_ = h.Close()
 		return nil, "", nil, err
 	}
-	return h.src, initialEngine(c, engines, string(data), h.kind+":"+h.where, log), h.closeFn, nil
+	return h.Switcher, initialEngine(c, engines, string(data), h.Kind+":"+h.Where, log), h.Close, nil
 }
 
 // initialEngine returns the engine a source's value names when it is one

@@ -83,7 +83,7 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-func open(t *testing.T, c *config.Config, opts ...config.Option) *config.Switcher {
+func open(t *testing.T, c *config.Config, opts ...config.Option) *config.Failover {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -462,7 +462,7 @@ func TestEtcdSource(t *testing.T) {
 	c := loadYAML(t, fmt.Sprintf("name: etcd-source\nactive: a\nsource: {type: etcd, endpoints: [%q], key: %q}\n", etcdAddr, key)+twoRedis())
 	// Two processes of a fleet.
 	sw1, sw2 := open(t, c, quiet), open(t, c, quiet)
-	for i, sw := range []*config.Switcher{sw1, sw2} {
+	for i, sw := range []*config.Failover{sw1, sw2} {
 		if sw.Current() != "b" {
 			t.Errorf("switcher %d: Current() = %q; want b (the key wins over active)", i, sw.Current())
 		}
@@ -474,7 +474,7 @@ func TestEtcdSource(t *testing.T) {
 	if err := setter.Set(ctx, "a"); err != nil {
 		t.Fatalf("Set() = %v", err)
 	}
-	for i, sw := range []*config.Switcher{sw1, sw2} {
+	for i, sw := range []*config.Failover{sw1, sw2} {
 		eventually(t, time.Second, fmt.Sprintf("switcher %d follows the key", i), func() bool { return sw.Current() == "a" })
 	}
 	// Both reach the key's version as their epoch.

@@ -84,7 +84,7 @@ func (c *Config) readSecretFiles() []*FieldError {
 	return problems
 }
 
-// openCopy returns the copy of cfg that Open and Probe work on: its
+// openCopy returns the copy of cfg that Open and prepare work on: its
 // secret files read, validated, its defaults filled in.
 func (cfg *Config) openCopy() (*Config, error) {
 	c := cfg.clone()
@@ -211,41 +211,6 @@ func explainTLS(ctx context.Context, err error, endpoints []string, t *TLS, fiel
 		return err
 	}
 	return fmt.Errorf("%w (tls with %s: %v)", err, addr, herr)
-}
-
-// Security summarises how the engine connects and authenticates, for
-// operators (lockctl status), without any secret: "tls mutual, user app1,
-// password from file".
-func (e *Engine) Security() string {
-	var parts []string
-	switch {
-	case !e.TLS.Enabled:
-		parts = append(parts, "no tls")
-	case e.TLS.InsecureSkipVerify:
-		parts = append(parts, "tls unverified")
-	case e.TLS.CertFile != "":
-		parts = append(parts, "tls mutual")
-	default:
-		parts = append(parts, "tls")
-	}
-	if e.Username != "" {
-		parts = append(parts, "user "+e.Username)
-	}
-	switch {
-	case e.PasswordFile != "":
-		parts = append(parts, "password from file")
-	case e.Password != "":
-		parts = append(parts, "password")
-	}
-	if e.Auth.Scheme != "" {
-		user, _, _ := strings.Cut(e.Auth.Credentials, ":")
-		if e.Auth.Scheme == "digest" && user != "" {
-			parts = append(parts, "digest user "+user)
-		} else {
-			parts = append(parts, e.Auth.Scheme+" auth")
-		}
-	}
-	return strings.Join(parts, ", ")
 }
 
 // permissionDenied tells whether a failure to start an engine is a refused

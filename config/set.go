@@ -27,7 +27,7 @@ const setAttempts = 3
 // path, as an operator's edit would: it rewrites the file's top-level active
 // key in place and keeps every other byte, comments and order included.
 // The file source (source.type "file") of every process watching the file
-// then switches to engine. This is what Switcher.Source().Set does with
+// then switches to engine. This is what Failover.Source().Set does with
 // source.type "file" (which also rewrites a file that names engine
 // already); SetActive needs no running switcher.
 //

@@ -306,7 +306,7 @@ func TestFileSourceSet(t *testing.T) {
 				if err := setter.Set(ctx, want); err != nil {
 					t.Fatalf("Set(%q) = %v", want, err)
 				}
-				for i, sw := range []*config.Switcher{sw1, sw2} {
+				for i, sw := range []*config.Failover{sw1, sw2} {
 					eventually(t, time.Second-time.Since(start), fmt.Sprintf("switcher %d follows Set(%q)", i+1, want), func() bool { return sw.Current() == want })
 				}
 			}

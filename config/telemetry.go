@@ -10,10 +10,10 @@ import (
 	"github.com/orthrus-go/orthrus/telemetry"
 )
 
-// WithMeterProvider reports the engines and the switcher that Open (or
-// Dial) builds to OpenTelemetry metrics through mp, with package
-// telemetry; spans go to the global tracer provider unless
-// WithTracerProvider names one. Default: no instrumentation at all.
+// WithMeterProvider reports the engines and the switcher that Open builds
+// (and the engines lockctl dials on their own) to OpenTelemetry metrics
+// through mp, with package telemetry; spans go to the global tracer
+// provider unless WithTracerProvider names one. Default: no instrumentation at all.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(s *openSettings) error {
 		if mp == nil {
@@ -24,9 +24,9 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	}
 }
 
-// WithTracerProvider reports the engines and the switcher that Open (or
-// Dial) builds to OpenTelemetry traces through tp: a span per acquisition,
-// release, lost hold and switch. Metrics go to the global meter provider
+// WithTracerProvider reports the engines and the switcher that Open builds
+// to OpenTelemetry traces through tp: a span per acquisition, release,
+// lost hold and switch. Metrics go to the global meter provider
 // unless WithMeterProvider names one. Default: no instrumentation at all.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(s *openSettings) error {

@@ -124,10 +124,9 @@ func (b *syncBuffer) String() string {
 }
 
 // Every engine over mutual TLS with its application's credentials, given
-// through the environment and secret files: the engines work, and so do
-// the raw clients DialClient gives; the logs of the run (at debug level,
-// refusals included) and the errors never show a secret, and Security
-// says how each engine is secured.
+// through the environment and secret files: the engines work; the logs of
+// the run (at debug level, refusals included) and the errors never show a
+// secret. (lockctl's cfgops tests dial the raw clients the same way.)
 func TestOpenTLSWithSecrets(t *testing.T) {
 	clearEnv(t)
 	certs := testserver.TestCerts(t)
@@ -160,11 +159,6 @@ engines:
 	c, err := config.Load(writeFile(t, dir, "orthrus.yaml", yaml))
 	if err != nil {
 		t.Fatalf("Load() = %v", err)
-	}
-	for i, want := range []string{"tls mutual, user app1, password", "tls mutual, user app1, password from file", "tls mutual, digest user app1"} {
-		if got := c.Engines[i].Security(); got != want {
-			t.Errorf("engines[%d].Security() = %q; want %q", i, got, want)
-		}
 	}
 
 	var logs syncBuffer
@@ -206,7 +200,6 @@ engines:
 	if err := sw.Close(); err != nil {
 		t.Errorf("Close() = %v", err)
 	}
-	checkDialClients(ctx, t, c, config.WithLogger(logger))
 
 	// A wrong password is refused: ErrPermission, not an outage.
 	wrong := *c
@@ -216,12 +209,8 @@ engines:
 	if !errors.Is(err, locker.ErrPermission) || errors.Is(err, locker.ErrUnavailable) {
 		t.Errorf("Open() with a wrong password = %v; want ErrPermission", err)
 	}
-	_, dcErr := config.DialClient(ctx, &wrong, "redis", config.WithLogger(logger))
-	if !errors.Is(dcErr, locker.ErrPermission) || errors.Is(dcErr, locker.ErrUnavailable) {
-		t.Errorf("DialClient() with a wrong password = %v; want ErrPermission", dcErr)
-	}
 
-	out := logs.String() + "\n" + fmt.Sprint(err) + "\n" + fmt.Sprint(dcErr)
+	out := logs.String() + "\n" + fmt.Sprint(err)
 	if !strings.Contains(out, "level=") {
 		t.Errorf("nothing was logged: the check below would prove nothing")
 	}

@@ -87,7 +87,7 @@ func (c *Config) validate() []*FieldError {
 	p.positive("health.timeout", c.Health.Timeout)
 	p.positive("failback.after", c.Failback.After)
 	p.positive("safe_switch.max_ttl", c.SafeSwitch.MaxTTL)
-	if ttl := orDefault(c.Lock.TTL, DefaultTTL); c.SafeSwitch.MaxTTL > 0 && c.Lock.TTL >= 0 && c.SafeSwitch.MaxTTL < ttl {
+	if ttl := orDefault(c.Lock.TTL, defaultTTL); c.SafeSwitch.MaxTTL > 0 && c.Lock.TTL >= 0 && c.SafeSwitch.MaxTTL < ttl {
 		p.add("safe_switch.max_ttl", "%v is shorter than lock.ttl %v: it must cover the longest TTL in use", c.SafeSwitch.MaxTTL, ttl)
 	}
 	c.Source.validate(&p)

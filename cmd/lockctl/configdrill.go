@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/orthrus-go/orthrus/cmd/lockctl/internal/cfgops"
 	"github.com/orthrus-go/orthrus/config"
 	"github.com/orthrus-go/orthrus/internal/drill"
 	"github.com/orthrus-go/orthrus/switcher"
@@ -37,9 +38,9 @@ func newDrillID() string {
 // snapshot of the source.
 type drillEnv struct {
 	cfg    *config.Config
-	scope  *config.DrillScope
-	source *config.SourceHandle // nil without a source
-	snap   *config.SourceSnapshot
+	scope  *cfgops.DrillScope
+	source *cfgops.SourceHandle // nil without a source
+	snap   *cfgops.SourceSnapshot
 	stdout io.Writer
 	stderr io.Writer
 	once   sync.Once
@@ -59,11 +60,11 @@ func setUpDrill(ctx context.Context, f *drillFlags, logger *slog.Logger, stdout,
 	sctx, cancel := context.WithTimeout(ctx, 2*cfg.StartTimeout)
 	defer cancel()
 	env := &drillEnv{cfg: cfg, stdout: stdout, stderr: stderr}
-	if env.scope, err = config.NewDrillScope(sctx, cfg, newDrillID(), config.WithLogger(logger)); err != nil {
+	if env.scope, err = cfgops.NewDrillScope(sctx, cfg, newDrillID(), config.WithLogger(logger)); err != nil {
 		return nil, err
 	}
 	if cfg.Source.Type != config.SourceNone {
-		if env.source, err = config.DialSource(sctx, cfg, config.WithLogger(logger)); err != nil {
+		if env.source, err = cfgops.DialSource(sctx, cfg, config.WithLogger(logger)); err != nil {
 			return nil, err
 		}
 		if env.snap, err = env.source.Snapshot(sctx); err != nil {
@@ -77,8 +78,8 @@ func setUpDrill(ctx context.Context, f *drillFlags, logger *slog.Logger, stdout,
 // prefixes lists the drill-only prefixes, for the operator.
 func (e *drillEnv) prefixes() string {
 	var out []string
-	for _, eng := range e.cfg.Engines {
-		out = append(out, eng.Name+": "+config.DrillPrefix(eng, e.scope.ID()))
+	for _, eng := range e.scope.Config().Engines {
+		out = append(out, eng.Name+": "+eng.Prefix)
 	}
 	return strings.Join(out, ", ")
 }

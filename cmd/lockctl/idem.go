@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/orthrus-go/orthrus/cmd/lockctl/internal/cfgops"
 	"github.com/orthrus-go/orthrus/config"
 	"github.com/orthrus-go/orthrus/idem"
 )
@@ -186,7 +187,7 @@ func configEngine(cfg *config.Config, name string) (*config.Engine, error) {
 // engine (TLS, credentials, Sentinel and timeouts included) and returns a
 // store over that client.
 func openIdemStore(ctx context.Context, cfg *config.Config, engine, prefix string) (idem.Store, func(), error) {
-	c, err := config.DialClient(ctx, cfg, engine, quiet())
+	c, err := cfgops.DialClient(ctx, cfg, engine, false, quiet())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/orthrus-go/orthrus/cmd/lockctl/internal/cfgops"
 	"github.com/orthrus-go/orthrus/config"
 	"github.com/orthrus-go/orthrus/internal/drill"
 	"github.com/orthrus-go/orthrus/locker"
@@ -35,8 +36,8 @@ func loadConfig(path string) (*config.Config, error) {
 // dialed is what an operation command dialled: some engines, perhaps the
 // source, all at once and within one start_timeout.
 type dialed struct {
-	engines *config.Engines
-	source  *config.SourceHandle
+	engines *cfgops.Engines
+	source  *cfgops.SourceHandle
 	srcErr  error
 }
 
@@ -49,10 +50,10 @@ func dial(cfg *config.Config, names []string, allEngines, withSource bool) (*dia
 	var engErr error
 	var wg sync.WaitGroup
 	if allEngines || len(names) > 0 {
-		wg.Go(func() { d.engines, engErr = config.Dial(ctx, cfg, names, quiet()) })
+		wg.Go(func() { d.engines, engErr = cfgops.Dial(ctx, cfg, names, quiet()) })
 	}
 	if withSource {
-		wg.Go(func() { d.source, d.srcErr = config.DialSource(ctx, cfg, quiet()) })
+		wg.Go(func() { d.source, d.srcErr = cfgops.DialSource(ctx, cfg, quiet()) })
 	}
 	wg.Wait()
 	if engErr != nil {
@@ -126,11 +127,11 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	short := *cfg
 	short.StartTimeout = probe
 	st := statusReport{cfg: cfg, probe: probe, where: sourceWhere(cfg, *path)}
-	var es *config.Engines
+	var es *cfgops.Engines
 	var engErr error
-	var src *config.SourceHandle
+	var src *cfgops.SourceHandle
 	var wg sync.WaitGroup
-	wg.Go(func() { es, engErr = config.Dial(context.Background(), &short, nil, quiet()) })
+	wg.Go(func() { es, engErr = cfgops.Dial(context.Background(), &short, nil, quiet()) })
 	if cfg.Source.Type != config.SourceNone {
 		wg.Go(func() { src = st.readSource(&short) })
 	}
@@ -163,10 +164,10 @@ func sourceWhere(cfg *config.Config, path string) string {
 // readSource dials the source of cfg, reads it and, when it keeps one, its
 // roster, all within one probe. It returns the handle to close, nil when
 // the source did not answer.
-func (st *statusReport) readSource(cfg *config.Config) *config.SourceHandle {
+func (st *statusReport) readSource(cfg *config.Config) *cfgops.SourceHandle {
 	ctx, cancel := context.WithTimeout(context.Background(), st.probe)
 	defer cancel()
-	h, err := config.DialSource(ctx, cfg, quiet())
+	h, err := cfgops.DialSource(ctx, cfg, quiet())
 	if err != nil {
 		st.srcErr = st.notAnswering(err)
 		return nil
@@ -193,7 +194,7 @@ func (st *statusReport) notAnswering(err error) error {
 	return err
 }
 
-func (st *statusReport) health(d config.Dialed) string {
+func (st *statusReport) health(d cfgops.Dialed) string {
 	switch {
 	case d.Err == nil:
 		return "ok (" + drill.Round(d.Took).String() + ")"
@@ -209,9 +210,9 @@ type statusReport struct {
 	cfg       *config.Config
 	probe     time.Duration // the bound of each probe
 	where     string        // "" without a source
-	value     config.SourceValue
+	value     cfgops.SourceValue
 	srcErr    error
-	engines   []config.Dialed
+	engines   []cfgops.Dialed
 	roster    bool // the source lists its switchers
 	members   []switcher.Member
 	rosterErr error
@@ -266,7 +267,7 @@ func (st *statusReport) print(w io.Writer) error {
 		if d.Err != nil {
 			down = append(down, d.Name)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, role(i), procs, m, st.cfg.Engines[i].Security(), st.health(d))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, role(i), procs, m, cfgops.Security(&st.cfg.Engines[i]), st.health(d))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -612,7 +613,7 @@ func describeHolds(hs []locker.FamilyHolder) string {
 // pickHeld finds the engine to clear: the only one dialled that holds
 // what h names. With an engine that did not answer, it cannot know that the
 // one it found is the only one, and asks for --engine.
-func pickHeld(ctx context.Context, es *config.Engines, h heldFinder) (locker.Engine, string, error) {
+func pickHeld(ctx context.Context, es *cfgops.Engines, h heldFinder) (locker.Engine, string, error) {
 	var found []locker.Engine
 	var holds, where, blind, down []string
 	for _, d := range es.Dialed {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orthrus-go/orthrus/cmd/lockctl/internal/cfgops"
 	"github.com/orthrus-go/orthrus/config"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
@@ -44,7 +45,7 @@ engines:
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	es, err := config.Dial(ctx, cfg, []string{"etcd-backup"}, config.WithLogger(slog.New(slog.DiscardHandler)))
+	es, err := cfgops.Dial(ctx, cfg, []string{"etcd-backup"}, config.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}

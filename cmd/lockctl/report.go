@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/orthrus-go/orthrus/cmd/lockctl/internal/cfgops"
 	"github.com/orthrus-go/orthrus/config"
 	"github.com/orthrus-go/orthrus/internal/drill"
 )
@@ -113,7 +114,7 @@ func configSetup(cfg *config.Config) drill.Setup {
 				addrs[k] = u.String()
 			}
 		}
-		setup.Targets = append(setup.Targets, drill.Target{Name: e.Name, Type: e.Type, Addrs: addrs, Security: e.Security()})
+		setup.Targets = append(setup.Targets, drill.Target{Name: e.Name, Type: e.Type, Addrs: addrs, Security: cfgops.Security(e)})
 	}
 	return setup
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orthrus-go/orthrus/cmd/lockctl/internal/cfgops"
 	"github.com/orthrus-go/orthrus/config"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
@@ -20,8 +21,8 @@ func TestStatusFleetFormatting(t *testing.T) {
 	st := statusReport{
 		cfg:   cfg,
 		where: "etcd /myapp/active",
-		value: config.SourceValue{Engine: "etcd-backup", Exists: true, Epoch: 7},
-		engines: []config.Dialed{
+		value: cfgops.SourceValue{Engine: "etcd-backup", Exists: true, Epoch: 7},
+		engines: []cfgops.Dialed{
 			{Name: "redis-main", Err: errors.New("config: engines[0] \"redis-main\" (redis): " + locker.ErrUnavailable.Error())},
 			{Name: "etcd-backup", Took: 3 * time.Millisecond},
 		},
@@ -68,7 +69,7 @@ func TestStatusFleetFormatting(t *testing.T) {
 	}
 
 	// A healthy fleet that agrees: exit 0.
-	st.engines[0] = config.Dialed{Name: "redis-main", Took: time.Millisecond}
+	st.engines[0] = cfgops.Dialed{Name: "redis-main", Took: time.Millisecond}
 	st.members = st.members[:1]
 	b.Reset()
 	if err := st.print(&b); err != nil {
@@ -88,7 +89,7 @@ func TestStatusFleetFormatting(t *testing.T) {
 
 	// An engine that ran out of the probe's time says so.
 	st.probe = time.Second
-	st.engines[0] = config.Dialed{Name: "redis-main", Took: time.Second, Err: errors.New("config: engines[0] \"redis-main\" (redis): " + context.DeadlineExceeded.Error())}
+	st.engines[0] = cfgops.Dialed{Name: "redis-main", Took: time.Second, Err: errors.New("config: engines[0] \"redis-main\" (redis): " + context.DeadlineExceeded.Error())}
 	b.Reset()
 	_ = st.print(&b)
 	if r := statusRows(t, b.String())["redis-main"]; !strings.Contains(r, "DOWN: not answering within 1s") {

@@ -30,7 +30,7 @@ func startupTime(t *testing.T) time.Duration {
 
 // openWatching opens a switcher on the config at path, as an application
 // would, and returns it with a channel of its switch events.
-func openWatching(t *testing.T, path string) (*config.Switcher, <-chan switcher.Event) {
+func openWatching(t *testing.T, path string) (*config.Failover, <-chan switcher.Event) {
 	t.Helper()
 	cfg, err := config.Load(path)
 	if err != nil {

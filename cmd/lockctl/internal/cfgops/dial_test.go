@@ -1,4 +1,4 @@
-package config_test
+package cfgops_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/orthrus-go/orthrus/cmd/lockctl/internal/cfgops"
 	"github.com/orthrus-go/orthrus/config"
 	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/locker"
@@ -22,7 +23,6 @@ import (
 // Dial starts only the engines asked for, reports one that does not
 // answer instead of failing, and refuses an unknown name before dialling.
 func TestDial(t *testing.T) {
-	clearEnv(t)
 	c := loadYAML(t, fmt.Sprintf(`
 start_timeout: 1s
 engines:
@@ -33,11 +33,11 @@ engines:
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	if _, err := config.Dial(ctx, c, []string{"nope"}, quiet); !errors.Is(err, locker.ErrInvalidArgument) || !strings.Contains(err.Error(), `"nope"`) {
+	if _, err := cfgops.Dial(ctx, c, []string{"nope"}, quiet); !errors.Is(err, locker.ErrInvalidArgument) || !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("Dial(nope) = %v; want ErrInvalidArgument naming it", err)
 	}
 
-	es, err := config.Dial(ctx, c, []string{"etcd"}, quiet)
+	es, err := cfgops.Dial(ctx, c, []string{"etcd"}, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ engines:
 	}
 
 	start := time.Now()
-	es, err = config.Dial(ctx, c, nil, quiet)
+	es, err = cfgops.Dial(ctx, c, nil, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,6 @@ engines:
 
 // engines[].fair gives a fair redis engine.
 func TestDialFair(t *testing.T) {
-	clearEnv(t)
 	c := loadYAML(t, fmt.Sprintf(`
 engines:
   - {name: fair, type: redis, addrs: [%q], prefix: dial-fair, fair: true}
@@ -87,7 +86,7 @@ engines:
 `, redisAddr, redisAddr))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	es, err := config.Dial(ctx, c, nil, quiet)
+	es, err := cfgops.Dial(ctx, c, nil, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +102,6 @@ engines:
 // A source's Snapshot and Restore put an etcd key or a zk node back as it
 // was, its absence (and a zk node's missing parents) included.
 func TestSourceRestore(t *testing.T) {
-	clearEnv(t)
 	engines := fmt.Sprintf("engines:\n  - {name: a, type: redis, addrs: [%q]}\n  - {name: b, type: redis, addrs: [%q]}\n", redisAddr, redisAddr)
 	for _, tc := range []struct {
 		name, source string
@@ -120,7 +118,7 @@ func TestSourceRestore(t *testing.T) {
 			c := loadYAML(t, engines+tc.source)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			h, err := config.DialSource(ctx, c, quiet)
+			h, err := cfgops.DialSource(ctx, c, quiet)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -219,7 +217,6 @@ func zkValue(t *testing.T, root string) string {
 // A drill scope's Remove takes away everything under the drill prefixes,
 // and the zk parents the drill created, and nothing of the application's.
 func TestDrillScopeRemove(t *testing.T) {
-	clearEnv(t)
 	c := loadYAML(t, fmt.Sprintf(`
 engines:
   - {name: redis, type: redis, addrs: [%q], prefix: scope-test/locks}
@@ -231,7 +228,7 @@ engines:
 	if _, err := c.ForDrill("Not-OK"); !errors.Is(err, locker.ErrInvalidArgument) {
 		t.Errorf("ForDrill(Not-OK) = %v; want ErrInvalidArgument", err)
 	}
-	scope, err := config.NewDrillScope(ctx, c, "t1", quiet)
+	scope, err := cfgops.NewDrillScope(ctx, c, "t1", quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +239,11 @@ engines:
 		}
 	}
 	// The drill's locks, through a switcher on the drill config.
-	sw := open(t, dc, quiet)
+	sw, err := config.Open(ctx, dc, quiet)
+	if err != nil {
+		t.Fatalf("Open() = %v", err)
+	}
+	defer sw.Close()
 	for _, e := range sw.Engines() {
 		l, err := e.NewLocker("drill/1")
 		if err != nil {

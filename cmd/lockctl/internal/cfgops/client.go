@@ -1,16 +1,16 @@
-package config
+package cfgops
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	gozk "github.com/go-zookeeper/zk"
 	goredis "github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/orthrus-go/orthrus/config"
 	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
 )
@@ -36,7 +36,7 @@ type Client struct {
 	// when the engine has auth, to all otherwise.
 	ZKACL []gozk.ACL
 	// Down says why the server did not answer when DialClient checked it,
-	// with AllowDown; nil when it answered. The client connects on its own
+	// with allowDown; nil when it answered. The client connects on its own
 	// when the server is back.
 	Down error
 
@@ -52,80 +52,78 @@ func (c *Client) Close() error {
 	return c.closeErr
 }
 
-// DialClient dials the server of cfg's engine called name as Open does for
-// the engine, with the same addresses, TLS, credentials, Sentinel settings
-// and timeouts (a Redis client keeps go-redis's retries, which Open's
-// engines turn off for their breakers), and checks within start_timeout
-// that it answers: a Redis PING, an etcd endpoint's status, a ZooKeeper
-// session. WithLogger sets the ZooKeeper connection's logger; the other
-// options have no effect.
+// DialClient dials the server of cfg's engine called name as config.Open
+// does for the engine, with the same addresses, TLS, credentials, Sentinel
+// settings and timeouts (a Redis client keeps go-redis's retries, which
+// Open's engines turn off for their breakers), and checks within
+// start_timeout that it answers: a Redis PING, an etcd endpoint's status,
+// a ZooKeeper session. config.WithLogger sets the ZooKeeper connection's
+// logger; the other options have no effect.
 //
-// With AllowDown, a server that does not answer in time does not fail
+// With allowDown, a server that does not answer in time does not fail
 // DialClient: the client is returned with Client.Down set, and connects
-// when the server is back, as Open's engines do in a degraded start. This
-// is for building what needs a client per engine (the stores of an
-// idem.NewSwitched gate) while an engine is down. Refused Redis or etcd
-// credentials, and an etcd engine with a username (which authenticates
-// while its client is built), still fail; a ZooKeeper session whose
-// credentials are refused is logged and authenticated again later.
+// when the server is back, as Open's engines do in a degraded start.
+// Refused Redis or etcd credentials, and an etcd engine with a username
+// (which authenticates while its client is built), still fail; a ZooKeeper
+// session whose credentials are refused is logged and authenticated again
+// later.
 //
 // DialClient fails, before dialling, when cfg is nil or invalid (a
-// *ValidationError) or name is not one of its engines (an error naming it
-// and wrapping locker.ErrInvalidArgument); with an error naming the engine
-// and wrapping locker.ErrUnavailable, or locker.ErrPermission for refused
-// credentials, when the server does not answer; and with ctx's error when
-// ctx ends first.
-func DialClient(ctx context.Context, cfg *Config, name string, opts ...Option) (*Client, error) {
-	c, o, err := prepare(ctx, "DialClient", cfg, opts)
+// *config.ValidationError) or name is not one of its engines (an error
+// naming it and wrapping locker.ErrInvalidArgument); with an error naming
+// the engine and wrapping locker.ErrUnavailable, or locker.ErrPermission
+// for refused credentials, when the server does not answer; and with ctx's
+// error when ctx ends first.
+func DialClient(ctx context.Context, cfg *config.Config, name string, allowDown bool, opts ...config.Option) (*Client, error) {
+	c, o, err := hook.Prepare(ctx, "DialClient", cfg, opts)
 	if err != nil {
 		return nil, err
 	}
-	i := c.engineIndex(name)
+	i := engineIndex(c, name)
 	if i < 0 {
-		return nil, fmt.Errorf("config: DialClient: %w: unknown engine %q (want one of %s)", locker.ErrInvalidArgument, name, quoteAll(c.engineNames()))
+		return nil, unknownEngine("DialClient: ", c, name)
 	}
 	e := &c.Engines[i]
-	field := fmt.Sprintf("engines[%d]", i)
 	sctx, cancel := context.WithTimeout(ctx, c.StartTimeout)
 	defer cancel()
 	cl := &Client{Name: e.Name, Type: e.Type}
 	switch e.Type {
-	case TypeRedis:
-		err = cl.dialRedis(sctx, e, field)
-	case TypeEtcd:
-		err = cl.dialEtcd(sctx, e, field, c.StartTimeout)
-	case TypeZK:
+	case config.TypeRedis:
+		err = cl.dialRedis(sctx, c, i)
+	case config.TypeEtcd:
+		err = cl.dialEtcd(sctx, c, i)
+	case config.TypeZK:
 		var conf zkconn.Config
-		if conf, err = zkEngineConn(e, field, o.logger); err == nil {
-			conf.Lazy = o.allowDown
+		if conf, err = hook.ZKConfig(c, i, o.Log); err == nil {
+			conf.Lazy = allowDown
 			err = cl.dialZK(sctx, conf)
 		}
 	default:
 		err = fmt.Errorf("%w: unknown engine type %q", locker.ErrInvalidArgument, e.Type)
 	}
 	if err != nil {
-		err = fmt.Errorf("config: %s %q (%s): %w", field, e.Name, e.Type, unavailable(err))
+		err = fmt.Errorf("config: engines[%d] %q (%s): %w", i, e.Name, e.Type, hook.Unavailable(err))
 	}
 	switch {
 	case err == nil:
 		return cl, nil
-	case o.allowDown && cl.closeFn != nil && ctx.Err() == nil && !errors.Is(err, locker.ErrPermission) && errors.Is(err, locker.ErrUnavailable):
+	case allowDown && cl.closeFn != nil && ctx.Err() == nil && !errors.Is(err, locker.ErrPermission) && errors.Is(err, locker.ErrUnavailable):
 		cl.Down = err
-		o.logger.Warn("config: DialClient: the server does not answer; the client connects when it is back", "engine", e.Name, "err", err)
+		o.Log.Warn("config: DialClient: the server does not answer; the client connects when it is back", "engine", e.Name, "err", err)
 		return cl, nil
 	}
 	if cl.closeFn != nil {
 		_ = cl.closeFn()
 	}
-	return nil, callerOr(ctx, err)
+	return nil, hook.CallerOr(ctx, err)
 }
 
 // The dial functions set the client, and its close, once it is built,
 // and return why it does not answer, if it does not: DialClient decides
 // whether to keep it.
 
-func (cl *Client) dialRedis(ctx context.Context, e *Engine, field string) error {
-	client, err := redisClient(e, field)
+func (cl *Client) dialRedis(ctx context.Context, c *config.Config, i int) error {
+	client, err := hook.RedisClient(c, i)
 	if err != nil {
 		return err
 	}
@@ -139,12 +137,12 @@ func (cl *Client) dialRedis(ctx context.Context, e *Engine, field string) error 
 	return nil
 }
 
-func (cl *Client) dialEtcd(ctx context.Context, e *Engine, field string, startTimeout time.Duration) error {
-	client, err := engineEtcdClient(e, field, startTimeout)
+func (cl *Client) dialEtcd(ctx context.Context, c *config.Config, i int) error {
+	client, err := hook.EtcdClient(c, i)
 	if err != nil {
 		return err
 	}
-	cl.Etcd, cl.closeFn = client, func() error { return closeEtcd(client) }
+	cl.Etcd, cl.closeFn = client, func() error { return hook.CloseEtcd(client) }
 	// Status needs no permission on any key: a role limited to some prefix
 	// answers too. One endpoint that answers is enough.
 	var errs []error
@@ -155,7 +153,7 @@ func (cl *Client) dialEtcd(ctx context.Context, e *Engine, field string, startTi
 		}
 		return nil
 	}
-	return explainTLS(ctx, errors.Join(errs...), e.Endpoints, &e.TLS, field+".tls")
+	return hook.ExplainTLS(ctx, errors.Join(errs...), c, i)
 }
 
 // dialZK connects and waits within ctx for the session to be

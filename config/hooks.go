@@ -1,0 +1,55 @@
+package config
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	goredis "github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/orthrus-go/orthrus/internal/confighook"
+	"github.com/orthrus-go/orthrus/internal/zkconn"
+	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/telemetry"
+)
+
+// lockctl's operator calls start what they start through these, so that
+// they connect as Open does; see package confighook for why they are lent
+// rather than exported.
+func init() {
+	confighook.Set(confighook.Hooks[Config, Option]{
+		Prepare: func(ctx context.Context, fn string, cfg *Config, opts []Option) (*Config, confighook.Settings, error) {
+			c, o, err := prepare(ctx, fn, cfg, opts)
+			return c, confighook.Settings{Log: o.logger, Observer: o.observer}, err
+		},
+		StartEngine: func(ctx context.Context, c *Config, i int, log *slog.Logger, tel *telemetry.Telemetry) (locker.Engine, func() error, error) {
+			s, err := startEngine(ctx, c, i, log, tel)
+			return s.engine, s.closeClient, startError(c, i, err)
+		},
+		RedisClient: func(c *Config, i int) (goredis.UniversalClient, error) {
+			o, err := redisOptions(&c.Engines[i], engineField(i))
+			if err != nil {
+				return nil, err
+			}
+			return goredis.NewUniversalClient(o), nil
+		},
+		EtcdClient: func(c *Config, i int) (*clientv3.Client, error) {
+			return engineEtcdClient(&c.Engines[i], engineField(i), c.StartTimeout)
+		},
+		ZKConfig: func(c *Config, i int, log *slog.Logger) (zkconn.Config, error) {
+			return zkEngineConn(&c.Engines[i], engineField(i), log)
+		},
+		CloseEtcd: closeEtcd,
+		ExplainTLS: func(ctx context.Context, err error, c *Config, i int) error {
+			e := &c.Engines[i]
+			return explainTLS(ctx, err, e.Endpoints, &e.TLS, engineField(i)+".tls")
+		},
+		Unavailable: unavailable,
+		CallerOr:    callerOr,
+		DialSource:  dialSource,
+		WriteFile:   writeFile,
+	})
+}
+
+func engineField(i int) string { return fmt.Sprintf("engines[%d]", i) }
