@@ -19,7 +19,7 @@ import (
 const DefaultCheckPrevious = 300 * time.Millisecond
 
 // Switcher is what FromSwitcher needs of a switcher; *switcher.Switcher
-// and the *config.Switcher config.Open returns have it.
+// and the *config.Failover config.Open returns have it.
 type Switcher interface {
 	Current() string
 	Engines() []locker.Engine

@@ -98,7 +98,7 @@ func (r *rig) heal(tb testing.TB) {
 
 // open starts a switcher from a configuration file, as a service would
 // (library defaults): the cluster with all its members, then Redis.
-func (r *rig) open(tb testing.TB, prefix string, onSwitch func(switcher.Event)) *config.Switcher {
+func (r *rig) open(tb testing.TB, prefix string, onSwitch func(switcher.Event)) *config.Failover {
 	tb.Helper()
 	quoted := make([]string, len(r.cl.Servers))
 	for i, a := range r.cl.Addrs() {
@@ -202,7 +202,7 @@ func (r *recorder) grantBegunAfter(t time.Time) <-chan struct{} {
 }
 
 // cycle takes and releases short locks until stop is closed.
-func cycle(sw *config.Switcher, w int, stop <-chan struct{}, rec *recorder) {
+func cycle(sw *config.Failover, w int, stop <-chan struct{}, rec *recorder) {
 	for i := 0; ; i++ {
 		select {
 		case <-stop:
@@ -424,7 +424,7 @@ func (r *rig) once(tb testing.TB, f fault) (o outcome, served bool) {
 
 // rideThrough returns the ride-through window of the switcher's first
 // engine, the cluster.
-func rideThrough(sw *config.Switcher) time.Duration {
+func rideThrough(sw *config.Failover) time.Duration {
 	if c, ok := sw.Engines()[0].(switcher.Cluster); ok {
 		return c.RideThrough()
 	}

@@ -138,7 +138,7 @@ type Target struct {
 	Type  string   `json:"type"`  // redis, zk, etcd or mem
 	Addrs []string `json:"addrs"` // none in memory
 	// Security is how it connects and authenticates, without the secrets
-	// (config.Engine.Security).
+	// (cfgops.Security in cmd/lockctl).
 	Security string `json:"security,omitempty"`
 }
 
