@@ -28,12 +28,13 @@ const maxNodeReads = 8
 const forceAttempts = 5
 
 // queued is one node of a queue as read by the inspection: the hold it
-// stands for, whether the rules grant it, and its version.
+// stands for, whether the rules grant it, and its version; gone when it was
+// deleted between the listing and its read.
 type queued struct {
-	path    string
-	version int32
-	fh      locker.FamilyHolder
-	granted bool
+	path          string
+	version       int32
+	fh            locker.FamilyHolder
+	granted, gone bool
 }
 
 // Inspect reports who holds the mutex name and who waits for it, first in
@@ -52,12 +53,14 @@ func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, e
 		return locker.Inspection{}, e.fail("inspect", name, err)
 	}
 	in := locker.Inspection{}
-	for i, q := range nodes {
-		if i == 0 {
+	for _, q := range nodes {
+		switch {
+		case q.gone:
+		case in.Holder == nil:
 			in.Holder = &q.fh.Holder
-			continue
+		default:
+			in.Waiters = append(in.Waiters, q.fh.Holder)
 		}
-		in.Waiters = append(in.Waiters, q.fh.Holder)
 	}
 	return in, nil
 }
@@ -96,9 +99,11 @@ func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name strin
 	}
 	in := locker.FamilyInspection{Permits: count}
 	for _, n := range nodes {
-		if n.granted {
+		switch {
+		case n.gone:
+		case n.granted:
 			in.Holders = append(in.Holders, n.fh)
-		} else {
+		default:
 			in.Waiters = append(in.Waiters, n.fh)
 		}
 	}
@@ -134,12 +139,17 @@ func (e *Engine) force(ctx context.Context, kind locker.Kind, name string, token
 			return nil, e.fail("force unlock", name, err)
 		}
 		var targets []queued
+		vanished := false // a hold went between the listing and its read
 		for _, n := range nodes {
-			if n.granted && (token == 0 || n.fh.Token == token) {
+			vanished = vanished || n.granted && n.gone
+			if n.granted && !n.gone && (token == 0 || n.fh.Token == token) {
 				targets = append(targets, n)
 			}
 		}
-		if len(targets) == 0 {
+		switch {
+		case len(targets) == 0 && vanished:
+			continue
+		case len(targets) == 0:
 			return nil, fmt.Errorf("zk: force unlock %s %q: %w", kind, name, locker.ErrNotHeld)
 		}
 		ended, err := e.forceNodes(ctx, parent, targets)
@@ -191,7 +201,7 @@ func (e *Engine) forceNode(ctx context.Context, parent, path string, version int
 			return false, fmt.Errorf("node %s: %w", path, err)
 		}
 		st, err := e.readNodes(ctx, parent, []entry{{name: path[len(parent)+1:]}})
-		if err != nil || len(st) == 0 {
+		if err != nil || st[0].gone {
 			return false, err
 		}
 		version = st[0].version
@@ -251,23 +261,18 @@ func (e *Engine) queue(ctx context.Context, kind locker.Kind, parent string) ([]
 	}
 	held := make([]bool, len(v.nodes))
 	for i, en := range v.nodes {
-		held[i] = en.Kind == locker.KindWrite && nodes[i] != nil && downFrom[int64(nodes[i].fh.Token)]
+		held[i] = en.Kind == locker.KindWrite && !nodes[i].gone && downFrom[int64(nodes[i].fh.Token)]
 	}
-	granted := lockrule.Grants(v.rule, held, v.count)
-	var out []queued
-	for i, q := range nodes {
-		if q != nil {
-			q.granted = granted[i]
-			out = append(out, *q)
-		}
+	for i, g := range lockrule.Grants(v.rule, held, v.count) {
+		nodes[i].granted = g
 	}
-	return out, max(v.count, 0), nil
+	return nodes, max(v.count, 0), nil
 }
 
 // readNodes reads the nodes ens under parent, at most maxNodeReads at a
-// time, in their order; those deleted meanwhile are nil.
-func (e *Engine) readNodes(ctx context.Context, parent string, ens []entry) ([]*queued, error) {
-	nodes := make([]*queued, len(ens))
+// time, in their order; those deleted meanwhile are gone.
+func (e *Engine) readNodes(ctx context.Context, parent string, ens []entry) ([]queued, error) {
+	nodes := make([]queued, len(ens))
 	var g errgroup.Group
 	g.SetLimit(maxNodeReads)
 	for i, en := range ens {
@@ -280,8 +285,10 @@ func (e *Engine) readNodes(ctx context.Context, parent string, ens []entry) ([]*
 				if en.Downgrade {
 					fh.Token = uint64(en.down)
 				}
-				nodes[i] = &queued{path: path, version: st.Version, fh: fh}
-			case !errors.Is(err, gozk.ErrNoNode):
+				nodes[i] = queued{path: path, version: st.Version, fh: fh}
+			case errors.Is(err, gozk.ErrNoNode):
+				nodes[i].gone = true
+			default:
 				return fmt.Errorf("node %s: %w", en.name, err)
 			}
 			return nil
