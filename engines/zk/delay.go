@@ -10,6 +10,7 @@ import (
 
 	gozk "github.com/go-zookeeper/zk"
 
+	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -128,33 +129,26 @@ var errRetryBar = errors.New("zk: delay marker changed")
 // the server's clock, and the marker's version (-1: there is none). A
 // marker held by n itself (a create whose reply was lost) bars nothing.
 func (e *Engine) bar(ctx context.Context, h *locker.Hold, n *node, path string) (time.Duration, int32, error) {
-	type got struct {
-		data []byte
-		st   *gozk.Stat
-	}
 	for {
 		h.Asking()
-		g, err := do(e, ctx, func() (got, error) {
-			data, st, err := e.conn.Get(path)
-			return got{data, st}, err
-		})
+		data, was, err := e.get(ctx, path)
 		switch {
 		case errors.Is(err, gozk.ErrNoNode):
 			return 0, -1, nil
 		case err != nil:
 			return 0, 0, err
 		}
-		m := parseMarker(g.data)
+		m := parseMarker(data)
 		if !m.ended && m.node == n.name {
-			return 0, g.st.Version, nil
+			return 0, was.Version, nil
 		}
 		if m.ended && m.start == 0 {
-			m.start = g.st.Mtime // the write that ended it
+			m.start = was.Mtime // the write that ended it
 		}
 		m.ended = true
 		// Written again, to learn the server's time now: its mtime.
 		h.Asking()
-		st, err := do(e, ctx, func() (*gozk.Stat, error) { return e.conn.Set(path, m.bytes(), g.st.Version) })
+		st, err := zkconn.Do(ctx, e.zc, func() (*gozk.Stat, error) { return e.conn.Set(path, m.bytes(), was.Version) })
 		switch {
 		case errors.Is(err, gozk.ErrBadVersion), errors.Is(err, gozk.ErrNoNode):
 			continue
@@ -178,10 +172,10 @@ func (e *Engine) claimBar(ctx context.Context, h *locker.Hold, path string, vers
 	var st *gozk.Stat
 	var err error
 	if version < 0 {
-		_, err = do(e, ctx, func() (string, error) { return e.conn.Create(path, data, 0, e.acl) })
+		_, err = zkconn.Do(ctx, e.zc, func() (string, error) { return e.conn.Create(path, data, 0, e.acl) })
 		version = 0
 	} else {
-		st, err = do(e, ctx, func() (*gozk.Stat, error) { return e.conn.Set(path, data, version) })
+		st, err = zkconn.Do(ctx, e.zc, func() (*gozk.Stat, error) { return e.conn.Set(path, data, version) })
 		if err == nil {
 			version = st.Version
 		}
@@ -204,7 +198,7 @@ func (e *Engine) dropBar(ctx context.Context, h *locker.Hold, n *node) {
 	if n.marker < 0 {
 		return
 	}
-	_, err := do(e, ctx, func() (struct{}, error) {
+	_, err := zkconn.Do(ctx, e.zc, func() (struct{}, error) {
 		return struct{}{}, e.conn.Delete(markerPath(n.parent), n.marker)
 	})
 	if err != nil && !errors.Is(err, gozk.ErrNoNode) && !errors.Is(err, gozk.ErrBadVersion) {

@@ -10,15 +10,18 @@
 // # The algorithm
 //
 // The engine owns one connection and one session; New waits for the session
-// (at most WithConnectTimeout, default 5s) and fails with an error wrapping
-// locker.ErrUnavailable when it does not come. Every lock name has a parent
-// node, <prefix>/<escaped name> (see "Parent nodes" below). An acquisition
-// creates an ephemeral sequential node "_c_<guid>-lock-<sequence>" under it,
-// with the owner ID as data. The lowest sequence holds the lock. Every other
-// node watches only the node just before its own, so a release wakes one
-// waiter (no herd effect) and waiters are served in the order they queued
-// (FIFO). TryLock creates its node, and deletes it again when it is not the
-// lowest. Re-entry is counted in the process and costs no round trip.
+// (at most WithConnectTimeout) and fails with an error wrapping
+// locker.ErrUnavailable when it does not come. Every lock has a parent node
+// (see "Parent nodes" below): <prefix>/<escaped name> for a mutex. An
+// acquisition creates an ephemeral sequential node
+// "_c_<guid><marker><sequence>" under it, with the owner ID as data; the
+// marker says what it holds ("-lock-" a mutex), so that one listing of the
+// parent decides a grant, by the lock family's one rule
+// (internal/lockrule): the lowest node holds a mutex, and every other node
+// watches only the node just before its own, so a release wakes one waiter
+// (no herd effect) and waiters are served in the order they queued (FIFO).
+// TryLock creates its node, and deletes it again when it is not granted.
+// Re-entry is counted in the process and costs no round trip.
 //
 // Uncontended, a Lock and Unlock make the three requests of go-zookeeper's
 // own lock recipe (create, list, delete), and the listing is sent right
@@ -106,14 +109,13 @@
 //
 // # Read-write locks and semaphores
 //
-// NewRWLock and NewSemaphore queue protected ephemeral sequential nodes as
-// the mutex does, under parents of their own, <prefix>/%rw/<escaped name>
-// and <prefix>/%sem/<escaped name> (a name's '%' is escaped, so no mutex
-// collides with them). A node's name says what it holds ("-r-" a reader,
-// "-w-" a writer, "-d<token>-" a downgraded reader, "-p<n>-" n permits), so
-// that one listing decides a grant. Holds end with the session, report
-// Lost, honour fixed leases and leave nothing behind when a wait is
-// cancelled, as the mutex's do; tokens are node czxids.
+// NewRWLock and NewSemaphore queue their nodes on the same wait loop as the
+// mutex, under parents of their own, <prefix>/%rw/<escaped name> and
+// <prefix>/%sem/<escaped name> (a name's '%' is escaped, so no mutex
+// collides with them), with the markers "-r-" a reader, "-w-" a writer,
+// "-d<token>-" a downgraded reader and "-p<n>-" n permits. Holds end with
+// the session, report Lost, honour fixed leases and leave nothing behind
+// when a wait is cancelled, as the mutex's do; tokens are node czxids.
 //
 // The read-write lock is fair: one queue for both sides. A reader holds
 // when no writer is before it in line and watches only the last writer
@@ -157,40 +159,23 @@
 //
 // # Access control
 //
-// WithAuth("digest", "user:password") authenticates the session; every node
-// the engine then creates, namespace included, gets the ACL "auth" with all
-// permissions (CREATOR_ALL_ACL), so that clients without those credentials
-// can neither read nor delete lock nodes. Without credentials nodes are
-// open to all.
+// WithAuth authenticates the session: every node the engine then creates,
+// namespace included, is closed to clients without the same credentials.
+// Without credentials nodes are open to all.
 //
 // # Operations
 //
-// Inspect reports a name's holder and its queued waiters, first in line
-// first (owner ID, czxid as token, TTL 0: the session keeps a hold), with
-// one listing of the lock's nodes and one read per node, in parallel.
-// ForceUnlock deletes the lowest node if it still has the version read, so
-// the next waiter takes the lock; the forced-out owner's engine learns of
-// it at once from its watch on the node (Lost closes, Unlock returns
-// ErrLockLost). Both are bounded by their context and the connect timeout.
+// Inspect and InspectFamily report a lock's holds and waiters, in line
+// order, from one listing and one read per node, in parallel; which nodes
+// hold is decided from the listing by the rule the acquisitions follow.
+// ForceUnlock and ForceUnlockFamily delete a hold's node only if it still
+// has the version read, so they never end a hold granted after their look:
+// waiters take their turn as after a release, and the forced-out owner's
+// engine learns of it at once from its watch on the node (Lost closes,
+// Unlock returns ErrLockLost). The deletes are not one transaction: should
+// the ensemble fail midway, the call returns the holds already ended with
+// its error. All are bounded by their context and the connect timeout;
 // lockctl holders and lockctl unlock --force use them.
-//
-// InspectFamily does the same for a read-write lock or a semaphore: its
-// holds and every waiter (readers, writers, permit waiters), in line
-// order, with owner, kind and permits, and for a semaphore its stored
-// count. Which nodes hold is decided from the listing by the rules the
-// acquisitions follow; a writer that downgraded shows twice, its write and
-// its read hold, both with the write hold's token, as their Handles say.
-// ForceUnlockFamily ends the holds of a token (a downgraded writer's token
-// ends both its sides), or every hold for token 0: from one such look, it
-// deletes each matching node only if it still has the version read (a
-// semaphore node whose data changed, to wake its successor, is read again
-// first), so it never ends a hold granted after the look; waiters stay
-// queued and take their turn as after a release. When every hold it found
-// went before its delete it looks again, at most five times; nothing
-// matching is locker.ErrNotHeld. The forced-out owners learn of it as
-// ForceUnlock's owner does. The deletes run in parallel, eight at a time,
-// and are not one transaction: should the ensemble fail midway, the call
-// returns the holds already ended with its error.
 //
 // # TLS
 //
@@ -241,20 +226,14 @@
 // server and a leader election as the ensemble's business, as long as it
 // keeps its quorum:
 //
-//   - Ride-through window (WithRideThrough, default two thirds of the
-//     session timeout: 6.67s with the default 10s): a switcher
-//     (switcher.Cluster) opens the engine's breaker only once the engine
-//     has failed, without a success, for that long. Every server refuses
-//     clients while the ensemble elects, so a refusal of all servers
-//     (locker.ErrRefused) is ridden out too. The session, and every hold
-//     with it, outlives an outage shorter than the session timeout; two
-//     thirds of it is go-zookeeper's own limit for a silent server, and
-//     switches before the holds could be lost. ZooKeeper's followers see a
-//     killed leader's connections close and elect within a second
+//   - Ride-through window (WithRideThrough): a switcher opens the
+//     engine's breaker only once the engine has failed, without a success,
+//     for that long, refusals of every server (locker.ErrRefused, as while
+//     the ensemble elects) included. ZooKeeper's followers see a killed
+//     leader's connections close and elect within a second
 //     (FastLeaderElection); a frozen leader is noticed after syncLimit ×
 //     tickTime (10s with ZooKeeper's sample zoo.cfg, 5 × 2000ms: raise the
-//     window, or lower syncLimit, to ride that out). With one server there
-//     is no window.
+//     window, or lower syncLimit, to ride that out).
 //   - A server that leaves a request unanswered for a second (frozen, or
 //     cut off from its leader) has its socket closed, so that the session
 //     moves to the next server and the requests are sent again there:
@@ -280,11 +259,8 @@
 //
 // # Close
 //
-// Close releases the holds still held (their Lost channels close), stops
-// every goroutine the engine started and ends the session, which makes the
-// server delete whatever nodes remained. It is idempotent and bounded:
-// with an ensemble that does not answer it returns within about ten
-// seconds (five to try the releases, a few to end the session). An engine is not built over a caller's *gozk.Conn: it
-// needs the connection's event callback and dialer, which are set when the
-// connection is made.
+// Close releases the holds still held, stops every goroutine the engine
+// started and ends the session (see Engine.Close). An engine is not built
+// over a caller's *gozk.Conn: it needs the connection's event callback and
+// dialer, which are set when the connection is made.
 package zk

@@ -20,7 +20,7 @@ func (e *Engine) epochPath(fleet string) string {
 
 // RecordedEpoch implements switcher.EpochRecord.
 func (e *Engine) RecordedEpoch(ctx context.Context, fleet string) (uint64, error) {
-	data, err := do(e, ctx, func() ([]byte, error) {
+	data, err := zkconn.Do(ctx, e.zc, func() ([]byte, error) {
 		data, _, err := e.conn.Get(e.epochPath(fleet))
 		if errors.Is(err, gozk.ErrNoNode) {
 			return []byte("0"), nil
@@ -42,7 +42,7 @@ func (e *Engine) RecordedEpoch(ctx context.Context, fleet string) (uint64, error
 func (e *Engine) CompareAndSwapEpoch(ctx context.Context, fleet string, old, epoch uint64) (bool, error) {
 	path, want := e.epochPath(fleet), strconv.FormatUint(old, 10)
 	data := []byte(strconv.FormatUint(epoch, 10))
-	swapped, err := do(e, ctx, func() (bool, error) {
+	swapped, err := zkconn.Do(ctx, e.zc, func() (bool, error) {
 		held, st, err := e.conn.Get(path)
 		switch {
 		case errors.Is(err, gozk.ErrNoNode) && old == 0:

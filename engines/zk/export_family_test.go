@@ -9,7 +9,7 @@ import (
 
 // FamilyPath exposes the parent node of a read-write lock (KindRead,
 // KindWrite) or a semaphore (KindPermit) to the tests.
-func (e *Engine) FamilyPath(k locker.Kind, name string) string { return e.familyPath(k, name) }
+func (e *Engine) FamilyPath(k locker.Kind, name string) string { return e.path(k, name) }
 
 // PermitsNode is the child of a semaphore's parent that stores its count.
 const PermitsNode = permitsNode
@@ -18,5 +18,5 @@ const PermitsNode = permitsNode
 // still has version, reading it again when its version changed.
 func (e *Engine) ForceNode(ctx context.Context, path string, version int32) (bool, error) {
 	parent := path[:strings.LastIndexByte(path, '/')]
-	return e.forceNode(ctx, parent, queued{path: path, version: version})
+	return e.forceNode(ctx, parent, path, version)
 }

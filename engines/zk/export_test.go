@@ -4,10 +4,11 @@ import (
 	"context"
 
 	"github.com/orthrus-go/orthrus/internal/zkconn"
+	"github.com/orthrus-go/orthrus/locker"
 )
 
 // LockPath exposes the parent node of a lock to the tests.
-func (e *Engine) LockPath(name string) string { return e.lockPath(name) }
+func (e *Engine) LockPath(name string) string { return e.path(locker.KindMutex, name) }
 
 // EscapeName exposes the name escaping to the tests.
 func EscapeName(name string) string { return zkconn.EscapeName(name) }
@@ -28,4 +29,4 @@ func (e *Engine) SetAfterCreate(f func(path string) error) { e.afterCreate = f }
 func (e *Engine) SessionID() int64 { return e.conn.SessionID() }
 
 // ProtectedPrefix is the start of every lock node name.
-const ProtectedPrefix = protectedPrefix
+const ProtectedPrefix = zkconn.ProtectedPrefix

@@ -4,160 +4,333 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	gozk "github.com/go-zookeeper/zk"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/orthrus-go/orthrus/internal/lockrule"
 	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
-var _ locker.Inspector = (*Engine)(nil)
+var (
+	_ locker.Inspector       = (*Engine)(nil)
+	_ locker.FamilyInspector = (*Engine)(nil)
+)
 
-// maxNodeReads bounds the reads of lock nodes Inspect has in flight.
+// maxNodeReads bounds the reads, or deletes, of lock nodes in flight.
 const maxNodeReads = 8
 
-// forceAttempts bounds how often ForceUnlock tries again when the node it
-// read was deleted (released, or gone with its session) before it could
-// delete it.
+// forceAttempts bounds how often a force unlock looks again when the nodes
+// it read were deleted (released, or gone with their session) before it
+// could delete them.
 const forceAttempts = 5
 
-// queued is one lock node as read by Inspect and ForceUnlock.
+// queued is one node of a queue as read by the inspection: the hold it
+// stands for, whether the rules grant it, and its version; gone when it was
+// deleted between the listing and its read.
 type queued struct {
-	path    string
-	owner   string
-	czxid   int64
-	version int32
+	path          string
+	version       int32
+	fh            locker.FamilyHolder
+	granted, gone bool
 }
 
-func (q queued) holder() locker.Holder {
-	return locker.Holder{Owner: q.owner, Token: uint64(q.czxid)}
-}
-
-// Inspect reports who holds name and who waits for it, first in line
-// first: one listing of the lock's nodes, sorted by sequence as the
+// Inspect reports who holds the mutex name and who waits for it, first in
+// line first: one listing of the lock's nodes, sorted by sequence as the
 // engine's acquisitions sort them, then one read of each node, in
 // parallel. Owner is a node's data, Token its czxid (a waiter's is the
 // token it holds with once granted). TTL is 0: the owner's session, not a
 // per-hold TTL, keeps a hold. A node deleted between the listing and its
 // read is left out.
 func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, error) {
-	if err := locker.ValidateName(name); err != nil {
-		return locker.Inspection{}, fmt.Errorf("zk: inspect: %w", err)
+	if err := e.check("inspect", name); err != nil {
+		return locker.Inspection{}, err
 	}
-	if e.closed() {
-		return locker.Inspection{}, e.fail("inspect", name, errClosed)
-	}
-	names, err := e.queue(ctx, e.lockPath(name))
-	if err != nil {
-		return locker.Inspection{}, e.fail("inspect", name, err)
-	}
-	nodes, err := e.readNodes(ctx, e.lockPath(name), names)
+	nodes, _, err := e.queue(ctx, locker.KindMutex, e.path(locker.KindMutex, name))
 	if err != nil {
 		return locker.Inspection{}, e.fail("inspect", name, err)
 	}
 	in := locker.Inspection{}
-	for i, q := range nodes {
-		h := q.holder()
-		if i == 0 {
-			in.Holder = &h
-			continue
+	for _, q := range nodes {
+		switch {
+		case q.gone:
+		case in.Holder == nil:
+			in.Holder = &q.fh.Holder
+		default:
+			in.Waiters = append(in.Waiters, q.fh.Holder)
 		}
-		in.Waiters = append(in.Waiters, h)
 	}
 	return in, nil
 }
 
-// ForceUnlock removes the current hold of name, whoever owns it, and
-// returns the hold it removed; ErrNotHeld when the name is free. It
-// deletes the lowest lock node only if it still has the version read,
-// and reads the new lowest node, to try again, when the hold changed
-// meanwhile. The next waiter, watching that node, takes the lock; the
-// forced-out owner's engine learns of it at once from its watch on the
-// node, set at the grant: Lost closes and Unlock returns ErrLockLost. For operators
-// clearing a stuck hold.
+// ForceUnlock removes the current hold of the mutex name, whoever owns it,
+// and returns the hold it removed; ErrNotHeld when the name is free. It
+// deletes the lowest lock node only if it still has the version read, as
+// ForceUnlockFamily does. The next waiter, watching that node, takes the
+// lock; the forced-out owner's engine learns of it at once from its watch
+// on the node, set at the grant: Lost closes and Unlock returns
+// ErrLockLost. For operators clearing a stuck hold.
 func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, error) {
-	if err := locker.ValidateName(name); err != nil {
-		return locker.Holder{}, fmt.Errorf("zk: force unlock: %w", err)
+	if err := e.check("force unlock", name); err != nil {
+		return locker.Holder{}, err
 	}
-	if e.closed() {
-		return locker.Holder{}, e.fail("force unlock", name, errClosed)
+	ended, err := e.force(ctx, locker.KindMutex, name, 0)
+	if err != nil {
+		return locker.Holder{}, err
 	}
-	parent := e.lockPath(name)
-	for range forceAttempts {
-		names, err := e.queue(ctx, parent)
-		if err != nil {
-			return locker.Holder{}, e.fail("force unlock", name, err)
-		}
-		if len(names) == 0 {
-			return locker.Holder{}, fmt.Errorf("zk: force unlock %q: %w", name, locker.ErrNotHeld)
-		}
-		first, err := e.readNodes(ctx, parent, names[:1])
-		if err != nil {
-			return locker.Holder{}, e.fail("force unlock", name, err)
-		}
-		if len(first) == 0 {
-			continue // deleted since the listing
-		}
-		_, err = e.zc.Delete(ctx, first[0].path, first[0].version)
-		switch {
-		case err == nil:
-			return first[0].holder(), nil
-		case errors.Is(err, gozk.ErrNoNode), errors.Is(err, gozk.ErrBadVersion):
-			continue
-		}
-		return locker.Holder{}, e.fail("force unlock", name, err)
-	}
-	return locker.Holder{}, changedHands(name)
+	return ended[0].Holder, nil
 }
 
-// queue lists the lock nodes under parent, the holder first, then the
-// waiters in line; none when parent does not exist.
-func (e *Engine) queue(ctx context.Context, parent string) ([]string, error) {
-	children, err := e.children(ctx, parent)
-	if errors.Is(err, gozk.ErrNoNode) {
-		return nil, nil
+// InspectFamily reports the holds and the waiters of the read-write lock
+// (kind KindRead or KindWrite) or the semaphore (KindPermit) name, in the
+// order of their queue: one listing, one read of each node, in parallel,
+// and for a semaphore one read of its count. Which nodes hold follows from
+// the queue as the engine's acquisitions decide it; a downgraded reader's
+// token is its write hold's. TTL is 0: the owner's session keeps a hold.
+func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name string) (locker.FamilyInspection, error) {
+	if err := e.checkFamily("inspect", kind, name); err != nil {
+		return locker.FamilyInspection{}, err
 	}
+	nodes, count, err := e.queue(ctx, kind, e.path(kind, name))
 	if err != nil {
+		return locker.FamilyInspection{}, e.fail("inspect", name, err)
+	}
+	in := locker.FamilyInspection{Permits: count}
+	for _, n := range nodes {
+		switch {
+		case n.gone:
+		case n.granted:
+			in.Holders = append(in.Holders, n.fh)
+		default:
+			in.Waiters = append(in.Waiters, n.fh)
+		}
+	}
+	return in, nil
+}
+
+// ForceUnlockFamily ends, whoever owns them, the holds of the read-write
+// lock (kind KindRead or KindWrite: both sides) or the semaphore
+// (KindPermit) name whose token is token, or every hold when token is 0,
+// and returns them in line order; ErrNotHeld when none matched. A
+// downgraded reader's token is its write hold's, so that token ends both.
+// It looks as InspectFamily does and deletes each matching hold's node
+// only if it still has the version read (a semaphore hold changes its
+// data once, to wake its successor: then it reads the node again), so
+// that it never ends a hold granted after the look: waiters stay queued
+// and take their turn as after a release. When every hold it found went
+// before its delete, it looks again. The forced-out owners' engines learn
+// of it as ForceUnlock's owner does: Lost closes and Unlock returns
+// ErrLockLost. On an error, the holds it ended before come with it.
+func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name string, token uint64) ([]locker.FamilyHolder, error) {
+	if err := e.checkFamily("force unlock", kind, name); err != nil {
 		return nil, err
 	}
-	// Ordered as position orders them: by sequence, then by name.
-	return zkconn.Queue(children), nil
+	return e.force(ctx, kind, name, token)
 }
 
-// readNodes reads the nodes names under parent, at most maxNodeReads at a
-// time, in their order; those deleted meanwhile are left out.
-func (e *Engine) readNodes(ctx context.Context, parent string, names []string) ([]queued, error) {
-	nodes := make([]*queued, len(names))
+// force is ForceUnlock and ForceUnlockFamily.
+func (e *Engine) force(ctx context.Context, kind locker.Kind, name string, token uint64) ([]locker.FamilyHolder, error) {
+	parent := e.path(kind, name)
+	for range forceAttempts {
+		nodes, _, err := e.queue(ctx, kind, parent)
+		if err != nil {
+			return nil, e.fail("force unlock", name, err)
+		}
+		var targets []queued
+		vanished := false // a hold went between the listing and its read
+		for _, n := range nodes {
+			vanished = vanished || n.granted && n.gone
+			if n.granted && !n.gone && (token == 0 || n.fh.Token == token) {
+				targets = append(targets, n)
+			}
+		}
+		switch {
+		case len(targets) == 0 && vanished:
+			continue
+		case len(targets) == 0:
+			return nil, fmt.Errorf("zk: force unlock %s %q: %w", kind, name, locker.ErrNotHeld)
+		}
+		ended, err := e.forceNodes(ctx, parent, targets)
+		if err != nil {
+			return ended, e.fail("force unlock", name, err)
+		}
+		if len(ended) > 0 {
+			return ended, nil
+		}
+	}
+	return nil, fmt.Errorf("zk: force unlock %q: the lock changed hands %d times meanwhile: it is not stuck; look again", name, forceAttempts)
+}
+
+// forceNodes deletes the nodes of targets, at most maxNodeReads at a time,
+// and returns the holds of those it deleted, in their order; those deleted
+// by someone else meanwhile are left out.
+func (e *Engine) forceNodes(ctx context.Context, parent string, targets []queued) ([]locker.FamilyHolder, error) {
+	done := make([]bool, len(targets))
 	var g errgroup.Group
 	g.SetLimit(maxNodeReads)
-	for i, n := range names {
+	for i, t := range targets {
 		g.Go(func() error {
-			path := parent + "/" + n
-			q, err := do(e, ctx, func() (*queued, error) {
-				data, st, err := e.conn.Get(path)
-				if err != nil {
-					return nil, err
-				}
-				return &queued{path: path, owner: string(data), czxid: st.Czxid, version: st.Version}, nil
-			})
+			var err error
+			done[i], err = e.forceNode(ctx, parent, t.path, t.version)
+			return err
+		})
+	}
+	err := g.Wait()
+	var ended []locker.FamilyHolder
+	for i, t := range targets {
+		if done[i] {
+			ended = append(ended, t.fh)
+		}
+	}
+	return ended, err
+}
+
+// forceNode deletes the node at path if it still has version, reading it
+// again when its version changed; false when it is gone.
+func (e *Engine) forceNode(ctx context.Context, parent, path string, version int32) (bool, error) {
+	for range forceAttempts {
+		_, err := e.zc.Delete(ctx, path, version)
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, gozk.ErrNoNode):
+			return false, nil
+		case !errors.Is(err, gozk.ErrBadVersion):
+			return false, fmt.Errorf("node %s: %w", path, err)
+		}
+		st, err := e.readNodes(ctx, parent, []entry{{name: path[len(parent)+1:]}})
+		if err != nil || st[0].gone {
+			return false, err
+		}
+		version = st[0].version
+	}
+	return false, fmt.Errorf("node %s changed %d times while it was deleted", path, forceAttempts)
+}
+
+// check checks the name of an operation, and that the engine is open.
+func (e *Engine) check(op, name string) error {
+	if err := locker.ValidateName(name); err != nil {
+		return fmt.Errorf("zk: %s: %w", op, err)
+	}
+	if e.core.Closed() || e.zc.Closing() {
+		return e.fail(op, name, zkconn.ErrClosed)
+	}
+	return nil
+}
+
+// checkFamily is check for a read-write lock or a semaphore: it checks the
+// kind too.
+func (e *Engine) checkFamily(op string, kind locker.Kind, name string) error {
+	if err := locker.ValidateName(name); err != nil {
+		return fmt.Errorf("zk: %s: %w", op, err)
+	}
+	if kind != locker.KindRead && kind != locker.KindWrite && kind != locker.KindPermit {
+		return fmt.Errorf("zk: %s %q: %w: kind %v, want read, write or permit", op, name, locker.ErrInvalidArgument, kind)
+	}
+	return e.check(op, name)
+}
+
+// queue reads the nodes under parent, a lock's of kind, in line order,
+// whether the rules grant each, and a semaphore's stored count: one
+// listing, one read of each node, in parallel. A node deleted between the
+// listing and its read is left out; none when parent does not exist.
+func (e *Engine) queue(ctx context.Context, kind locker.Kind, parent string) ([]queued, int, error) {
+	v, err := zkconn.Do(ctx, e.zc, func() (*view, error) {
+		v, err := e.look(kind, parent)
+		if errors.Is(err, gozk.ErrNoNode) {
+			return &view{}, nil
+		}
+		return v, err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	nodes, err := e.readNodes(ctx, parent, v.nodes)
+	if err != nil {
+		return nil, 0, err
+	}
+	// A writer that downgraded holds still, though the rule, which decides
+	// for a writer yet to be granted, has it wait for its own reader.
+	downFrom := make(map[int64]bool)
+	for _, en := range v.nodes {
+		if en.Downgrade {
+			downFrom[en.down] = true
+		}
+	}
+	held := make([]bool, len(v.nodes))
+	for i, en := range v.nodes {
+		held[i] = en.Kind == locker.KindWrite && !nodes[i].gone && downFrom[int64(nodes[i].fh.Token)]
+	}
+	for i, g := range lockrule.Grants(v.rule, held, v.count) {
+		nodes[i].granted = g
+	}
+	return nodes, max(v.count, 0), nil
+}
+
+// readNodes reads the nodes ens under parent, at most maxNodeReads at a
+// time, in their order; those deleted meanwhile are gone.
+func (e *Engine) readNodes(ctx context.Context, parent string, ens []entry) ([]queued, error) {
+	nodes := make([]queued, len(ens))
+	var g errgroup.Group
+	g.SetLimit(maxNodeReads)
+	for i, en := range ens {
+		g.Go(func() error {
+			path := parent + "/" + en.name
+			data, st, err := e.get(ctx, path)
 			switch {
 			case err == nil:
-				nodes[i] = q
-			case !errors.Is(err, gozk.ErrNoNode):
-				return fmt.Errorf("node %s: %w", n, err)
+				fh := locker.FamilyHolder{Holder: locker.Holder{Owner: string(data), Token: uint64(st.Czxid)}, Kind: en.Kind, Permits: max(en.Permits, 1)}
+				if en.Downgrade {
+					fh.Token = uint64(en.down)
+				}
+				nodes[i] = queued{path: path, version: st.Version, fh: fh}
+			case errors.Is(err, gozk.ErrNoNode):
+				nodes[i].gone = true
+			default:
+				return fmt.Errorf("node %s: %w", en.name, err)
 			}
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return nil, err
+	return nodes, g.Wait()
+}
+
+// SetPermits stores n as the permit count of semaphore name, creating the
+// semaphore's nodes when missing. Holds already granted stay; the waiter
+// first in line, which watches the count, looks again at once.
+func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
+	if n < 1 {
+		return fmt.Errorf("zk: set permits %q: %w: n = %d, want at least 1", name, locker.ErrInvalidArgument, n)
 	}
-	var out []queued
-	for _, q := range nodes {
-		if q != nil {
-			out = append(out, *q)
+	if err := e.check("set permits", name); err != nil {
+		return err
+	}
+	parent := e.path(locker.KindPermit, name)
+	path, data := parent+"/"+permitsNode, []byte(strconv.Itoa(n))
+	set := func() (struct{}, error) {
+		_, err := e.conn.Set(path, data, -1)
+		if errors.Is(err, gozk.ErrNoNode) {
+			_, err = e.conn.Create(path, data, gozk.FlagPersistent, e.acl)
+		}
+		return struct{}{}, err
+	}
+	// A create may race with another one, or find no parent: a few times.
+	var err error
+	for range 3 {
+		_, err = zkconn.Do(ctx, e.zc, set)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, gozk.ErrNodeExists):
+		case errors.Is(err, gozk.ErrNoNode):
+			if err = e.zc.EnsureContainer(ctx, parent, e.acl); err != nil {
+				return e.fail("set permits", name, err)
+			}
+		default:
+			return e.fail("set permits", name, err)
 		}
 	}
-	return out, nil
+	return e.fail("set permits", name, err)
 }

@@ -4,21 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
-)
-
-// Lock nodes are named like Curator's protected ephemeral sequential nodes:
-// "_c_<guid>-lock-<sequence>". The guid, new for every node, lets the
-// engine find its node after a create whose reply was lost.
-const (
-	protectedPrefix = zkconn.ProtectedPrefix
-	lockMarker      = "-lock-"
 )
 
 // errRestart means the engine lost its node while queueing (deleted, or its
@@ -28,23 +22,23 @@ var errRestart = errors.New("zk: lock node vanished while queueing")
 // maxTryRestarts bounds the restarts of a TryLock.
 const maxTryRestarts = 2
 
-// lockPath is the parent node of a lock's nodes.
-func (e *Engine) lockPath(name string) string { return e.root + "/" + zkconn.EscapeName(name) }
+// cleanupTimeout bounds the delete of a node of an unsuccessful attempt
+// that the ensemble has just answered; past it the reaper goes on.
+const cleanupTimeout = 250 * time.Millisecond
 
 // Acquire implements locker.Backend: it queues an ephemeral sequential node
-// under the lock's parent; the lowest node holds, every other watches only
-// the node just before its own.
+// under the lock's parent, and the rules of the lock family
+// (internal/lockrule) decide from one listing of the queue whether it holds
+// and, if not, which nodes it watches: a mutex's or a writer's only the
+// node just before its own, so that a release wakes one waiter.
 func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, error) {
-	if e.refused() {
+	if e.zc.Refused() {
 		// Not worth waiting the connect timeout for a reconnection.
 		return false, e.fail("acquire", h.Name, zkconn.ErrNoServer)
 	}
-	parent, attempt := e.lockPath(h.Name), e.attempt
-	if h.Kind != locker.KindMutex {
-		parent, attempt = e.familyPath(h.Kind, h.Name), e.familyAttempt
-	}
+	parent := e.path(h.Kind, h.Name)
 	for restarts := 0; ; restarts++ {
-		ok, err := attempt(ctx, h, parent, wait)
+		ok, err := e.attempt(ctx, h, parent, wait)
 		if !errors.Is(err, errRestart) {
 			return ok, err
 		}
@@ -59,108 +53,209 @@ func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, 
 	}
 }
 
-// attempt queues one node and waits, if asked, until it is the lowest.
+// attempt queues one node and waits, if asked, until the rules grant it.
 //
-// Uncontended, it makes the requests go-zookeeper's own lock recipe makes,
-// a create and a listing, then a delete to release, but the listing does
-// not wait for the create's reply: it is sent as soon as the create is on
-// the wire. ZooKeeper answers a session's requests in order, so the
+// Uncontended, a mutex makes the requests go-zookeeper's own lock recipe
+// makes, a create and a listing, then a delete to release, but the listing
+// does not wait for the create's reply: it is sent as soon as the create is
+// on the wire. ZooKeeper answers a session's requests in order, so the
 // listing sees the new node. Should it not (the connection changed in
 // between), the engine lists again.
 func (e *Engine) attempt(ctx context.Context, h *locker.Hold, parent string, wait bool) (bool, error) {
-	n, czxid, children, err := e.enqueue(ctx, h, parent)
+	if ok, err, done := e.downgrade(ctx, h, parent); done {
+		return ok, err
+	}
+	n, czxid, v, err := e.enqueue(ctx, h, parent)
 	if err != nil {
 		return false, e.fail("acquire", h.Name, err)
 	}
+	watches := make(map[string]<-chan gozk.Event)
 	for {
-		if children == nil {
+		if v == nil {
 			h.Asking()
-			if children, err = e.children(ctx, parent); err != nil {
+			if v, err = zkconn.Do(ctx, e.zc, func() (*view, error) { return e.look(h.Kind, parent) }); err != nil {
 				return false, e.abandon(ctx, h, n, err)
 			}
 		}
-		pred, first, found := position(children, n.name)
-		children = nil
+		vd, err := e.decide(ctx, h, n, v)
+		v = nil
 		switch {
-		case !found:
+		case err != nil:
+			return false, err
+		case !vd.found:
 			e.untrack(n)
 			return false, errRestart
-		case first:
-			if h.Delay > 0 {
-				switch err := e.waitBar(ctx, h, n, wait); {
-				case errors.Is(err, errBarred):
-					e.discard(n, true)
-					return false, nil
-				case err != nil:
-					return false, err
-				}
-			}
-			if !e.grant(h, n, czxid, nil) {
-				e.dropBar(ctx, h, n) // never held: a claim that bars nothing
-				e.discard(n, true)
-				return false, errRestart
-			}
-			return true, nil
+		case vd.granted:
+			return e.take(ctx, h, n, czxid, vd.poke, wait)
 		case !wait:
 			e.discard(n, true)
 			return false, nil
 		}
-		if err := e.awaitPred(ctx, h, n, parent+"/"+pred); err != nil {
+		if err := e.awaitBlockers(ctx, h, n, vd.block, watches); err != nil {
 			return false, err
 		}
 	}
 }
 
 // enqueue creates and tracks the attempt's node, and returns its token and
-// the listing sent right behind the create (nil when it missed the node).
-func (e *Engine) enqueue(ctx context.Context, h *locker.Hold, parent string) (*node, int64, []string, error) {
+// the look sent right behind the create (nil when it missed the node).
+func (e *Engine) enqueue(ctx context.Context, h *locker.Hold, parent string) (*node, int64, *view, error) {
 	guid := zkconn.NewGUID()
 	sent, unexpect := e.zc.Sent(guid)
-	var early *pending[[]string]
-	c, err := e.create(ctx, zkconn.Protected{Parent: parent, GUID: guid, Suffix: lockMarker, Data: []byte(h.Owner), Sent: sent, OnSent: func() {
-		early = start(e, func() ([]string, error) {
-			children, _, err := e.conn.Children(parent)
-			return children, err
-		}, nil)
+	var early *zkconn.Pending[*view]
+	c, err := e.create(ctx, zkconn.Protected{Parent: parent, GUID: guid, Suffix: marker(h), Data: []byte(h.Owner), Sent: sent, OnSent: func() {
+		early = zkconn.Start(e.zc, func() (*view, error) { return e.look(h.Kind, parent) }, nil)
 	}})
 	unexpect()
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	n := e.track(c.Path, parent, c.PVersion)
+	pversion := c.PVersion
+	if h.Kind == locker.KindPermit {
+		// Its permits node keeps a semaphore's parent: not worth a
+		// delete that would fail.
+		pversion = -1
+	}
+	n := e.track(c.Path, parent, pversion)
 	if early == nil {
 		return n, c.Czxid, nil, nil
 	}
-	children, err := early.WaitUntil(ctx, time.Now().Add(e.connectTimeout))
-	if err != nil || !slices.Contains(children, n.name) {
-		children = nil
+	v, err := early.WaitUntil(ctx, time.Now().Add(e.connectTimeout))
+	if err != nil || !slices.ContainsFunc(v.nodes, func(en entry) bool { return en.name == n.name }) {
+		v = nil
 	}
-	return n, c.Czxid, children, nil
+	return n, c.Czxid, v, nil
 }
 
-// awaitPred waits for the deletion of pred, the node just before n. It
-// returns nil when it is time to look again, errRestart when n is lost,
-// or the error Acquire returns.
-func (e *Engine) awaitPred(ctx context.Context, h *locker.Hold, n *node, pred string) error {
+// take makes n, granted by the rules, h's hold: with a lock delay, once the
+// bar a hold that ended without Unlock left has run out (delay.go); with
+// poke, its successor is woken first.
+func (e *Engine) take(ctx context.Context, h *locker.Hold, n *node, czxid int64, poke, wait bool) (bool, error) {
+	if h.Delay > 0 {
+		switch err := e.waitBar(ctx, h, n, wait); {
+		case errors.Is(err, errBarred):
+			e.discard(n, true)
+			return false, nil
+		case err != nil:
+			return false, err
+		}
+	}
+	var first func()
+	if poke {
+		first = func() { e.poke(n, h.Owner) }
+	}
+	if !e.grant(h, n, czxid, first) {
+		e.dropBar(ctx, h, n) // never held: a claim that bars nothing
+		e.discard(n, true)
+		return false, errRestart
+	}
+	return true, nil
+}
+
+// awaitBlockers watches the nodes that block n and waits for a change of
+// one of them. It returns nil when it is time to look again, errRestart
+// when n is lost, or the error Acquire returns.
+func (e *Engine) awaitBlockers(ctx context.Context, h *locker.Hold, n *node, block []string, watches map[string]<-chan gozk.Event) error {
 	h.Asking()
-	ch, err := e.watch(ctx, pred)
+	chans, err := e.watchAll(ctx, n.parent, block, watches)
 	switch {
 	case errors.Is(err, gozk.ErrNoNode):
-		return nil // gone already
+		return nil // one of them went already: look again
 	case err != nil:
 		return e.abandon(ctx, h, n, err)
 	}
-	ev, err := await(e, ctx, h, n, ch)
-	if err != nil || ev.Type != gozk.EventNotWatching {
+	ev, err := e.awaitAny(ctx, h, n, chans)
+	if err != nil {
 		return err
+	}
+	delete(watches, strings.TrimPrefix(ev.Path, n.parent+"/"))
+	if ev.Type != gozk.EventNotWatching {
+		return nil
 	}
 	// The session expired, or the engine is closing: the node went with
 	// the session.
 	e.discard(n, false)
 	if e.zc.Closing() {
-		return e.fail("acquire", h.Name, errClosed)
+		return e.fail("acquire", h.Name, zkconn.ErrClosed)
 	}
 	return errRestart
+}
+
+// watch sets a watch on a node that exists: the channel gets its deletion
+// (or a change). It returns ErrNoNode, and sets no watch, when it is gone.
+func (e *Engine) watch(ctx context.Context, path string) (<-chan gozk.Event, error) {
+	return zkconn.Do(ctx, e.zc, func() (<-chan gozk.Event, error) {
+		_, _, ch, err := e.conn.GetW(path)
+		return ch, err
+	})
+}
+
+// get reads a node: its data and its Stat.
+func (e *Engine) get(ctx context.Context, path string) ([]byte, *gozk.Stat, error) {
+	type got struct {
+		data []byte
+		st   *gozk.Stat
+	}
+	g, err := zkconn.Do(ctx, e.zc, func() (got, error) {
+		data, st, err := e.conn.Get(path)
+		return got{data, st}, err
+	})
+	return g.data, g.st, err
+}
+
+// watchAll sets a watch on each of the nodes names under parent that has
+// none in watches yet, all requests at once, and returns the channels of
+// all of them. It returns ErrNoNode when one of them is gone.
+func (e *Engine) watchAll(ctx context.Context, parent string, names []string, watches map[string]<-chan gozk.Event) ([]<-chan gozk.Event, error) {
+	var missing []string
+	for _, name := range names {
+		if _, ok := watches[name]; !ok {
+			missing = append(missing, name)
+		}
+	}
+	switch len(missing) {
+	case 0:
+	case 1:
+		ch, err := e.watch(ctx, parent+"/"+missing[0])
+		if err != nil {
+			return nil, err
+		}
+		watches[missing[0]] = ch
+	default:
+		if err := e.watchMany(ctx, parent, missing, watches); err != nil {
+			return nil, err
+		}
+	}
+	chans := make([]<-chan gozk.Event, len(names))
+	for i, name := range names {
+		chans[i] = watches[name]
+	}
+	return chans, nil
+}
+
+// watchMany is watchAll's for more than one node, all requests at once.
+func (e *Engine) watchMany(ctx context.Context, parent string, names []string, watches map[string]<-chan gozk.Event) error {
+	set := make([]*zkconn.Pending[<-chan gozk.Event], len(names))
+	for i, name := range names {
+		set[i] = zkconn.Start(e.zc, func() (<-chan gozk.Event, error) {
+			_, _, ch, err := e.conn.GetW(parent + "/" + name)
+			return ch, err
+		}, nil)
+	}
+	deadline := time.Now().Add(e.connectTimeout)
+	var first error
+	for i, p := range set {
+		ch, err := p.WaitUntil(ctx, deadline)
+		if err != nil && zkconn.Retryable(err) && !zkconn.IsCtx(err) {
+			ch, err = e.watch(ctx, parent+"/"+names[i])
+		}
+		if err == nil {
+			watches[names[i]] = ch
+		} else if first == nil || errors.Is(first, gozk.ErrNoNode) {
+			first = err
+		}
+	}
+	return first
 }
 
 // await waits for ch while n, h's node, waits in line: it returns
@@ -177,7 +272,33 @@ func await[T any](e *Engine, ctx context.Context, h *locker.Hold, n *node, ch <-
 		e.drop(n)
 		return zero, ctx.Err() // answered: the name was held
 	case <-e.zc.Done():
-		return zero, e.fail("acquire", h.Name, errClosed)
+		return zero, e.fail("acquire", h.Name, zkconn.ErrClosed)
+	}
+}
+
+// awaitAny is await for an event on one of chans.
+func (e *Engine) awaitAny(ctx context.Context, h *locker.Hold, n *node, chans []<-chan gozk.Event) (gozk.Event, error) {
+	if len(chans) == 1 {
+		return await(e, ctx, h, n, chans[0])
+	}
+	cases := []reflect.SelectCase{
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(n.gone)},
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(e.zc.Done())},
+	}
+	for _, ch := range chans {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
+	}
+	switch chosen, v, _ := reflect.Select(cases); chosen {
+	case 0:
+		return gozk.Event{}, errRestart
+	case 1:
+		e.drop(n)
+		return gozk.Event{}, ctx.Err()
+	case 2:
+		return gozk.Event{}, e.fail("acquire", h.Name, zkconn.ErrClosed)
+	default:
+		return v.Interface().(gozk.Event), nil
 	}
 }
 
@@ -187,31 +308,20 @@ func await[T any](e *Engine, ctx context.Context, h *locker.Hold, n *node, ch <-
 // is set is found by the watch's read. The grant does not wait for it; it
 // costs every hold one read, a short one too. Called with e.mu held.
 func (e *Engine) armSoon(n *node, first func()) {
-	e.spawn(func() {
+	e.zc.Spawn(func() {
 		if first != nil {
 			first()
 		}
-		// do is bounded by the connect timeout and Close.
-		if errors.Is(e.arm(context.Background(), n), locker.ErrLockLost) {
+		// Do is bounded by the connect timeout and Close; a failure to
+		// reach the ensemble is left to the session monitor.
+		_, err := e.watch(context.Background(), n.path)
+		switch {
+		case err == nil:
+			n.watched.Store(true)
+		case errors.Is(err, gozk.ErrNoNode):
 			e.lostNode(n, "node deleted")
 		}
 	})
-}
-
-// arm sets a watch on a held node. It returns ErrLockLost when the node is
-// gone; a failure to reach the ensemble is left to the session monitor.
-func (e *Engine) arm(ctx context.Context, n *node) error {
-	_, err := do(e, ctx, func() (struct{}, error) {
-		_, _, _, err := e.conn.GetW(n.path)
-		return struct{}{}, err
-	})
-	switch {
-	case err == nil:
-		n.watched.Store(true)
-	case errors.Is(err, gozk.ErrNoNode):
-		return locker.ErrLockLost
-	}
-	return nil
 }
 
 // abandon gives up a queued node after err and returns what Acquire
@@ -232,10 +342,6 @@ func (e *Engine) abandon(ctx context.Context, h *locker.Hold, n *node, err error
 	return e.fail("acquire", h.Name, err)
 }
 
-// cleanupTimeout bounds the delete of a node of an unsuccessful attempt
-// that the ensemble has just answered; past it the reaper goes on.
-const cleanupTimeout = 250 * time.Millisecond
-
 // drop deletes the node of a caller who gave up, unless the engine already
 // stopped tracking it, in the background: the caller returns at once even
 // when the ensemble does not answer.
@@ -255,32 +361,8 @@ func (e *Engine) discard(n *node, now bool) {
 	case now:
 		e.zc.DeleteNow(n.path, cleanupTimeout)
 	default:
-		e.reap(reapTask{path: n.path})
+		e.zc.Reap(n.path)
 	}
-}
-
-// position finds own among the lock nodes in children: whether it is
-// there, whether it is the first, and the node just before it.
-func position(children []string, own string) (pred string, first, found bool) {
-	seq, ok := sequence(own)
-	if !ok {
-		return "", false, false
-	}
-	predSeq := int64(-1)
-	for _, c := range children {
-		if c == own {
-			found = true
-			continue
-		}
-		s, ok := sequence(c)
-		if !ok || s > seq || (s == seq && c > own) {
-			continue
-		}
-		if s > predSeq || (s == predSeq && c > pred) {
-			pred, predSeq = c, s
-		}
-	}
-	return pred, found && pred == "", found
 }
 
 // HonoursDeadlines implements locker.DeadlineHonourer: a release returns
@@ -304,7 +386,7 @@ func (e *Engine) releaseNode(ctx context.Context, h *locker.Hold) error {
 		return fmt.Errorf("zk: release %q: %w", h.Name, locker.ErrLockLost)
 	}
 	e.untrack(n)
-	unsure, err := e.remove(ctx, n.path)
+	unsure, err := e.zc.Delete(ctx, n.path, -1)
 	switch {
 	case err == nil && unsure && n.ep.IsLost():
 		// A reply was lost and the session ended: the node may have gone
@@ -314,24 +396,20 @@ func (e *Engine) releaseNode(ctx context.Context, h *locker.Hold) error {
 		return nil
 	case errors.Is(err, gozk.ErrNoNode):
 		return fmt.Errorf("zk: release %q: %w", h.Name, locker.ErrLockLost)
-	case errors.Is(err, errClosed):
+	case errors.Is(err, zkconn.ErrClosed):
 		return e.fail("release", h.Name, err)
 	}
 	// The node is deleted in the background once the ensemble answers,
 	// unless the session ends first and takes it along.
-	e.reap(reapTask{path: n.path})
+	e.zc.Reap(n.path)
 	return e.fail("release", h.Name, e.zc.GiveUp(ctx, err))
 }
-
-// created is a node the engine created: its path and czxid, and its
-// parent's data version right after (-1 when not known).
-type created = zkconn.Created
 
 // create makes the engine's node for one attempt, "_c_<guid><suffix><seq>"
 // under parent, with the parent and the namespace when they are missing
 // (zkconn.CreateProtected: the token comes in the reply; a create whose
 // reply was lost is found by its guid; one the caller abandoned is undone).
-func (e *Engine) create(ctx context.Context, p zkconn.Protected) (created, error) {
+func (e *Engine) create(ctx context.Context, p zkconn.Protected) (zkconn.Created, error) {
 	p.ACL, p.Check = e.acl, e.afterCreate
 	return e.zc.CreateProtected(ctx, p)
 }

@@ -126,7 +126,7 @@ func (e *Engine) track(path, parent string, version int32) *node {
 	n.ep = e.zc.Epoch()
 	if n.ep == nil || n.ep.IsLost() {
 		close(n.gone)
-		e.reap(reapTask{path: path})
+		e.zc.Reap(path)
 		return n
 	}
 	e.nodes[path] = n

@@ -220,6 +220,19 @@ func WithLazyConnect() Option {
 	}
 }
 
+// WithObserver reports the engine's acquisitions, releases, renewals and
+// holds to o, for metrics and traces (package telemetry implements it with
+// OpenTelemetry). Default: none, and no observation cost.
+func WithObserver(o locker.Observer) Option {
+	return func(s *settings) error {
+		if o == nil {
+			return fmt.Errorf("zk: WithObserver: %w: observer is nil", locker.ErrInvalidArgument)
+		}
+		s.observer = o
+		return nil
+	}
+}
+
 // WithLogger sets the logger for lost holds and session trouble.
 // go-zookeeper's own messages go to it at Debug level.
 // Default: slog.Default().
@@ -365,7 +378,7 @@ func (e *Engine) Ping(ctx context.Context) error {
 	if e.core.Closed() {
 		return fmt.Errorf("zk: ping: %w", locker.ErrClosed)
 	}
-	if e.refused() {
+	if e.zc.Refused() {
 		return e.fail("ping", "/", e.zc.Explain(zkconn.ErrNoServer))
 	}
 	_, err := zkconn.Probe(ctx, e.zc, func() (bool, error) {
@@ -400,9 +413,9 @@ func (e *Engine) Close() error {
 func (e *Engine) fail(op, name string, err error) error {
 	fail := &locker.EngineError{Engine: "zk", Op: op, Name: name, Err: err}
 	switch {
-	case errors.Is(err, errClosed):
+	case errors.Is(err, zkconn.ErrClosed):
 		fail.Classes, fail.Err = []error{locker.ErrClosed}, nil
-	case errors.Is(err, zkconn.ErrNoServer) || e.refused():
+	case errors.Is(err, zkconn.ErrNoServer) || e.zc.Refused():
 		fail.Classes = []error{locker.ErrUnavailable, locker.ErrRefused}
 	case errors.Is(err, gozk.ErrNoAuth) || errors.Is(err, gozk.ErrAuthFailed):
 		fail.Classes = []error{locker.ErrPermission}
