@@ -91,7 +91,7 @@ func start[T any](c *Conn, f func() (T, error), orphan func(T, error), gate bool
 		p.Deliver(zero, ErrNoSession)
 		return p
 	}
-	ok := c.work.Go(func(context.Context) {
+	ok := c.Go(func(context.Context) {
 		v, err := f()
 		if !p.Deliver(v, err) && orphan != nil {
 			orphan(v, err)
@@ -240,8 +240,13 @@ func Call[T any](ctx context.Context, f func() (T, error)) (T, error) {
 	return p.Wait(ctx)
 }
 
-// Spawn runs f on a worker goroutine that Close waits for (see async.Pool:
+// Go runs f on a worker goroutine that Close waits for (an async.Pool's:
 // workers outlive their request, so that the next ones do not pay for a
 // goroutine and for growing its stack, which go-zookeeper's calls need).
-// It reports false, and does not run f, once Close has begun.
+// f's context never ends: the closed client ends go-zookeeper's calls. Go
+// reports false, and does not run f, once Close has begun.
+func (c *Conn) Go(f func(context.Context)) bool { return c.work.Go(f) }
+
+// Spawn is Go for an f that takes no context, at the cost of an
+// allocation.
 func (c *Conn) Spawn(f func()) bool { return c.work.Go(func(context.Context) { f() }) }
