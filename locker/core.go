@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/orthrus-go/orthrus/internal/async"
 )
 
 // Backend is the handful of primitives an engine supplies. Core builds the
@@ -168,14 +170,7 @@ type Core struct {
 	closed bool
 	holds  map[*Hold]struct{}
 
-	// Background work started by Go, on workers that wait workerIdle for
-	// more: bgCtx ends when Close gives up on it, stopping ends the idle
-	// workers.
-	bg       sync.WaitGroup
-	bgCtx    context.Context
-	bgCancel context.CancelFunc
-	idle     chan func(context.Context)
-	stopping chan struct{}
+	work *async.Pool // background work started by Go
 
 	obs Observer // nil: nothing observes
 
@@ -184,12 +179,6 @@ type Core struct {
 	releaseWait time.Duration // how long Unlock waits for an answer
 	minTTL      time.Duration // the backend's MinTTL, 0 without one
 }
-
-// workerIdle is how long a worker of Go waits for more work: engines hand
-// it requests on the hot path (Redis, for a caller's context that can be
-// cancelled), and a new goroutine per request would pay for growing its
-// stack every time.
-const workerIdle = 2 * time.Second
 
 // NewCore starts the renewal loop for an engine named engine. Call Close to
 // stop it. A nil logger means slog.Default(); engines pass one that already
@@ -202,8 +191,7 @@ func NewCore(engine string, b Backend, logger *slog.Logger, opts ...CoreOption) 
 	for _, opt := range opts {
 		opt(c)
 	}
-	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
-	c.idle, c.stopping = make(chan func(context.Context)), make(chan struct{})
+	c.work = async.NewPool()
 	if d, ok := b.(DeadlineHonourer); ok {
 		c.deadlines = d.HonoursDeadlines()
 	}
@@ -254,39 +242,7 @@ func (c *Core) checkOpen() error {
 // gave up. Close waits for it within its own context, then cancels the ctx
 // f was given and waits for f to return, which it must do promptly. Go
 // reports false, and does not run f, once Close has begun.
-func (c *Core) Go(f func(ctx context.Context)) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return false
-	}
-	select {
-	case c.idle <- f:
-	default:
-		c.bg.Add(1)
-		go c.worker(f)
-	}
-	return true
-}
-
-// worker runs f, then what Go hands it, until it has been idle for
-// workerIdle or Close begins.
-func (c *Core) worker(f func(context.Context)) {
-	defer c.bg.Done()
-	idle := time.NewTimer(workerIdle)
-	defer idle.Stop()
-	for {
-		f(c.bgCtx)
-		idle.Reset(workerIdle)
-		select {
-		case f = <-c.idle:
-		case <-idle.C:
-			return
-		case <-c.stopping:
-			return
-		}
-	}
-}
+func (c *Core) Go(f func(ctx context.Context)) bool { return c.work.Go(f) }
 
 // Close stops the renewal loop and releases every hold still held, within
 // ctx. Their Lost channels close. It waits for the work started by Go,
@@ -298,7 +254,7 @@ func (c *Core) Close(ctx context.Context) error {
 		return nil
 	}
 	c.closed = true
-	close(c.stopping)
+	c.work.Stop()
 	holds := c.holds
 	c.holds = nil
 	c.mu.Unlock()
@@ -311,25 +267,10 @@ func (c *Core) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	c.waitBackground(ctx)
-	return errors.Join(errs...)
-}
-
-// waitBackground waits for the work started by Go until ctx is done, then
-// cancels it and waits for it to stop.
-func (c *Core) waitBackground(ctx context.Context) {
-	done := make(chan struct{})
-	go func() {
-		c.bg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
+	if err := c.work.Close(ctx); err != nil {
 		c.log.Warn("locker: background cleanup still running at close, cancelled", "engine", c.engine)
 	}
-	c.bgCancel()
-	<-done
+	return errors.Join(errs...)
 }
 
 // granted records a new hold and schedules its renewal or lease end. It

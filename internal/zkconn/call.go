@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
+
+	"github.com/orthrus-go/orthrus/internal/async"
 )
 
 var (
@@ -18,8 +18,6 @@ var (
 	ErrNoAnswer = errors.New("no answer from ZooKeeper")
 	// ErrNoServer: no server of the ensemble accepts a connection.
 	ErrNoServer = errors.New("no ZooKeeper server accepts a connection")
-	// errLate: a request's time ran out.
-	errLate = errors.New("request timed out")
 	// ErrNoSession: a Lazy connection has not had a session yet, or has
 	// not authenticated it yet.
 	ErrNoSession = errors.New("no ZooKeeper session yet")
@@ -62,7 +60,7 @@ func Answered(err error) bool {
 // or no server could be reached, and the request may succeed once the
 // client has reconnected. Answers, Close and time running out are final.
 func Retryable(err error) bool {
-	return !Answered(err) && !IsCtx(err) && !errors.Is(err, ErrClosed) && !errors.Is(err, errLate)
+	return !Answered(err) && !IsCtx(err) && !errors.Is(err, ErrClosed) && !errors.Is(err, async.ErrTimedOut)
 }
 
 // IsCtx reports whether err is a context's.
@@ -70,25 +68,11 @@ func IsCtx(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-type result[T any] struct {
-	v   T
-	err error
-}
-
 // Pending is one request running on a worker of the connection.
 // go-zookeeper's calls take no context: the worker lets the caller stop
 // waiting, and the request ends on its own, at the latest when Close
 // closes the connection.
-type Pending[T any] struct {
-	ch    chan result[T]
-	state atomic.Int32 // running, abandoned or delivered
-}
-
-const (
-	running int32 = iota
-	abandoned
-	delivered
-)
+type Pending[T any] = async.Pending[T]
 
 // Start runs f on a worker. When the caller has stopped waiting by the time
 // f returns, orphan, if not nil, gets f's result, to undo what the request
@@ -100,98 +84,37 @@ func Start[T any](c *Conn, f func() (T, error), orphan func(T, error)) *Pending[
 // start is Start; gate false lets f run before a Lazy connection is
 // ready, for the requests that make it so.
 func start[T any](c *Conn, f func() (T, error), orphan func(T, error), gate bool) *Pending[T] {
-	p := &Pending[T]{ch: make(chan result[T], 1)}
+	p := async.NewPending[T]()
+	var zero T
 	if gate && !isClosed(c.ready) {
 		// Not one request on a session without its credentials.
-		p.state.Store(delivered)
-		p.ch <- result[T]{err: ErrNoSession}
+		p.Deliver(zero, ErrNoSession)
 		return p
 	}
-	ok := c.Spawn(func() {
+	ok := c.Go(func(context.Context) {
 		v, err := f()
-		if p.state.CompareAndSwap(running, delivered) {
-			p.ch <- result[T]{v, err}
-			return
-		}
-		if orphan != nil {
+		if !p.Deliver(v, err) && orphan != nil {
 			orphan(v, err)
 		}
 	})
 	if !ok {
-		p.state.Store(delivered)
-		p.ch <- result[T]{err: ErrClosed}
+		p.Deliver(zero, ErrClosed)
 	}
 	return p
 }
 
-// Wait returns f's result, or ctx.Err() when ctx is done first.
-func (p *Pending[T]) Wait(ctx context.Context) (T, error) {
-	select {
-	case r := <-p.ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		return p.abandon(ctx.Err())
-	}
-}
-
-// abandon gives up waiting with err, unless the result came meanwhile.
-func (p *Pending[T]) abandon(err error) (T, error) {
-	if p.state.CompareAndSwap(running, abandoned) {
-		var zero T
-		return zero, err
-	}
-	r := <-p.ch // delivered just now
-	return r.v, r.err
-}
-
-// WaitNotify is Wait, calling onSent if sent is closed meanwhile.
-func (p *Pending[T]) WaitNotify(ctx context.Context, sent <-chan struct{}, onSent func()) (T, error) {
+// waitNotify is p.Wait, calling onSent if sent is closed meanwhile.
+func waitNotify[T any](ctx context.Context, p *Pending[T], sent <-chan struct{}, onSent func()) (T, error) {
 	if sent != nil {
 		select {
-		case r := <-p.ch:
-			return r.v, r.err
+		case r := <-p.Answer():
+			return r.Value, r.Err
 		case <-sent:
 			onSent()
 		case <-ctx.Done():
 		}
 	}
 	return p.Wait(ctx)
-}
-
-// WaitUntil is Wait, also bounded by deadline.
-func (p *Pending[T]) WaitUntil(ctx context.Context, deadline time.Time) (T, error) {
-	select {
-	case r := <-p.ch:
-		return r.v, r.err
-	default:
-	}
-	t := getTimer(time.Until(deadline))
-	defer putTimer(t)
-	select {
-	case r := <-p.ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		return p.abandon(ctx.Err())
-	case <-t.C:
-		return p.abandon(errLate)
-	}
-}
-
-// timers recycles the timers that bound requests: a request per round trip
-// makes them part of every acquisition's cost.
-var timers sync.Pool
-
-func getTimer(d time.Duration) *time.Timer {
-	if t, _ := timers.Get().(*time.Timer); t != nil {
-		t.Reset(d)
-		return t
-	}
-	return time.NewTimer(d)
-}
-
-func putTimer(t *time.Timer) {
-	t.Stop() // no stale tick survives Stop since Go 1.23
-	timers.Put(t)
 }
 
 // Do runs the request f, and runs it again after a transient failure (a
@@ -217,9 +140,9 @@ func retry[T any](ctx context.Context, c *Conn, f func() (T, error), fast, gate 
 	for {
 		v, err := start(c, f, nil, gate).WaitUntil(ctx, deadline)
 		switch {
-		case err == nil, !Retryable(err) && !IsCtx(err) && err != errLate:
+		case err == nil, !Retryable(err) && !IsCtx(err) && err != async.ErrTimedOut:
 			return v, err
-		case ctx.Err() != nil, err == errLate, !time.Now().Before(deadline):
+		case ctx.Err() != nil, err == async.ErrTimedOut, !time.Now().Before(deadline):
 			return v, c.StepErr(ctx, err)
 		case fast && c.Refused():
 			// No server to try again on: say so now, not at the deadline.
@@ -251,7 +174,7 @@ func (c *Conn) StepErr(ctx context.Context, last error) error {
 		return ctx.Err()
 	case c.Closing() || errors.Is(last, ErrClosed):
 		return ErrClosed
-	case errors.Is(last, context.DeadlineExceeded), errors.Is(last, errLate):
+	case errors.Is(last, context.DeadlineExceeded), errors.Is(last, async.ErrTimedOut):
 		return fmt.Errorf("%w within %v", ErrNoAnswer, c.cfg.ConnectTimeout)
 	default:
 		return fmt.Errorf("%w within %v: %w", ErrNoAnswer, c.cfg.ConnectTimeout, last)
@@ -277,15 +200,15 @@ func (c *Conn) Pause(ctx context.Context, deadline time.Time, backoff *time.Dura
 func (c *Conn) pause(ctx context.Context, deadline time.Time, backoff *time.Duration, ready <-chan struct{}) error {
 	var late <-chan time.Time
 	if !deadline.IsZero() {
-		t := getTimer(time.Until(deadline))
-		defer putTimer(t)
+		t := async.StartTimer(time.Until(deadline))
+		defer async.StopTimer(t)
 		late = t.C
 	}
 	if err := await(ctx, c, ready, late); err != nil {
 		return err
 	}
-	t := getTimer(*backoff)
-	defer putTimer(t)
+	t := async.StartTimer(*backoff)
+	defer async.StopTimer(t)
 	if err := await(ctx, c, t.C, late); err != nil {
 		return err
 	}
@@ -303,7 +226,7 @@ func await[T any](ctx context.Context, c *Conn, ready <-chan T, late <-chan time
 	case <-c.done:
 		return ErrClosed
 	case <-late:
-		return errLate
+		return async.ErrTimedOut
 	}
 }
 
@@ -312,65 +235,18 @@ func await[T any](ctx context.Context, c *Conn, ready <-chan T, late <-chan time
 // abandoned here ends in the background when ZooKeeper answers or the
 // caller closes the connection, which fails every request in flight.
 func Call[T any](ctx context.Context, f func() (T, error)) (T, error) {
-	done := make(chan result[T], 1)
-	go func() {
-		v, err := f()
-		done <- result[T]{v, err}
-	}()
-	select {
-	case r := <-done:
-		return r.v, r.err
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	}
+	p := async.NewPending[T]()
+	go func() { p.Deliver(f()) }()
+	return p.Wait(ctx)
 }
 
-// workerIdle is how long an idle worker waits for more work.
-const workerIdle = 2 * time.Second
+// Go runs f on a worker goroutine that Close waits for (an async.Pool's:
+// workers outlive their request, so that the next ones do not pay for a
+// goroutine and for growing its stack, which go-zookeeper's calls need).
+// f's context never ends: the closed client ends go-zookeeper's calls. Go
+// reports false, and does not run f, once Close has begun.
+func (c *Conn) Go(f func(context.Context)) bool { return c.work.Go(f) }
 
-// Spawn runs f on a worker goroutine that Close waits for: an idle one, or
-// a new one. It reports false, and does not run f, once Close has begun.
-// Workers outlive their request by workerIdle, so that the next ones do not
-// pay for a goroutine and for growing its stack, which go-zookeeper's calls
-// need.
-func (c *Conn) Spawn(f func()) bool {
-	select {
-	case c.work <- f:
-		return true
-	default:
-	}
-	return c.Go(func() { c.worker(f) })
-}
-
-func (c *Conn) worker(f func()) {
-	idle := time.NewTimer(workerIdle)
-	defer idle.Stop()
-	for {
-		f()
-		idle.Reset(workerIdle)
-		select {
-		case f = <-c.work:
-		case <-idle.C:
-			return
-		case <-c.done:
-			return
-		}
-	}
-}
-
-// Go runs f on a goroutine that Close waits for; f must return once Done
-// is closed. It reports false, and does not run f, once Close has begun.
-func (c *Conn) Go(f func()) bool {
-	c.gmu.Lock()
-	defer c.gmu.Unlock()
-	if c.gclosed {
-		return false
-	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		f()
-	}()
-	return true
-}
+// Spawn is Go for an f that takes no context, at the cost of an
+// allocation.
+func (c *Conn) Spawn(f func()) bool { return c.work.Go(func(context.Context) { f() }) }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
+
+	"github.com/orthrus-go/orthrus/internal/async"
 )
 
 // minHandshake is the least time a server gets to answer a handshake.
@@ -118,11 +120,8 @@ type Conn struct {
 	isUp    bool
 	changed chan struct{} // poked on every session event
 
-	// Goroutines: workers, monitor, reaper and those of Go.
-	gmu     sync.Mutex
-	gclosed bool
-	wg      sync.WaitGroup
-	work    chan func() // to an idle worker
+	work *async.Pool    // request workers
+	wg   sync.WaitGroup // monitor, reaper, sweeper, stall watch, startLater
 
 	reapMu   sync.Mutex
 	reapQ    []orphan
@@ -183,7 +182,7 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 		ready:    make(chan struct{}),
 		up:       make(chan struct{}),
 		changed:  make(chan struct{}, 1),
-		work:     make(chan func()),
+		work:     async.NewPool(),
 		reapWake: make(chan struct{}, 1),
 		parents:  make(map[string]*parentState),
 		idleWake: make(chan struct{}, 1),
@@ -365,9 +364,7 @@ func (c *Conn) Epoch() *Epoch { return c.epoch.Load() }
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.done)
-		c.gmu.Lock()
-		c.gclosed = true
-		c.gmu.Unlock()
+		c.work.Stop()
 		// A graceful close first: the server ends the session and deletes
 		// its nodes at once. Then the sockets, in case a handshake with a
 		// frozen server holds go-zookeeper's loop. Without a session there
@@ -381,6 +378,7 @@ func (c *Conn) Close() error {
 		}
 		c.client.Close()
 		c.wire.close()
+		_ = c.work.Close(context.Background()) // the closed client fails every request
 		c.wg.Wait()
 		c.closeErr = c.drain()
 	})

@@ -77,7 +77,7 @@ func (c *Conn) CreateProtected(ctx context.Context, p Protected) (Created, error
 	// delete it again between our making it and our create (parents.go).
 	madeParent := 0
 	for sent := p.Sent; ; sent = nil {
-		cr, err := Start(c, func() (Created, error) { return c.multi(ops, p.Check) }, orphan).WaitNotify(step, sent, p.OnSent)
+		cr, err := waitNotify(step, Start(c, func() (Created, error) { return c.multi(ops, p.Check) }, orphan), sent, p.OnSent)
 		switch {
 		case err == nil, errors.Is(err, ErrRequiredGone):
 			return cr, err

@@ -94,7 +94,7 @@ func (c *Conn) Delete(ctx context.Context, path string, version int32) (unsure b
 // past that the reaper goes on. Once closing, the end of the session
 // deletes it.
 func (c *Conn) DeleteLater(path string) {
-	c.Spawn(func() {
+	c.Go(func(context.Context) {
 		_, err := c.Delete(context.Background(), path, -1) // bounded by Do
 		if err != nil && !errors.Is(err, gozk.ErrNoNode) && !c.Closing() {
 			c.Reap(path)
