@@ -308,31 +308,26 @@ func (l *switchLocker) prepare(ctx context.Context, r route, wait bool) (locker.
 	return l.innerFor(r.engine)
 }
 
-// attempt acquires with in on the route's engine, first with one try,
-// then, for a waiting caller, with a wait; a switch away from the engine
-// cancels either, which it reports as switchedAway. The try runs on the
-// caller's own context when that one cannot be cancelled (Lock): most
-// acquisitions are granted at once, and a cancellable context costs the
-// engines a slower path. A cancellable one (LockCtx, TryLockTimeout) costs
-// that path anyway, and the switch must be able to end a try stuck on an
-// engine that stopped answering, or its caller would wait out the engine's
-// request timeout before the next engine is tried.
+// attempt acquires with in on the route's engine; a switch away from the
+// engine cancels the acquisition, which it reports as switchedAway. A
+// waiting caller with a context that can be cancelled (LockCtx,
+// TryLockTimeout) makes one acquisition, on a context that a switch ends
+// too: that one costs the engines their slower path anyway, and the switch
+// must be able to end a request stuck on an engine that stopped answering,
+// or its caller would wait out the engine's request timeout before the
+// next engine is tried. A caller whose context cannot be cancelled (Lock)
+// first tries on it, since most acquisitions are granted at once and such
+// a context spares the engines that path, and waits only when the name is
+// held.
 func (l *switchLocker) attempt(ctx context.Context, r route, in locker.Handle, wait bool) (ok, switchedAway bool, err error) {
-	actx := ctx
-	if wait && ctx.Done() != nil {
-		var stop func()
-		actx, stop = l.s.startWait(ctx, r.engine)
-		defer stop()
-	}
-	ok, err = locker.Acquire(actx, in, false)
-	if wait && err == nil && !ok {
-		if actx == ctx {
-			var stop func()
-			actx, stop = l.s.startWait(ctx, r.engine)
-			defer stop()
+	if !wait || ctx.Done() == nil {
+		if ok, err = locker.Acquire(ctx, in, false); !wait || ok || err != nil {
+			return ok, false, err
 		}
-		ok, err = locker.Acquire(actx, in, true)
 	}
+	actx, stop := l.s.startWait(ctx, r.engine)
+	defer stop()
+	ok, err = locker.Acquire(actx, in, true)
 	return ok, err != nil && ctx.Err() == nil && actx.Err() != nil, err
 }
 
