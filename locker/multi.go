@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -32,19 +31,28 @@ import (
 // itself once ctx is done.
 //
 // A MultiLock is re-entrant like a mutex: each successful acquisition is
-// matched by one Unlock, and the last Unlock releases every part (their
-// errors joined). It is safe for concurrent use. While it is in use, its
-// parts belong to it: a part locked or unlocked directly counts on the
-// part's own re-entry count.
+// matched by one Unlock, and the last Unlock releases every part, last
+// acquired first (their errors joined; ErrLockLost for a part that was
+// lost). It is safe for concurrent use. While it is in use, its parts
+// belong to it: a part locked or unlocked directly counts on the part's
+// own re-entry count.
+//
+// Name lists the parts' names in acquisition order, quoted: ["a" "b" "c"].
+// Token is 0 when not held, otherwise the largest of the parts' tokens:
+// every grant of the set grants each part anew, and each part's token
+// increases with its grants, so the largest increases with every grant of
+// the set; it fences a resource guarded by exactly this set of names on
+// the same engines (a resource guarded by one name is fenced with that
+// part's own token, from Parts). Engine is "" when not held, otherwise
+// the names of the engines that granted the parts, each once, in
+// acquisition order, joined by ",". Lost is nil when not held; otherwise
+// it is closed as soon as any part's hold is lost: with several parts, the
+// first call of a hold starts one goroutine that waits on the parts' Lost
+// channels, until a part is lost or the last Unlock; a hold whose Lost is
+// never asked for costs no goroutine.
 type MultiLock struct {
-	*Front
+	handle
 	parts []Handle // in acquisition order
-	name  string
-
-	mu    sync.Mutex
-	count int
-	held  []<-chan struct{} // the parts' Lost channels of the current hold
-	merge *lostMerge        // started by the first Lost call of a hold
 }
 
 var _ Handle = (*MultiLock)(nil)
@@ -76,8 +84,8 @@ func NewMultiLock(parts ...Handle) (*MultiLock, error) {
 	for i, p := range sorted {
 		names[i] = p.Name()
 	}
-	m := &MultiLock{parts: sorted, name: fmt.Sprintf("%q", names)}
-	m.Front = NewFront(m.name, m.reenter, m.take)
+	m := &MultiLock{parts: sorted}
+	m.handle = handle{label: "multilock", name: fmt.Sprintf("%q", names), listName: true, take: m.take}
 	return m, nil
 }
 
@@ -98,127 +106,91 @@ func isNil(p Handle) bool {
 // fence the resource that part's name guards.
 func (m *MultiLock) Parts() []Handle { return slices.Clone(m.parts) }
 
-// take acquires every part in order, or none.
-func (m *MultiLock) take(ctx context.Context, wait bool) (bool, error) {
+// take acquires every part in order, or none. The parts are acquired
+// through their own Handles, re-entry included: they are the caller's too.
+func (m *MultiLock) take(ctx context.Context, wait bool) (Grant, error) {
 	lost := make([]<-chan struct{}, 0, len(m.parts))
 	for i, p := range m.parts {
-		ok, err := Acquire(ctx, p, wait)
+		ok, err := acquire(ctx, p, wait)
 		if err != nil || !ok {
 			// A part lost meanwhile is released already: not worth an error.
-			if rerr := releaseAll(m.parts[:i], true); rerr != nil {
+			if rerr := releaseAll(m.parts[:i], true, Handle.Unlock); rerr != nil {
 				err = errors.Join(err, rerr)
 			}
 			if err != nil {
-				return false, fmt.Errorf("multilock: acquire %q: %w", p.Name(), err)
+				return nil, fmt.Errorf("multilock: acquire %q: %w", p.Name(), err)
 			}
-			return false, nil
+			return nil, nil
 		}
 		lost = append(lost, p.Lost())
 	}
-	m.mu.Lock()
-	m.count, m.held = 1, lost
-	m.mu.Unlock()
-	return true, nil
+	return &multiGrant{parts: m.parts, held: lost}, nil
 }
 
-// releaseAll unlocks parts, last first, and joins their errors, leaving
-// out ErrLockLost when skipLost is set.
-func releaseAll(parts []Handle, skipLost bool) error {
+// releaseAll releases parts with release, last first, and joins their
+// errors, leaving out ErrLockLost when skipLost is set.
+func releaseAll(parts []Handle, skipLost bool, release func(Handle) error) error {
 	var errs []error
 	for i := len(parts) - 1; i >= 0; i-- {
-		if err := parts[i].Unlock(); err != nil && !(skipLost && errors.Is(err, ErrLockLost)) {
+		if err := release(parts[i]); err != nil && !(skipLost && errors.Is(err, ErrLockLost)) {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// reenter counts one more hold when the owner already holds every part.
-func (m *MultiLock) reenter() (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.count == 0 {
-		return false, nil
-	}
-	if i := firstLost(m.held); i >= 0 {
-		return false, fmt.Errorf("multilock: re-enter %q: %w (Unlock it first)", m.parts[i].Name(), ErrLockLost)
-	}
-	m.count++
-	return true, nil
+// multiGrant is one hold of every part of a MultiLock.
+type multiGrant struct {
+	parts []Handle
+	held  []<-chan struct{} // the parts' Lost channels of this hold
+
+	mu    sync.Mutex
+	merge *lostMerge // started by the first Lost call
+	ended bool       // released: Lost starts nothing more
 }
 
-// firstLost returns the index of the first closed channel, or -1.
-func firstLost(chans []<-chan struct{}) int {
-	for i, c := range chans {
+// lostNow reports whether a part's hold has been lost.
+func (g *multiGrant) lostNow() bool {
+	for _, c := range g.held {
 		select {
 		case <-c:
-			return i
+			return true
 		default:
 		}
 	}
-	return -1
+	return false
 }
 
-// Unlock releases one hold; the last one releases every part, last
-// acquired first, and returns their errors joined (ErrLockLost for a part
-// that was lost). Without a hold it returns ErrNotHeld.
-func (m *MultiLock) Unlock() error {
-	m.mu.Lock()
-	if m.count == 0 {
-		m.mu.Unlock()
-		return fmt.Errorf("multilock: unlock %s: %w", m.name, ErrNotHeld)
-	}
-	m.count--
-	if m.count > 0 {
-		i := firstLost(m.held)
-		m.mu.Unlock()
-		if i >= 0 {
-			return fmt.Errorf("multilock: unlock %q: %w", m.parts[i].Name(), ErrLockLost)
-		}
-		return nil
-	}
-	merge := m.merge
-	m.held, m.merge = nil, nil
-	m.mu.Unlock()
+func (g *multiGrant) Unlock() error {
+	g.end()
+	return releaseAll(g.parts, false, Handle.Unlock)
+}
+
+func (g *multiGrant) ReleaseWithin(wait time.Duration, done <-chan struct{}) error {
+	g.end()
+	return releaseAll(g.parts, false, func(p Handle) error { return releaseWithin(p, wait, done) })
+}
+
+// end stops the goroutine of Lost, if any, for good.
+func (g *multiGrant) end() {
+	g.mu.Lock()
+	merge := g.merge
+	g.ended = true
+	g.mu.Unlock()
 	merge.stop()
-	return releaseAll(m.parts, false)
 }
 
-// Name lists the parts' names in acquisition order, quoted:
-// ["a" "b" "c"].
-func (m *MultiLock) Name() string { return m.name }
-
-// Token is 0 when not held, otherwise the largest of the parts' tokens.
-// Every grant of the set grants each part anew, and each part's token
-// increases with its grants, so the largest increases with every grant of
-// the set: it fences a resource guarded by exactly this set of names on
-// the same engines. A resource guarded by one name is fenced with that
-// part's own token (Parts).
-func (m *MultiLock) Token() uint64 {
-	m.mu.Lock()
-	held := m.count > 0
-	m.mu.Unlock()
-	if !held {
-		return 0
-	}
+func (g *multiGrant) Token() uint64 {
 	var top uint64
-	for _, p := range m.parts {
+	for _, p := range g.parts {
 		top = max(top, p.Token())
 	}
 	return top
 }
 
-// Engine is "" when not held, otherwise the names of the engines that
-// granted the parts, each once, in acquisition order, joined by ",".
-func (m *MultiLock) Engine() string {
-	m.mu.Lock()
-	held := m.count > 0
-	m.mu.Unlock()
-	if !held {
-		return ""
-	}
+func (g *multiGrant) Engine() string {
 	var names []string
-	for _, p := range m.parts {
+	for _, p := range g.parts {
 		if e := p.Engine(); e != "" && !slices.Contains(names, e) {
 			names = append(names, e)
 		}
@@ -226,23 +198,21 @@ func (m *MultiLock) Engine() string {
 	return strings.Join(names, ",")
 }
 
-// Lost is nil when not held; otherwise it is closed as soon as any part's
-// hold is lost. With several parts, the first call of a hold starts one
-// goroutine that waits on the parts' Lost channels; it ends when a part is
-// lost or at the last Unlock. A hold whose Lost is never asked for costs
-// no goroutine.
-func (m *MultiLock) Lost() <-chan struct{} {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	switch {
-	case m.count == 0:
-		return nil
-	case len(m.held) == 1:
-		return m.held[0]
-	case m.merge == nil:
-		m.merge = startLostMerge(m.held)
+// Lost is nil once the hold has been released, as a Handle's is.
+func (g *multiGrant) Lost() <-chan struct{} {
+	if len(g.held) == 1 {
+		return g.held[0]
 	}
-	return m.merge.lost
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.merge != nil:
+		return g.merge.lost
+	case g.ended:
+		return nil
+	}
+	g.merge = startLostMerge(g.held)
+	return g.merge.lost
 }
 
 // lostMerge closes lost when any of its inputs closes, until stopped.
@@ -275,48 +245,4 @@ func (g *lostMerge) stop() {
 	}
 	close(g.quit)
 	<-g.done
-}
-
-// Acquirer is the raw acquisition path of the Lockers this module returns
-// (Front.Acquire): once ctx ends, its error wraps ctx.Err(), and also
-// ErrUnavailable when the engine had not answered for OutageAfter.
-type Acquirer interface {
-	Acquire(ctx context.Context, wait bool) (bool, error)
-}
-
-// Releaser is the bounded release path of the Lockers this module
-// returns, for wrappers such as the switcher: ReleaseWithin releases one
-// hold as Unlock does, but waits for the engine's answer at most wait
-// (never past the release timeout), or until done closes (nil: never).
-// Past that, the release goes on in the background and the error wraps
-// ErrUnavailable.
-type Releaser interface {
-	ReleaseWithin(wait time.Duration, done <-chan struct{}) error
-}
-
-// Release releases one hold of l, waiting for the engine's answer until
-// ctx is done (at most the release timeout), through its bounded path
-// when it has one (Releaser), and otherwise with Unlock.
-func Release(ctx context.Context, l Locker) error {
-	if ctx == nil {
-		return fmt.Errorf("%w: Release: nil context", ErrInvalidArgument)
-	}
-	if r, ok := l.(Releaser); ok {
-		return r.ReleaseWithin(math.MaxInt64, ctx.Done())
-	}
-	return l.Unlock()
-}
-
-// Acquire acquires l through its raw path when it has one (Acquirer), and
-// otherwise through LockCtx (wait) or TryLock. Wrappers such as the
-// switcher and MultiLock use it to keep the engine's own outcome.
-func Acquire(ctx context.Context, l Locker, wait bool) (bool, error) {
-	if a, ok := l.(Acquirer); ok {
-		return a.Acquire(ctx, wait)
-	}
-	if wait {
-		err := l.LockCtx(ctx)
-		return err == nil, err
-	}
-	return l.TryLock()
 }

@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/orthrus-go/orthrus/internal/deadline"
 )
 
-// mutex is the Locker every engine returns: one owner, counted re-entry,
-// one hold at a time.
+// mutex is the Handle every engine returns: the one handle over holds
+// that mutex.take makes on the engine, for one owner.
 type mutex struct {
-	*Front
+	handle
 	core     *Core
 	name     string
 	settings Settings
@@ -21,34 +20,32 @@ type mutex struct {
 	permits  int        // KindPermit: permits per hold
 	sem      *semaphore // KindPermit: the semaphore the permits belong to
 	rw       *rwLock    // KindRead, KindWrite: both sides of the lock
-
-	mu    sync.Mutex
-	count int
-	hold  *Hold
 }
 
-var (
-	_ Locker   = (*mutex)(nil)
-	_ Lease    = (*mutex)(nil)
-	_ Releaser = (*mutex)(nil)
-)
+// grant is one hold of a mutex on the engine, in one allocation with the
+// Hold the engine sees.
+type grant struct {
+	Hold
+	m *mutex
+}
+
+var _ Grant = (*grant)(nil)
 
 func newMutex(c *Core, name string, s Settings) *mutex {
 	return initMutex(&mutex{core: c, name: name, settings: s})
 }
 
 func initMutex(m *mutex) *mutex {
-	m.Front = NewFront(m.name, m.reenter, m.take)
+	m.handle = handle{label: m.core.engine, name: m.name, take: m.take}
 	return m
 }
 
 // take makes the outermost acquisition: a new hold on the engine.
-func (m *mutex) take(ctx context.Context, wait bool) (ok bool, err error) {
+func (m *mutex) take(ctx context.Context, wait bool) (g Grant, err error) {
 	if err := m.core.checkOpen(); err != nil {
-		return false, err
+		return nil, err
 	}
-
-	h := &Hold{
+	hg := &grant{m: m, Hold: Hold{
 		Name:  m.name,
 		Owner: m.settings.Owner,
 		TTL:   m.settings.TTL,
@@ -60,39 +57,37 @@ func (m *mutex) take(ctx context.Context, wait bool) (ok bool, err error) {
 
 		Kind:    m.kind,
 		Permits: 1,
-	}
+	}}
+	h := &hg.Hold
 	if err := m.prepare(h); err != nil {
-		return false, err
+		return nil, err
 	}
 	if m.core.obs != nil {
 		var a Acquisition
 		var start time.Time
 		ctx, a, start = m.core.acquireStart(ctx, h, wait)
-		defer func() { m.core.acquireEnd(ctx, a, start, h, ok, err) }()
+		defer func() { m.core.acquireEnd(ctx, a, start, h, g != nil, err) }()
 	}
 	if ctx.Done() != nil { // only a context that can end is judged
 		h.Asking()
 	}
-	ok, err = m.core.backend.Acquire(ctx, h, wait)
+	ok, err := m.core.backend.Acquire(ctx, h, wait)
 	if err == nil && m.sem != nil {
 		m.sem.checked.Store(true)
 	}
 	if err != nil {
 		if ranOut(ctx, h, err) {
-			return false, deadline.Err(ctx)
+			return nil, deadline.Err(ctx)
 		}
-		return false, withCtxErr(ctx, err)
+		return nil, withCtxErr(ctx, err)
 	}
 	if !ok {
-		return false, nil
+		return nil, nil
 	}
 	if !m.core.granted(h) {
-		return false, m.core.checkOpen()
+		return nil, m.core.checkOpen()
 	}
-	m.mu.Lock()
-	m.hold, m.count = h, 1
-	m.mu.Unlock()
-	return true, nil
+	return hg, nil
 }
 
 // prepare fills in what a hold of the read-write lock or the semaphore
@@ -103,26 +98,15 @@ func (m *mutex) prepare(h *Hold) error {
 		h.Permits, h.Limit = m.permits, m.sem.permits
 		h.CheckLimit = !m.sem.checked.Load()
 	case KindWrite:
-		if m.rw.read.held() {
+		if m.rw.read.current() != nil {
 			return fmt.Errorf("%s: write lock %q: %w", m.core.engine, m.name, ErrUpgrade)
 		}
 	case KindRead:
-		h.Writer = m.rw.write.current()
+		if g, ok := m.rw.write.current().(*grant); ok {
+			h.Writer = &g.Hold
+		}
 	}
 	return nil
-}
-
-// held reports whether the owner holds this lock now.
-func (m *mutex) held() bool { return m.current() != nil }
-
-// current is the hold of this lock now; nil when not held or lost.
-func (m *mutex) current() *Hold {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.hold == nil || m.hold.isLost() {
-		return nil
-	}
-	return m.hold
 }
 
 // ranOut applies OutageAfter to an acquisition that failed with err: true
@@ -151,49 +135,25 @@ func withCtxErr(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: %w", err, ctxErr)
 }
 
-// reenter counts one more hold when the owner already holds the lock.
-func (m *mutex) reenter() (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.hold == nil {
-		return false, nil
-	}
-	if m.hold.isLost() {
-		return false, fmt.Errorf("%s: re-enter %q: %w (Unlock it first)", m.core.engine, m.name, ErrLockLost)
-	}
-	m.count++
-	return true, nil
+// Token is the engine's fencing token of the hold.
+func (g *grant) Token() uint64 { return g.Hold.Token }
+
+func (g *grant) Engine() string { return g.m.core.engine }
+
+// Unlock ends the hold, waiting for the engine's answer at most the
+// Core's release wait.
+func (g *grant) Unlock() error {
+	return g.release(nil, min(g.m.core.releaseWait, g.m.settings.ReleaseTimeout))
 }
 
-func (m *mutex) Unlock() error {
-	return m.unlock(nil, min(m.core.releaseWait, m.settings.ReleaseTimeout))
+func (g *grant) ReleaseWithin(wait time.Duration, done <-chan struct{}) error {
+	return g.release(done, min(wait, g.m.settings.ReleaseTimeout))
 }
 
-// ReleaseWithin implements Releaser.
-func (m *mutex) ReleaseWithin(wait time.Duration, done <-chan struct{}) error {
-	return m.unlock(done, min(wait, m.settings.ReleaseTimeout))
-}
-
-// unlock releases one hold; the last one is released on the engine, and
-// its caller waits for the answer at most wait, or until done closes.
-func (m *mutex) unlock(done <-chan struct{}, wait time.Duration) error {
-	m.mu.Lock()
-	h := m.hold
-	if h == nil {
-		m.mu.Unlock()
-		return fmt.Errorf("%s: unlock %q: %w", m.core.engine, m.name, ErrNotHeld)
-	}
-	m.count--
-	if m.count > 0 {
-		m.mu.Unlock()
-		if h.isLost() {
-			return fmt.Errorf("%s: unlock %q: %w", m.core.engine, m.name, ErrLockLost)
-		}
-		return nil
-	}
-	m.hold = nil
-	m.mu.Unlock()
-
+// release ends the hold on the engine; its caller waits for the answer at
+// most wait, or until done closes.
+func (g *grant) release(done <-chan struct{}, wait time.Duration) error {
+	m, h := g.m, &g.Hold
 	if err := m.core.checkOpen(); err != nil {
 		return fmt.Errorf("unlock %q: %w", m.name, err)
 	}
@@ -205,33 +165,4 @@ func (m *mutex) unlock(done <-chan struct{}, wait time.Duration) error {
 		return fmt.Errorf("%s: unlock %q: %w", m.core.engine, m.name, err)
 	}
 	return nil
-}
-
-func (m *mutex) Name() string { return m.name }
-
-func (m *mutex) Token() uint64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.hold == nil {
-		return 0
-	}
-	return m.hold.Token
-}
-
-func (m *mutex) Engine() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.hold == nil {
-		return ""
-	}
-	return m.core.engine
-}
-
-func (m *mutex) Lost() <-chan struct{} {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.hold == nil {
-		return nil
-	}
-	return m.hold.lost
 }

@@ -50,8 +50,8 @@ type switchRW struct {
 	inner       *perEngine[locker.RWLock]
 }
 
-func (rw *switchRW) ReadLock() locker.Handle  { return rw.read }
-func (rw *switchRW) WriteLock() locker.Handle { return rw.write }
+func (rw *switchRW) ReadLock() locker.Handle  { return rw.read.h }
+func (rw *switchRW) WriteLock() locker.Handle { return rw.write.h }
 
 // NewSemaphore returns a semaphore of permits permits on name. Each
 // acquisition goes to the engine current at that moment and its permits
@@ -77,7 +77,7 @@ func (s *Switcher) NewSemaphore(name string, permits int, opts ...locker.Option)
 				return nil, err
 			}
 			return sem.NewPermit(n)
-		}), nil
+		}).h, nil
 	})
 }
 

@@ -32,7 +32,7 @@ func (s *Switcher) NewLocker(name string, opts ...locker.Option) (locker.Handle,
 	l := s.newSwitchLocker(name, owner, func(_ int, e locker.Engine) (locker.Handle, error) {
 		return e.NewLocker(name, opts...)
 	})
-	return l, nil
+	return l.h, nil
 }
 
 // prepareOwner validates a new owner's name and options, and pins its owner
@@ -58,13 +58,15 @@ func (s *Switcher) prepareOwner(name string, opts []locker.Option) (string, []lo
 // by newInner, once per engine.
 func (s *Switcher) newSwitchLocker(name, owner string, newInner func(i int, e locker.Engine) (locker.Handle, error)) *switchLocker {
 	l := &switchLocker{s: s, name: name, owner: owner, newInner: newInner, inner: make([]locker.Handle, len(s.members))}
-	l.Front = locker.NewFront(name, l.reenter, l.take)
+	l.h = locker.NewHandle("switcher", name, l.take)
 	return l
 }
 
-// switchLocker is one owner's Locker across the engines of a switcher.
+// switchLocker makes the outermost acquisitions of one owner's Handle
+// across the engines of a switcher; the Handle (h) counts re-entry and
+// pins the grant, a switchGrant.
 type switchLocker struct {
-	*locker.Front
+	h        locker.Handle
 	s        *Switcher
 	name     string
 	newInner func(i int, e locker.Engine) (locker.Handle, error)
@@ -77,18 +79,18 @@ type switchLocker struct {
 	check  func() error
 	follow func() (engine int, epoch uint64, ok bool)
 
-	mu     sync.Mutex
-	inner  []locker.Handle // per engine, made on first use
-	pinned int             // engine of the current hold; meaningful when count > 0
-	count  int
-	epoch  uint64 // switch epoch when the hold was granted
+	mu    sync.Mutex
+	inner []locker.Handle // per engine, made on first use; the switcher's alone
 }
 
-var (
-	_ locker.Locker   = (*switchLocker)(nil)
-	_ locker.Lease    = (*switchLocker)(nil)
-	_ locker.Releaser = (*switchLocker)(nil)
-)
+// switchGrant is one hold through the switcher: the grant of the engine
+// it is pinned to.
+type switchGrant struct {
+	l      *switchLocker
+	in     locker.Grant
+	engine int
+	epoch  uint64 // switch epoch when the hold was granted
+}
 
 // innerFor returns this owner's Locker on engine i.
 func (l *switchLocker) innerFor(i int) (locker.Handle, error) {
@@ -102,30 +104,6 @@ func (l *switchLocker) innerFor(i int) (locker.Handle, error) {
 		l.inner[i] = in
 	}
 	return l.inner[i], nil
-}
-
-// reenter counts one more hold on the pinned engine.
-func (l *switchLocker) reenter() (bool, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.count == 0 {
-		return false, nil
-	}
-	// Counted here alone: the inner hold stays at one until the last Unlock.
-	if lost(l.inner[l.pinned]) {
-		return false, fmt.Errorf("switcher: re-enter %q: %w (Unlock it first)", l.name, locker.ErrLockLost)
-	}
-	l.count++
-	return true, nil
-}
-
-func lost(h locker.Lease) bool {
-	select {
-	case <-h.Lost():
-		return true
-	default:
-		return false
-	}
 }
 
 // route is the switcher's state that one attempt is made against.
@@ -155,20 +133,20 @@ func (l *switchLocker) route() (route, error) {
 // take makes the outermost acquisition on the engine current now, and goes
 // again on the engine current next when that one fails or a switch moves
 // the wait, as long as the caller's budget lasts. Errors are raw (see
-// locker.Front.Acquire): the Front maps them for the caller.
-func (l *switchLocker) take(ctx context.Context, wait bool) (ok bool, err error) {
+// locker.NewHandle): the Handle maps them for the caller.
+func (l *switchLocker) take(ctx context.Context, wait bool) (g locker.Grant, err error) {
 	s := l.s
 	var obs acquireObs // observes nothing without an observer
 	if s.opts.observer != nil {
 		ctx, obs = l.observeStart(ctx, wait)
-		defer func() { obs.end(ctx, l, ok, err) }()
+		defer func() { obs.end(ctx, l, g, err) }()
 	}
 	if err := s.awaitLearned(ctx); err != nil {
-		return false, err
+		return nil, err
 	}
 	if l.check != nil {
 		if err := l.check(); err != nil {
-			return false, err
+			return nil, err
 		}
 	}
 	if l.follow != nil {
@@ -176,18 +154,25 @@ func (l *switchLocker) take(ctx context.Context, wait bool) (ok bool, err error)
 			return l.takeOn(ctx, i, epoch, wait)
 		}
 	}
+	return l.takeRouted(ctx, wait, &obs)
+}
+
+// takeRouted makes the acquisition on the engine current now, and on the next
+// one current when that one fails or a switch moves the wait.
+func (l *switchLocker) takeRouted(ctx context.Context, wait bool, obs *acquireObs) (locker.Grant, error) {
+	s := l.s
 	var outage time.Time // since when the current engine's breaker has been open
 	for moved := false; ; {
 		r, err := l.route()
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		if r.unsynced != nil { // no grant at an epoch lower than the engine's record
 			select {
 			case <-r.unsynced:
 				continue
 			case <-ctx.Done():
-				return false, ctx.Err()
+				return nil, ctx.Err()
 			}
 		}
 		obs.attempt(ctx, s, r.engine, r.epoch)
@@ -198,7 +183,7 @@ func (l *switchLocker) take(ctx context.Context, wait bool) (ok bool, err error)
 				outage = time.Now()
 			}
 			if err := l.rideOut(ctx, r, outage, wait, err); err != nil {
-				return false, err
+				return nil, err
 			}
 			continue
 		}
@@ -206,9 +191,9 @@ func (l *switchLocker) take(ctx context.Context, wait bool) (ok bool, err error)
 		in, err := l.prepare(ctx, r, wait)
 		if in == nil {
 			done(nil) // says nothing of this engine
-			return false, err
+			return nil, err
 		}
-		ok, switchedAway, err := l.attempt(ctx, r, in, wait)
+		g, switchedAway, err := l.attempt(ctx, r, in, wait)
 		// The engine has judged a wait its caller cut short: ErrUnavailable
 		// only after OutageAfter without an answer (locker.OutageAfter).
 		done(err)
@@ -216,17 +201,14 @@ func (l *switchLocker) take(ctx context.Context, wait bool) (ok bool, err error)
 		case switchedAway:
 			moved = true
 			continue
-		case err == nil && ok:
-			l.mu.Lock()
-			l.pinned, l.count, l.epoch = r.engine, 1, r.epoch
-			l.mu.Unlock()
-			return true, nil
+		case g != nil:
+			return &switchGrant{l: l, in: g, engine: r.engine, epoch: r.epoch}, nil
 		case err == nil:
-			return false, nil
+			return nil, nil
 		case ctx.Err() != nil, !errors.Is(err, locker.ErrUnavailable):
-			return false, err
+			return nil, err
 		case !wait && moved:
-			return false, err // TryLock: one attempt on the engine it moved to
+			return nil, err // TryLock: one attempt on the engine it moved to
 		}
 		// The engine failed and the caller's budget is not spent: go again
 		// on the engine current by then, once the decider has had its say.
@@ -234,35 +216,31 @@ func (l *switchLocker) take(ctx context.Context, wait bool) (ok bool, err error)
 		s.poke()
 		moved = true
 		if werr := awaitSwitch(ctx, r.switched, retryPause); werr != nil {
-			return false, fmt.Errorf("%w: %w", werr, err)
+			return nil, fmt.Errorf("%w: %w", werr, err)
 		}
 	}
 }
 
 // takeOn acquires on engine i, whatever the current engine: a downgrade
 // goes where its write hold is, as one hold with the writer's epoch.
-func (l *switchLocker) takeOn(ctx context.Context, i int, epoch uint64, wait bool) (bool, error) {
+func (l *switchLocker) takeOn(ctx context.Context, i int, epoch uint64, wait bool) (locker.Grant, error) {
 	in, err := l.innerFor(i)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	ok, err := locker.Acquire(ctx, in, wait)
-	if ok && err == nil {
-		l.mu.Lock()
-		l.pinned, l.count, l.epoch = i, 1, epoch
-		l.mu.Unlock()
+	g, err := locker.Take(ctx, in, wait)
+	if g == nil {
+		return nil, err
 	}
-	return ok, err
+	return &switchGrant{l: l, in: g, engine: i, epoch: epoch}, nil
 }
 
 // held returns the engine and epoch of the current hold, if any.
 func (l *switchLocker) held() (engine int, epoch uint64, ok bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.count == 0 || lost(l.inner[l.pinned]) {
-		return 0, 0, false
+	if g, ok := locker.GrantOf(l.h).(*switchGrant); ok {
+		return g.engine, g.epoch, true
 	}
-	return l.pinned, l.epoch, true
+	return 0, 0, false
 }
 
 // rideOut handles a current engine whose breaker refuses calls: the
@@ -308,32 +286,27 @@ func (l *switchLocker) prepare(ctx context.Context, r route, wait bool) (locker.
 	return l.innerFor(r.engine)
 }
 
-// attempt acquires with in on the route's engine, first with one try,
-// then, for a waiting caller, with a wait; a switch away from the engine
-// cancels either, which it reports as switchedAway. The try runs on the
-// caller's own context when that one cannot be cancelled (Lock): most
-// acquisitions are granted at once, and a cancellable context costs the
-// engines a slower path. A cancellable one (LockCtx, TryLockTimeout) costs
-// that path anyway, and the switch must be able to end a try stuck on an
-// engine that stopped answering, or its caller would wait out the engine's
-// request timeout before the next engine is tried.
-func (l *switchLocker) attempt(ctx context.Context, r route, in locker.Handle, wait bool) (ok, switchedAway bool, err error) {
-	actx := ctx
-	if wait && ctx.Done() != nil {
-		var stop func()
-		actx, stop = l.s.startWait(ctx, r.engine)
-		defer stop()
-	}
-	ok, err = locker.Acquire(actx, in, false)
-	if wait && err == nil && !ok {
-		if actx == ctx {
-			var stop func()
-			actx, stop = l.s.startWait(ctx, r.engine)
-			defer stop()
+// attempt acquires with in on the route's engine; a switch away from the
+// engine cancels the acquisition, which it reports as switchedAway. A
+// waiting caller with a context that can be cancelled (LockCtx,
+// TryLockTimeout) makes one acquisition, on a context that a switch ends
+// too: that one costs the engines their slower path anyway, and the switch
+// must be able to end a request stuck on an engine that stopped answering,
+// or its caller would wait out the engine's request timeout before the
+// next engine is tried. A caller whose context cannot be cancelled (Lock)
+// first tries on it, since most acquisitions are granted at once and such
+// a context spares the engines that path, and waits only when the name is
+// held.
+func (l *switchLocker) attempt(ctx context.Context, r route, in locker.Handle, wait bool) (g locker.Grant, switchedAway bool, err error) {
+	if !wait || ctx.Done() == nil {
+		if g, err = locker.Take(ctx, in, false); !wait || g != nil || err != nil {
+			return g, false, err
 		}
-		ok, err = locker.Acquire(actx, in, true)
 	}
-	return ok, err != nil && ctx.Err() == nil && actx.Err() != nil, err
+	actx, stop := l.s.startWait(ctx, r.engine)
+	defer stop()
+	g, err = locker.Take(actx, in, true)
+	return g, err != nil && ctx.Err() == nil && actx.Err() != nil, err
 }
 
 // awaitSwitch waits for a switch (switched closes), at most d, or until
@@ -359,17 +332,16 @@ func (l *switchLocker) drainPrevious(ctx context.Context, prev int, windowEnd ti
 	if err != nil {
 		return false, err
 	}
-	var ok bool
+	var g locker.Grant
 	if wait {
 		wctx, cancel := context.WithDeadline(ctx, windowEnd)
-		err = in.LockCtx(wctx)
+		g, err = locker.Take(wctx, in, true)
 		cancel()
-		ok = err == nil
 	} else {
-		ok, err = in.TryLock()
+		g, err = locker.Take(context.Background(), in, false)
 	}
-	if ok {
-		return true, in.Unlock()
+	if g != nil {
+		return true, g.Unlock()
 	}
 	if err == nil { // held there, and the caller does not wait
 		return false, nil
@@ -388,32 +360,27 @@ func (l *switchLocker) drainPrevious(ctx context.Context, prev int, windowEnd ti
 	return true, nil
 }
 
-// Unlock releases one hold. The last one waits for its engine's answer at
-// most locker.DefaultReleaseWait, or an engine cluster's ride-through window
+// Unlock ends the hold on its engine, waiting for the answer at most
+// locker.DefaultReleaseWait, or an engine cluster's ride-through window
 // (an election is waited out), and no longer than the engine's breaker
 // stays closed: then the error wraps locker.ErrUnavailable and the release
 // goes on in the background, so that a frozen engine never holds its
 // caller, whose next acquisition goes to the engine current then.
-func (l *switchLocker) Unlock() error { return l.release(0, nil, true) }
-
-// ReleaseWithin implements locker.Releaser: Unlock for a caller that waits
-// at most wait, or until done closes, and no longer than the engine's
-// breaker stays closed.
-func (l *switchLocker) ReleaseWithin(wait time.Duration, done <-chan struct{}) error {
-	return l.release(wait, done, false)
+func (g *switchGrant) Unlock() error {
+	return g.release(max(locker.DefaultReleaseWait, g.l.s.members[g.engine].window), nil)
 }
 
-// release releases one hold; the last one on its engine, waiting at most
-// wait (Unlock's own bound when unlock), until done closes, or until the
-// engine's breaker opens, and not at all when it is open already.
-func (l *switchLocker) release(wait time.Duration, done <-chan struct{}, unlock bool) error {
-	in, m, err := l.drop()
-	if in == nil {
-		return err
-	}
-	if unlock {
-		wait = max(locker.DefaultReleaseWait, m.window)
-	}
+// ReleaseWithin is Unlock for a caller that waits at most wait, or until
+// done closes, and no longer than the engine's breaker stays closed.
+func (g *switchGrant) ReleaseWithin(wait time.Duration, done <-chan struct{}) error {
+	return g.release(wait, done)
+}
+
+// release ends the hold on its engine, waiting at most wait, until done
+// closes, or until the engine's breaker opens, and not at all when it is
+// open already.
+func (g *switchGrant) release(wait time.Duration, done <-chan struct{}) error {
+	m := g.l.s.members[g.engine]
 	opened := m.untilOpen.Load() // before the state: an opening in between ends it
 	if !m.closed.Load() {
 		wait = 0
@@ -425,35 +392,7 @@ func (l *switchLocker) release(wait time.Duration, done <-chan struct{}, unlock 
 		defer closeOn(done, cancel)()
 		stop = ctx.Done()
 	}
-	return releaseWithin(in, wait, stop)
-}
-
-// drop counts one release; it returns the inner hold and its engine when
-// it was the last, for the caller to release there.
-func (l *switchLocker) drop() (locker.Handle, *member, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.count == 0 {
-		return nil, nil, fmt.Errorf("switcher: unlock %q: %w", l.name, locker.ErrNotHeld)
-	}
-	in := l.inner[l.pinned]
-	l.count--
-	if l.count > 0 {
-		if lost(in) {
-			return nil, nil, fmt.Errorf("switcher: unlock %q: %w", l.name, locker.ErrLockLost)
-		}
-		return nil, nil, nil
-	}
-	return in, l.s.members[l.pinned], nil
-}
-
-// releaseWithin releases in's last hold through its bounded path when it
-// has one.
-func releaseWithin(in locker.Locker, wait time.Duration, done <-chan struct{}) error {
-	if r, ok := in.(locker.Releaser); ok {
-		return r.ReleaseWithin(wait, done)
-	}
-	return in.Unlock()
+	return g.in.ReleaseWithin(wait, stop)
 }
 
 // closeOn calls cancel when done closes, until stop is called: a caller's
@@ -475,34 +414,12 @@ func closeOn(done <-chan struct{}, cancel func()) (stop func()) {
 	}
 }
 
-func (l *switchLocker) Name() string { return l.name }
-
 // Token is the engine's token with the switch epoch of the grant above it,
 // so that a token granted after a switch is higher than any granted before.
-func (l *switchLocker) Token() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.count == 0 {
-		return 0
-	}
-	t := l.inner[l.pinned].Token()
-	return l.epoch<<epochShift | t&engineTokenMask
+func (g *switchGrant) Token() uint64 {
+	return g.epoch<<epochShift | g.in.Token()&engineTokenMask
 }
 
-func (l *switchLocker) Engine() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.count == 0 {
-		return ""
-	}
-	return l.s.members[l.pinned].engine.Name()
-}
+func (g *switchGrant) Engine() string { return g.l.s.members[g.engine].engine.Name() }
 
-func (l *switchLocker) Lost() <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.count == 0 {
-		return nil
-	}
-	return l.inner[l.pinned].Lost()
-}
+func (g *switchGrant) Lost() <-chan struct{} { return g.in.Lost() }

@@ -85,14 +85,14 @@ func (o *acquireObs) attempt(ctx context.Context, s *Switcher, i int, epoch uint
 	o.last = i
 }
 
-func (o *acquireObs) end(ctx context.Context, l *switchLocker, ok bool, err error) {
-	r := locker.AcquireResult{Outcome: locker.Classify(ok, err), Waited: time.Since(o.start)}
+func (o *acquireObs) end(ctx context.Context, l *switchLocker, g locker.Grant, err error) {
+	r := locker.AcquireResult{Outcome: locker.Classify(g != nil, err), Waited: time.Since(o.start)}
 	if o.last >= 0 {
 		r.Engine = l.s.members[o.last].engine.Name()
 	}
 	switch r.Outcome {
 	case locker.OutcomeGranted:
-		r.Token = l.Token()
+		r.Token = g.Token()
 	case locker.OutcomeUnavailable, locker.OutcomeError:
 		r.Err = err
 	}

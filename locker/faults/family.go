@@ -58,8 +58,8 @@ type faultRW struct {
 	writer locker.RWLock // the inner RWLock of the latest write acquisition
 }
 
-func (rw *faultRW) ReadLock() locker.Handle  { return rw.read }
-func (rw *faultRW) WriteLock() locker.Handle { return rw.write }
+func (rw *faultRW) ReadLock() locker.Handle  { return rw.read.h }
+func (rw *faultRW) WriteLock() locker.Handle { return rw.write.h }
 
 // NewSemaphore returns a semaphore through the wrapper: each acquisition
 // is a fresh permit Handle of the inner semaphore.
@@ -76,7 +76,7 @@ func (e *Engine) NewSemaphore(name string, permits int, opts ...locker.Option) (
 		if err != nil {
 			return nil, err
 		}
-		return e.newFaultLocker(name, st, func() (locker.Handle, error) { return inner.NewPermit(n) }), nil
+		return e.newFaultLocker(name, st, func() (locker.Handle, error) { return inner.NewPermit(n) }).h, nil
 	})
 }
 

@@ -128,7 +128,7 @@ func awaitErr(t *testing.T, ch <-chan error, what string) error {
 	}
 }
 
-// acquire is the raw outcome a switcher sees (locker.Front.Acquire).
+// acquire is the raw outcome a switcher sees (the Handle's Acquire).
 func acquire(t *testing.T, l locker.Locker, ctx context.Context, wait bool) (bool, error) {
 	t.Helper()
 	a, ok := l.(interface {

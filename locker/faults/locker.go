@@ -2,8 +2,8 @@ package faults
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -19,7 +19,7 @@ func (e *Engine) NewLocker(name string, opts ...locker.Option) (locker.Handle, e
 	if err != nil {
 		return nil, err
 	}
-	return e.newFaultLocker(name, st, func() (locker.Handle, error) { return e.inner.NewLocker(name, opts...) }), nil
+	return e.newFaultLocker(name, st, func() (locker.Handle, error) { return e.inner.NewLocker(name, opts...) }).h, nil
 }
 
 // prepareOwner validates a new owner's name and options and pins its owner
@@ -40,13 +40,15 @@ func (e *Engine) prepareOwner(name string, opts []locker.Option) (locker.Setting
 
 func (e *Engine) newFaultLocker(name string, st locker.Settings, newInner func() (locker.Handle, error)) *faultLocker {
 	l := &faultLocker{e: e, name: name, st: st, newInner: newInner}
-	l.Front = locker.NewFront(name, l.reenter, l.take)
+	l.h = locker.NewHandle(e.name, name, l.take)
 	return l
 }
 
-// faultLocker is one owner's Locker through the wrapper.
+// faultLocker makes the outermost acquisitions of one owner's Handle (h)
+// through the wrapper; the Handle counts re-entry and pins the grant, a
+// hold.
 type faultLocker struct {
-	*locker.Front
+	h        locker.Handle
 	e        *Engine
 	name     string
 	st       locker.Settings
@@ -55,21 +57,12 @@ type faultLocker struct {
 	// For a side of a read-write lock, set once before use: check refuses
 	// an acquisition (an upgrade).
 	check func() error
-
-	mu    sync.Mutex
-	count int
-	cur   *hold
 }
-
-var (
-	_ locker.Locker = (*faultLocker)(nil)
-	_ locker.Lease  = (*faultLocker)(nil)
-)
 
 // hold is one outermost hold through the wrapper, over one inner hold.
 type hold struct {
 	l        *faultLocker
-	inner    locker.Handle
+	inner    locker.Grant
 	token    uint64
 	lost     chan struct{}
 	lostOnce sync.Once
@@ -91,136 +84,59 @@ func (h *hold) isLost() bool {
 	}
 }
 
-// acquirer is the raw acquisition of the Lockers of this module
-// (locker.Front.Acquire).
-type acquirer interface {
-	Acquire(ctx context.Context, wait bool) (bool, error)
-}
-
-// take makes the outermost acquisition through the faults.
-func (l *faultLocker) take(ctx context.Context, wait bool) (bool, error) {
+// take makes the outermost acquisition through the faults, on a fresh
+// inner Handle.
+func (l *faultLocker) take(ctx context.Context, wait bool) (locker.Grant, error) {
 	e := l.e
 	if l.check != nil {
 		if err := l.check(); err != nil {
-			return false, err
+			return nil, err
 		}
 	}
 	if err := e.enter(ctx, fmt.Sprintf("acquire %q", l.name), true); err != nil {
-		return false, err
+		return nil, err
 	}
 	in, err := l.newInner()
 	if err != nil {
-		return false, err
+		return nil, err
 	}
+	var g locker.Grant
 	for {
 		cctx, done := e.startCall(ctx)
-		ok, err := acquire(cctx, in, wait)
+		g, err = locker.Take(cctx, in, wait)
 		interrupted := cctx.Err() != nil // before done, which cancels cctx
 		done()
 		if err != nil && ctx.Err() == nil && interrupted {
 			// A fault started while the engine had the request: the request
 			// is lost with the engine. Fail, hang or go again as it says.
 			if err := e.enter(ctx, fmt.Sprintf("acquire %q", l.name), true); err != nil {
-				return false, err
+				return nil, err
 			}
 			continue
 		}
-		if err != nil || !ok {
-			return false, err
+		if g == nil {
+			return nil, err
 		}
 		break
 	}
-	h := &hold{l: l, inner: in, token: in.Token(), lost: make(chan struct{}), done: make(chan struct{})}
+	h := &hold{l: l, inner: g, token: g.Token(), lost: make(chan struct{}), done: make(chan struct{})}
 	if !e.register(h) {
-		_ = in.Unlock()
-		return false, fmt.Errorf("%s: acquire %q: %w", e.name, l.name, locker.ErrClosed)
+		_ = g.Unlock()
+		return nil, fmt.Errorf("%s: acquire %q: %w", e.name, l.name, locker.ErrClosed)
 	}
-	l.mu.Lock()
-	l.cur, l.count = h, 1
-	l.mu.Unlock()
-	return true, nil
+	return h, nil
 }
 
-func acquire(ctx context.Context, in locker.Locker, wait bool) (bool, error) {
-	if a, ok := in.(acquirer); ok {
-		return a.Acquire(ctx, wait)
-	}
-	if !wait {
-		return in.TryLock()
-	}
-	err := in.LockCtx(ctx)
-	return err == nil, err
-}
-
-// LockCtx returns ctx.Err() itself when ctx ends, as the Locker contract
-// says, also when the engine hung and Acquire says so.
-func (l *faultLocker) LockCtx(ctx context.Context) error {
-	err := l.Front.LockCtx(ctx)
-	if err != nil && ctx != nil && ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return err
-}
-
-// Lock blocks until the lock is held.
-func (l *faultLocker) Lock() error { return l.LockCtx(context.Background()) }
-
-// TryLockTimeout reports (false, nil) when the wait ran out while another
-// owner held the lock, and an error wrapping locker.ErrUnavailable when it
-// ran out because the engine did not answer.
-func (l *faultLocker) TryLockTimeout(wait time.Duration) (bool, error) {
-	if wait <= 0 {
-		return l.Front.TryLockTimeout(wait) // refuses it
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	ok, err := l.Front.Acquire(ctx, true)
-	if err != nil && ctx.Err() != nil && !errors.Is(err, locker.ErrUnavailable) {
-		return false, nil
-	}
-	return ok, err
-}
-
-func (l *faultLocker) reenter() (bool, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cur == nil {
-		return false, nil
-	}
-	if l.cur.isLost() {
-		return false, fmt.Errorf("%s: re-enter %q: %w (Unlock it first)", l.e.name, l.name, locker.ErrLockLost)
-	}
-	l.count++
-	return true, nil
-}
-
-// Unlock releases one hold. The last one goes to the engine through the
-// faults, waiting at most locker.DefaultReleaseWait: when it does not get
-// through, the error wraps locker.ErrUnavailable and the hold stays on the
-// engine until its TTL runs out.
-func (l *faultLocker) Unlock() error { return l.ReleaseWithin(locker.DefaultReleaseWait, nil) }
+// Unlock ends the hold on the engine through the faults, waiting at most
+// locker.DefaultReleaseWait: when it does not get through, the error wraps
+// locker.ErrUnavailable and the hold stays on the engine until its TTL
+// runs out.
+func (h *hold) Unlock() error { return h.ReleaseWithin(locker.DefaultReleaseWait, nil) }
 
 // ReleaseWithin is Unlock for a caller that waits at most wait (and the
-// release timeout), or until done closes, as locker.Releaser.
-func (l *faultLocker) ReleaseWithin(wait time.Duration, done <-chan struct{}) error {
-	e := l.e
-	l.mu.Lock()
-	h := l.cur
-	if h == nil {
-		l.mu.Unlock()
-		return fmt.Errorf("%s: unlock %q: %w", e.name, l.name, locker.ErrNotHeld)
-	}
-	l.count--
-	if l.count > 0 {
-		l.mu.Unlock()
-		if h.isLost() {
-			return fmt.Errorf("%s: unlock %q: %w", e.name, l.name, locker.ErrLockLost)
-		}
-		return nil
-	}
-	l.cur = nil
-	l.mu.Unlock()
-
+// release timeout), or until done closes.
+func (h *hold) ReleaseWithin(wait time.Duration, done <-chan struct{}) error {
+	l, e := h.l, h.l.e
 	if e.isClosed() {
 		return fmt.Errorf("%s: unlock %q: %w", e.name, l.name, locker.ErrClosed)
 	}
@@ -245,44 +161,17 @@ func (l *faultLocker) ReleaseWithin(wait time.Duration, done <-chan struct{}) er
 		e.linger(h)
 		return err
 	}
-	return locker.Release(ctx, h.inner)
+	return h.inner.ReleaseWithin(math.MaxInt64, ctx.Done())
 }
-
-func (l *faultLocker) Name() string { return l.name }
 
 // held returns the current hold, nil when none or lost.
 func (l *faultLocker) held() *hold {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cur == nil || l.cur.isLost() {
-		return nil
-	}
-	return l.cur
+	h, _ := locker.GrantOf(l.h).(*hold)
+	return h
 }
 
-func (l *faultLocker) Token() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cur == nil {
-		return 0
-	}
-	return l.cur.token
-}
+func (h *hold) Token() uint64 { return h.token }
 
-func (l *faultLocker) Engine() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cur == nil {
-		return ""
-	}
-	return l.e.name
-}
+func (h *hold) Engine() string { return h.l.e.name }
 
-func (l *faultLocker) Lost() <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cur == nil {
-		return nil
-	}
-	return l.cur.lost
-}
+func (h *hold) Lost() <-chan struct{} { return h.lost }
