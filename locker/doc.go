@@ -39,7 +39,7 @@
 // background, asked again until the release timeout (WithReleaseTimeout,
 // 5s), on a goroutine the engine owns and Close stops. A hold whose
 // release never gets through ends by its TTL, and a WARN says so. Release
-// waits as long as a context allows instead (Releaser is the path
+// waits as long as a context allows instead (a Grant's ReleaseWithin is the path
 // wrappers use, with a wait and a done channel); the switcher's
 // Unlock waits no longer than the engine's breaker stays closed. On
 // engines whose client honours a deadline (DeadlineHonourer: etcd,

@@ -87,7 +87,7 @@ const (
 
 // Classify returns the Outcome of an acquisition that returned ok and
 // err, err wrapping the context's error when the caller's context ended
-// (as Backend.Acquire and Front.Acquire report). A caller's cancellation
+// (as Backend.Acquire and a Handle's raw acquisition report). A caller's cancellation
 // wins over an engine that had not answered; a deadline does not, as for
 // the switcher's breakers.
 func Classify(ok bool, err error) Outcome {

@@ -23,7 +23,7 @@
 //     locker.ErrRefused (the engine is certainly down).
 //   - Hang: every such call blocks until its context ends, then fails with
 //     an error wrapping locker.ErrUnavailable and ctx.Err() (what
-//     locker.Front.Acquire returns for an engine that did not answer);
+//     a Handle's raw acquisition returns for an engine that did not answer);
 //     LockCtx returns ctx.Err() itself, and TryLockTimeout reports the
 //     engine's failure, not contention. As on the engines, an acquisition
 //     whose context ended less than locker.OutageAfter after it was asked

@@ -51,7 +51,7 @@ const (
 )
 
 // Acquirer is the raw acquisition path of the Lockers every engine returns
-// (locker.Front): when ctx ends, its error wraps ctx.Err(), and also
+// (locker.NewHandle's): when ctx ends, its error wraps ctx.Err(), and also
 // ErrUnavailable when the engine had not answered for locker.OutageAfter.
 type Acquirer interface {
 	Acquire(ctx context.Context, wait bool) (bool, error)
