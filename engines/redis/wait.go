@@ -93,6 +93,17 @@ type waiter struct {
 	want  interest    // what a family waiter waits for (see wakeFamily)
 }
 
+// interest is what a waiter of the hub waits for: the wake-up messages of
+// the read-write lock, the semaphore and a fair engine's mutex say who may
+// proceed.
+type interest struct {
+	kind    locker.Kind
+	permits int
+	// ticket: a reader may go before writers with a higher one; a fair
+	// waiter goes when a release names it.
+	ticket int64
+}
+
 func newHub(client goredis.UniversalClient, log *slog.Logger) *hub {
 	cluster, _ := client.(*goredis.ClusterClient)
 	h := &hub{

@@ -12,7 +12,50 @@ import (
 	"github.com/orthrus-go/orthrus/locker"
 )
 
+var (
+	acquireScript = newScript("fence", "acquire")
+	releaseScript = newScript("release")
+	forceScript   = newScript("force")
+)
+
 var _ locker.Inspector = (*Engine)(nil)
+
+// mutexHold is a mutex's hold: the lock "<token>:<owner>" and its fencing
+// counter.
+type mutexHold struct {
+	hold
+	fence string
+	// The acquire script's arguments until granted, then the release
+	// script's, read only from then on.
+	args [8]any
+}
+
+func (e *Engine) newMutexHold(h *locker.Hold) *mutexHold {
+	fence := e.fenceKey(h.Name)
+	m := &mutexHold{hold: newHold(h, fence[:len(fence)-len(fenceSuffix)], h.Life()), fence: fence}
+	m.inTurn = true
+	// numkeys is a string: go-redis's Cluster routing reads it as one.
+	m.args = [8]any{"evalsha", &acquireScript.sha, "2", &m.lock, &m.fence, &m.owner, &m.ttl, &e.idle}
+	return m
+}
+
+func (m *mutexHold) attempt(ctx context.Context, e *Engine) (int64, error) {
+	return e.batch.run(ctx, acquireScript, m.args[:])
+}
+
+func (m *mutexHold) granted(e *Engine, token int64) {
+	m.token = uint64(token)
+	m.args = [8]any{"evalsha", &releaseScript.sha, "1", &m.lock, &m.token, &m.owner, &e.numsub, &e.publish}
+}
+
+func (m *mutexHold) release(ctx context.Context, e *Engine) (int64, error) {
+	return e.batch.run(ctx, releaseScript, m.args[:])
+}
+
+func (m *mutexHold) renewal() (*string, any) { return &m.lock, "s" }
+
+// withdraw is never called: a mutex's waiters have no ticket.
+func (m *mutexHold) withdraw(context.Context, *Engine) {}
 
 // Inspect reports who holds name and how many processes wait for it. Redis
 // does not queue waiters: they are counted as subscribers of the name's
@@ -56,8 +99,8 @@ func parseHolder(v string) locker.Holder {
 }
 
 func (e *Engine) subscribers(ctx context.Context, channel string) (int, error) {
-	if cc, ok := e.client.(*goredis.ClusterClient); ok {
-		node, err := cc.MasterForKey(ctx, channel)
+	if e.cluster != nil {
+		node, err := e.cluster.MasterForKey(ctx, channel)
 		if err != nil {
 			return 0, err
 		}
@@ -77,13 +120,11 @@ func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, e
 	if err := e.checkOperation(name); err != nil {
 		return locker.Holder{}, err
 	}
-	var v string
-	var err error
+	script, keys := forceScript, []string{e.keysFor(name).lock}
 	if e.fq != nil {
-		v, err = e.forceUnlockFair(ctx, name)
-	} else {
-		v, err = forceReleaseScript.Run(ctx, e.client, []string{e.keysFor(name).lock}, e.numsub, e.publish).Text()
+		script, keys = fairForceScript, fairKeys(keys[0])
 	}
+	v, err := script.run(ctx, e.client, keys, e.numsub, e.publish).Text()
 	if errors.Is(err, goredis.Nil) {
 		return locker.Holder{}, fmt.Errorf("redis: force unlock %q: %w", name, locker.ErrNotHeld)
 	}
