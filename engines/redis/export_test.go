@@ -7,7 +7,7 @@ import (
 )
 
 // Channel exposes the wake-up channel of a lock to the tests.
-func (e *Engine) Channel(name string) string { return e.keysFor(name).channel }
+func (e *Engine) Channel(name string) string { return e.LockKey(name) + channelSuffix }
 
 // FamilyKeys exposes the keys of a read-write lock (writer, readers,
 // waiting writers, fence, waiting readers) or a semaphore (holds, count,
@@ -35,7 +35,7 @@ func AcquireSHA(kind locker.Kind) string {
 // mutex, read-write lock or semaphore name, once the server has confirmed
 // its subscription (0 before).
 func (e *Engine) Parked(kind locker.Kind, name string) int {
-	key := e.keysFor(name).lock
+	key := e.LockKey(name)
 	if kind != locker.KindMutex {
 		key = e.famKeys(kind, name)[0]
 	}
@@ -59,12 +59,13 @@ func FairAcquireSHA() string { return fairAcquireScript.sha }
 // QueueKeys are the keys of a fair engine's queue of name: the queue and
 // the expiries of its places.
 func (e *Engine) QueueKeys(name string) []string {
-	return fairKeys(e.keysFor(name).lock)[1:]
+	k := fairKeys(e.LockKey(name))
+	return k[1:]
 }
 
 // Subscribers counts the subscribers of name's wake-up channel.
 func (e *Engine) Subscribers(ctx context.Context, name string) (int, error) {
-	return e.subscribers(ctx, e.keysFor(name).channel)
+	return e.subscribers(ctx, e.LockKey(name)+channelSuffix)
 }
 
 // RenewSHA is the SHA of the script that renews a chunk of holds.

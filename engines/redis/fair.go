@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -30,12 +29,6 @@ const (
 	// noticed within FairEviction, and survives a stall of the process of
 	// more than two refresh periods.
 	fairLifetime = FairEviction - 3*fairRefreshEvery/2
-)
-
-// Suffixes of a fair engine's queue keys, after the lock's.
-const (
-	queueSuffix = ":queue"
-	expSuffix   = ":exp"
 )
 
 // WithFair makes every mutex of the engine fair: strict first come, first
@@ -73,9 +66,9 @@ var (
 
 // fairKeys are the keys of the fair mutex whose lock key is lock: the
 // lock, the queue and the expiries of its places.
-func fairKeys(lock string) []string {
-	q := lock + queueSuffix
-	return []string{lock, q, q + expSuffix}
+func fairKeys(lock string) [3]string {
+	q := lock + ":queue"
+	return [3]string{lock, q, q + ":exp"}
 }
 
 // fairHold is a mutex hold of a fair engine: the mutex's lock and counter,
@@ -91,10 +84,9 @@ type fairHold struct {
 }
 
 func (e *Engine) newFairHold(h *locker.Hold, wait bool) *fairHold {
-	fence := e.fenceKey(h.Name)
-	f := &fairHold{hold: newHold(h, fence[:len(fence)-len(fenceSuffix)], h.Life()), fence: fence}
-	f.queue = f.lock + queueSuffix
-	f.exp = f.queue + expSuffix
+	lock, fence := e.mutexKeys(h.Name)
+	k := fairKeys(lock)
+	f := &fairHold{hold: newHold(h, lock, h.Life()), fence: fence, queue: k[1], exp: k[2]}
 	register := any("0") // "1" when the caller will wait
 	if wait {
 		register = "1"
@@ -161,7 +153,7 @@ type fairQueue struct {
 
 // queued are the waiters of this process in the queue of one name.
 type queued struct {
-	keys    []string // lock, queue, expiries
+	keys    [3]string // fairKeys
 	waiters map[*fairHold]struct{}
 }
 
@@ -314,13 +306,6 @@ func (m *missedTickets) add(t int64) {
 
 func (m *missedTickets) has(t int64) bool { return slices.Contains(m.tickets[:], t) }
 
-// wakeTicketMsg wakes the fair waiter of c whose ticket a release's
-// message names, called with the hub's mutex held.
-func wakeTicketMsg(c *channel, ticket string) {
-	n, _ := strconv.ParseInt(ticket, 10, 64)
-	wakeTicket(c, n)
-}
-
 // wakeTicket wakes the fair waiter of c with ticket n, called with the
 // hub's mutex held.
 func wakeTicket(c *channel, n int64) {
@@ -354,17 +339,12 @@ func (h *hub) wakeQueued(key string, tickets []int64) {
 // first; Token is each waiter's ticket and TTL the time its place has left
 // unless refreshed.
 func (e *Engine) inspectFair(ctx context.Context, name string) (locker.Inspection, error) {
-	k := fairKeys(e.keysFor(name).lock)
+	k := fairKeys(e.LockKey(name))
 	r, err := e.inspectKeys(ctx, inspectScript, "inspect", name, []string{k[0], k[2]})
 	if err != nil {
 		return locker.Inspection{}, err
 	}
-	var in locker.Inspection
-	if r.str != "" {
-		h := parseHolder(r.str)
-		h.TTL = r.ttl
-		in.Holder = &h
-	}
+	in := locker.Inspection{Holder: r.holder()}
 	for _, w := range entries(r.sets[0], r.now, locker.KindMutex) {
 		in.Waiters = append(in.Waiters, w.Holder)
 	}

@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -25,31 +24,24 @@ func (e *Engine) Supports(k locker.Kind) bool {
 	return false
 }
 
-// Suffixes of the read-write lock's and the semaphore's keys, after the
-// mutex's key (see doc.go).
-const (
-	rwSuffix  = ":rw"
-	semSuffix = ":sem"
-)
-
 var (
-	rwAcquireScript  = newScript("fence", "clock", "family", "enlist", "rw_acquire")
+	rwAcquireScript  = newScript("fence", "clock", "family", "waiting", "rw_acquire")
 	rwReleaseScript  = newScript("clock", "family", "rw_release")
 	rwUnwaitScript   = newScript("clock", "family", "rw_unwait")
-	semAcquireScript = newScript("fence", "clock", "family", "enlist", "sem_acquire")
+	semAcquireScript = newScript("fence", "clock", "family", "waiting", "sem_acquire")
 	semReleaseScript = newScript("clock", "family", "sem_release")
 )
 
 // famKeys are the keys of a name's read-write lock (writer, readers,
 // waiting writers, fence, waiting readers) or semaphore (holds, count,
-// fence, waiters).
+// fence, waiters): see doc.go.
 func (e *Engine) famKeys(kind locker.Kind, name string) [5]string {
-	lock := e.keysFor(name).lock
+	lock := e.LockKey(name)
 	if kind == locker.KindPermit {
-		base := lock + semSuffix
+		base := lock + ":sem"
 		return [5]string{base, base + ":n", base + fenceSuffix, base + ":w"}
 	}
-	base := lock + rwSuffix
+	base := lock + ":rw"
 	return [5]string{base, base + ":r", base + ":ww", base + fenceSuffix, base + ":wr"}
 }
 
@@ -176,59 +168,5 @@ func (f *famHold) withdraw(ctx context.Context, e *Engine) {
 	}
 	if err != nil {
 		e.log.Warn("redis: withdrawing a waiter failed; its entry ends with its TTL", "name", f.name, "kind", f.kind, "err", err)
-	}
-}
-
-// wakeFamily wakes the waiters of c that a family release lets proceed,
-// called with the hub's mutex held:
-//
-//   - "w<ticket>": a writer left (or gave up waiting). Readers go, those
-//     with a ticket below the first waiting writer's (all when "w0");
-//     when no reader of this process may, one writer tries.
-//   - "r": the last reader left: one writer tries.
-//   - "p<free>": permits were released: the waiters whose permits fit in
-//     free, first come first.
-//
-// Each process does the same with its own waiters, so a release wakes
-// about as many as can proceed in each process, never all.
-func wakeFamily(c *channel, msg string) {
-	if msg == "" {
-		wakeAll(c)
-		return
-	}
-	n, _ := strconv.ParseInt(msg[1:], 10, 64)
-	switch msg[0] {
-	case 'w':
-		woke := false
-		for w := c.head; w != nil; w = w.next {
-			if w.want.kind == locker.KindRead && (n == 0 || w.want.ticket == 0 || w.want.ticket < n) {
-				wake(w)
-				woke = true
-			}
-		}
-		if !woke {
-			wakeWriter(c)
-		}
-	case 'r':
-		wakeWriter(c)
-	case 'p':
-		for w := c.head; w != nil && n > 0; w = w.next {
-			if p := int64(w.want.permits); p <= n {
-				wake(w)
-				n -= p
-			}
-		}
-	default:
-		wakeAll(c)
-	}
-}
-
-// wakeWriter wakes the longest waiting writer of c.
-func wakeWriter(c *channel) {
-	for w := c.head; w != nil; w = w.next {
-		if w.want.kind == locker.KindWrite {
-			wake(w)
-			return
-		}
 	}
 }

@@ -113,14 +113,22 @@ type inspected struct {
 	sets []any
 }
 
+// holder is the hold in r's string, if any.
+func (r inspected) holder() *locker.Holder {
+	if r.str == "" {
+		return nil
+	}
+	h := parseHolder(r.str)
+	h.TTL = r.ttl
+	return &h
+}
+
 // rwHolders are the holds of a read-write lock in r: the readers of its
 // first set, and the writer in its string.
 func (r inspected) rwHolders() []locker.FamilyHolder {
 	hs := entries(r.sets[0], r.now, locker.KindRead)
-	if r.str != "" {
-		w := locker.FamilyHolder{Holder: parseHolder(r.str), Kind: locker.KindWrite, Permits: 1}
-		w.TTL = r.ttl
-		hs = append(hs, w)
+	if w := r.holder(); w != nil {
+		hs = append(hs, locker.FamilyHolder{Holder: *w, Kind: locker.KindWrite, Permits: 1})
 	}
 	return hs
 }

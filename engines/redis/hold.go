@@ -203,11 +203,9 @@ func (e *Engine) try(ctx context.Context, h *locker.Hold, st state) (bool, time.
 
 // do runs the acquire script of st, or PING when st is nil, and returns its
 // reply, or ctx.Err() as soon as ctx ends; a ctx without a deadline is given
-// one of the request timeout. go-redis honours a context's deadline at most
-// (with ContextTimeoutEnabled), never its cancellation, so with a context
-// that can end otherwise, or a client that does not honour deadlines, the
-// request runs on a worker of the Core (see call); else (Lock, TryLock on a
-// client with ContextTimeoutEnabled), here.
+// one of the request timeout. The request runs on a worker of the Core (see
+// call) unless go-redis can end it in time itself (see Contexts and
+// failures in doc.go).
 func (e *Engine) do(ctx context.Context, st state) (int64, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		if ctx.Done() == nil {

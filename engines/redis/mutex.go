@@ -14,8 +14,8 @@ import (
 
 var (
 	acquireScript = newScript("fence", "acquire")
-	releaseScript = newScript("release")
-	forceScript   = newScript("force")
+	releaseScript = newScript("unlock", "release")
+	forceScript   = newScript("unlock", "force")
 )
 
 var _ locker.Inspector = (*Engine)(nil)
@@ -31,8 +31,8 @@ type mutexHold struct {
 }
 
 func (e *Engine) newMutexHold(h *locker.Hold) *mutexHold {
-	fence := e.fenceKey(h.Name)
-	m := &mutexHold{hold: newHold(h, fence[:len(fence)-len(fenceSuffix)], h.Life()), fence: fence}
+	lock, fence := e.mutexKeys(h.Name)
+	m := &mutexHold{hold: newHold(h, lock, h.Life()), fence: fence}
 	m.inTurn = true
 	// numkeys is a string: go-redis's Cluster routing reads it as one.
 	m.args = [8]any{"evalsha", &acquireScript.sha, "2", &m.lock, &m.fence, &m.owner, &m.ttl, &e.idle}
@@ -68,26 +68,16 @@ func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, e
 	if e.fq != nil {
 		return e.inspectFair(ctx, name)
 	}
-	k := e.keysFor(name)
-	var value *goredis.StringCmd
-	var pttl *goredis.DurationCmd
-	if _, err := e.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		value = p.Get(ctx, k.lock)
-		pttl = p.PTTL(ctx, k.lock)
-		return nil
-	}); err != nil && !errors.Is(err, goredis.Nil) {
-		return locker.Inspection{}, e.fail(ctx, "inspect", name, err)
-	}
-	subs, err := e.subscribers(ctx, k.channel)
+	lock := e.LockKey(name)
+	r, err := e.inspectKeys(ctx, inspectScript, "inspect", name, []string{lock})
 	if err != nil {
+		return locker.Inspection{}, err
+	}
+	var in locker.Inspection
+	if in.Subscribers, err = e.subscribers(ctx, lock+channelSuffix); err != nil {
 		return locker.Inspection{}, e.fail(ctx, "inspect", name, err)
 	}
-	in := locker.Inspection{Subscribers: subs}
-	if v, err := value.Result(); err == nil {
-		holder := parseHolder(v)
-		holder.TTL = max(pttl.Val(), 0)
-		in.Holder = &holder
-	}
+	in.Holder = r.holder()
 	return in, nil
 }
 
@@ -120,9 +110,10 @@ func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, e
 	if err := e.checkOperation(name); err != nil {
 		return locker.Holder{}, err
 	}
-	script, keys := forceScript, []string{e.keysFor(name).lock}
+	script, keys := forceScript, []string{e.LockKey(name)}
 	if e.fq != nil {
-		script, keys = fairForceScript, fairKeys(keys[0])
+		k := fairKeys(keys[0])
+		script, keys = fairForceScript, k[:]
 	}
 	v, err := script.run(ctx, e.client, keys, e.numsub, e.publish).Text()
 	if errors.Is(err, goredis.Nil) {

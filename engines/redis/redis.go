@@ -70,41 +70,43 @@ type settings struct {
 // Option configures an Engine.
 type Option func(*settings) error
 
+// option is an Option that applies set when valid, and otherwise refuses
+// with an error naming the option (what) and what it wants.
+func option(valid bool, what, want string, set func(*settings)) Option {
+	return func(s *settings) error {
+		if !valid {
+			return fmt.Errorf("redis: %s: %w: %s", what, locker.ErrInvalidArgument, want)
+		}
+		set(s)
+		return nil
+	}
+}
+
 // WithName names the engine in Lease.Engine, logs and the switcher.
 // Default: "redis".
 func WithName(name string) Option {
-	return func(s *settings) error {
-		if name == "" {
-			return fmt.Errorf("redis: WithName: %w: name is empty", locker.ErrInvalidArgument)
-		}
-		s.name = name
-		return nil
-	}
+	return option(name != "", "WithName", "name is empty", func(s *settings) { s.name = name })
 }
 
 // WithPrefix sets the namespace of every key, so that applications sharing a
 // Redis do not collide. It may not contain '{' or '}', which would break the
 // Cluster hash tag. Default: "orthrus".
 func WithPrefix(prefix string) Option {
-	return func(s *settings) error {
-		if prefix == "" || strings.ContainsAny(prefix, "{}") {
-			return fmt.Errorf("redis: WithPrefix(%q): %w: want a non-empty prefix without '{' or '}'", prefix, locker.ErrInvalidArgument)
-		}
-		s.prefix = prefix
-		return nil
-	}
+	return option(prefix != "" && !strings.ContainsAny(prefix, "{}"), fmt.Sprintf("WithPrefix(%q)", prefix),
+		"want a non-empty prefix without '{' or '}'", func(s *settings) { s.prefix = prefix })
 }
 
 // WithLogger sets the logger for lost holds and connection trouble.
 // Default: slog.Default().
 func WithLogger(l *slog.Logger) Option {
-	return func(s *settings) error {
-		if l == nil {
-			return fmt.Errorf("redis: WithLogger: %w: logger is nil", locker.ErrInvalidArgument)
-		}
-		s.logger = l
-		return nil
-	}
+	return option(l != nil, "WithLogger", "logger is nil", func(s *settings) { s.logger = l })
+}
+
+// WithObserver reports the engine's acquisitions, releases, renewals and
+// holds to o, for metrics and traces (package telemetry implements it with
+// OpenTelemetry). Default: none, and no observation cost.
+func WithObserver(o locker.Observer) Option {
+	return option(o != nil, "WithObserver", "observer is nil", func(s *settings) { s.observer = o })
 }
 
 // DefaultFenceIdle is how long a name's fencing counter outlives the clock
@@ -119,19 +121,14 @@ const DefaultFenceIdle = 10 * time.Second
 // It also bounds the backward step of the server clock that tokens survive.
 // At least 1s. Default: DefaultFenceIdle (10s).
 func WithFenceIdle(d time.Duration) Option {
-	return func(s *settings) error {
-		// The counter's expiry moves every refreshEvery tokens: a shorter
-		// idle time could let it expire before the clock passes them.
-		if d < time.Second || d < refreshEvery*time.Millisecond {
-			return fmt.Errorf("redis: WithFenceIdle(%v): %w: want at least 1s", d, locker.ErrInvalidArgument)
-		}
-		s.fenceIdle = d
-		return nil
-	}
+	// The counter's expiry moves every refreshEvery tokens: a shorter idle
+	// time could let it expire before the clock passes them.
+	return option(d >= time.Second && d >= refreshEvery*time.Millisecond, fmt.Sprintf("WithFenceIdle(%v)", d),
+		"want at least 1s", func(s *settings) { s.fenceIdle = d })
 }
 
 // DefaultRequestTimeout bounds one request to Redis whose context has no
-// deadline, unless WithRequestTimeout says otherwise: see WithRequestTimeout.
+// deadline, unless WithRequestTimeout says otherwise.
 const DefaultRequestTimeout = locker.DefaultRequestTimeout
 
 // WithRequestTimeout bounds each request of an acquisition, and Ping, whose
@@ -147,22 +144,14 @@ const DefaultRequestTimeout = locker.DefaultRequestTimeout
 // engine and the caller leaves it within d. Default: DefaultRequestTimeout
 // (2s).
 func WithRequestTimeout(d time.Duration) Option {
-	return func(s *settings) error {
-		if d <= 0 {
-			return fmt.Errorf("redis: WithRequestTimeout(%v): %w: timeout must be positive", d, locker.ErrInvalidArgument)
-		}
-		s.timeout = d
-		return nil
-	}
+	return option(d > 0, fmt.Sprintf("WithRequestTimeout(%v)", d), "timeout must be positive", func(s *settings) { s.timeout = d })
 }
 
 // DefaultSentinelRideThrough is the ride-through window of an engine over
-// a failover client (Sentinel), unless WithRideThrough says otherwise. A
-// Sentinel fails a master over once it has not answered for the
-// Sentinels' down-after-milliseconds (Redis's default: 30s) and they have
-// agreed, elected one of them and promoted a replica, which the failover
-// client then finds: 1.2-2.2s past down-after in the tests, on a loaded
-// host. The window is the default down-after and 5s for the rest.
+// a failover client (Sentinel), unless WithRideThrough says otherwise:
+// Sentinel's default down-after-milliseconds (30s), and 5s for the
+// Sentinels to agree, elect one of them and promote a replica, which the
+// failover client then finds (1.2-2.2s in the tests, on a loaded host).
 const DefaultSentinelRideThrough = 35 * time.Second
 
 // WithRideThrough sets how long the engine may fail, while Sentinel fails
@@ -173,13 +162,7 @@ const DefaultSentinelRideThrough = 35 * time.Second
 // failures count at once, as for one server. Default:
 // DefaultSentinelRideThrough (35s) over a failover client, 0 over any other.
 func WithRideThrough(d time.Duration) Option {
-	return func(s *settings) error {
-		if d < 0 {
-			return fmt.Errorf("redis: WithRideThrough(%v): %w: window must not be negative", d, locker.ErrInvalidArgument)
-		}
-		s.window = d
-		return nil
-	}
+	return option(d >= 0, fmt.Sprintf("WithRideThrough(%v)", d), "window must not be negative", func(s *settings) { s.window = d })
 }
 
 // New returns an engine over client: a single node, Sentinel (failover) or
@@ -298,26 +281,18 @@ func (e *Engine) Close() error {
 
 // LockKey returns the Redis key that holds the named lock: a string
 // "<token>:<owner>" with a TTL. For inspection and operator tools.
-func (e *Engine) LockKey(name string) string { return e.keysFor(name).lock }
-
-// keys are the Redis keys of one lock name.
-type keys struct {
-	lock, fence, channel string
+func (e *Engine) LockKey(name string) string {
+	lock, _ := e.mutexKeys(name)
+	return lock
 }
 
-// keysFor maps a name into the prefix. The name becomes the hash tag, with
-// '{', '}' and '%' escaped so that the tag is the whole name and escaping
-// never makes two names collide.
-func (e *Engine) keysFor(name string) keys {
-	fence := e.fenceKey(name)
-	lock := fence[:len(fence)-len(fenceSuffix)]
-	return keys{lock: lock, fence: fence, channel: lock + channelSuffix}
-}
-
-// fenceKey is the fencing counter's key; the lock key is its prefix, so one
-// allocation makes both.
-func (e *Engine) fenceKey(name string) string {
-	return e.prefix + ":{" + nameEscaper.Replace(name) + "}" + fenceSuffix
+// mutexKeys maps a name into the prefix: the lock's key, and the fencing
+// counter's, of which it is a prefix, so one allocation makes both. The
+// name becomes the hash tag, with '{', '}' and '%' escaped so that the tag
+// is the whole name and escaping never makes two names collide.
+func (e *Engine) mutexKeys(name string) (lock, fence string) {
+	fence = e.prefix + ":{" + nameEscaper.Replace(name) + "}" + fenceSuffix
+	return fence[:len(fence)-len(fenceSuffix)], fence
 }
 
 // Suffixes of the counter key and the channel; the scripts know the
@@ -346,14 +321,12 @@ func (e *Engine) fail(ctx context.Context, op, name string, err error) error {
 const reloadEvery = 250 * time.Millisecond
 
 // reload has a Cluster client reload its slot map, at most every
-// reloadEvery, after an error that says a master may have changed: a node
-// that does not answer, or CLUSTERDOWN. go-redis reloads it on a
-// redirection or every ClusterStateReloadInterval (60s by default), not
-// when a master stops answering, so after a failover it would keep sending
-// the master's slots, the renewals of its holds among them, to the dead
-// node until the holds are lost. The reload runs in the background; the
-// next attempt (a failed renewal is retried after TTL/24, then less often) goes to the new master
-// once the cluster has promoted one.
+// reloadEvery, after an error that says a master may have changed (see
+// Redis Cluster in doc.go): else go-redis would keep sending the master's
+// slots, the renewals of its holds among them, to the dead node until the
+// holds are lost. The reload runs in the background; the next attempt (a
+// failed renewal is retried after TTL/24, then less often) goes to the new
+// master once the cluster has promoted one.
 func (e *Engine) reload(err error) {
 	if e.cluster == nil || !staleMap(err) {
 		return

@@ -11,13 +11,8 @@ import (
 )
 
 // The scripts live in lua/, one file each, with the fragments they share
-// (fence.lua, clock.lua, family.lua, enlist.lua, forced.lua, fair.lua)
-// written once and put in front of them by newScript. The lock is a string
-// "<token>:<owner>" with a TTL; the fencing counter and the wake-up channel
-// (<lock>:wake) share its hash tag, so all three live in one Cluster slot.
-// Every write checks owner and token, so a late renewal or release never
-// touches a newer owner's hold. Replies are integers where they can be:
-// go-redis reads them without allocating.
+// written once and put in front of them by newScript. Replies are integers
+// where they can be: go-redis reads them without allocating.
 //
 //go:embed lua/*.lua
 var luaFiles embed.FS

@@ -1,8 +1,6 @@
 -- KEYS lock, fence; ARGV owner, ttl ms, fence idle ms (at least 256 ms:
 -- WithFenceIdle checks it). Returns the token (> 0) when granted, else
--- minus the ms the current hold has left (<= 0). A grant is INCR of the
--- counter, then SET NX PX of the lock "<token>:<owner>": an attempt that
--- finds the lock held costs a counter value, and a PTTL.
+-- minus the ms the current hold has left (<= 0).
 local t = fence(KEYS[2], ARGV[3])
 if redis.call('set', KEYS[1], string.format('%d', t) .. ':' .. ARGV[1], 'nx', 'px', ARGV[2]) then
   return t

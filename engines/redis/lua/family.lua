@@ -44,3 +44,17 @@ local function tellFree(key, count, numsub, publish)
     end
   end
 end
+-- tellReaders tells the waiters of the read-write lock whose writer is w,
+-- and waiting writers ww, which readers may go: "w<ticket>", the lowest
+-- ticket of a waiting writer ("w0": none waits).
+local function tellReaders(w, ww, numsub, publish)
+  local ch = w .. ':wake'
+  if listened(ch, numsub) then
+    local first = 0
+    if redis.call('exists', ww) == 1 then
+      prune(ww, clock())
+      first = firstWriter(ww)
+    end
+    redis.call(publish, ch, 'w' .. ms(first))
+  end
+end

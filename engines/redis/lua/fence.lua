@@ -1,10 +1,9 @@
--- fence(key, idle) is the next token of the counter key (see the # Keys
--- and # Algorithm sections of doc.go). A new counter starts from the server
--- clock in ms; its key expires at the clock time token+idle, moved every
--- 256 tokens (refreshEvery), so that it can only expire once the clock has
--- passed every token it gave. Tokens stay below 2^41, leaving the high bits
--- to the switcher's epoch; string.format('%d') writes them, as Lua prints
--- large numbers in exponent form.
+-- fence(key, idle) is the next token of the counter key (see Algorithm in
+-- doc.go): a new counter starts from the server clock in ms, and its key
+-- expires at the clock time token+idle, moved every 256 tokens
+-- (refreshEvery). Tokens stay below 2^41, leaving the high bits to the
+-- switcher's epoch; string.format('%d') writes them, as Lua prints large
+-- numbers in exponent form.
 local function fence(key, idle)
   local t = redis.call('incr', key)
   if t == 1 then

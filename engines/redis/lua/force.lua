@@ -5,9 +5,5 @@ local v = redis.call('get', KEYS[1])
 if not v then
   return false
 end
-redis.call('del', KEYS[1])
-local ch = KEYS[1] .. ':wake'
-if redis.call('pubsub', ARGV[1], ch)[2] > 0 then
-  redis.call(ARGV[2], ch, '1')
-end
+unlock(KEYS[1], ARGV[1], ARGV[2])
 return v

@@ -34,13 +34,7 @@ if ARGV[4] == 'w' then
   else
     wait = tonumber(redis.call('zrange', KEYS[2], -1, -1, 'withscores')[2]) - now
   end
-  if wait < 0 then
-    wait = ttl
-  end
-  if ARGV[6] == '1' then
-    ticket, wait = enlist(KEYS[3], KEYS[4], ARGV[3], ticket, ARGV[1], now, ttl, wait)
-  end
-  return {math.max(wait, 1), ticket}
+  return waiting(ARGV[6], KEYS[3], KEYS[4], ARGV[3], ticket, ARGV[1], now, ttl, wait)
 end
 now = clock()
 local t
@@ -68,10 +62,4 @@ if t then
   end
   return t
 end
-if wait < 0 then
-  wait = ttl
-end
-if ARGV[6] == '1' then
-  ticket, wait = enlist(KEYS[5], KEYS[4], ARGV[3], ticket, ARGV[1], now, ttl, wait)
-end
-return {math.max(wait, 1), ticket}
+return waiting(ARGV[6], KEYS[5], KEYS[4], ARGV[3], ticket, ARGV[1], now, ttl, wait)

@@ -16,14 +16,7 @@ end
 prune(KEYS[2], now)
 local ended = forced(KEYS[2], ARGV[1])
 touch(KEYS[2])
-local ch = KEYS[1] .. ':wake'
-if (w ~= '' or (#ended > 0 and redis.call('exists', KEYS[2]) == 0)) and
-    redis.call('exists', KEYS[1]) == 0 and listened(ch, ARGV[2]) then
-  local first = 0
-  if redis.call('exists', KEYS[3]) == 1 then
-    prune(KEYS[3], now)
-    first = firstWriter(KEYS[3])
-  end
-  redis.call(ARGV[3], ch, 'w' .. ms(first))
+if (w ~= '' or (#ended > 0 and redis.call('exists', KEYS[2]) == 0)) and redis.call('exists', KEYS[1]) == 0 then
+  tellReaders(KEYS[1], KEYS[3], ARGV[2], ARGV[3])
 end
 return {now, w, left, ended}

@@ -5,23 +5,14 @@
 -- A read hold past its expiry that no script has pruned yet still counts
 -- as held: every grant prunes first, so nobody has acted on its expiry.
 --
--- A writer's release tells the readers which may go: "w<ticket>", the
--- lowest ticket of a waiting writer ("w0": none waits). The last reader's
--- release tells a waiting writer: "r".
-local ch = KEYS[1] .. ':wake'
+-- A writer's release tells the readers which may go (tellReaders); the
+-- last reader's release tells a waiting writer: "r".
 if ARGV[1] == 'w' then
   if redis.call('get', KEYS[1]) ~= ARGV[2] then
     return 0
   end
   redis.call('del', KEYS[1])
-  if listened(ch, ARGV[3]) then
-    local first = 0
-    if redis.call('exists', KEYS[3]) == 1 then
-      prune(KEYS[3], clock())
-      first = firstWriter(KEYS[3])
-    end
-    redis.call(ARGV[4], ch, 'w' .. ms(first))
-  end
+  tellReaders(KEYS[1], KEYS[3], ARGV[3], ARGV[4])
   return 1
 end
 if redis.call('zrem', KEYS[2], ARGV[2]) == 0 then
@@ -31,6 +22,7 @@ if redis.call('exists', KEYS[3]) == 1 and redis.call('exists', KEYS[1]) == 0 the
   local now = clock()
   prune(KEYS[2], now)
   prune(KEYS[3], now)
+  local ch = KEYS[1] .. ':wake'
   if redis.call('exists', KEYS[2]) == 0 and redis.call('exists', KEYS[3]) == 1 and listened(ch, ARGV[3]) then
     redis.call(ARGV[4], ch, 'r')
   end

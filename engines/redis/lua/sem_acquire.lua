@@ -27,11 +27,5 @@ if permitsOut(KEYS[1]) + tonumber(ARGV[4]) <= limit then
   return t
 end
 local first = redis.call('zrange', KEYS[1], 0, 0, 'withscores')[2]
-local wait = ttl
-if first then
-  wait = tonumber(first) - now
-end
-if ARGV[8] == '1' then
-  ticket, wait = enlist(KEYS[4], KEYS[3], ARGV[3], ticket, ARGV[4] .. ':' .. ARGV[1], now, ttl, wait)
-end
-return {math.max(wait, 1), ticket}
+local wait = first and tonumber(first) - now or ttl
+return waiting(ARGV[8], KEYS[4], KEYS[3], ARGV[3], ticket, ARGV[4] .. ':' .. ARGV[1], now, ttl, wait)
