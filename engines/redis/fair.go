@@ -345,7 +345,7 @@ func (e *Engine) inspectFair(ctx context.Context, name string) (locker.Inspectio
 		return locker.Inspection{}, err
 	}
 	in := locker.Inspection{Holder: r.holder()}
-	for _, w := range entries(r.sets[0], r.now, locker.KindMutex) {
+	for _, w := range entries(r.set(0), r.now, locker.KindMutex) {
 		in.Waiters = append(in.Waiters, w.Holder)
 	}
 	slices.SortFunc(in.Waiters, func(a, b locker.Holder) int { return cmp.Compare(a.Token, b.Token) })

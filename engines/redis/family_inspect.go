@@ -43,11 +43,11 @@ func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name strin
 	var in locker.FamilyInspection
 	if kind == locker.KindPermit {
 		in.Permits, _ = strconv.Atoi(r.str)
-		in.Holders = entries(r.sets[0], r.now, locker.KindPermit)
-		in.Waiters = entries(r.sets[1], r.now, locker.KindPermit)
+		in.Holders = entries(r.set(0), r.now, locker.KindPermit)
+		in.Waiters = entries(r.set(1), r.now, locker.KindPermit)
 	} else {
 		in.Holders = r.rwHolders()
-		in.Waiters = append(entries(r.sets[1], r.now, locker.KindWrite), entries(r.sets[2], r.now, locker.KindRead)...)
+		in.Waiters = append(entries(r.set(1), r.now, locker.KindWrite), entries(r.set(2), r.now, locker.KindRead)...)
 	}
 	byToken(in.Holders)
 	byToken(in.Waiters)
@@ -77,7 +77,7 @@ func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name s
 	}
 	ended := r.rwHolders()
 	if kind == locker.KindPermit {
-		ended = entries(r.sets[0], r.now, locker.KindPermit)
+		ended = entries(r.set(0), r.now, locker.KindPermit)
 	}
 	if len(ended) == 0 {
 		return nil, fmt.Errorf("redis: force unlock %s %q: %w", kind, name, locker.ErrNotHeld)
@@ -113,6 +113,14 @@ type inspected struct {
 	sets []any
 }
 
+// set is r's i-th sorted set; nil, which reads as empty, past the last.
+func (r inspected) set(i int) any {
+	if i < len(r.sets) {
+		return r.sets[i]
+	}
+	return nil
+}
+
 // holder is the hold in r's string, if any.
 func (r inspected) holder() *locker.Holder {
 	if r.str == "" {
@@ -126,7 +134,7 @@ func (r inspected) holder() *locker.Holder {
 // rwHolders are the holds of a read-write lock in r: the readers of its
 // first set, and the writer in its string.
 func (r inspected) rwHolders() []locker.FamilyHolder {
-	hs := entries(r.sets[0], r.now, locker.KindRead)
+	hs := entries(r.set(0), r.now, locker.KindRead)
 	if w := r.holder(); w != nil {
 		hs = append(hs, locker.FamilyHolder{Holder: *w, Kind: locker.KindWrite, Permits: 1})
 	}
@@ -141,7 +149,7 @@ func (e *Engine) inspectKeys(ctx context.Context, script *luaScript, op, name st
 	if err != nil {
 		return inspected{}, e.fail(ctx, op, name, err)
 	}
-	if len(v) < 4 {
+	if len(v) < 3 {
 		return inspected{}, fmt.Errorf("redis: %s %q: unexpected reply %v", op, name, v)
 	}
 	r := inspected{sets: v[3:]}

@@ -3,15 +3,10 @@
 -- register ('1' when the caller will wait), the caller's own write hold
 -- "<token>:<owner>" for a downgrade (empty otherwise).
 --
--- Returns the token (> 0) when granted, else {ms to wait at most, ticket}.
--- A writer gets in when nobody holds the lock; one that will wait records
--- its intent under its ticket, refreshed by every attempt (it waits at most
--- ttl/3 between them), and removed when it is granted. A reader gets in
--- when no writer holds it and no writer with a lower ticket waits (so new
--- readers queue behind a waiting writer, and readers that queued first go
--- before it); a downgrade, whose owner holds the write side, at once, with
--- the writer's token. A reader that will wait is recorded the same way
--- among the waiting readers, which only operators read.
+-- Returns the token (> 0) when granted, else {ms to wait at most, ticket}
+-- (see waiting). A writer gets in when nobody holds the lock; a reader when
+-- no writer holds it and no writer with a lower ticket waits; a downgrade
+-- at once, with the writer's token (see doc.go).
 local ttl, ticket = tonumber(ARGV[2]), tonumber(ARGV[5])
 local w = redis.call('get', KEYS[1])
 local now, wait
