@@ -1,7 +1,6 @@
 package redis
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -333,21 +332,4 @@ func (h *hub) wakeQueued(key string, tickets []int64) {
 	for _, t := range tickets {
 		wakeTicket(c, t)
 	}
-}
-
-// inspectFair reports the holder of name and its queue, first in line
-// first; Token is each waiter's ticket and TTL the time its place has left
-// unless refreshed.
-func (e *Engine) inspectFair(ctx context.Context, name string) (locker.Inspection, error) {
-	k := fairKeys(e.LockKey(name))
-	r, err := e.inspectKeys(ctx, inspectScript, "inspect", name, []string{k[0], k[2]})
-	if err != nil {
-		return locker.Inspection{}, err
-	}
-	in := locker.Inspection{Holder: r.holder()}
-	for _, w := range entries(r.set(0), r.now, locker.KindMutex) {
-		in.Waiters = append(in.Waiters, w.Holder)
-	}
-	slices.SortFunc(in.Waiters, func(a, b locker.Holder) int { return cmp.Compare(a.Token, b.Token) })
-	return in, nil
 }

@@ -60,24 +60,31 @@ func (m *mutexHold) withdraw(context.Context, *Engine) {}
 // Inspect reports who holds name and how many processes wait for it. Redis
 // does not queue waiters: they are counted as subscribers of the name's
 // wake-up channel. A fair engine (WithFair) does: Waiters lists its queue,
-// first in line first, and Subscribers is 0.
+// first in line first (Token is each waiter's ticket, TTL the time its
+// place has left unless refreshed), and Subscribers is 0.
 func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, error) {
 	if err := e.checkOperation(name); err != nil {
 		return locker.Inspection{}, err
 	}
+	k := fairKeys(e.LockKey(name))
+	keys := k[:1]
 	if e.fq != nil {
-		return e.inspectFair(ctx, name)
+		keys = []string{k[0], k[2]}
 	}
-	lock := e.LockKey(name)
-	r, err := e.inspectKeys(ctx, inspectScript, "inspect", name, []string{lock})
+	r, err := e.inspectKeys(ctx, inspectScript, "inspect", name, keys)
 	if err != nil {
 		return locker.Inspection{}, err
 	}
-	var in locker.Inspection
-	if in.Subscribers, err = e.subscribers(ctx, lock+channelSuffix); err != nil {
+	in := locker.Inspection{Holder: r.holder()}
+	if e.fq != nil {
+		ws := entries(r.set(0), r.now, locker.KindMutex)
+		byToken(ws)
+		for _, w := range ws {
+			in.Waiters = append(in.Waiters, w.Holder)
+		}
+	} else if in.Subscribers, err = e.subscribers(ctx, k[0]+channelSuffix); err != nil {
 		return locker.Inspection{}, e.fail(ctx, "inspect", name, err)
 	}
-	in.Holder = r.holder()
 	return in, nil
 }
 
