@@ -10,14 +10,9 @@ import (
 )
 
 // batcher coalesces the scripts of concurrent callers (acquisitions and
-// releases) into pipelines. An idle engine sends a request at once, on the
-// caller's own context, as a plain client would. While one request or
-// pipeline is in flight, the requests that come in queue, and the first
-// of them sends the whole queue in one pipeline when the one in flight
-// lands: a server shared by many goroutines then reads, runs and answers
-// several scripts per system call on each side instead of one. Each caller
-// waits only for the pipeline in flight and its own; the engine has no
-// goroutine of its own for it.
+// releases) into pipelines (see Pipelining in doc.go). Each caller waits
+// only for the pipeline in flight and its own; the engine has no goroutine
+// of its own for it.
 type batcher struct {
 	client goredis.UniversalClient
 	pool   sync.Pool // of *batched

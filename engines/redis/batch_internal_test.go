@@ -14,7 +14,7 @@ import (
 )
 
 // incrScript answers each call with a value of its own.
-var incrScript = newScript(`return redis.call('incr', KEYS[1])`)
+var incrScript = scriptOf(`return redis.call('incr', KEYS[1])`)
 
 // pipelines records the size of every pipeline a client sends, and
 // signals a single command sent on processing (if not nil and not full).
@@ -44,7 +44,7 @@ func (p *pipelines) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredi
 }
 
 func incr(ctx context.Context, b *batcher, key string) (int64, error) {
-	return b.run(ctx, incrScript, []any{"evalsha", incrScript.Hash(), 1, key})
+	return b.run(ctx, incrScript, []any{"evalsha", incrScript.sha, 1, key})
 }
 
 // Concurrent calls share pipelines, and each gets its own answer, also from

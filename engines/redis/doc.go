@@ -9,9 +9,8 @@
 // whole name and no two names collide. Its fencing counter
 // (<prefix>:{N'}:fence) and its wake-up channel (<prefix>:{N'}:wake) share
 // the tag, hence the Cluster slot. A free name keeps only its counter, and
-// only for a while: the counter expires WithFenceIdle (default 10s) after the
-// server clock passes the last token it gave, so names locked once (one per
-// order, say) leave no key behind.
+// only for a while: it expires WithFenceIdle after the server clock passes
+// the last token it gave, so names locked once leave no key behind.
 //
 // # Algorithm
 //
@@ -22,10 +21,9 @@
 // PTTL as well: the remaining time is the reply). A counter that INCR finds
 // missing (new, expired, or lost in a restart without persistence) starts
 // from the server clock in milliseconds; since a counter only expires once
-// the clock has passed every token it gave, tokens keep increasing (see
-// WithFenceIdle for the clock steps they survive); an attempt that finds
-// the lock held uses up a value, so tokens have gaps. Re-entry is counted
-// in the Locker and costs no round trip.
+// the clock has passed every token it gave, tokens keep increasing; an
+// attempt that finds the lock held uses up a value, so tokens have gaps.
+// Re-entry is counted in the Locker and costs no round trip.
 //
 // A waiter that finds the lock held subscribes to its channel and tries
 // again, so a release between the two is not missed; it then sleeps until a
@@ -41,37 +39,33 @@
 // The waiters of one process queue in turn: a release message wakes one of
 // them, the longest waiting, rather than all of them to find the lock taken
 // again; a waiter that leaves without the lock hands its turn to the next;
-// and a Lock or LockCtx that finds waiters of its own process queued behind
-// them instead of trying first, so that an owner that unlocks and locks
-// again does not take the lock back from the waiter its release woke.
-// TryLock still makes its one attempt. Across processes there is no queue:
+// a reconnection, which may have lost messages, wakes them all; and a Lock
+// or LockCtx that finds waiters of its own process queues behind them
+// instead of trying first, so that an owner that unlocks and locks again
+// does not take the lock back from the waiter its release woke. TryLock
+// still makes its one attempt. Across processes there is no queue:
 // whoever's attempt reaches Redis first after a release gets the lock,
 // unless the engine is fair (below).
 //
 // One loop per engine renews every hold every TTL/3, sending the renewals
 // that fall due together in one pipeline. A TTL or fixed lease below
-// MinTTL (100ms) is refused with an error naming the option: its renewals
-// could not reach Redis in time.
-//
-// With a lock delay (locker.WithLockDelay) the key's PX is the TTL plus
-// the delay, at the grant and at each renewal, while the Core loses the
-// hold at its TTL: a dead owner's key bars the name for the delay. Unlock
-// and ForceUnlock delete it at once.
+// MinTTL is refused with an error naming the option. With a lock delay
+// (locker.WithLockDelay) the key's PX is the TTL plus the delay, at the
+// grant and at each renewal, while the Core loses the hold at its TTL: a
+// dead owner's key bars the name for the delay. Unlock and ForceUnlock
+// delete it at once.
 //
 // # Fair mode
 //
-// WithFair (config: engines[].fair) makes every mutex of the engine
-// strictly first come, first served across processes, as Redisson's
-// RFairLock. Waiters queue on Redis next to the lock, under its hash tag:
-// <lock>:queue, a sorted set of "<ticket>:<owner>" scored by the ticket,
-// and <lock>:queue:exp, the same members scored by the time their place
-// expires. A ticket is a value of the fencing counter, drawn by a waiter's
-// first attempt that finds the lock taken, so tickets are the arrival
-// order and every later token exceeds them. Only the first in line may take
-// the lock; TryLock gets it only when it is free and nobody waits. A
-// release wakes the first waiter's process alone, with a message naming
-// the ticket ("q<ticket>"): that waiter makes one attempt, the others sleep
-// on, so a grant costs one attempt whatever the number of waiters.
+// WithFair (config: engines[].fair) queues the waiters of every mutex on
+// Redis, under the lock's hash tag: <lock>:queue, a sorted set of
+// "<ticket>:<owner>" scored by the ticket, and <lock>:queue:exp, the same
+// members scored by the time their place expires. A ticket is a value of the
+// fencing counter, drawn by a waiter's first attempt that finds the lock
+// taken, so tickets are the arrival order and every later token exceeds
+// them. A release wakes the first waiter's process alone, with a message
+// naming the ticket ("q<ticket>"): that waiter makes one attempt, the others
+// sleep on, so a grant costs one attempt whatever the number of waiters.
 // Re-entry, tokens, the watchdog, fixed leases, Lost and ForceUnlock are the
 // default mode's; the hold itself is the same key.
 //
@@ -81,29 +75,21 @@
 // cancelled wait returns at once); when it was first and the lock is free,
 // the next is woken. A waiter whose process dies, or stalls, keeps its place
 // until it expires, 3.5s after its last refresh; the refresh of any other
-// process waiting for the name then evicts it and wakes the next, so a dead
-// waiter holds the queue up by at most FairEviction (5s; 4s measured in
-// TestFairDeadWaiterEvicted). A waiter evicted while its process stalled
-// takes its place again, by its ticket, at its next attempt. The queue's
-// keys expire with their latest place, so a name left idle leaves nothing
-// behind.
-//
-// Inspect lists the queue in Waiters, first in line first (Token is the
-// ticket, TTL the time the place has left), and counts no Subscribers.
-// Fairness is per engine, not per Locker: every contender must follow the
-// queue, so give every engine that shares a prefix the same setting; an
-// engine without it still excludes the fair ones but jumps their queue.
+// process waiting for the name then evicts it and wakes the next, within
+// FairEviction (4s measured in TestFairDeadWaiterEvicted). A waiter evicted
+// while its process stalled takes its place again, by its ticket, at its
+// next attempt. The queue's keys expire with their latest place, so a name
+// left idle leaves nothing behind. Inspect lists the queue in Waiters,
+// first in line first (Token is the ticket, TTL the time the place has
+// left), and counts no Subscribers.
 //
 // The fair scripts do a little more work in Redis than the default ones, in
 // the same round trips; a release to an empty queue costs one EXISTS more.
-// Under contention every new arrival draws its ticket in Redis, where the
-// default mode queues a process's own waiters locally without a request:
-// with eight owners taking turns in one process, a grant costs 2.1 attempts
+// With eight owners taking turns in one process, a grant costs 2.1 attempts
 // instead of 1.3, and the median hand-off is about 1.5 times the default
 // mode's (BenchmarkFairHandoff, about 0.19ms against 0.13ms on one
 // machine). 1,000 waiters of one process pass through in about 0.2s in
-// either mode, one attempt per grant (BenchmarkFairPassThrough). Read-write
-// locks and semaphores are not affected.
+// either mode, one attempt per grant (BenchmarkFairPassThrough).
 //
 // # Read-write locks and semaphores
 //
@@ -115,33 +101,31 @@
 // sorted sets scored by the server time at which each entry expires; every
 // hold is its own lease (renewed by the watchdog, expiring at its own TTL),
 // and an entry whose time has passed is dropped by the next script that
-// counts them.
-// Readers and writers take their tokens from one counter,
+// counts them. Readers and writers take their tokens from one counter,
 // <lock>:rw:fence, kept as the mutex's is: every grant's token exceeds
 // those of all earlier grants of the name, a writer's included.
 //
 // The lock prefers writers: a writer that finds the lock taken and will
-// wait records its intent in <lock>:rw:ww (refreshed every TTL/3 while it
-// waits, removed when it gets the lock or gives up, expiring with its TTL
-// if its process dies), and while one waits, new readers wait too, so
-// writers never starve. Waiters draw a ticket from the counter when they
-// first find the lock taken: readers that queued before every waiting
-// writer still go in whenever no writer holds the lock. It is not strictly
-// fair: a writer trying when the lock comes free may get in before readers
-// that queued earlier, and writers do not queue among themselves. A
-// downgrade (the read side taken by the owner of the write side) is
-// granted at once, with the writer's token, while the write hold is still
-// on the server, and holds later writers out as any read does.
+// wait records its intent in <lock>:rw:ww, and while one waits, new readers
+// wait too, so writers never starve. Readers that queued before every
+// waiting writer (by ticket, below) still go in whenever no writer holds
+// the lock. It is not strictly fair: a writer trying when the lock comes
+// free may get in before readers that queued earlier, and writers do not
+// queue among themselves. A downgrade (the read side taken by the owner of
+// the write side) is granted at once, with the writer's token, while the
+// write hold is still on the server, and holds later writers out as any
+// read does.
 //
 // A semaphore keeps its permit holds in <lock>:sem, a sorted set of
-// "<token>:<permits>:<owner>" scored by expiry, and its count in
-// <lock>:sem:n, a string without TTL: one small key per semaphore name
-// that outlives idle periods, stored by the first acquisition and changed
-// by SetPermits (lockctl). An acquisition is granted when the permits of
-// the live holds plus its own fit in the stored count; it costs O(holds)
-// in the script. Permit waiters are recorded in <lock>:sem:w
-// ("<ticket>:<permits>:<owner>", scored by expiry) for operators, but do
-// not queue: a large request can wait behind a stream of small ones.
+// "<token>:<permits>:<owner>" scored by expiry, its counter in
+// <lock>:sem:fence, and its count in <lock>:sem:n, a string without TTL:
+// one small key per semaphore name that outlives idle periods, stored by
+// the first acquisition and changed by SetPermits (lockctl). An
+// acquisition is granted when the permits of the live holds plus its own
+// fit in the stored count; it costs O(holds) in the script. Permit waiters
+// are recorded in <lock>:sem:w ("<ticket>:<permits>:<owner>", scored by
+// expiry) for operators, but do not queue: a large request can wait behind
+// a stream of small ones.
 //
 // Every waiter, reader, writer or permit waiter, draws a ticket from the
 // name's counter when it first finds the lock or the permits taken, records
@@ -160,25 +144,13 @@
 // release wakes one writer, a permit's release wakes the waiters whose
 // permits fit in what is free, first come first. Each process wakes its
 // own, so a release costs about one attempt per waiter that can proceed.
+// ForceUnlockFamily wakes them as a release would.
 //
-// Failures are the mutex's: a hold whose entry vanished (expiry, a
-// restart without persistence, an operator) is reported at its next
-// renewal (Lost closes, Unlock returns ErrLockLost); a cancelled wait
-// withdraws its waiter's entry in the background; a semaphore opened with another
+// Failures are the mutex's: a hold whose entry vanished (expiry, a restart
+// without persistence, an operator) is reported at its next renewal (Lost
+// closes, Unlock returns ErrLockLost). A semaphore opened with another
 // count than the stored one fails its first acquisition with
 // locker.ErrPermitsMismatch, which is not an outage.
-//
-// InspectFamily lists the holds, oldest grant first, and every waiter,
-// first in line (lowest ticket) first, with its owner, kind, permits, its
-// ticket as Token, and the time its entry has left as TTL.
-// ForceUnlockFamily ends the holds of a read-write lock (both sides) or a
-// semaphore whose token is the one given, or all of them for token 0: a
-// downgrading owner's write and read holds share the writer's token, so
-// both end. It wakes the waiters as a release would (a writer gone, or the
-// last reader, tells the waiting readers and writers; freed permits, the
-// permit waiters), leaves their entries alone, and returns the holds it
-// ended. Their owners learn it at their next renewal, within TTL/3: Lost
-// closes and Unlock returns ErrLockLost.
 //
 // # Guarantees and limits
 //
@@ -216,16 +188,12 @@
 // it takes cost CPU: an uncontended cycle through LockCtx with a
 // cancellable context is markedly slower than through Lock (see the README's
 // benchmarks). A request whose context has no deadline (Lock, TryLock) is
-// given one of the request timeout (WithRequestTimeout, default 2s): on a
-// frozen server TryLock and Lock return an error wrapping
-// locker.ErrUnavailable within it, whatever the client's ReadTimeout and
-// retries. With ContextTimeoutEnabled such a request runs on the caller's
-// goroutine; without it, on a worker, as above, which costs an uncontended
-// Lock the same two goroutine switches. Set ContextTimeoutEnabled (config.Open
-// does), so that Lock and TryLock take the fast path and an abandoned
-// command ends at its deadline too; a deadline that passes while a request
-// is on the wire is still reported as the deadline (LockCtx returns
-// ctx.Err()), not as the socket's timeout.
+// bounded by WithRequestTimeout, on the caller's goroutine with
+// ContextTimeoutEnabled, else on a worker, with the same two switches. Set
+// ContextTimeoutEnabled (config.Open does), so that Lock and TryLock take
+// the fast path and an abandoned command ends at its deadline too; a
+// deadline that passes while a request is on the wire is still reported
+// as the deadline (LockCtx returns ctx.Err()), not as the socket's timeout.
 //
 // # TLS, ACL users and Sentinel
 //
@@ -234,16 +202,11 @@
 // CA, wrong server name, no client certificate) fails the call at once with
 // the crypto/tls error ("tls: failed to verify certificate: ...").
 //
-// Give each application an ACL user restricted to its prefix: its keys and
-// its wake-up channels both start with "<prefix>:", and it needs the
-// commands of ACLCommands, which Redis also checks inside the scripts:
-//
-//	ACL SETUSER app1 on >secret ~app1:* &app1:* -@all +evalsha +eval ... (ACLCommands)
-//
-// Such a user passes the whole conformance suite; an engine given another
-// application's prefix gets NOPERM on every call, which the engine reports
-// as locker.ErrPermission, as it does wrong credentials (WRONGPASS,
-// NOAUTH).
+// Give each application an ACL user restricted to its prefix, as
+// ACLCommands shows. Such a user passes the whole conformance suite; an
+// engine given another application's prefix gets NOPERM on every call,
+// which the engine reports as locker.ErrPermission, as it does wrong
+// credentials (WRONGPASS, NOAUTH).
 //
 // With Sentinel, pass a failover client (goredis.NewFailoverClient, or a
 // UniversalClient with MasterName): it follows the Sentinels to the new
@@ -262,25 +225,21 @@
 // both cases with a master, a replica and three Sentinels.
 //
 // An engine over a failover client rides its failovers through: it is a
-// switcher.Cluster whose window (WithRideThrough, default
-// DefaultSentinelRideThrough, 35s: Sentinel's default down-after-milliseconds
-// of 30s and 5s for the Sentinels to agree, elect a leader and promote the
-// replica) keeps a switcher's breaker closed while the master is down, so
-// a failover moves no acquisition to the next engine; set it to the
-// Sentinels' down-after-milliseconds + 5s. A release refused meanwhile (the
-// command never left) is asked again every 50ms within its bound, so that
-// it lands as soon as the new master is reached, and Unlock waits for it
-// up to the window, within the release timeout. Requests do not ride
-// through on their own: a bare engine's Lock returns an error wrapping
+// switcher.Cluster whose window (WithRideThrough) keeps a switcher's
+// breaker closed while the master is down, so a failover moves no
+// acquisition to the next engine. A release refused meanwhile (the command
+// never left) is asked again every 50ms within its bound, so that it lands
+// as soon as the new master is reached. Requests do not ride through on
+// their own: a bare engine's Lock returns an error wrapping
 // locker.ErrUnavailable during a failover, which a switcher retries. With
 // a 1s down-after, acquisitions through a switcher resumed 0.18s (median
 // of 10) and at most 0.93s (1.03s once, in a CI run) after the Sentinels
 // agreed on the new master, 2.2-2.3s after a SIGKILL of the old one (up to
-// a second because a
-// go-redis pool that has failed as many dials as its size dials again only
-// once a second), with no switch, and replicated holds with a 6s TTL were
-// kept (TestSentinelRideThrough, BenchmarkSentinelRideThrough). Over a
-// single node or Cluster the window is 0: a killed node switches at once.
+// a second because a go-redis pool that has failed as many dials as its
+// size dials again only once a second), with no switch, and replicated
+// holds with a 6s TTL were kept (TestSentinelRideThrough,
+// BenchmarkSentinelRideThrough). Over a single node or Cluster the window
+// is 0: a killed node switches at once.
 //
 // # Redis Cluster
 //
@@ -317,9 +276,8 @@
 // ClusterClient goes to every master). A renewal script renews up to 128
 // holds at once on a single node or Sentinel, and the holds of one name on
 // Cluster, where a script's keys must share a slot; the calls of a chunk
-// go in one pipeline.
-// TestClusterSlotMigration, TestClusterMasterKilled and TestClusterFailover
-// show each case.
+// go in one pipeline. TestClusterSlotMigration, TestClusterMasterKilled and
+// TestClusterFailover show each case.
 //
 // # Errors
 //
@@ -331,6 +289,6 @@
 // it reports a dead server. Contention is never an error; a wait whose
 // context ends while Redis had answered that the name is held returns
 // ctx.Err() itself. Errors wrap locker.ErrPermission when Redis refuses the
-// user (the breaker does not count those). Close releases the holds still held and closes the
-// subscriptions; it never closes the client.
+// user (the breaker does not count those). Close releases the holds still
+// held and closes the subscriptions; it never closes the client.
 package redis

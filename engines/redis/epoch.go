@@ -24,15 +24,11 @@ func (e *Engine) RecordedEpoch(ctx context.Context, fleet string) (uint64, error
 	return v, nil
 }
 
-// swapScript sets KEYS[1] to ARGV[2] if it holds ARGV[1] ("0": absent).
-var swapScript = goredis.NewScript(`
-if (redis.call('GET', KEYS[1]) or '0') ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], ARGV[2])
-return 1`)
+var swapScript = newScript("epoch_swap")
 
 // CompareAndSwapEpoch implements switcher.EpochRecord.
 func (e *Engine) CompareAndSwapEpoch(ctx context.Context, fleet string, old, epoch uint64) (bool, error) {
-	n, err := swapScript.Run(ctx, e.client, []string{e.epochKey(fleet)},
+	n, err := swapScript.run(ctx, e.client, []string{e.epochKey(fleet)},
 		strconv.FormatUint(old, 10), strconv.FormatUint(epoch, 10)).Int()
 	if err != nil {
 		return false, e.fail(ctx, "epoch", fleet, err)

@@ -7,31 +7,37 @@ import (
 )
 
 // Channel exposes the wake-up channel of a lock to the tests.
-func (e *Engine) Channel(name string) string { return e.keysFor(name).channel }
+func (e *Engine) Channel(name string) string { return e.LockKey(name) + channelSuffix }
 
 // FamilyKeys exposes the keys of a read-write lock (writer, readers,
 // waiting writers, fence, waiting readers) or a semaphore (holds, count,
 // fence, waiters).
-func (e *Engine) FamilyKeys(kind locker.Kind, name string) []string { return e.famKeys(kind, name) }
+func (e *Engine) FamilyKeys(kind locker.Kind, name string) []string {
+	k := e.famKeys(kind, name)
+	if kind == locker.KindPermit {
+		return k[:4]
+	}
+	return k[:]
+}
 
 // AcquireSHA is the SHA of the acquire script of a hold of kind.
 func AcquireSHA(kind locker.Kind) string {
 	switch kind {
 	case locker.KindMutex:
-		return acquireScript.Hash()
+		return acquireScript.sha
 	case locker.KindPermit:
-		return semAcquireScript.Hash()
+		return semAcquireScript.sha
 	}
-	return rwAcquireScript.Hash()
+	return rwAcquireScript.sha
 }
 
 // Parked counts the waiters of this process on the wake-up channel of the
 // mutex, read-write lock or semaphore name, once the server has confirmed
 // its subscription (0 before).
 func (e *Engine) Parked(kind locker.Kind, name string) int {
-	key := e.keysFor(name).lock
+	key := e.LockKey(name)
 	if kind != locker.KindMutex {
-		key = e.famKeyArray(kind, name)[0]
+		key = e.famKeys(kind, name)[0]
 	}
 	h := e.hub
 	h.mu.Lock()
@@ -48,22 +54,22 @@ func (e *Engine) Parked(kind locker.Kind, name string) int {
 }
 
 // FairAcquireSHA is the SHA of a fair engine's acquire script.
-func FairAcquireSHA() string { return fairAcquireScript.Hash() }
+func FairAcquireSHA() string { return fairAcquireScript.sha }
 
 // QueueKeys are the keys of a fair engine's queue of name: the queue and
 // the expiries of its places.
 func (e *Engine) QueueKeys(name string) []string {
-	q := e.keysFor(name).lock + queueSuffix
-	return []string{q, q + expSuffix}
+	k := fairKeys(e.LockKey(name))
+	return k[1:]
 }
 
 // Subscribers counts the subscribers of name's wake-up channel.
 func (e *Engine) Subscribers(ctx context.Context, name string) (int, error) {
-	return e.subscribers(ctx, e.keysFor(name).channel)
+	return e.subscribers(ctx, e.LockKey(name)+channelSuffix)
 }
 
 // RenewSHA is the SHA of the script that renews a chunk of holds.
-func RenewSHA() string { return renewScript.Hash() }
+func RenewSHA() string { return renewScript.sha }
 
 // MaxRenew and Split expose how a chunk of holds is cut into renewal calls.
 const MaxRenew = maxRenew

@@ -1,11 +1,9 @@
 package redis
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -30,12 +28,6 @@ const (
 	// noticed within FairEviction, and survives a stall of the process of
 	// more than two refresh periods.
 	fairLifetime = FairEviction - 3*fairRefreshEvery/2
-)
-
-// Suffixes of a fair engine's queue keys, after the lock's.
-const (
-	queueSuffix = ":queue"
-	expSuffix   = ":exp"
 )
 
 // WithFair makes every mutex of the engine fair: strict first come, first
@@ -63,96 +55,82 @@ func WithFair() Option {
 // Fair reports whether the engine's mutexes are fair (WithFair).
 func (e *Engine) Fair() bool { return e.fq != nil }
 
-// fairHold is the engine's part of a fair mutex hold, beside hold. As in
-// hold, the argument lists point to the fields.
+var (
+	fairAcquireScript = newScript("fence", "clock", "fair", "fair_acquire")
+	fairReleaseScript = newScript("clock", "fair", "fair_release")
+	fairForceScript   = newScript("clock", "fair", "fair_force")
+	fairLeaveScript   = newScript("clock", "fair", "fair_leave")
+	fairRefreshScript = newScript("clock", "fair", "fair_refresh")
+)
+
+// fairKeys are the keys of the fair mutex whose lock key is lock: the
+// lock, the queue and the expiries of its places.
+func fairKeys(lock string) [3]string {
+	q := lock + ":queue"
+	return [3]string{lock, q, q + ":exp"}
+}
+
+// fairHold is a mutex hold of a fair engine: the mutex's lock and counter,
+// and the waiter's place in the queue.
 type fairHold struct {
-	queue, exp string
-	register   string // "1" when the caller will wait
-	// ticket is the waiter's place, set by the attempt that first finds
-	// the lock taken (0 before); member is its entry "<ticket>:<owner>".
-	ticket int64
-	member string
-	// abandoned: the caller left while a request was in flight; the
-	// worker that runs it cleans up after it (see call.exec).
-	abandoned bool
+	hold
+	fence, queue, exp string
+	member            string // the waiter's entry "<ticket>:<owner>", once it has a ticket
 	// The acquire script's arguments until granted, then the release
 	// script's; args[:n] are used.
 	args [13]any
 	n    int
 }
 
-// newFairHold readies a fair mutex hold.
-func (e *Engine) newFairHold(h *locker.Hold, wait bool) *hold {
-	st := e.newHold(h)
-	q := e.fq
-	f := &fairHold{queue: st.lock + queueSuffix, register: "0"}
-	f.exp = f.queue + expSuffix
+func (e *Engine) newFairHold(h *locker.Hold, wait bool) *fairHold {
+	lock, fence := e.mutexKeys(h.Name)
+	k := fairKeys(lock)
+	f := &fairHold{hold: newHold(h, lock, h.Life()), fence: fence, queue: k[1], exp: k[2]}
+	register := any("0") // "1" when the caller will wait
 	if wait {
-		f.register = "1"
+		register = "1"
 	}
-	f.args, f.n = [13]any{"evalsha", &q.shaAcquire, "4", &st.lock, &st.fence, &f.queue, &f.exp,
-		&st.owner, &st.ttl, &e.idle, &f.ticket, &f.register, &q.lifetime}, 13
-	st.fair = f
-	return st
+	f.args, f.n = [13]any{"evalsha", &fairAcquireScript.sha, "4", &f.lock, &f.fence, &f.queue, &f.exp,
+		&f.owner, &f.ttl, &e.idle, &f.ticket, register, &e.fq.lifetime}, 13
+	return f
 }
 
-// acquireFair is Acquire for a fair mutex: it takes the waiter out of the
-// queue when it leaves without the lock.
-func (e *Engine) acquireFair(ctx context.Context, h *locker.Hold, wait bool) (bool, error) {
-	st := e.newFairHold(h, wait)
-	h.State = st
-	ok, err := e.acquire(ctx, h, st, wait)
-	if f := st.fair; !ok && !f.abandoned && f.member != "" {
-		e.fq.remove(st)
-		// In the background, as a cancelled wait must return at once;
-		// here once the engine is closed.
-		if !e.core.Go(func(bg context.Context) { e.unqueue(bg, st) }) {
-			e.unqueue(context.Background(), st)
-		}
-	}
-	return ok, err
-}
-
-// fairRequest runs the acquire script of a fair hold: the token, or minus
-// the time to wait at most. The first answer that gives the waiter a
-// ticket puts it in the engine's refreshes.
-func (e *Engine) fairRequest(ctx context.Context, st *hold) (int64, error) {
-	f := st.fair
+// attempt: the first answer that gives the waiter a ticket puts it in the
+// engine's refreshes.
+func (f *fairHold) attempt(ctx context.Context, e *Engine) (int64, error) {
 	v, err := evalsha(ctx, e.client, fairAcquireScript, goredis.NewCmd, f.args[:f.n]).Result()
 	if err != nil {
 		return 0, err
 	}
 	r, ticket, err := attemptReply(v)
 	if err == nil && f.member == "" && ticket > 0 {
-		f.ticket, f.member = ticket, member(uint64(ticket), 0, st.owner)
-		e.fq.add(st)
+		f.ticket, f.member = ticket, member(uint64(ticket), 0, f.owner)
+		e.fq.add(f)
 	}
 	return r, err
 }
 
-// fairGranted records the token of a fair grant and readies its release.
-func (e *Engine) fairGranted(st *hold, token int64) {
-	f := st.fair
-	st.token = uint64(token)
+func (f *fairHold) granted(e *Engine, token int64) {
+	f.token = uint64(token)
 	if f.member != "" {
-		e.fq.remove(st)
+		e.fq.remove(f)
 	}
-	f.args, f.n = [13]any{"evalsha", &e.fq.shaRelease, "3", &st.lock, &f.queue, &f.exp,
-		&st.token, &st.owner, &e.numsub, &e.publish}, 10
+	f.args, f.n = [13]any{"evalsha", &fairReleaseScript.sha, "3", &f.lock, &f.queue, &f.exp,
+		&f.token, &f.owner, &e.numsub, &e.publish}, 10
 }
 
-// unqueue takes a waiter that gave up out of the queue.
-func (e *Engine) unqueue(bg context.Context, st *hold) {
-	f := st.fair
-	if f.member == "" {
-		return
-	}
-	e.fq.remove(st)
-	ctx, cancel := context.WithTimeout(bg, st.releaseAfter)
-	defer cancel()
-	args := []any{"evalsha", &e.fq.shaLeave, "3", &st.lock, &f.queue, &f.exp, &f.member, &e.numsub, &e.publish}
-	if _, err := e.script(ctx, fairLeaveScript, args); err != nil {
-		e.log.Warn("redis: leaving the fair queue failed; the place expires on its own", "name", st.name, "err", err, "within", FairEviction)
+func (f *fairHold) release(ctx context.Context, e *Engine) (int64, error) {
+	return e.batch.run(ctx, fairReleaseScript, f.args[:f.n])
+}
+
+func (f *fairHold) renewal() (*string, any) { return &f.lock, "s" }
+
+// withdraw takes a waiter that gave up out of the queue.
+func (f *fairHold) withdraw(ctx context.Context, e *Engine) {
+	e.fq.remove(f)
+	args := []any{"evalsha", &fairLeaveScript.sha, "3", &f.lock, &f.queue, &f.exp, &f.member, &e.numsub, &e.publish}
+	if _, err := e.batch.run(ctx, fairLeaveScript, args); err != nil {
+		e.log.Warn("redis: leaving the fair queue failed; the place expires on its own", "name", f.name, "err", err, "within", FairEviction)
 	}
 }
 
@@ -161,10 +139,8 @@ func (e *Engine) unqueue(bg context.Context, st *hold) {
 // script per name, in one pipeline. No goroutine runs between refreshes: a
 // timer starts each, and is armed only while some waiter is queued.
 type fairQueue struct {
-	e *Engine
-	// Script arguments pointed to from the argument lists.
-	shaAcquire, shaRelease, shaLeave, shaRefresh string
-	lifetime                                     int64 // ms
+	e        *Engine
+	lifetime int64 // ms, pointed to from the argument lists
 
 	mu      sync.Mutex
 	closed  bool
@@ -176,27 +152,23 @@ type fairQueue struct {
 
 // queued are the waiters of this process in the queue of one name.
 type queued struct {
-	keys    []string // lock, queue, expiries
-	waiters map[*hold]struct{}
+	keys    [3]string // fairKeys
+	waiters map[*fairHold]struct{}
 }
 
 func newFairQueue(e *Engine) *fairQueue {
-	return &fairQueue{
-		e: e, names: make(map[string]*queued), lifetime: fairLifetime.Milliseconds(),
-		shaAcquire: fairAcquireScript.Hash(), shaRelease: fairReleaseScript.Hash(),
-		shaLeave: fairLeaveScript.Hash(), shaRefresh: fairRefreshScript.Hash(),
-	}
+	return &fairQueue{e: e, names: make(map[string]*queued), lifetime: fairLifetime.Milliseconds()}
 }
 
-func (q *fairQueue) add(st *hold) {
+func (q *fairQueue) add(f *fairHold) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	n := q.names[st.lock]
+	n := q.names[f.lock]
 	if n == nil {
-		n = &queued{keys: []string{st.lock, st.fair.queue, st.fair.exp}, waiters: make(map[*hold]struct{})}
-		q.names[st.lock] = n
+		n = &queued{keys: fairKeys(f.lock), waiters: make(map[*fairHold]struct{})}
+		q.names[f.lock] = n
 	}
-	n.waiters[st] = struct{}{}
+	n.waiters[f] = struct{}{}
 	switch {
 	case q.closed || q.armed:
 	case q.timer == nil:
@@ -207,16 +179,16 @@ func (q *fairQueue) add(st *hold) {
 	}
 }
 
-func (q *fairQueue) remove(st *hold) {
+func (q *fairQueue) remove(f *fairHold) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	n := q.names[st.lock]
+	n := q.names[f.lock]
 	if n == nil {
 		return
 	}
-	delete(n.waiters, st)
+	delete(n.waiters, f)
 	if len(n.waiters) == 0 {
-		delete(q.names, st.lock)
+		delete(q.names, f.lock)
 	}
 }
 
@@ -232,25 +204,30 @@ func (q *fairQueue) refresh() {
 	}
 	q.running.Add(1)
 	defer q.running.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), fairRefreshEvery)
+	defer cancel()
 	keys := make([]string, 0, len(q.names))
-	cmds := make([][]any, 0, len(q.names))
+	cmds := make([]*goredis.StringSliceCmd, 0, len(q.names))
 	for key, n := range q.names {
-		args := []any{"evalsha", q.shaRefresh, "3", n.keys[0], n.keys[1], n.keys[2], q.lifetime, q.e.numsub, q.e.publish}
-		for st := range n.waiters {
-			args = append(args, st.fair.member)
+		args := []any{"evalsha", &fairRefreshScript.sha, "3", n.keys[0], n.keys[1], n.keys[2], q.lifetime, q.e.numsub, q.e.publish}
+		for f := range n.waiters {
+			args = append(args, f.member)
 		}
-		keys, cmds = append(keys, key), append(cmds, args)
+		keys, cmds = append(keys, key), append(cmds, goredis.NewStringSliceCmd(ctx, args...))
 	}
 	q.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(context.Background(), fairRefreshEvery)
-	gone, err := q.run(ctx, cmds)
-	cancel()
-	if err != nil {
-		q.e.log.Warn("redis: refreshing the places of fair waiters failed", "err", err)
+	evalshaAll(ctx, q.e.client, fairRefreshScript, goredis.NewStringSliceCmd, cmds)
+	var errs []error
+	for i, cmd := range cmds {
+		gone, err := cmd.Result()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		q.e.hub.wakeQueued(keys[i], q.evicted(keys[i], gone))
 	}
-	for i, members := range gone {
-		q.e.hub.wakeQueued(keys[i], q.evicted(keys[i], members))
+	if err := errors.Join(errs...); err != nil {
+		q.e.log.Warn("redis: refreshing the places of fair waiters failed", "err", err)
 	}
 
 	q.mu.Lock()
@@ -275,46 +252,12 @@ func (q *fairQueue) evicted(key string, members []string) []int64 {
 		return nil
 	}
 	var tickets []int64
-	for st := range n.waiters {
-		if slices.Contains(members, st.fair.member) {
-			tickets = append(tickets, st.fair.ticket)
+	for f := range n.waiters {
+		if slices.Contains(members, f.member) {
+			tickets = append(tickets, f.ticket)
 		}
 	}
 	return tickets
-}
-
-// run sends the refresh scripts in one pipeline, loading the script
-// once if the server lacks it, and returns the members each found gone.
-func (q *fairQueue) run(ctx context.Context, cmds [][]any) ([][]string, error) {
-	send := func() ([]*goredis.StringSliceCmd, error) {
-		out := make([]*goredis.StringSliceCmd, len(cmds))
-		_, err := q.e.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for i, args := range cmds {
-				out[i] = goredis.NewStringSliceCmd(ctx, args...)
-				_ = p.Process(ctx, out[i])
-			}
-			return nil
-		})
-		return out, err
-	}
-	out, err := send()
-	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		if err = fairRefreshScript.Load(ctx, q.e.client).Err(); err == nil {
-			out, err = send()
-		}
-	}
-	gone := make([][]string, len(out))
-	var errs []error
-	for i, c := range out {
-		gone[i] = c.Val()
-		if c.Err() != nil {
-			errs = append(errs, c.Err())
-		}
-	}
-	if len(errs) == 0 && err != nil {
-		errs = append(errs, err)
-	}
-	return gone, errors.Join(errs...)
 }
 
 // close stops the refreshes and waits for one under way. The places of
@@ -362,13 +305,6 @@ func (m *missedTickets) add(t int64) {
 
 func (m *missedTickets) has(t int64) bool { return slices.Contains(m.tickets[:], t) }
 
-// wakeTicketMsg wakes the fair waiter of c whose ticket a release's
-// message names, called with the hub's mutex held.
-func wakeTicketMsg(c *channel, ticket string) {
-	n, _ := strconv.ParseInt(ticket, 10, 64)
-	wakeTicket(c, n)
-}
-
 // wakeTicket wakes the fair waiter of c with ticket n, called with the
 // hub's mutex held.
 func wakeTicket(c *channel, n int64) {
@@ -396,35 +332,4 @@ func (h *hub) wakeQueued(key string, tickets []int64) {
 	for _, t := range tickets {
 		wakeTicket(c, t)
 	}
-}
-
-// inspectFair reports the holder of name and its queue, first in line
-// first; Token is each waiter's ticket and TTL the time its place has left
-// unless refreshed.
-func (e *Engine) inspectFair(ctx context.Context, name string) (locker.Inspection, error) {
-	lock := e.keysFor(name).lock
-	exp := lock + queueSuffix + expSuffix
-	r, err := e.inspectKeys(ctx, familyInspectScript, "inspect", name, []string{lock, exp})
-	if err != nil {
-		return locker.Inspection{}, err
-	}
-	var in locker.Inspection
-	if r.str != "" {
-		h := parseHolder(r.str)
-		h.TTL = r.ttl
-		in.Holder = &h
-	}
-	for _, w := range entries(r.sets[0], r.now, locker.KindMutex) {
-		in.Waiters = append(in.Waiters, w.Holder)
-	}
-	slices.SortFunc(in.Waiters, func(a, b locker.Holder) int { return cmp.Compare(a.Token, b.Token) })
-	return in, nil
-}
-
-// forceUnlockFair is ForceUnlock on a fair engine: the first waiter in
-// line is woken.
-func (e *Engine) forceUnlockFair(ctx context.Context, name string) (string, error) {
-	lock := e.keysFor(name).lock
-	q := lock + queueSuffix
-	return fairForceScript.Run(ctx, e.client, []string{lock, q, q + expSuffix}, e.numsub, e.publish).Text()
 }

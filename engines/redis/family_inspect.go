@@ -12,6 +12,13 @@ import (
 	"github.com/orthrus-go/orthrus/locker"
 )
 
+var (
+	inspectScript  = newScript("clock", "inspect")
+	rwForceScript  = newScript("clock", "family", "forced", "rw_force")
+	semForceScript = newScript("clock", "family", "forced", "sem_force")
+	semSetScript   = newScript("clock", "family", "sem_set")
+)
+
 // InspectFamily reports the holds of the read-write lock (kind KindRead or
 // KindWrite) or the semaphore (KindPermit) named name, oldest grant first,
 // and its waiters, first in line first: the waiting readers and writers,
@@ -21,7 +28,7 @@ func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name strin
 	if err := e.checkFamily("inspect", kind, name); err != nil {
 		return locker.FamilyInspection{}, err
 	}
-	k := e.famKeyArray(kind, name)
+	k := e.famKeys(kind, name)
 	// The script reads a string and sorted sets: the writer, the readers
 	// and the waiting writers and readers, or the count, the holds and the
 	// waiters.
@@ -29,18 +36,18 @@ func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name strin
 	if kind == locker.KindPermit {
 		keys = []string{k[1], k[0], k[3]}
 	}
-	r, err := e.inspectKeys(ctx, familyInspectScript, "inspect", name, keys)
+	r, err := e.inspectKeys(ctx, inspectScript, "inspect", name, keys)
 	if err != nil {
 		return locker.FamilyInspection{}, err
 	}
 	var in locker.FamilyInspection
 	if kind == locker.KindPermit {
 		in.Permits, _ = strconv.Atoi(r.str)
-		in.Holders = entries(r.sets[0], r.now, locker.KindPermit)
-		in.Waiters = entries(r.sets[1], r.now, locker.KindPermit)
+		in.Holders = entries(r.set(0), r.now, locker.KindPermit)
+		in.Waiters = entries(r.set(1), r.now, locker.KindPermit)
 	} else {
 		in.Holders = r.rwHolders()
-		in.Waiters = append(entries(r.sets[1], r.now, locker.KindWrite), entries(r.sets[2], r.now, locker.KindRead)...)
+		in.Waiters = append(entries(r.set(1), r.now, locker.KindWrite), entries(r.set(2), r.now, locker.KindRead)...)
 	}
 	byToken(in.Holders)
 	byToken(in.Waiters)
@@ -59,7 +66,7 @@ func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name s
 	if err := e.checkFamily("force unlock", kind, name); err != nil {
 		return nil, err
 	}
-	k := e.famKeyArray(kind, name)
+	k := e.famKeys(kind, name)
 	script, keys := rwForceScript, []string{k[0], k[1], k[2]}
 	if kind == locker.KindPermit {
 		script, keys = semForceScript, []string{k[0], k[1]}
@@ -70,7 +77,7 @@ func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name s
 	}
 	ended := r.rwHolders()
 	if kind == locker.KindPermit {
-		ended = entries(r.sets[0], r.now, locker.KindPermit)
+		ended = entries(r.set(0), r.now, locker.KindPermit)
 	}
 	if len(ended) == 0 {
 		return nil, fmt.Errorf("redis: force unlock %s %q: %w", kind, name, locker.ErrNotHeld)
@@ -96,7 +103,7 @@ func byToken(hs []locker.FamilyHolder) {
 	slices.SortStableFunc(hs, func(a, b locker.FamilyHolder) int { return cmp.Compare(a.Token, b.Token) })
 }
 
-// inspected is what familyInspectScript (or a force script) read: the
+// inspected is what inspectScript (or a force script) read: the
 // server time (ms), a string's value ("" when absent) and time left, and
 // sorted sets with their scores.
 type inspected struct {
@@ -106,27 +113,43 @@ type inspected struct {
 	sets []any
 }
 
+// set is r's i-th sorted set; nil, which reads as empty, past the last.
+func (r inspected) set(i int) any {
+	if i < len(r.sets) {
+		return r.sets[i]
+	}
+	return nil
+}
+
+// holder is the hold in r's string, if any.
+func (r inspected) holder() *locker.Holder {
+	if r.str == "" {
+		return nil
+	}
+	h := parseHolder(r.str)
+	h.TTL = r.ttl
+	return &h
+}
+
 // rwHolders are the holds of a read-write lock in r: the readers of its
 // first set, and the writer in its string.
 func (r inspected) rwHolders() []locker.FamilyHolder {
-	hs := entries(r.sets[0], r.now, locker.KindRead)
-	if r.str != "" {
-		w := locker.FamilyHolder{Holder: parseHolder(r.str), Kind: locker.KindWrite, Permits: 1}
-		w.TTL = r.ttl
-		hs = append(hs, w)
+	hs := entries(r.set(0), r.now, locker.KindRead)
+	if w := r.holder(); w != nil {
+		hs = append(hs, locker.FamilyHolder{Holder: *w, Kind: locker.KindWrite, Permits: 1})
 	}
 	return hs
 }
 
-// inspectKeys runs script (familyInspectScript, or a script that answers
+// inspectKeys runs script (inspectScript, or a script that answers
 // as it does) on keys (a string, then sorted sets) with args, for the
 // operation op on name.
 func (e *Engine) inspectKeys(ctx context.Context, script *luaScript, op, name string, keys []string, args ...any) (inspected, error) {
-	v, err := script.Run(ctx, e.client, keys, args...).Slice()
+	v, err := script.run(ctx, e.client, keys, args...).Slice()
 	if err != nil {
 		return inspected{}, e.fail(ctx, op, name, err)
 	}
-	if len(v) < 4 {
+	if len(v) < 3 {
 		return inspected{}, fmt.Errorf("redis: %s %q: unexpected reply %v", op, name, v)
 	}
 	r := inspected{sets: v[3:]}
@@ -177,7 +200,7 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 		return fmt.Errorf("redis: set permits %q: %w: n = %d, want at least 1", name, locker.ErrInvalidArgument, n)
 	}
 	k := e.famKeys(locker.KindPermit, name)
-	if err := semSetScript.Run(ctx, e.client, k[:2], n, e.numsub, e.publish).Err(); err != nil {
+	if err := semSetScript.run(ctx, e.client, k[:2], n, e.numsub, e.publish).Err(); err != nil {
 		return e.fail(ctx, "set permits", name, err)
 	}
 	return nil

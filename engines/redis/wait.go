@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,15 +22,10 @@ import (
 const confirmTimeout = 5 * time.Second
 
 // hub multiplexes every waiter of an engine over one pub/sub connection (one
-// per master on Cluster, with sharded pub/sub). A channel is subscribed
-// while it has waiters and unsubscribed when the last one leaves.
-//
-// A release message wakes one waiter of the channel, the longest waiting:
-// the others would only find the lock taken again, and the one woken is
-// sure to try (a wake-up is never lost, see waiter.wake). A waiter that
-// leaves without the lock passes a wake-up on to the next, since it may
-// have taken one; a reconnection, which may have lost messages, wakes them
-// all.
+// per master on Cluster, with sharded pub/sub); a channel is subscribed
+// while it has waiters. A release message wakes one waiter of the channel,
+// the longest waiting (see Algorithm in doc.go), which is sure to try: a
+// wake-up is never lost (see waiter.wake).
 type hub struct {
 	client  goredis.UniversalClient
 	cluster *goredis.ClusterClient // nil unless Cluster
@@ -90,7 +86,18 @@ type waiter struct {
 	// attempts makes it try once more rather than being lost.
 	wake  chan struct{}
 	timer *time.Timer // the expiry fallback, owned by the waiting Acquire
-	want  interest    // what a family waiter waits for (see wakeFamily)
+	want  interest    // what the waiter waits for (see wakeFor)
+}
+
+// interest is what a waiter of the hub waits for: the wake-up messages of
+// the read-write lock, the semaphore and a fair engine's mutex say who may
+// proceed.
+type interest struct {
+	kind    locker.Kind
+	permits int
+	// ticket: a reader may go before writers with a higher one; a fair
+	// waiter goes when a release names it.
+	ticket int64
 }
 
 func newHub(client goredis.UniversalClient, log *slog.Logger) *hub {
@@ -325,21 +332,74 @@ func (h *hub) confirm(ch string) {
 	}
 }
 
-// wakeChannel wakes the longest waiting waiter of ch on a mutex's release
-// ("1"), and those a family release lets proceed otherwise.
+// wakeChannel wakes the waiters of ch that the release message msg lets
+// proceed (see wakeFor).
 func (h *hub) wakeChannel(ch, msg string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.heard.Add(1)
-	c := h.channels[strings.TrimSuffix(ch, channelSuffix)]
-	switch {
-	case c == nil || c.head == nil:
-	case msg == "1":
+	if c := h.channels[strings.TrimSuffix(ch, channelSuffix)]; c != nil && c.head != nil {
+		wakeFor(c, msg)
+	}
+}
+
+// wakeFor wakes the waiters of c that a release's message lets proceed,
+// called with the hub's mutex held:
+//
+//   - "1": a mutex was released: the longest waiting tries.
+//   - "q<ticket>": a fair mutex was released: the waiter with that ticket.
+//   - "w<ticket>": a writer left (or gave up waiting). Readers go, those
+//     with a ticket below the first waiting writer's (all when "w0");
+//     when no reader of this process may, one writer tries.
+//   - "r": the last reader left: one writer tries.
+//   - "p<free>": permits were released: the waiters whose permits fit in
+//     free, first come first.
+//
+// Each process does the same with its own waiters, so a release wakes
+// about as many as can proceed in each process, never all.
+func wakeFor(c *channel, msg string) {
+	if msg == "" {
+		wakeAll(c)
+		return
+	}
+	n, _ := strconv.ParseInt(msg[1:], 10, 64)
+	switch msg[0] {
+	case '1':
 		wake(c.head)
-	case strings.HasPrefix(msg, "q"):
-		wakeTicketMsg(c, msg[1:])
+	case 'q':
+		wakeTicket(c, n)
+	case 'w':
+		woke := false
+		for w := c.head; w != nil; w = w.next {
+			if w.want.kind == locker.KindRead && (n == 0 || w.want.ticket == 0 || w.want.ticket < n) {
+				wake(w)
+				woke = true
+			}
+		}
+		if !woke {
+			wakeWriter(c)
+		}
+	case 'r':
+		wakeWriter(c)
+	case 'p':
+		for w := c.head; w != nil && n > 0; w = w.next {
+			if p := int64(w.want.permits); p <= n {
+				wake(w)
+				n -= p
+			}
+		}
 	default:
-		wakeFamily(c, msg)
+		wakeAll(c)
+	}
+}
+
+// wakeWriter wakes the longest waiting writer of c.
+func wakeWriter(c *channel) {
+	for w := c.head; w != nil; w = w.next {
+		if w.want.kind == locker.KindWrite {
+			wake(w)
+			return
+		}
 	}
 }
 
