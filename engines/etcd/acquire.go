@@ -114,7 +114,9 @@ var errQueued = errors.New("etcd: still queued")
 // settled in the background.
 func (e *Engine) create(ctx context.Context, h *locker.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn) (*slot, *clientv3.TxnResponse, error) {
 	if e.attempt < e.timeout || ctx.Done() != nil {
-		return e.createHedged(ctx, h, st, build)
+		return e.createHedged(ctx, func(actx context.Context) (*slot, *clientv3.TxnResponse, error) {
+			return e.createOnce(actx, h, st, build)
+		})
 	}
 	return e.createOnce(ctx, h, st, build)
 }
@@ -198,9 +200,9 @@ type created struct {
 	err  error
 }
 
-// createHedged sends the create again, in a new slot, each time its
-// attempts have gone unanswered for the attempt timeout, while the request
-// timeout lasts, and takes the first answer. A create must not be given up
+// createHedged sends the create (once makes one attempt, in a new slot)
+// again each time its attempts have gone unanswered for the attempt
+// timeout, while the request timeout lasts, and takes the first answer. A create must not be given up
 // on and sent again: one given up on may still be applied later (a member
 // that froze reads it when it resumes; a leader elected may commit it),
 // and its key would stand in the queue with no one to delete it. So every
@@ -214,14 +216,14 @@ type created struct {
 // may still be applied, and a delete sent before its answer may be applied
 // before it, leaving a key on a live lease. The caller returns at once and
 // the attempts are settled like the unneeded ones.
-func (e *Engine) createHedged(ctx context.Context, h *locker.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn) (*slot, *clientv3.TxnResponse, error) {
+func (e *Engine) createHedged(ctx context.Context, once func(actx context.Context) (*slot, *clientv3.TxnResponse, error)) (*slot, *clientv3.TxnResponse, error) {
 	actx, abort := context.WithCancel(context.WithoutCancel(ctx))
 	results := make(chan created, e.hedges())
 	began, inflight := time.Now(), 0
 	launch := func() {
 		inflight++
 		go func() {
-			s, resp, err := e.createOnce(actx, h, st, build)
+			s, resp, err := once(actx)
 			results <- created{s, resp, err}
 		}()
 	}
