@@ -230,6 +230,7 @@ func (e *Engine) createHedged(ctx context.Context, once func(actx context.Contex
 	launch()
 	timer := time.NewTimer(e.attempt)
 	defer timer.Stop()
+	var last error
 	for {
 		select {
 		case c := <-results:
@@ -241,6 +242,7 @@ func (e *Engine) createHedged(ctx context.Context, once func(actx context.Contex
 			case inflight > 0 && e.again(ctx, c.err, began):
 				continue // another attempt may still answer
 			case inflight == 0 && e.again(ctx, c.err, began):
+				last = c.err
 				timer.Reset(backoff(0)) // a member that failed at once: the next one, soon
 				continue
 			}
@@ -251,9 +253,15 @@ func (e *Engine) createHedged(ctx context.Context, once func(actx context.Contex
 			e.settle(results, inflight, abort)
 			return nil, nil, ctx.Err()
 		case <-timer.C:
-			if inflight < e.hedges() && ctx.Err() == nil && time.Since(began)+e.attempt <= e.timeout {
+			switch {
+			case inflight < e.hedges() && ctx.Err() == nil && time.Since(began)+e.attempt <= e.timeout:
 				e.noteTrouble()
 				launch()
+			case inflight == 0 && ctx.Err() == nil:
+				// No attempt may answer and none may be sent: waiting
+				// would only end with ctx, never for Lock's.
+				abort()
+				return nil, nil, last
 			}
 			timer.Reset(e.attempt)
 		}

@@ -513,9 +513,14 @@ func hedge[T any](ctx context.Context, e *Engine, op func(rctx context.Context) 
 				timer.Reset(backoff(0))
 			}
 		case <-timer.C:
-			if sent < most {
+			switch {
+			case sent < most:
 				e.noteTrouble()
 				launch()
+			case inflight == 0:
+				// No attempt may answer and none may be sent: waiting
+				// would only end with the request timeout.
+				return last.v, sent, last.err
 			}
 			timer.Reset(e.attempt)
 		case <-hctx.Done():
