@@ -114,7 +114,9 @@ var errQueued = errors.New("etcd: still queued")
 // settled in the background.
 func (e *Engine) create(ctx context.Context, h *locker.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn) (*slot, *clientv3.TxnResponse, error) {
 	if e.attempt < e.timeout || ctx.Done() != nil {
-		return e.createHedged(ctx, h, st, build)
+		return e.createHedged(ctx, func(actx context.Context) (*slot, *clientv3.TxnResponse, error) {
+			return e.createOnce(actx, h, st, build)
+		})
 	}
 	return e.createOnce(ctx, h, st, build)
 }
@@ -191,77 +193,61 @@ func (e *Engine) hedges() int {
 	return max(int(e.window/e.attempt)+1, 3)
 }
 
-// created is the outcome of one attempt of createHedged.
+// created is what an attempt of createHedged made.
 type created struct {
 	s    *slot
 	resp *clientv3.TxnResponse
-	err  error
 }
 
-// createHedged sends the create again, in a new slot, each time its
-// attempts have gone unanswered for the attempt timeout, while the request
-// timeout lasts, and takes the first answer. A create must not be given up
-// on and sent again: one given up on may still be applied later (a member
-// that froze reads it when it resumes; a leader elected may commit it),
-// and its key would stand in the queue with no one to delete it. So every
-// attempt runs its full request timeout, as a single create does, and
-// what it leaves is settled in the background: a key of an attempt
-// answered after the one taken is deleted, comparing its create revision;
-// an attempt never answered is left behind as a single create's would be.
-// A create forwarded to a leader that died, which nothing answers, costs
-// its caller an attempt timeout, not the request timeout. The caller's
-// context ending does not end the attempts either: a create on the wire
-// may still be applied, and a delete sent before its answer may be applied
-// before it, leaving a key on a live lease. The caller returns at once and
-// the attempts are settled like the unneeded ones.
-func (e *Engine) createHedged(ctx context.Context, h *locker.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn) (*slot, *clientv3.TxnResponse, error) {
+// createHedged sends the create (once makes one attempt, in a new slot)
+// again each time its attempts have gone unanswered for the attempt
+// timeout, while the request timeout lasts, and takes the first answer. A
+// create must not be given up on and sent again: one given up on may still
+// be applied later (a member that froze reads it when it resumes; a leader
+// elected may commit it), and its key would stand in the queue with no one
+// to delete it. So every attempt runs its full request timeout, as a
+// single create does, and what it leaves is settled in the background: a
+// key of an attempt answered after the one taken is deleted, comparing its
+// create revision; an attempt never answered is left behind as a single
+// create's would be. A create forwarded to a leader that died, which
+// nothing answers, costs its caller an attempt timeout, not the request
+// timeout. The caller's context ending does not end the attempts either: a
+// create on the wire may still be applied, and a delete sent before its
+// answer may be applied before it, leaving a key on a live lease. The
+// caller returns at once and the attempts are settled like the unneeded
+// ones.
+func (e *Engine) createHedged(ctx context.Context, once func(actx context.Context) (*slot, *clientv3.TxnResponse, error)) (*slot, *clientv3.TxnResponse, error) {
 	actx, abort := context.WithCancel(context.WithoutCancel(ctx))
-	results := make(chan created, e.hedges())
-	began, inflight := time.Now(), 0
-	launch := func() {
-		inflight++
-		go func() {
-			s, resp, err := e.createOnce(actx, h, st, build)
-			results <- created{s, resp, err}
-		}()
+	began := time.Now()
+	h := &hedging[created]{
+		once: func() (created, error) {
+			s, resp, err := once(actx)
+			return created{s, resp}, err
+		},
+		retry: func(err error) bool { return e.again(ctx, err, began) },
+		more: func(_, inflight int) bool {
+			return inflight < e.hedges() && ctx.Err() == nil && time.Since(began)+e.attempt <= e.timeout
+		},
+		answers: make(chan answer[created], e.hedges()),
 	}
-	launch()
-	timer := time.NewTimer(e.attempt)
-	defer timer.Stop()
-	for {
-		select {
-		case c := <-results:
-			inflight--
-			switch {
-			case c.err == nil:
-				e.settle(results, inflight, abort)
-				return c.s, c.resp, nil
-			case inflight > 0 && e.again(ctx, c.err, began):
-				continue // another attempt may still answer
-			case inflight == 0 && e.again(ctx, c.err, began):
-				timer.Reset(backoff(0)) // a member that failed at once: the next one, soon
-				continue
-			}
-			abort()
-			e.settle(results, inflight, abort)
-			return nil, nil, c.err
-		case <-ctx.Done():
-			e.settle(results, inflight, abort)
-			return nil, nil, ctx.Err()
-		case <-timer.C:
-			if inflight < e.hedges() && ctx.Err() == nil && time.Since(began)+e.attempt <= e.timeout {
-				e.noteTrouble()
-				launch()
-			}
-			timer.Reset(e.attempt)
-		}
+	a, ended := h.run(ctx, e)
+	if a.err != nil && !ended {
+		abort() // failed: what is still in flight need not be applied
 	}
+	e.settle(h.answers, h.inflight, abort)
+	switch {
+	case ended:
+		return nil, nil, ctx.Err()
+	case a.err != nil:
+		return nil, nil, a.err
+	}
+	return a.v.s, a.v.resp, nil
 }
 
 // settle receives the outcomes of the n attempts of createHedged still in
 // flight, in the background, and deletes the keys of those that created
 // one; abort ends them when the engine closes.
-func (e *Engine) settle(results <-chan created, n int, abort context.CancelFunc) {
+func (e *Engine) settle(results <-chan answer[created], n int, abort context.CancelFunc) {
 	if n == 0 {
 		abort()
 		return
@@ -271,9 +257,9 @@ func (e *Engine) settle(results <-chan created, n int, abort context.CancelFunc)
 		defer stop()
 		defer abort()
 		for range n {
-			c := <-results
-			if c.err == nil {
-				e.discard(ctx, c.s, c.resp)
+			a := <-results
+			if a.err == nil {
+				e.discard(ctx, a.v.s, a.v.resp)
 			}
 		}
 	}

@@ -475,54 +475,86 @@ func hedge[T any](ctx context.Context, e *Engine, op func(rctx context.Context) 
 		return v, 1, err
 	}
 	hctx, cancel := context.WithTimeout(ctx, e.timeout)
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	type answer struct {
-		v   T
-		err error
-	}
+	defer cancel()
 	most := int(e.timeout/e.attempt) + 1
-	answers := make(chan answer, most)
-	sent, inflight := 0, 0
-	launch := func() {
-		sent++
-		inflight++
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			v, err := op(hctx)
-			answers <- answer{v, err}
-		}()
+	h := &hedging[T]{
+		once: func() (T, error) { return op(hctx) },
+		retry: func(err error) bool {
+			return hctx.Err() == nil && (isUnavailable(err) || errors.Is(err, context.DeadlineExceeded))
+		},
+		more:    func(sent, _ int) bool { return sent < most },
+		answers: make(chan answer[T], most),
 	}
-	launch()
+	a, ended := h.run(hctx, e)
+	cancel()
+	for range h.inflight {
+		<-h.answers // each attempt ends with hctx
+	}
+	if ended && a.err == nil {
+		a.err = hctx.Err()
+	}
+	return a.v, h.sent, a.err
+}
+
+// answer is the outcome of one attempt of a hedged round trip.
+type answer[T any] struct {
+	v   T
+	err error
+}
+
+// hedging is the loop of a hedged round trip (hedge, createHedged): how
+// one attempt is made and when another may follow, and the attempts sent.
+type hedging[T any] struct {
+	once  func() (T, error)
+	retry func(err error) bool          // a failed attempt leaves room for others
+	more  func(sent, inflight int) bool // another attempt may be sent now
+	// answers has room for every attempt in flight; inflight of them are
+	// still to come when run returns.
+	answers        chan answer[T]
+	sent, inflight int
+}
+
+func (h *hedging[T]) launch() {
+	h.sent++
+	h.inflight++
+	go func() {
+		v, err := h.once()
+		h.answers <- answer[T]{v, err}
+	}()
+}
+
+// run sends an attempt, and another each time they have gone unanswered
+// for the attempt timeout or soon after the last one in flight failed, as
+// h.more allows. It returns the first success, a failure h.retry refuses,
+// or the last failure when none is in flight and h.more allows no other;
+// ended tells that ctx ended first. The attempts in flight go on.
+func (h *hedging[T]) run(ctx context.Context, e *Engine) (a answer[T], ended bool) {
+	h.launch()
 	timer := time.NewTimer(e.attempt)
 	defer timer.Stop()
-	var last answer
 	for {
 		select {
-		case a := <-answers:
-			inflight--
-			if a.err == nil || hctx.Err() != nil || !isUnavailable(a.err) && !errors.Is(a.err, context.DeadlineExceeded) {
-				return a.v, sent, a.err
+		case a = <-h.answers:
+			h.inflight--
+			if a.err == nil || !h.retry(a.err) {
+				return a, false
 			}
-			last = a // a member that could not serve: the next one
-			if inflight == 0 {
-				timer.Reset(backoff(0))
+			if h.inflight == 0 {
+				timer.Reset(backoff(0)) // a member that failed at once: the next one, soon
 			}
 		case <-timer.C:
-			if sent < most {
+			switch {
+			case h.more(h.sent, h.inflight):
 				e.noteTrouble()
-				launch()
+				h.launch()
+			case h.inflight == 0:
+				// No attempt may answer and none may be sent: waiting
+				// would only end with ctx (never, for Lock's create).
+				return a, ctx.Err() != nil
 			}
 			timer.Reset(e.attempt)
-		case <-hctx.Done():
-			if last.err == nil {
-				last.err = hctx.Err()
-			}
-			return last.v, sent, last.err
+		case <-ctx.Done():
+			return a, true
 		}
 	}
 }
