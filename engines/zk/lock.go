@@ -70,14 +70,14 @@ func (e *Engine) attempt(ctx context.Context, h *locker.Hold, parent string, wai
 		return false, e.fail("acquire", h.Name, err)
 	}
 	watches := make(map[string]<-chan gozk.Event)
-	for {
+	for arrival := true; ; arrival = false {
 		if v == nil {
 			h.Asking()
 			if v, err = zkconn.Do(ctx, e.zc, func() (*view, error) { return e.look(h.Kind, parent) }); err != nil {
 				return false, e.abandon(ctx, h, n, err)
 			}
 		}
-		vd, err := e.decide(ctx, h, n, v)
+		vd, err := e.decide(ctx, h, n, v, arrival)
 		v = nil
 		switch {
 		case err != nil:
