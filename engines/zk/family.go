@@ -167,6 +167,10 @@ type verdict struct {
 	found, granted bool
 	block          []string // names of siblings, or permitsNode
 	poke           bool     // a semaphore grant whose successor must look again
+	// stale says a blocker changed since the look (its watch will not
+	// fire for that): a semaphore's count, or the waiter it waits behind
+	// granted (poked).
+	stale func(name string, data []byte, st *gozk.Stat) bool
 }
 
 // decide applies lockrule to the node own of v.
@@ -190,6 +194,14 @@ func (v *view) decide(own string) verdict {
 	// before it, which changes its data once granted: the successor must
 	// look again, as it may fit now or be the new head.
 	vd.poke = d.Granted && v.rule[i].Kind == locker.KindPermit && i+1 < len(v.rule)
+	if !d.Granted && v.rule[i].Kind == locker.KindPermit {
+		vd.stale = func(name string, data []byte, st *gozk.Stat) bool {
+			if name == permitsNode {
+				return parseCount(data) != v.count
+			}
+			return !d.Count && st.Version > 0
+		}
+	}
 	return vd
 }
 
@@ -280,11 +292,16 @@ func (e *Engine) readCount(parent string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	n, perr := strconv.Atoi(string(data))
-	if perr != nil || n < 1 {
-		return -1, nil
+	return parseCount(data), nil
+}
+
+// parseCount reads a stored permit count; -1 when it is not one.
+func parseCount(data []byte) int {
+	n, err := strconv.Atoi(string(data))
+	if err != nil || n < 1 {
+		return -1
 	}
-	return n, nil
+	return n
 }
 
 // storedCount checks the count a look found against h: it stores h.Limit
