@@ -141,8 +141,9 @@
 // overtaken. The first waiter that does not fit watches the nodes before
 // it and the count node; every other waiter watches only the node before
 // it, which, once granted, changes its data when its successor has to look
-// again. Every waiter watches the count node as well, so that SetPermits
-// wakes them all. The first acquisition of a Semaphore opened with another
+// again; one behind a node granted already, under a higher count, watches
+// all the nodes before it instead. Every waiter watches the count node as
+// well, so that SetPermits wakes them all. The first acquisition of a Semaphore opened with another
 // count than the stored one fails with locker.ErrPermitsMismatch, naming
 // both: the counts are compared once, on arrival, as the in-memory engine
 // does; a count changed while it waits does not fail it. A request for

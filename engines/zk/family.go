@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	gozk "github.com/go-zookeeper/zk"
 
@@ -173,13 +174,23 @@ type verdict struct {
 	stale func(name string, data []byte, st *gozk.Stat) bool
 }
 
-// decide applies lockrule to the node own of v.
-func (v *view) decide(own string) verdict {
+// decide applies lockrule to the node own of v; held names the semaphore
+// nodes seen granted (their data written) by this acquisition.
+func (v *view) decide(own string, held *sync.Map) verdict {
 	i := slices.IndexFunc(v.nodes, func(en entry) bool { return en.name == own })
 	if i < 0 {
 		return verdict{}
 	}
 	d := lockrule.Decide(v.rule, i, v.count)
+	if _, ok := held.Load(v.nodes[max(i-1, 0)].name); ok && i > 0 && !d.Granted && !d.Count && v.rule[i].Kind == locker.KindPermit {
+		// The node before holds already (granted under a higher count)
+		// and will not tell this one when it may go: the nodes before
+		// it will, by going, as for the head.
+		d = lockrule.Verdict{Count: true}
+		for j := range i {
+			d.Blockers = append(d.Blockers, j)
+		}
+	}
 	vd := verdict{found: true, granted: d.Granted}
 	for _, b := range d.Blockers {
 		vd.block = append(vd.block, v.nodes[b].name)
@@ -199,7 +210,11 @@ func (v *view) decide(own string) verdict {
 			if name == permitsNode {
 				return parseCount(data) != v.count
 			}
-			return !d.Count && st.Version > 0
+			if st.Version == 0 {
+				return false
+			}
+			held.Store(name, true)
+			return !d.Count
 		}
 	}
 	return vd
@@ -231,7 +246,7 @@ func (e *Engine) look(k locker.Kind, parent string) (*view, error) {
 // decide applies the rules to a look at the queue; on arrival, a
 // semaphore's stored count is checked against h first. Its error is
 // Acquire's.
-func (e *Engine) decide(ctx context.Context, h *locker.Hold, n *node, v *view, arrival bool) (verdict, error) {
+func (e *Engine) decide(ctx context.Context, h *locker.Hold, n *node, v *view, arrival bool, held *sync.Map) (verdict, error) {
 	if h.Kind == locker.KindPermit {
 		count, err := e.storedCount(ctx, h, n.parent, v.count, arrival)
 		if errors.Is(err, locker.ErrPermitsMismatch) {
@@ -243,7 +258,7 @@ func (e *Engine) decide(ctx context.Context, h *locker.Hold, n *node, v *view, a
 		}
 		v.count = count
 	}
-	return v.decide(n.name), nil
+	return v.decide(n.name, held), nil
 }
 
 // downgrade grants a read hold at once when its owner's write hold

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -71,6 +72,7 @@ func (e *Engine) attempt(ctx context.Context, h *locker.Hold, parent string, wai
 		return false, e.fail("acquire", h.Name, err)
 	}
 	watches := make(map[string]<-chan gozk.Event)
+	var held sync.Map // semaphore nodes seen granted, by name
 	for arrival := true; ; arrival = false {
 		if v == nil {
 			h.Asking()
@@ -78,7 +80,7 @@ func (e *Engine) attempt(ctx context.Context, h *locker.Hold, parent string, wai
 				return false, e.abandon(ctx, h, n, err)
 			}
 		}
-		vd, err := e.decide(ctx, h, n, v, arrival)
+		vd, err := e.decide(ctx, h, n, v, arrival, &held)
 		v = nil
 		switch {
 		case err != nil:
