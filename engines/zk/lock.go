@@ -325,13 +325,13 @@ func (e *Engine) awaitAny(ctx context.Context, h *locker.Hold, n *node, chans []
 // is set is found by the watch's read. The grant does not wait for it; it
 // costs every hold one read, a short one too. Called with e.mu held.
 func (e *Engine) armSoon(n *node, first func()) {
-	e.zc.Spawn(func() {
+	e.zc.Go(func(ctx context.Context) {
 		if first != nil {
 			first()
 		}
 		// Do is bounded by the connect timeout and Close; a failure to
 		// reach the ensemble is left to the session monitor.
-		_, err := e.watch(context.Background(), n.path)
+		_, err := e.watch(ctx, n.path)
 		switch {
 		case err == nil:
 			n.watched.Store(true)

@@ -246,7 +246,3 @@ func Call[T any](ctx context.Context, f func() (T, error)) (T, error) {
 // f's context never ends: the closed client ends go-zookeeper's calls. Go
 // reports false, and does not run f, once Close has begun.
 func (c *Conn) Go(f func(context.Context)) bool { return c.work.Go(f) }
-
-// Spawn is Go for an f that takes no context, at the cost of an
-// allocation.
-func (c *Conn) Spawn(f func()) bool { return c.work.Go(func(context.Context) { f() }) }
