@@ -12,6 +12,7 @@ import (
 
 	gozk "github.com/go-zookeeper/zk"
 
+	"github.com/orthrus-go/orthrus/internal/async"
 	"github.com/orthrus-go/orthrus/internal/lockrule"
 	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
@@ -223,7 +224,7 @@ func (v *view) decide(own string, held *sync.Map) verdict {
 // look lists the queue under parent, and for a semaphore reads its
 // stored count, both requests sent at once.
 func (e *Engine) look(k locker.Kind, parent string) (*view, error) {
-	var count *zkconn.Pending[int]
+	var count *async.Pending[int]
 	if k == locker.KindPermit {
 		count = zkconn.Start(e.zc, func() (int, error) { return e.readCount(parent) }, nil)
 	}

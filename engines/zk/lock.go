@@ -13,6 +13,7 @@ import (
 
 	gozk "github.com/go-zookeeper/zk"
 
+	"github.com/orthrus-go/orthrus/internal/async"
 	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
 )
@@ -105,7 +106,7 @@ func (e *Engine) attempt(ctx context.Context, h *locker.Hold, parent string, wai
 func (e *Engine) enqueue(ctx context.Context, h *locker.Hold, parent string) (*node, int64, *view, error) {
 	guid := zkconn.NewGUID()
 	sent, unexpect := e.zc.Sent(guid)
-	var early *zkconn.Pending[*view]
+	var early *async.Pending[*view]
 	c, err := e.create(ctx, zkconn.Protected{Parent: parent, GUID: guid, Suffix: marker(h), Data: []byte(h.Owner), Sent: sent, OnSent: func() {
 		early = zkconn.Start(e.zc, func() (*view, error) { return e.look(h.Kind, parent) }, nil)
 	}})
@@ -255,7 +256,7 @@ func (e *Engine) watchAll(ctx context.Context, parent string, names []string, wa
 
 // watchMany is watchAll's for more than one node, all requests at once.
 func (e *Engine) watchMany(ctx context.Context, names []string, watches map[string]<-chan gozk.Event, getW func(string) (<-chan gozk.Event, error)) error {
-	set := make([]*zkconn.Pending[<-chan gozk.Event], len(names))
+	set := make([]*async.Pending[<-chan gozk.Event], len(names))
 	for i, name := range names {
 		set[i] = zkconn.Start(e.zc, func() (<-chan gozk.Event, error) { return getW(name) }, nil)
 	}
