@@ -142,7 +142,7 @@ type Engine struct {
 	// DialTimeout bounds one connection attempt (redis, etcd) or, for zk,
 	// the wait for a session and every request across reconnections (the
 	// engine's connect timeout). Default: the client's (redis 5s, etcd
-	// start_timeout, zk 5s).
+	// start_timeout, zk 2s with one server and 5s with several).
 	DialTimeout time.Duration `mapstructure:"dial_timeout"`
 }
 
