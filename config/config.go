@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
 	"github.com/orthrus-go/orthrus/switcher"
 )
 
@@ -35,7 +36,7 @@ const (
 const defaultStartTimeout = 5 * time.Second
 
 // defaultTTL is the default of lock.ttl: the locker's.
-const defaultTTL = locker.DefaultTTL
+const defaultTTL = driver.DefaultTTL
 
 // Config is the schema of a configuration file. Every field is optional
 // unless it says otherwise; a zero value (a setting left out) means the
