@@ -57,8 +57,6 @@ func newGoneWatch() *goneWatch {
 	return g
 }
 
-func (g *goneWatch) poke() { poke(g.wake) }
-
 // unkey forgets the slot s, whose key the deletion watch looks up no more.
 // Called with e.mu held.
 func (e *Engine) unkey(s *slot) {
@@ -80,7 +78,7 @@ func (e *Engine) watchGone(h *locker.Hold, st *holdState) {
 	}
 	if st.rev < e.gone.since {
 		e.gone.check = append(e.gone.check, h)
-		e.gone.poke()
+		poke(e.gone.wake)
 	}
 }
 
@@ -147,7 +145,7 @@ func (e *Engine) watchDeletes(next int64) (int64, bool) {
 		opts = append(opts, clientv3.WithRev(next))
 	}
 	events := e.watcher.Watch(ctx, e.prefix+"/", opts...)
-	g.poke() // checks a previous watch left queued
+	poke(g.wake) // checks a previous watch left queued
 	var (
 		delivered bool
 		again     <-chan time.Time // a failed check is tried again
@@ -164,7 +162,7 @@ func (e *Engine) watchDeletes(next int64) (int64, bool) {
 			retry, again = 0, nil
 			continue
 		case <-again:
-			g.poke()
+			poke(g.wake)
 			continue
 		case <-g.interrupt:
 			return next, delivered
@@ -204,7 +202,7 @@ func (e *Engine) cover(rev int64) {
 	e.mu.Lock()
 	e.gone.since = rev
 	e.mu.Unlock()
-	e.gone.poke()
+	poke(e.gone.wake)
 }
 
 // uncover records that no watch covers anything now, and queues every
@@ -255,20 +253,14 @@ func (e *Engine) checkGone(ctx context.Context) error {
 	holds := e.gone.check
 	e.gone.check = nil
 	e.mu.Unlock()
-	for len(holds) > 0 {
-		chunk := holds[:min(len(holds), maxTxnOps)]
-		gone, err := e.goneKeys(ctx, chunk)
-		if err != nil {
-			e.mu.Lock()
-			e.gone.check = append(e.gone.check, holds...)
-			e.mu.Unlock()
-			if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
-				e.log.Debug("etcd: checking held keys failed, will retry", "holds", len(holds), "err", err)
-			}
-			return err
+	rest, err := e.loseGone(ctx, holds)
+	if err != nil {
+		e.mu.Lock()
+		e.gone.check = append(e.gone.check, rest...)
+		e.mu.Unlock()
+		if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+			e.log.Debug("etcd: checking held keys failed, will retry", "holds", len(rest), "err", err)
 		}
-		e.lose(gone)
-		holds = holds[len(chunk):]
 	}
-	return nil
+	return err
 }

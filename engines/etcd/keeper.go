@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"errors"
+	"iter"
 	"slices"
 	"sync"
 	"time"
@@ -38,8 +39,6 @@ func newKeeper() *keeper {
 	k.ctx, k.cancel = context.WithCancel(context.Background())
 	return k
 }
-
-func (k *keeper) poke() { poke(k.wake) }
 
 // poke wakes the loop that waits on wake, without blocking.
 func poke(wake chan struct{}) {
@@ -160,7 +159,7 @@ func (e *Engine) keepAlive(ctx context.Context, l *lease) {
 	case err != nil && !errors.Is(err, errLeaseGone) && ctx.Err() == nil:
 		e.log.Debug("etcd: renewing a lease failed, will retry", "lease", l.hexID(), "err", err)
 	}
-	e.keeper.poke()
+	poke(e.keeper.wake)
 }
 
 // register makes h, whose key st.key was created at st.rev, one of the
@@ -248,7 +247,7 @@ func (e *Engine) checked(l *lease, err error) {
 		l.checkAt = time.Now().Add(l.ttl)
 	}
 	e.mu.Unlock()
-	e.keeper.poke()
+	poke(e.keeper.wake)
 }
 
 // confirmGone asks the leader, with a keep-alive (refresh), whether l is
@@ -298,28 +297,29 @@ func (e *Engine) checkKeys(ctx context.Context, l *lease) error {
 	// compare below keeps it.
 	var missing []*locker.Hold
 	e.mu.Lock()
-	for _, taken := range l.slots {
-		for _, s := range taken {
-			if s.hold == nil {
-				continue
-			}
-			if _, ok := attached[s.key]; !ok {
-				missing = append(missing, s.hold)
-			}
+	for _, h := range l.holds() {
+		if _, ok := attached[h.State.(*holdState).key]; !ok {
+			missing = append(missing, h)
 		}
 	}
 	e.mu.Unlock()
-	var lost []*locker.Hold
-	for chunk := range slices.Chunk(missing, maxTxnOps) {
+	_, err = e.loseGone(ctx, missing)
+	return err
+}
+
+// loseGone loses the holds whose keys are gone, checking them by create
+// revision in transactions of at most maxTxnOps; on a failure it returns
+// the holds it could not check yet.
+func (e *Engine) loseGone(ctx context.Context, holds []*locker.Hold) ([]*locker.Hold, error) {
+	for chunk := range slices.Chunk(holds, maxTxnOps) {
 		gone, err := e.goneKeys(ctx, chunk)
 		if err != nil {
-			e.lose(lost)
-			return err
+			return holds, err
 		}
-		lost = append(lost, gone...)
+		e.lose(gone)
+		holds = holds[len(chunk):]
 	}
-	e.lose(lost)
-	return nil
+	return nil, nil
 }
 
 // goneKeys returns the holds of holds whose key is gone, or has another
@@ -389,15 +389,26 @@ func isLost(h *locker.Hold) bool {
 	}
 }
 
-// holds lists the holds on l. Called with Engine.mu held.
+// holds lists the renewed holds on l. Called with Engine.mu held.
 func (l *lease) holds() []*locker.Hold {
 	var holds []*locker.Hold
-	for _, taken := range l.slots {
-		for _, s := range taken {
-			if s.hold != nil {
-				holds = append(holds, s.hold)
-			}
+	for s := range l.taken() {
+		if s.hold != nil {
+			holds = append(holds, s.hold)
 		}
 	}
 	return holds
+}
+
+// taken yields the taken slots of l. Called with Engine.mu held.
+func (l *lease) taken() iter.Seq[*slot] {
+	return func(yield func(*slot) bool) {
+		for _, taken := range l.slots {
+			for _, s := range taken {
+				if !yield(s) {
+					return
+				}
+			}
+		}
+	}
 }

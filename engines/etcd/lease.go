@@ -340,17 +340,11 @@ func (e *Engine) kill(l *lease, cause error) {
 		delete(e.current, l.shelf())
 	}
 	delete(e.leases, l)
-	var holds []*locker.Hold
-	for _, taken := range l.slots {
-		for _, s := range taken {
-			if s.hold != nil {
-				holds = append(holds, s.hold)
-				s.hold = nil
-			}
-			if s.fixed == nil {
-				// Never freed: the lease takes its keys along.
-				e.unkey(s)
-			}
+	holds := l.holds()
+	for s := range l.taken() {
+		s.hold = nil
+		if s.fixed == nil {
+			e.unkey(s) // never freed: the lease takes its keys along
 		}
 	}
 	l.held = 0
@@ -392,7 +386,7 @@ func (e *Engine) take(l *lease, prefix string) *slot {
 	l.keys++
 	l.changes++
 	if l.keys == 1 {
-		e.keeper.poke() // from now on the keeper keeps it alive
+		poke(e.keeper.wake) // from now on the keeper keeps it alive
 	}
 	return s
 }
