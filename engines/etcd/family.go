@@ -179,19 +179,6 @@ func parseSemValue(v []byte) (permits int, granted bool, owner string) {
 	return permits, state == "granted", owner
 }
 
-// mismatchError is a semaphore opened with a count other than the stored
-// one.
-type mismatchError struct {
-	limit  int
-	stored string
-}
-
-func (m mismatchError) Error() string {
-	return fmt.Sprintf("opened with %d permits, %s stored", m.limit, m.stored)
-}
-
-func (m mismatchError) Is(target error) bool { return target == locker.ErrPermitsMismatch }
-
 // semWaiter is the waiter of a semaphore hold. The queue holds the keys of
 // holds and waiters, in create revision order; a key holds when its permits
 // and those of every key before it fit the stored count (FIFO: when a key
@@ -266,7 +253,8 @@ func (w *semWaiter) stored(ctx context.Context, h *locker.Hold, r *etcdserverpb.
 	v := string(kvs[0].Value)
 	n, err = strconv.Atoi(v)
 	if (check && v != w.limit) || err != nil || n < 1 {
-		return 0, 0, false, mismatchError{limit: h.Limit, stored: strconv.Quote(v)}
+		return 0, 0, false, fmt.Errorf("%w: opened with %d permits, %q stored",
+			locker.ErrPermitsMismatch, h.Limit, v)
 	}
 	return n, kvs[0].ModRevision, false, nil
 }
