@@ -18,10 +18,8 @@ var _ locker.FamilyInspector = (*Engine)(nil)
 
 // InspectFamily reports the holds and waiters of the read-write lock
 // (KindRead or KindWrite) or the semaphore (KindPermit) named name, oldest
-// first, as Inspect does for a mutex: one range read, one TimeToLive per
-// distinct lease. A holder's token is its key's create revision, but a
-// downgraded read's is its writer's, as its Handle's Token is (its key's
-// name carries it).
+// first, as Inspect does; a downgraded read has its writer's token, as its
+// Handle has.
 func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name string) (locker.FamilyInspection, error) {
 	if err := familyArgs("inspect", kind, name); err != nil {
 		return locker.FamilyInspection{}, err
@@ -59,8 +57,7 @@ func familyArgs(op string, kind locker.Kind, name string) error {
 	return nil
 }
 
-// familyKey is one key of a read-write lock or a semaphore, as an operator
-// sees it.
+// familyKey is one key of a read-write lock or a semaphore.
 type familyKey struct {
 	kv     *mvccpb.KeyValue
 	h      locker.FamilyHolder // its TTL is not set
@@ -68,9 +65,8 @@ type familyKey struct {
 	marked bool // a permit key marked granted
 }
 
-// familyKeys splits the keys of the range rng of a family lock of kind,
-// read in create revision order, into holds and waiters, by the rules the
-// waiters follow; count is a semaphore's stored count (0 when none).
+// familyKeys tells the holds among the keys of rng, read in create
+// revision order, by lockrule; count is a semaphore's stored count.
 func familyKeys(kind locker.Kind, rng string, kvs []*mvccpb.KeyValue) (count int, keys []familyKey) {
 	if kind == locker.KindPermit {
 		return semCounted(rng, kvs)
@@ -78,9 +74,8 @@ func familyKeys(kind locker.Kind, rng string, kvs []*mvccpb.KeyValue) (count int
 	return 0, rwKeys(rng, kvs)
 }
 
-// rwKeys tells a read-write lock's holds from its waiters by lockrule: a
-// writer with a downgraded read of its own holds (it downgraded while it
-// held).
+// rwKeys reads a read-write lock's keys: a writer with a downgraded read
+// of its own holds.
 func rwKeys(rng string, kvs []*mvccpb.KeyValue) []familyKey {
 	keys := make([]familyKey, len(kvs))
 	q := make([]lockrule.Entry, len(kvs))
@@ -114,9 +109,8 @@ func rwKeys(rng string, kvs []*mvccpb.KeyValue) []familyKey {
 	return keys
 }
 
-// semCounted splits a semaphore's keys, read in create revision order,
-// into its stored count (0 when none) and its queue, telling holds from
-// waiters by lockrule: a key marked granted holds.
+// semCounted reads a semaphore's keys: its count and its queue, where a
+// key marked granted holds.
 func semCounted(rng string, kvs []*mvccpb.KeyValue) (int, []familyKey) {
 	count := 0
 	var queue []familyKey
@@ -143,20 +137,13 @@ func semCounted(rng string, kvs []*mvccpb.KeyValue) (int, []familyKey) {
 
 // ForceUnlockFamily ends the holds of the read-write lock (KindRead or
 // KindWrite: both sides) or the semaphore (KindPermit) named name whose
-// token is token, or every hold when token is 0, whoever owns them, and
-// returns what it ended; ErrNotHeld when none matched. A downgraded read
-// has its writer's token: forcing that token ends both. It reads the holds
-// as InspectFamily does, then deletes their keys, in transactions of at
-// most maxTxnOps keys, each only if every key still has the mod revision
-// read, so that it never ends a newer hold, nor a waiter granted meanwhile.
-// A key that was only rewritten meanwhile (a permit marked granted, a key
-// moved to a fixed lease) is the same hold: the transaction returns it, and
-// it is deleted again with its new mod revision; one released by its owner
-// meanwhile is not reported. Waiters stay queued and take their turn:
-// every deletion wakes those it let in. The forced-out owners' engines
-// learn of it at once from their deletion watches: Lost closes and Unlock
-// returns ErrLockLost. When holds kept changing it
-// returns those it ended with an error.
+// token is token, or every hold when token is 0, and returns what it
+// ended; ErrNotHeld when none matched. A downgraded read has its writer's
+// token: forcing that token ends both. Each key is deleted only if it
+// still has the mod revision read, so that no newer hold nor waiter
+// granted meanwhile is ended; a key only rewritten meanwhile (a mark, a
+// fixed lease's move) is deleted again. The owners' engines see it at once
+// (Lost closes, Unlock returns ErrLockLost); waiters take their turn.
 func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name string, token uint64) ([]locker.FamilyHolder, error) {
 	const op = "force unlock"
 	if err := familyArgs(op, kind, name); err != nil {
@@ -202,9 +189,8 @@ func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name s
 }
 
 // deleteHolds deletes the keys of holds in one transaction if each still
-// has the mod revision read, and returns them as ended. Otherwise it
-// returns, with their keys as they are now, those that still have the
-// create revision read: the same holds, to delete again.
+// has the mod revision read; otherwise it returns, as they are now, those
+// still of the create revision read, to try again.
 func (e *Engine) deleteHolds(ctx context.Context, holds []familyKey) (ended []locker.FamilyHolder, changed []familyKey, err error) {
 	cmps := make([]clientv3.Cmp, len(holds))
 	dels := make([]clientv3.Op, len(holds))
@@ -238,11 +224,10 @@ func (e *Engine) deleteHolds(ctx context.Context, holds []familyKey) (ended []lo
 	return nil, changed, nil
 }
 
-// SetPermits stores n as the permit count of semaphore name. Holds already
-// granted stay; waiters, and later acquisitions, honour n. Before lowering
-// the count it marks the current holds granted, so that the waiters' rule
-// (the permits before a key and its own fit the count) still tells them
-// from waiters. It tries again when the semaphore changed meanwhile.
+// SetPermits stores n as the permit count of semaphore name. Holds
+// granted stay; waiters and later acquisitions honour n. Before lowering
+// the count it marks the holds granted, so that the rule still tells them
+// from waiters.
 func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 	if err := locker.ValidateName(name); err != nil {
 		return fmt.Errorf("etcd: set permits: %w", err)
@@ -281,8 +266,7 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 		if err == nil && ok {
 			rctx, cancel := e.bound(ctx)
 			var tresp *clientv3.TxnResponse
-			// No key came since the read: its own grant was decided on the
-			// old count, and it is not marked.
+			// A key come since was granted on the old count, unmarked.
 			tresp, err = e.client.Txn(rctx).
 				If(unchanged, clientv3.Compare(clientv3.CreateRevision(rng+semQueue).WithPrefix(), "<", resp.Header.Revision+1)).
 				Then(clientv3.OpPut(countKey, strconv.Itoa(n))).
@@ -300,9 +284,8 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 	return fmt.Errorf("etcd: set permits %q: the semaphore changed %d times meanwhile; try again", name, forceAttempts)
 }
 
-// markHeld marks the given holds granted, in transactions of at most
-// maxTxnOps keys, each only if the count is unchanged and its keys are
-// still those read. It reports false when one of these changed.
+// markHeld marks holds granted if the count is unchanged and the keys
+// are those read; false when one changed.
 func (e *Engine) markHeld(ctx context.Context, unchanged clientv3.Cmp, marks []familyKey) (bool, error) {
 	for chunk := range slices.Chunk(marks, maxTxnOps-1) {
 		cmps := []clientv3.Cmp{unchanged}

@@ -17,18 +17,12 @@ var _ locker.Inspector = (*Engine)(nil)
 // maxLeaseLookups bounds the TimeToLive calls Inspect has in flight.
 const maxLeaseLookups = 8
 
-// forceAttempts bounds how often ForceUnlock tries again when the hold it
-// read was released (and the lock granted to the next waiter) before it
-// could remove it.
+// forceAttempts bounds the tries of ForceUnlock on a lock changing hands.
 const forceAttempts = 5
 
 // Inspect reports who holds name and who waits for it, first in line
-// first: one range read of the lock's keys, sorted by create revision, then
-// one TimeToLive per distinct lease among them (waiters of one process
-// share a lease), in parallel. Owner is a key's value, Token its create
-// revision (a waiter's is the token it holds with once granted), TTL the
-// time its lease has left, in whole seconds as etcd counts them: 0 when the
-// lease ended meanwhile.
+// first: one range read, then one TimeToLive per distinct lease. Token is
+// a key's create revision, TTL its lease's time left (0 when it ended).
 func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, error) {
 	if err := locker.ValidateName(name); err != nil {
 		return locker.Inspection{}, fmt.Errorf("etcd: inspect: %w", err)
@@ -49,8 +43,7 @@ func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, e
 	return in, nil
 }
 
-// inspectRange reads the keys of rng, oldest first, and the time their
-// leases have left (see leaseTTLs), for the operation op on name.
+// inspectRange reads the keys of rng, oldest first, and their leases' TTLs.
 func (e *Engine) inspectRange(ctx context.Context, op, name, rng string) ([]*mvccpb.KeyValue, map[clientv3.LeaseID]time.Duration, error) {
 	if e.isClosed() {
 		return nil, nil, e.fail(op, name, locker.ErrClosed)
@@ -72,8 +65,7 @@ func (e *Engine) inspectRange(ctx context.Context, op, name, rng string) ([]*mvc
 	return resp.Kvs, ttls, nil
 }
 
-// leaseTTLs asks etcd once for each distinct lease of the keys read how
-// long it has left.
+// leaseTTLs asks etcd for the time left of each distinct lease of resp.
 func (e *Engine) leaseTTLs(ctx context.Context, resp *clientv3.GetResponse) (map[clientv3.LeaseID]time.Duration, error) {
 	ttls := make(map[clientv3.LeaseID]time.Duration)
 	var ids []clientv3.LeaseID
@@ -114,13 +106,10 @@ func (e *Engine) leaseTTLs(ctx context.Context, resp *clientv3.GetResponse) (map
 }
 
 // ForceUnlock removes the current hold of name, whoever owns it, and
-// returns the hold it removed (its TTL is not read); ErrNotHeld when the
-// name is free. It deletes the key with the lowest create revision only if
-// that key still has the create revision read (one transaction, which reads
-// the new lowest key when the hold changed meanwhile, to try again). The
-// next waiter, watching that key, takes the lock; the forced-out owner's
-// engine learns of it at once from its deletion watch: Lost closes and
-// Unlock returns ErrLockLost. For operators clearing a stuck hold.
+// returns it (its TTL is not read); ErrNotHeld when the name is free. It
+// deletes the oldest key if it still has the create revision read, else
+// tries the new oldest. The owner's engine sees it at once (Lost closes,
+// Unlock returns ErrLockLost); the next waiter takes the lock.
 func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, error) {
 	if err := locker.ValidateName(name); err != nil {
 		return locker.Holder{}, fmt.Errorf("etcd: force unlock: %w", err)
