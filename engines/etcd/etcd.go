@@ -42,14 +42,9 @@ const maxTxnOps = 128
 
 // Engine is the etcd lock engine. It implements locker.Engine.
 type Engine struct {
-	name    string
-	prefix  string // the namespace, without its trailing '/'
+	settings
 	client  *clientv3.Client
 	watcher clientv3.Watcher // owned: closed by Close
-	timeout time.Duration
-	attempt time.Duration // one attempt of a round trip: timeout for a single endpoint
-	window  time.Duration // RideThrough: 0 for a single endpoint
-	log     *slog.Logger
 	core    *locker.Core
 
 	done chan struct{} // closed by Close
@@ -61,9 +56,8 @@ type Engine struct {
 	troubled  chan struct{}
 	closeOnce sync.Once
 
-	keeper   *keeper
-	gone     *goneWatch // the deletion watch (gone.go)
-	perLease int        // WithKeysPerLease
+	keeper *keeper
+	gone   *goneWatch // the deletion watch (gone.go)
 
 	mu      sync.Mutex
 	closed  bool
@@ -79,13 +73,12 @@ var (
 
 type settings struct {
 	name     string
-	prefix   string
+	prefix   string // the namespace, without its trailing '/'
 	timeout  time.Duration
-	logger   *slog.Logger
+	attempt  time.Duration // one attempt of a round trip; < 0: the default
+	window   time.Duration // RideThrough; < 0: the default
 	perLease int
-	window   time.Duration // < 0: the default for the client's endpoints
-	attempt  time.Duration // < 0: the default for the client's endpoints
-
+	log      *slog.Logger
 	observer locker.Observer // nil: nothing observes
 }
 
@@ -157,7 +150,7 @@ func WithKeysPerLease(n int) Option {
 // WithLogger sets the logger for lost holds and leases and connection
 // trouble. Default: slog.Default().
 func WithLogger(l *slog.Logger) Option {
-	return check(l != nil, "WithLogger", "logger is nil", func(s *settings) { s.logger = l })
+	return check(l != nil, "WithLogger", "logger is nil", func(s *settings) { s.log = l })
 }
 
 // WithObserver reports acquisitions, releases and holds to o (package
@@ -173,7 +166,7 @@ func New(client *clientv3.Client, opts ...Option) (*Engine, error) {
 	if client == nil {
 		return nil, fmt.Errorf("etcd: New: %w: client is nil", locker.ErrInvalidArgument)
 	}
-	s := settings{name: "etcd", prefix: "orthrus", logger: slog.Default(), perLease: DefaultKeysPerLease,
+	s := settings{name: "etcd", prefix: "orthrus", log: slog.Default(), perLease: DefaultKeysPerLease,
 		window: -1, attempt: -1}
 	for _, opt := range opts {
 		if opt == nil {
@@ -183,7 +176,7 @@ func New(client *clientv3.Client, opts ...Option) (*Engine, error) {
 			return nil, err
 		}
 	}
-	logger := s.logger.With("engine", s.name)
+	s.log = s.log.With("engine", s.name)
 	// One server has no election to ride out and nowhere else to send to.
 	cluster := len(client.Endpoints()) > 1
 	if s.timeout == 0 {
@@ -204,25 +197,20 @@ func New(client *clientv3.Client, opts ...Option) (*Engine, error) {
 			s.attempt = DefaultAttemptTimeout
 		}
 	}
+	s.attempt = min(s.attempt, s.timeout)
 	e := &Engine{
-		name:     s.name,
-		prefix:   s.prefix,
+		settings: s,
 		client:   client,
 		watcher:  clientv3.NewWatcher(client),
-		timeout:  s.timeout,
-		attempt:  min(s.attempt, s.timeout),
-		window:   s.window,
-		log:      logger,
 		done:     make(chan struct{}),
 		troubled: make(chan struct{}),
 		keeper:   newKeeper(),
 		gone:     newGoneWatch(),
 		byKey:    make(map[string]*slot),
-		perLease: s.perLease,
 		current:  make(map[shelf]*lease),
 		leases:   make(map[*lease]struct{}),
 	}
-	e.core = locker.NewCore(s.name, e, logger, locker.ObservedBy(s.observer), locker.ReleaseWait(s.window))
+	e.core = locker.NewCore(s.name, e, s.log, locker.ObservedBy(s.observer), locker.ReleaseWait(s.window))
 	go e.keep()
 	go e.followGone()
 	return e, nil
