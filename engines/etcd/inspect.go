@@ -8,6 +8,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/orthrus-go/orthrus/locker"
 )
@@ -78,31 +79,25 @@ func (e *Engine) leaseTTLs(ctx context.Context, resp *clientv3.GetResponse) (map
 		ids = append(ids, id)
 	}
 	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-		sem      = make(chan struct{}, maxLeaseLookups)
+		mu sync.Mutex
+		g  errgroup.Group
 	)
+	g.SetLimit(maxLeaseLookups)
 	for _, id := range ids {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		g.Go(func() error {
 			rctx, cancel := e.bound(ctx)
 			defer cancel()
 			r, err := e.client.TimeToLive(rctx, id)
+			if err != nil {
+				return fmt.Errorf("lease %x: %w", int64(id), err)
+			}
 			mu.Lock()
 			defer mu.Unlock()
-			switch {
-			case err != nil && firstErr == nil:
-				firstErr = fmt.Errorf("lease %x: %w", int64(id), err)
-			case err == nil:
-				// TTL is -1 for a lease that ended after the read.
-				ttls[id] = time.Duration(max(r.TTL, 0)) * time.Second
-			}
+			ttls[id] = time.Duration(max(r.TTL, 0)) * time.Second // -1: ended after the read
+			return nil
 		})
 	}
-	wg.Wait()
-	return ttls, firstErr
+	return ttls, g.Wait()
 }
 
 // ForceUnlock removes the current hold of name, whoever owns it, and
