@@ -470,7 +470,7 @@ func (e *Engine) acquireWait(ctx context.Context, h *locker.Hold, st *holdState,
 // lives. It returns errRequeue when its key or its lease went.
 func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, wt waiter, spec watchSpec, rev int64) error {
 	q := &queued{e: e, h: h, st: st, wt: wt, spec: spec, rev: rev, check: rev == 0, recheck: time.Now().Add(st.shared.ttl)}
-	defer q.stopWatch()
+	defer q.stopWatch() // also when await ends the wait
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -571,18 +571,15 @@ func (q *queued) await(ctx context.Context, timer *time.Timer) error {
 
 	select {
 	case <-ctx.Done():
-		q.stopWatch()
 		q.e.abandon(q.st.slot)
 		if q.failed != nil {
 			return fmt.Errorf("%w: %w", q.failed, ctx.Err())
 		}
 		return errQueued
 	case <-q.e.done:
-		q.stopWatch()
 		q.e.abandon(q.st.slot)
 		return locker.ErrClosed
 	case <-q.st.shared.dead:
-		q.stopWatch()
 		q.e.abandon(q.st.slot) // most likely gone with the lease
 		return errRequeue
 	case <-troubled:
