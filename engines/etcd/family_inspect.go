@@ -21,29 +21,36 @@ var _ locker.FamilyInspector = (*Engine)(nil)
 // first, as Inspect does; a downgraded read has its writer's token, as its
 // Handle has.
 func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name string) (locker.FamilyInspection, error) {
-	if err := familyArgs("inspect", kind, name); err != nil {
-		return locker.FamilyInspection{}, err
-	}
-	rng := e.familyRange(kind, name)
-	kvs, ttls, err := e.inspectRange(ctx, "inspect", name, rng)
+	count, keys, err := e.familyHolds(ctx, "inspect", kind, name)
 	if err != nil {
 		return locker.FamilyInspection{}, err
 	}
-	var in locker.FamilyInspection
-	count, keys := familyKeys(kind, rng, kvs)
-	if kind == locker.KindPermit {
-		in.Permits = count
-	}
+	in := locker.FamilyInspection{Permits: count}
 	for _, k := range keys {
-		h := k.h
-		h.TTL = ttls[clientv3.LeaseID(k.kv.Lease)]
 		if k.held {
-			in.Holders = append(in.Holders, h)
+			in.Holders = append(in.Holders, k.h)
 		} else {
-			in.Waiters = append(in.Waiters, h)
+			in.Waiters = append(in.Waiters, k.h)
 		}
 	}
 	return in, nil
+}
+
+// familyHolds reads the keys of a family lock, with their leases' TTLs.
+func (e *Engine) familyHolds(ctx context.Context, op string, kind locker.Kind, name string) (int, []familyKey, error) {
+	if err := familyArgs(op, kind, name); err != nil {
+		return 0, nil, err
+	}
+	rng := e.familyRange(kind, name)
+	kvs, ttls, err := e.inspectRange(ctx, op, name, rng)
+	if err != nil {
+		return 0, nil, err
+	}
+	count, keys := familyKeys(rng, kvs)
+	for i, k := range keys {
+		keys[i].h.TTL = ttls[clientv3.LeaseID(k.kv.Lease)]
+	}
+	return count, keys, nil
 }
 
 // familyArgs checks the arguments of an operation on a family lock.
@@ -65,31 +72,30 @@ type familyKey struct {
 	marked bool // a permit key marked granted
 }
 
-// familyKeys tells the holds among the keys of rng, read in create
-// revision order, by lockrule; count is a semaphore's stored count.
-func familyKeys(kind locker.Kind, rng string, kvs []*mvccpb.KeyValue) (count int, keys []familyKey) {
-	if kind == locker.KindPermit {
-		return semCounted(rng, kvs)
-	}
-	return 0, rwKeys(rng, kvs)
-}
-
-// rwKeys reads a read-write lock's keys: a writer with a downgraded read
-// of its own holds.
-func rwKeys(rng string, kvs []*mvccpb.KeyValue) []familyKey {
-	keys := make([]familyKey, len(kvs))
-	q := make([]lockrule.Entry, len(kvs))
+// familyKeys tells the holds among the keys of a family lock's range rng,
+// read in create revision order, by lockrule: a permit key marked granted
+// holds, and so does a writer with a downgraded read of its own. count is
+// a semaphore's stored count.
+func familyKeys(rng string, kvs []*mvccpb.KeyValue) (count int, keys []familyKey) {
+	var q []lockrule.Entry
 	downgrades := make(map[uint64]bool) // their writers' tokens
-	for i, kv := range kvs {
+	for _, kv := range kvs {
 		k := familyKey{kv: kv, h: locker.FamilyHolder{
 			Holder: locker.Holder{Owner: string(kv.Value), Token: uint64(kv.CreateRevision)},
 			Kind:   locker.KindRead, Permits: 1,
 		}}
+		e := lockrule.Entry{}
 		switch sub := strings.TrimPrefix(string(kv.Key), rng); {
+		case sub == semCount:
+			count, _ = strconv.Atoi(string(kv.Value))
+			continue
+		case strings.HasPrefix(sub, semQueue):
+			k.h.Kind = locker.KindPermit
+			k.h.Permits, k.marked, k.h.Owner = parseSemValue(kv.Value)
 		case strings.HasPrefix(sub, rwWriters):
 			k.h.Kind = locker.KindWrite
 		case strings.HasPrefix(sub, rwDowngrades):
-			q[i].Downgrade = true
+			e.Downgrade = true
 			if tok, _, ok := strings.Cut(strings.TrimPrefix(sub, rwDowngrades), "/"); ok {
 				if t, err := strconv.ParseUint(tok, 10, 64); err == nil {
 					k.h.Token = t
@@ -97,42 +103,17 @@ func rwKeys(rng string, kvs []*mvccpb.KeyValue) []familyKey {
 			}
 			downgrades[k.h.Token] = true
 		}
-		q[i].Kind, keys[i] = k.h.Kind, k
+		e.Kind, e.Permits = k.h.Kind, k.h.Permits
+		q, keys = append(q, e), append(keys, k)
 	}
 	held := make([]bool, len(keys))
 	for i, k := range keys {
-		held[i] = k.h.Kind == locker.KindWrite && downgrades[k.h.Token]
-	}
-	for i, g := range lockrule.Grants(q, held, 0) {
-		keys[i].held = g
-	}
-	return keys
-}
-
-// semCounted reads a semaphore's keys: its count and its queue, where a
-// key marked granted holds.
-func semCounted(rng string, kvs []*mvccpb.KeyValue) (int, []familyKey) {
-	count := 0
-	var queue []familyKey
-	var q []lockrule.Entry
-	var held []bool
-	for _, kv := range kvs {
-		if string(kv.Key) == rng+semCount {
-			count, _ = strconv.Atoi(string(kv.Value))
-			continue
-		}
-		p, marked, owner := parseSemValue(kv.Value)
-		queue = append(queue, familyKey{kv: kv, marked: marked, h: locker.FamilyHolder{
-			Holder: locker.Holder{Owner: owner, Token: uint64(kv.CreateRevision)},
-			Kind:   locker.KindPermit, Permits: p,
-		}})
-		q = append(q, lockrule.Entry{Kind: locker.KindPermit, Permits: p})
-		held = append(held, marked)
+		held[i] = k.marked || (k.h.Kind == locker.KindWrite && downgrades[k.h.Token])
 	}
 	for i, g := range lockrule.Grants(q, held, count) {
-		queue[i].held = g
+		keys[i].held = g
 	}
-	return count, queue
+	return count, keys
 }
 
 // ForceUnlockFamily ends the holds of the read-write lock (KindRead or
@@ -146,22 +127,13 @@ func semCounted(rng string, kvs []*mvccpb.KeyValue) (int, []familyKey) {
 // (Lost closes, Unlock returns ErrLockLost); waiters take their turn.
 func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name string, token uint64) ([]locker.FamilyHolder, error) {
 	const op = "force unlock"
-	if err := familyArgs(op, kind, name); err != nil {
-		return nil, err
-	}
-	rng := e.familyRange(kind, name)
-	kvs, ttls, err := e.inspectRange(ctx, op, name, rng)
+	_, keys, err := e.familyHolds(ctx, op, kind, name)
 	if err != nil {
 		return nil, err
 	}
-	_, keys := familyKeys(kind, rng, kvs)
-	var targets []familyKey
-	for _, k := range keys {
-		if k.held && (token == 0 || k.h.Token == token) {
-			k.h.TTL = ttls[clientv3.LeaseID(k.kv.Lease)]
-			targets = append(targets, k)
-		}
-	}
+	targets := slices.DeleteFunc(keys, func(k familyKey) bool {
+		return !k.held || (token != 0 && k.h.Token != token)
+	})
 	var ended []locker.FamilyHolder
 	for range forceAttempts {
 		var changed []familyKey
@@ -248,7 +220,7 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 		if err != nil {
 			return e.fail("set permits", name, err)
 		}
-		count, queue := semCounted(rng, resp.Kvs)
+		count, queue := familyKeys(rng, resp.Kvs)
 		var countRev int64
 		for _, kv := range resp.Kvs {
 			if string(kv.Key) == countKey {
