@@ -20,12 +20,11 @@ type holdState struct {
 	slot   *slot            // the hold's key
 	key    string           // slot.key
 	rev    int64            // the key's create revision: the token, but for a downgraded read
-	shared *lease           // the lease the key was created on: slot.l
 	fixed  clientv3.LeaseID // the own lease of a WithLease hold, once granted
 }
 
 func (st *holdState) set(s *slot, rev int64) {
-	st.slot, st.key, st.shared, st.rev = s, s.key, s.l, rev
+	st.slot, st.key, st.rev = s, s.key, rev
 }
 
 // errRequeue tells a waiter that its key vanished with its lease (or by
@@ -469,7 +468,7 @@ func (e *Engine) acquireWait(ctx context.Context, h *locker.Hold, st *holdState,
 // unseen), and after a failure, with a growing delay, while the lease
 // lives. It returns errRequeue when its key or its lease went.
 func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, wt waiter, spec watchSpec, rev int64) error {
-	q := &queued{e: e, h: h, st: st, wt: wt, spec: spec, rev: rev, check: rev == 0, recheck: time.Now().Add(st.shared.ttl)}
+	q := &queued{e: e, h: h, st: st, wt: wt, spec: spec, rev: rev, check: rev == 0, recheck: time.Now().Add(st.slot.l.ttl)}
 	defer q.stopWatch() // also when await ends the wait
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -521,7 +520,7 @@ func (q *queued) stopWatch() {
 // checkPlace asks etcd what the waiter waits for now; errRequeue when its
 // key is gone.
 func (q *queued) checkPlace(ctx context.Context) error {
-	l := q.st.shared
+	l := q.st.slot.l
 	q.h.Asking()
 	p, r, err := q.wt.check(ctx, q.h)
 	q.failed = err
@@ -579,7 +578,7 @@ func (q *queued) await(ctx context.Context, timer *time.Timer) error {
 	case <-q.e.done:
 		q.e.abandon(q.st.slot)
 		return locker.ErrClosed
-	case <-q.st.shared.dead:
+	case <-q.st.slot.l.dead:
 		q.e.abandon(q.st.slot) // most likely gone with the lease
 		return errRequeue
 	case <-troubled:
