@@ -65,6 +65,15 @@
 //     not answer; its key is deleted in the background, or before its
 //     lease is refreshed again, or expires with it.
 //
+// # Options
+//
+//	WithPrefix          the namespace                          "orthrus"
+//	WithRequestTimeout  bound of every round trip              2s; 5s with several endpoints
+//	WithRideThrough     failures a switcher lets pass          0; 5s with several endpoints
+//	WithAttemptTimeout  one attempt before sending again       the request timeout; 300ms with several
+//	WithKeysPerLease    keys sharing one lease                 5000
+//	WithName, WithLogger, WithObserver                         "etcd", slog.Default(), none
+//
 // # Clusters
 //
 // With several endpoints the engine rides out a leader election:
