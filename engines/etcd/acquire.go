@@ -22,12 +22,11 @@ type holdState struct {
 	slot   *slot            // the hold's key
 	key    string           // slot.key
 	rev    int64            // the key's create revision: the token, but for a downgraded read
-	shared *lease           // the lease the key was created on: slot.l
 	fixed  clientv3.LeaseID // the own lease of a WithLease hold, once granted
 }
 
 func (st *holdState) set(s *slot, rev int64) {
-	st.slot, st.key, st.shared, st.rev = s, s.key, s.l, rev
+	st.slot, st.key, st.rev = s, s.key, rev
 }
 
 // errRequeue tells a waiter that its key vanished with its lease (or by
@@ -38,10 +37,9 @@ var errRequeue = errors.New("requeue")
 // because the one it used ended under it.
 const attempts = 3
 
-// waiter is what differs between the kinds of hold (the mutex, the sides of
-// a read-write lock, semaphore permits): how a key gets in without waiting,
-// how it queues and what it waits for. The leases, slots, the wait loop
-// (queue) and the holds' renewal and release are the same for all.
+// waiter is what differs between the kinds of hold: how a key gets in
+// without waiting, how it queues and what it waits for. Leases, slots, the
+// wait loop (queue), renewal and release are shared.
 type waiter interface {
 	// try makes one attempt that leaves nothing behind on contention.
 	try(ctx context.Context, h *driver.Hold) (bool, error)
@@ -65,10 +63,8 @@ type watchSpec struct {
 	prev   bool // deletions carry the deleted key as it was
 }
 
-// Acquire implements driver.Backend. Each acquisition puts a key of its own
-// under the lock's prefix; the key with the lowest create revision holds the
-// lock, and its create revision is the fencing token. The lock family
-// (family.go) orders its keys the same way, with its own rules of who holds.
+// Acquire implements driver.Backend: each acquisition puts a key of its
+// own in the lock's range, ordered by create revision (the token).
 func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, error) {
 	st := &holdState{prefix: e.lockPrefix(h.Name), value: h.Owner}
 	h.State = st
@@ -96,8 +92,6 @@ func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, 
 	case errors.Is(err, locker.ErrClosed) || e.isClosed():
 		return false, fmt.Errorf("etcd: acquire %q: %w", h.Name, locker.ErrClosed)
 	}
-	// Past here a request went unanswered, the caller's context may have
-	// ended meanwhile.
 	return false, e.fail("acquire", h.Name, err)
 }
 
@@ -105,15 +99,10 @@ func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, 
 // the caller gave up; Acquire returns the caller's ctx.Err() for it.
 var errQueued = errors.New("etcd: still queued")
 
-// create puts the key of an acquisition with st.value, in a slot of
-// st.prefix on the shared lease of h's TTL, within the transaction build
-// makes of the put; it starts over on a new lease when etcd no longer has
-// the lease. The caller frees the slot when the key was not created.
-//
-// On a cluster, the create is sent again, in another slot, whenever it
-// has gone unanswered for the attempt timeout (see createHedged). A caller
-// whose context can end leaves at once when it does, and its create is
-// settled in the background.
+// create puts st.value in a slot of st.prefix on the shared lease of h's
+// TTL, within the transaction build makes of the put. The caller frees the
+// slot when the key was not created. On a cluster, or for a caller whose
+// context can end, it is hedged (createHedged).
 func (e *Engine) create(ctx context.Context, h *driver.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn) (*slot, *clientv3.TxnResponse, error) {
 	if e.attempt < e.timeout || ctx.Done() != nil {
 		return e.createHedged(ctx, func(actx context.Context) (*slot, *clientv3.TxnResponse, error) {
@@ -123,7 +112,8 @@ func (e *Engine) create(ctx context.Context, h *driver.Hold, st *holdState, buil
 	return e.createOnce(ctx, h, st, build)
 }
 
-// createOnce is one create, of the request timeout.
+// createOnce is one create, of the request timeout; it starts over on a
+// new lease when etcd no longer has the lease.
 func (e *Engine) createOnce(ctx context.Context, h *driver.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn) (*slot, *clientv3.TxnResponse, error) {
 	for attempt := 1; ; attempt++ {
 		l, err := e.sharedLease(ctx, h)
@@ -139,11 +129,9 @@ func (e *Engine) createOnce(ctx context.Context, h *driver.Hold, st *holdState, 
 		cancel()
 		if err == nil {
 			if prev := overwritten(resp); prev != nil {
-				// The key was there: a create of this slot given up on
-				// (unanswered for the request timeout) was applied late,
-				// after the slot was swept and freed. Our put kept that
-				// key's create revision, so the key is not where the
-				// transaction says: delete it and start again.
+				// A create of this slot given up on was applied late:
+				// the put kept that key's create revision, so it is not
+				// where the transaction says. Delete it, start again.
 				rctx, cancel := e.bound(ctx)
 				_, err = e.ifCreated(rctx, s.key, prev.CreateRevision, clientv3.OpDelete(s.key))
 				cancel()
@@ -166,8 +154,8 @@ func (e *Engine) createOnce(ctx context.Context, h *driver.Hold, st *holdState, 
 	}
 }
 
-// overwritten returns the key the put of a create's transaction (its first
-// operation, when it succeeded) replaced: nil unless the key existed.
+// overwritten returns the key a create's put (its first operation)
+// replaced: nil unless the key existed.
 func overwritten(resp *clientv3.TxnResponse) *mvccpb.KeyValue {
 	if !resp.Succeeded || len(resp.Responses) == 0 {
 		return nil
@@ -188,9 +176,8 @@ func (e *Engine) ifCreated(ctx context.Context, key string, rev int64, ops ...cl
 	return resp, err
 }
 
-// hedges bounds the attempts of one create: enough to go on sending one
-// every attempt timeout through the ride-through window (an election),
-// and at least 3.
+// hedges bounds the attempts of one create: one per attempt timeout
+// through the ride-through window, at least 3.
 func (e *Engine) hedges() int {
 	return max(int(e.window/e.attempt)+1, 3)
 }
@@ -201,23 +188,13 @@ type created struct {
 	resp *clientv3.TxnResponse
 }
 
-// createHedged sends the create (once makes one attempt, in a new slot)
-// again each time its attempts have gone unanswered for the attempt
-// timeout, while the request timeout lasts, and takes the first answer. A
-// create must not be given up on and sent again: one given up on may still
-// be applied later (a member that froze reads it when it resumes; a leader
-// elected may commit it), and its key would stand in the queue with no one
-// to delete it. So every attempt runs its full request timeout, as a
-// single create does, and what it leaves is settled in the background: a
-// key of an attempt answered after the one taken is deleted, comparing its
-// create revision; an attempt never answered is left behind as a single
-// create's would be. A create forwarded to a leader that died, which
-// nothing answers, costs its caller an attempt timeout, not the request
-// timeout. The caller's context ending does not end the attempts either: a
-// create on the wire may still be applied, and a delete sent before its
-// answer may be applied before it, leaving a key on a live lease. The
-// caller returns at once and the attempts are settled like the unneeded
-// ones.
+// createHedged sends the create again (once makes an attempt, in a new
+// slot) each time its attempts have gone unanswered for the attempt
+// timeout, and takes the first answer. No attempt is cut short, not even
+// when the caller gives up (who returns at once): one given up on may
+// still be applied later, leaving a key no one deletes. So every attempt
+// runs its request timeout and the unneeded ones are settled in the
+// background.
 func (e *Engine) createHedged(ctx context.Context, once func(actx context.Context) (*slot, *clientv3.TxnResponse, error)) (*slot, *clientv3.TxnResponse, error) {
 	actx, abort := context.WithCancel(context.WithoutCancel(ctx))
 	began := time.Now()
@@ -246,9 +223,8 @@ func (e *Engine) createHedged(ctx context.Context, once func(actx context.Contex
 	return a.v.s, a.v.resp, nil
 }
 
-// settle receives the outcomes of the n attempts of createHedged still in
-// flight, in the background, and deletes the keys of those that created
-// one; abort ends them when the engine closes.
+// settle deletes, in the background, the keys the n attempts still in
+// flight create; abort ends them when the engine closes.
 func (e *Engine) settle(results <-chan answer[created], n int, abort context.CancelFunc) {
 	if n == 0 {
 		abort()
@@ -271,9 +247,8 @@ func (e *Engine) settle(results <-chan answer[created], n int, abort context.Can
 	}
 }
 
-// discard deletes the key an unneeded attempt of createHedged made, if it
-// made one: only a key created by that transaction has its revision as
-// create revision.
+// discard deletes the key an unneeded attempt made, comparing its create
+// revision with the transaction's.
 func (e *Engine) discard(ctx context.Context, s *slot, resp *clientv3.TxnResponse) {
 	rctx, cancel := e.cleanupContext(ctx)
 	defer cancel()
@@ -284,10 +259,9 @@ func (e *Engine) discard(ctx context.Context, s *slot, resp *clientv3.TxnRespons
 	e.free(s)
 }
 
-// tryCreate makes one attempt with a transaction that creates the key only
-// when nothing holds it out (it succeeds), so that contention leaves
-// nothing behind. On contention, retry (nil: none) reads etcd's answer and
-// may ask for another transaction, which build then makes.
+// tryCreate creates the key only when nothing holds it out, leaving
+// nothing on contention; then retry (nil: none) may ask for another
+// transaction from etcd's answer.
 func (e *Engine) tryCreate(ctx context.Context, h *driver.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn, retry func(*clientv3.TxnResponse) (bool, error)) (bool, error) {
 	for attempt, tries := 1, 0; ; {
 		s, resp, err := e.create(ctx, h, st, build)
@@ -318,42 +292,30 @@ func (e *Engine) tryCreate(ctx context.Context, h *driver.Hold, st *holdState, b
 	}
 }
 
-// maxTries bounds the transactions of one try that etcd's answers ask for:
-// a semaphore busy with other acquisitions reports contention then.
+// maxTries bounds the transactions of one try (or read of a busy queue).
 const maxTries = 5
 
 // lockWaiter is the waiter of the mutex and of both sides of a read-write
-// lock: its key holds when no key of rng was created before it and no key
-// of also ("": none) exists; it waits on the newest such key of rng, else
-// on one of also, for its deletion.
+// lock: its key holds when no key of rng is older and no key of also ("":
+// none) exists; it watches the newest older key of rng, else one of also.
 type lockWaiter struct {
 	e         *Engine
 	st        *holdState
 	rng, also string
-	// counted: when the key read as blocking it was the only key of rng
-	// before it (keys created later come after it), its deletion lets
-	// it hold without another look (sole, then gone). Readers count;
-	// writers must look for downgraded readers.
+	// counted (readers): when the key blocking it was the only older one
+	// (sole), its deletion (gone) lets it hold with no other read.
 	counted, sole, gone bool
-	// marks (the mutex, in a long queue: see markDepth): a key found first
-	// after queueing is marked held, and the deletion of the key blocking
-	// it, if marked, lets it hold without reading the range before it:
-	// that key was first once, and no key can come between the two. It
-	// checks that its own key is still there, and marks it, in one
-	// transaction: so each hand-off costs one request, whatever the length
-	// of the queue. A key found first by reading the range is marked in
-	// the background.
+	// marks (a mutex in a queue longer than markDepth): a granted key is
+	// marked, and the deletion of a marked key blocking it lets a waiter
+	// hold without reading the range: one request per hand-off.
 	mutex, marks bool
 }
 
-// markDepth is the length of a queue, in keys before a new waiter's, from
-// which its waiters mark their keys held: etcd reads every key of the
-// range to find the one before a waiter's (about a microsecond each), and
-// a mark is a write, which costs more than reading a short range.
+// markDepth is the queue length from which waiters mark their keys: a
+// mark is a write, dearer than reading a short range (about 1µs a key).
 const markDepth = 64
 
-// try creates the key only if rng (and also) is empty, so that contention
-// costs one round trip and leaves nothing.
+// try creates the key only if rng (and also) is empty.
 func (w *lockWaiter) try(ctx context.Context, h *driver.Hold) (bool, error) {
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.rng).WithPrefix(), "=", 0)}
 	if w.also != "" {
@@ -364,13 +326,10 @@ func (w *lockWaiter) try(ctx context.Context, h *driver.Hold) (bool, error) {
 	}, nil)
 }
 
-// enqueue creates the key and counts, in the same transaction, the keys of
-// rng: a count etcd takes from its index, without reading a key, where
-// the sorted read that finds the key just before ours reads every key of
-// rng, and would do so inside etcd's apply loop, in front of the releases
-// that hand the lock over. Alone, the key holds at once (unless also
-// blocks it); behind others, the waiter reads its place by check, outside
-// the write (rev 0).
+// enqueue creates the key and counts the keys of rng in the same
+// transaction: a count reads no key, where the sorted read would run in
+// etcd's apply loop, ahead of the releases. Behind others, the waiter
+// reads its place by check, outside the write (rev 0).
 func (w *lockWaiter) enqueue(ctx context.Context, h *driver.Hold) (watchSpec, int64, error) {
 	ops := []clientv3.Op{clientv3.OpGet(w.rng, clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly())}
 	s, resp, err := w.e.create(ctx, h, w.st, func(t clientv3.Txn, put clientv3.Op) clientv3.Txn {
@@ -413,11 +372,9 @@ func (w *lockWaiter) blocker(rs []*etcdserverpb.ResponseOp) watchSpec {
 	return watchSpec{}
 }
 
-// check reads in one transaction that the key still exists with its
-// create revision, and what blocks it now.
+// check reads in one transaction that the key still exists, and what
+// blocks it now; one attempt: queue tries again soon.
 func (w *lockWaiter) check(ctx context.Context, h *driver.Hold) (watchSpec, int64, error) {
-	// One attempt: a check that fails is tried again soon (queue), on the
-	// next member when this one went away.
 	rctx, cancel := w.e.attemptBound(ctx)
 	defer cancel()
 	switch {
@@ -463,19 +420,16 @@ func heldWhenDeleted(resp clientv3.WatchResponse, rev int64) bool {
 	return false
 }
 
-// mark marks the key of st, found first after a wait: its value put again,
-// on the same lease, moves its mod revision past its create revision,
-// which tells the waiter behind it, when the key goes, that it was held
-// (the mutex), or wakes that waiter at once (a semaphore). It is written
-// only while the key has its create revision, so never over a released
-// key nor another hold's: errKeyGone then.
+// mark puts the value of st's key again, moving its mod revision past its
+// create revision: the waiter behind learns it was held (the mutex) or
+// wakes (a semaphore). errKeyGone when the key is no longer st's.
 func (e *Engine) mark(ctx context.Context, st *holdState) error {
 	_, err := e.ifCreated(ctx, st.key, st.rev, clientv3.OpPut(st.key, st.value, clientv3.WithIgnoreLease()))
 	return err
 }
 
-// markLater marks the key of st in the background: the grant does not wait
-// for it. If it fails, the waiter behind reads the range instead.
+// markLater marks st's key in the background; if it fails, the waiter
+// behind reads the range instead.
 func (e *Engine) markLater(st *holdState) {
 	marked := *st // the fields mark reads, as they are now
 	e.core.Go(func(ctx context.Context) {
@@ -510,18 +464,14 @@ func (e *Engine) acquireWait(ctx context.Context, h *driver.Hold, st *holdState,
 	}
 }
 
-// queue waits until nothing blocks the hold's key, watching what blocks it
-// (spec, seen at revision rev; for the mutex, the key created just before
-// it) for its deletion, and takes the hold then. The keeper keeps its
-// lease alive meanwhile, one keep-alive for all the waiters and holds on
-// it. It checks its place again
-// when the watch ends, every TTL of its lease (a fallback should a deletion
-// go unseen), and after a failure, with a growing delay: etcd in trouble is
-// ridden out while the lease lives. It returns errRequeue when its key
-// vanished or its lease ended.
+// queue waits until nothing blocks the hold's key, watching what blocks
+// it (spec, seen at revision rev), and takes the hold then. It checks its
+// place again when the watch ends, every TTL (should a deletion go
+// unseen), and after a failure, with a growing delay, while the lease
+// lives. It returns errRequeue when its key or its lease went.
 func (e *Engine) queue(ctx context.Context, h *driver.Hold, st *holdState, wt waiter, spec watchSpec, rev int64) error {
-	q := &queued{e: e, h: h, st: st, wt: wt, spec: spec, rev: rev, check: rev == 0, recheck: time.Now().Add(st.shared.ttl)}
-	defer q.stopWatch()
+	q := &queued{e: e, h: h, st: st, wt: wt, spec: spec, rev: rev, check: rev == 0, recheck: time.Now().Add(st.slot.l.ttl)}
+	defer q.stopWatch() // also when await ends the wait
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -555,16 +505,13 @@ type queued struct {
 	st *holdState
 	wt waiter
 
-	spec  watchSpec
-	rev   int64
-	w     *watch        // on spec, nil when none
-	check bool          // spec and rev are stale: ask etcd
-	retry time.Duration // > 0 after a failure: the delay before trying again
-	// recheck is when the place is checked again should the watch miss
-	// the deletion.
-	recheck time.Time
-	// failed is the error of the latest request, nil once etcd answered.
-	failed error
+	spec    watchSpec
+	rev     int64
+	w       *watch        // on spec, nil when none
+	check   bool          // spec and rev are stale: ask etcd
+	retry   time.Duration // > 0 after a failure: the delay before trying again
+	recheck time.Time     // when to check should the watch miss a deletion
+	failed  error         // of the latest request, nil once etcd answered
 }
 
 func (q *queued) stopWatch() {
@@ -575,7 +522,7 @@ func (q *queued) stopWatch() {
 // checkPlace asks etcd what the waiter waits for now; errRequeue when its
 // key is gone.
 func (q *queued) checkPlace(ctx context.Context) error {
-	l := q.st.shared
+	l := q.st.slot.l
 	q.h.Asking()
 	p, r, err := q.wt.check(ctx, q.h)
 	q.failed = err
@@ -597,8 +544,8 @@ func (q *queued) checkPlace(ctx context.Context) error {
 	return nil
 }
 
-// await waits for the watch, the recheck or retry time, or the end of the
-// wait, which it returns as Acquire's error.
+// await waits for the watch, a timer or the end of the wait, which it
+// returns as Acquire's error.
 func (q *queued) await(ctx context.Context, timer *time.Timer) error {
 	var (
 		events  clientv3.WatchChan
@@ -615,8 +562,7 @@ func (q *queued) await(ctx context.Context, timer *time.Timer) error {
 	wait := time.Until(q.recheck)
 	troubled, inTrouble := q.e.trouble()
 	if inTrouble {
-		// The watch may sit on a member that froze: look again every
-		// third of the window, a few reads per waiter per episode.
+		// The watch may sit on a member that froze.
 		wait = min(wait, q.e.window/3)
 	}
 	if q.check {
@@ -626,18 +572,15 @@ func (q *queued) await(ctx context.Context, timer *time.Timer) error {
 
 	select {
 	case <-ctx.Done():
-		q.stopWatch()
 		q.e.abandon(q.st.slot)
 		if q.failed != nil {
 			return fmt.Errorf("%w: %w", q.failed, ctx.Err())
 		}
 		return errQueued
 	case <-q.e.done:
-		q.stopWatch()
 		q.e.abandon(q.st.slot)
 		return locker.ErrClosed
-	case <-q.st.shared.dead:
-		q.stopWatch()
+	case <-q.st.slot.l.dead:
 		q.e.abandon(q.st.slot) // most likely gone with the lease
 		return errRequeue
 	case <-troubled:
@@ -648,8 +591,7 @@ func (q *queued) await(ctx context.Context, timer *time.Timer) error {
 		switch {
 		case ok && resp.Created:
 			q.w.created = true
-			// Writes since the read that set spec went unwatched: look
-			// again, keeping the watch.
+			// Writes since the read that set spec went unwatched.
 			q.check = q.check || resp.Header.Revision > q.rev
 		case !ok || resp.Canceled || resp.Err() != nil || q.wt.wakes(resp):
 			q.w.created = true // nothing more to wait for
@@ -671,16 +613,11 @@ type watch struct {
 	created bool // etcd confirmed it
 }
 
-// watch watches spec for deletions (and puts, if asked) from the revision
-// etcd creates it at, which its created response gives: the waiter looks
-// again if that is past its read. A watch from an older revision would
-// see the writes in between, but etcd keeps such a watch apart until its
-// sync loop catches it up, every 100ms, and events wait for that: under
-// contention, most hand-offs would. Every watch of
-// the engine has the same context metadata, so they all share one gRPC
-// stream; a watch ends with stop, not with the caller's context, and
-// requires a leader: a member cut off from its cluster cancels it instead of
-// going silent.
+// watch watches spec from the revision etcd creates it at (the waiter
+// looks again if that is past its read): a watch from an older revision
+// waits for etcd's sync loop, every 100ms. All watches share one gRPC
+// stream (same context metadata), end with stop, and require a leader, so
+// that a member cut off from its cluster cancels them.
 func (e *Engine) watch(spec watchSpec) *watch {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
 	w := &watch{spec: spec, ready: make(chan struct{}), cancel: cancel}
@@ -694,12 +631,10 @@ func (e *Engine) watch(spec watchSpec) *watch {
 	if !spec.puts {
 		opts = append(opts, clientv3.WithFilterPut())
 	}
-	// clientv3's Watch blocks until etcd confirms the watch, which a hung
-	// server never does: the request timeout bounds that call. It must not
-	// end sooner, not even when the waiter gives up: a watch cancelled
-	// before etcd confirms it leaves the stream's goroutines running
-	// (clientv3 3.7 only ends a stream when its last confirmed watch goes).
-	// So the call runs in the background, and the waiter never waits for it.
+	// clientv3's Watch blocks until etcd confirms, which a hung server
+	// never does: the request timeout bounds it, in the background. It is
+	// not cut shorter: a watch cancelled unconfirmed leaks the stream
+	// (clientv3 3.7 ends one only when its last confirmed watch goes).
 	set := func(context.Context) {
 		bound := time.AfterFunc(e.timeout, cancel)
 		w.events = e.watcher.Watch(wctx, spec.key, opts...)
@@ -712,8 +647,7 @@ func (e *Engine) watch(spec watchSpec) *watch {
 	return w
 }
 
-// stopWatch stops w without holding up the caller: a watch etcd has not
-// confirmed yet is stopped in the background (see stop).
+// stopWatch stops w; an unconfirmed one in the background (see stop).
 func (e *Engine) stopWatch(w *watch) {
 	switch {
 	case w == nil:
@@ -725,9 +659,7 @@ func (e *Engine) stopWatch(w *watch) {
 }
 
 // stop cancels the watch once etcd has confirmed it, waiting at most
-// timeout for that. A watch cancelled before its confirmation leaves the
-// client's watch stream running, idle, until the next watch or Close
-// (clientv3 3.7 only ends a stream when its last confirmed watch goes).
+// timeout for that.
 func (w *watch) stop(timeout time.Duration) {
 	if w == nil {
 		return
@@ -765,11 +697,9 @@ func backoff(d time.Duration) time.Duration {
 	return min(max(2*d, 50*time.Millisecond), time.Second)
 }
 
-// hold completes a grant. A renewed hold joins its lease. A fixed lease must
-// start with the hold, not when the wait began: the key moves onto a lease of
-// its own, granted now, keeping its create revision (the token). That lease
-// gets a second more than the hold's TTL rounded up, so that it cannot end
-// on the server before the Core ends the hold.
+// hold completes a grant. A renewed hold joins its lease; a fixed lease
+// starts with the hold: the key moves onto a lease of its own, granted
+// now, keeping its create revision (the token).
 func (e *Engine) hold(ctx context.Context, h *driver.Hold, st *holdState) error {
 	if h.Renew {
 		err := e.register(h, st)
@@ -808,10 +738,8 @@ func (e *Engine) hold(ctx context.Context, h *driver.Hold, st *holdState) error 
 }
 
 // fixedSeconds is the TTL of a fixed lease's own lease: a second more than
-// the hold's TTL rounded up, so that it cannot end on the server before
-// the Core ends the hold. With a lock delay the hold's life, which ends a
-// delay after the Core ends it, rounded up: the deletion watch frees its
-// slot then.
+// the hold's TTL, so that the server never ends it before the Core does;
+// with a lock delay, the hold's life (the delay covers the Core's end).
 func fixedSeconds(h *driver.Hold) int64 {
 	if h.Delay > 0 {
 		return wholeSeconds(h.Life())
@@ -824,18 +752,14 @@ func fixedSeconds(h *driver.Hold) int64 {
 func (e *Engine) HonoursDeadlines() bool { return true }
 
 // Release implements driver.Backend: it deletes the hold's key and reports
-// ErrLockLost unless the key it deleted had the hold's create revision. A
-// plain delete is enough, and cheaper on etcd than a transaction comparing
-// the revision first: the key's slot is the hold's until the deletion is
-// confirmed, so no other hold can have that key.
+// ErrLockLost unless the key had the hold's create revision.
 func (e *Engine) Release(ctx context.Context, h *driver.Hold) error {
 	st, _ := h.State.(*holdState)
 	if st == nil || st.slot == nil {
 		return e.fail("release", h.Name, errKeyGone)
 	}
 	if !e.unregister(h, st) {
-		// Its lease ended, or its key was deleted and its slot freed: the
-		// slot may be another hold's by now.
+		// Lost: its slot may be another hold's by now.
 		return e.fail("release", h.Name, errKeyGone)
 	}
 	deleted, tries, err := e.deleteHeld(ctx, st)
@@ -847,24 +771,18 @@ func (e *Engine) Release(ctx context.Context, h *driver.Hold) error {
 		return e.fail("release", h.Name, err)
 	}
 	e.free(st.slot)
-	// After more than one attempt, one that went unanswered may have
-	// deleted the key: the slot was the hold's, and its lease was kept, so
-	// it most likely did. Only a deletion by hand in that same moment would
-	// be missed, and the hold ends either way.
+	// After several attempts, an unanswered one most likely deleted it.
 	if !deleted && tries == 1 {
 		return e.fail("release", h.Name, errKeyGone)
 	}
 	return nil
 }
 
-// deleteHeld deletes the key of a hold and tells whether it had the hold's
-// create revision, in as many attempts as it took. With one attempt (one
-// endpoint) a plain delete does. With retries, an attempt that went
-// unanswered may still be applied later — sent to a member that froze, it
-// is read when the member resumes — after the slot was freed and its key
-// name taken by another hold: so each attempt deletes the key only if it
-// still has the hold's create revision, and attempts may run at once
-// (hedge).
+// deleteHeld deletes a hold's key and tells whether it had the hold's
+// create revision, and in how many attempts. With one endpoint a plain
+// delete, cheaper than a transaction, does: the slot is the hold's until
+// the delete is confirmed. Hedged attempts may be applied late, after the
+// slot went to another hold, so each compares the create revision.
 func (e *Engine) deleteHeld(ctx context.Context, st *holdState) (deleted bool, tries int, err error) {
 	if e.attempt >= e.timeout {
 		rctx, cancel := e.attemptBound(ctx)

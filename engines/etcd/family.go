@@ -17,10 +17,8 @@ import (
 	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
-// familyRange is the key range of a read-write lock ("<prefix>/%rw/<escaped
-// name>/") or a semaphore ("<prefix>/%sem/<escaped name>/"). An escaped
-// name never has a '%' but in "%25" and "%2F", so these ranges are no
-// mutex's, nor each other's.
+// familyRange is the key range of a read-write lock or a semaphore; an
+// escaped name never starts with "%r" or "%s", so it is no mutex's.
 func (e *Engine) familyRange(k inspect.Kind, name string) string {
 	seg := "/%rw/"
 	if k == inspect.KindPermit {
@@ -29,20 +27,13 @@ func (e *Engine) familyRange(k inspect.Kind, name string) string {
 	return e.prefix + seg + nameEscaper.Replace(name) + "/"
 }
 
-// The sub-ranges of a read-write lock: readers, writers, and the readers
-// that downgraded from the write side, which hold out every writer (under
-// "d/<the writer's token>/").
+// The sub-ranges and keys of the family (see the package doc).
 const (
 	rwReaders    = "r/"
 	rwWriters    = "w/"
-	rwDowngrades = "d/"
-)
-
-// The keys of a semaphore: the stored count, and the queue of holds and
-// waiters.
-const (
-	semCount = "permits"
-	semQueue = "q/"
+	rwDowngrades = "d/" // "d/<the writer's token>/"
+	semCount     = "permits"
+	semQueue     = "q/"
 )
 
 // rwSubs are the sub-ranges of a read-write lock, with the entry of
@@ -57,9 +48,9 @@ var rwSubs = []struct {
 }
 
 // rwWait is what holds out a read-write lock key of each kind, derived
-// from lockrule once: any older key of older (a sub-range, "" for the
-// whole range) and any key of also ("": none). A kind whose rule maps
-// onto no such ranges is missing, and refused.
+// from lockrule: any older key of [0] (a sub-range, "" for all) and any
+// key of [1] ("": none). A kind whose rule maps onto no such ranges is
+// missing, and refused.
 var rwWait = func() map[inspect.Kind][2]string {
 	m := make(map[inspect.Kind][2]string)
 	for _, k := range []inspect.Kind{inspect.KindRead, inspect.KindWrite} {
@@ -88,8 +79,8 @@ var rwWait = func() map[inspect.Kind][2]string {
 }()
 
 // familyWaiter returns the waiter of a read-write lock side or semaphore
-// hold, after setting where its key goes. A downgrade is granted here, at
-// once (ok), or not at all.
+// hold, after setting where its key goes. A downgrade is granted here (ok)
+// or not at all.
 func (e *Engine) familyWaiter(ctx context.Context, h *driver.Hold, st *holdState) (waiter, bool, error) {
 	rng := e.familyRange(h.Kind, h.Name)
 	wait, rw := rwWait[h.Kind]
@@ -114,19 +105,13 @@ func (e *Engine) familyWaiter(ctx context.Context, h *driver.Hold, st *holdState
 	if wait[1] != "" {
 		w.also = rng + wait[1]
 	}
-	// With nothing to look for anywhere (readers), the deletion of the
-	// only older key that held it out lets the key hold.
 	w.counted = w.also == ""
 	return w, false, nil
 }
 
 // downgrade grants a read to the owner of the write hold h.Writer in one
-// transaction, if the writer's key still exists (then it holds: keys older
-// than a holder's only go). The read key goes in the downgrades' range,
-// where every writer sees it whatever its place in line. The read has the
-// writer's token, which its key's name carries ("d/<token>/<slot>") for
-// operators (InspectFamily, ForceUnlockFamily); its key's create revision
-// (st.rev) identifies it.
+// transaction, if the writer's key still exists, under "d/<token>/" where
+// every writer sees it. The read has the writer's token.
 func (e *Engine) downgrade(ctx context.Context, h *driver.Hold, st *holdState, rng string) (bool, error) {
 	wst, _ := h.Writer.State.(*holdState)
 	if wst == nil || wst.slot == nil {
@@ -144,11 +129,8 @@ func (e *Engine) downgrade(ctx context.Context, h *driver.Hold, st *holdState, r
 
 // semValue is a permit key's value: "<permits> <queued|granted> <owner>".
 // A key granted after waiting is marked granted, which wakes the waiter
-// behind it (it watches that key); a key granted on arrival is not marked:
-// the permits of the keys before it and its own fit the count, and so they
-// do for every later reader of the queue (keys before it only go).
-// SetPermits marks the holds before lowering the count, so that the rule
-// still tells them from waiters.
+// watching it; one granted on arrival needs no mark (keys before it only
+// go), until SetPermits lowers the count.
 func semValue(permits int, granted bool, owner string) string {
 	state := " queued "
 	if granted {
@@ -169,31 +151,12 @@ func parseSemValue(v []byte) (permits int, granted bool, owner string) {
 	return permits, state == "granted", owner
 }
 
-// mismatchError is a semaphore opened with a count other than the stored
-// one.
-type mismatchError struct {
-	limit  int
-	stored string
-}
-
-func (m mismatchError) Error() string {
-	return fmt.Sprintf("opened with %d permits, %s stored", m.limit, m.stored)
-}
-
-func (m mismatchError) Is(target error) bool { return target == locker.ErrPermitsMismatch }
-
-// semWaiter is the waiter of a semaphore hold. The queue holds the keys of
-// holds and waiters, in create revision order; a key holds when its permits
-// and those of every key before it fit the stored count (FIFO: when a key
-// fits, every key before it does). The first waiter, whatever its permits
-// (lockrule's head: it waits for every hold before it and for the count),
-// and every waiter whose permits and those of the waiters before it fit
-// the count ("near") watches the semaphore's range, keeps count of the
-// permits of the keys before it and of the stored count from the events,
-// and holds as soon as they fit, with no request: releases of the holds
-// before it and a raised count are all it waits for. Every other waiter
-// waits for a waiter before it to be granted or to go: it watches the key
-// just before its own for its deletion or its grant mark.
+// semWaiter is the waiter of a semaphore hold: its key holds when its
+// permits and those of every key before it fit the stored count. A "near"
+// waiter (the first, or one whose permits and those of the waiters before
+// it fit) watches the whole range, counting releases and the count from
+// the events, and holds when they fit, with no request. Any other watches
+// the key just before its own for its deletion or grant mark.
 type semWaiter struct {
 	e     *Engine
 	st    *holdState
@@ -204,26 +167,22 @@ type semWaiter struct {
 	want  int    // the hold's permits
 	reads int    // the keys a read of the queue returns at most, less one
 
-	// A near waiter's view: the keys before it, read at rev, and the
-	// events after rev.
+	// A near waiter's view: the keys before it, read at rev, and events.
 	near     bool
 	rev      int64
 	blockers map[string]int // key → permits
 	held     int            // the blockers' permits
 	permits  int            // the stored count
 	fits     bool           // the view lets it hold: check grants it
-	// behind tells that a key was seen queued after this one: a grant
-	// must then be marked, to wake it. A key that comes after the grant
-	// sees it by the rule, and one that came before is counted: the near
-	// waiter's watch delivers its creation before the event that grants.
+	// behind: a key was seen queued after this one, which a grant must
+	// wake by a mark (a later one sees the grant by the rule).
 	behind bool
 }
 
 // readOps reads what a permit key's place depends on: the count, the
-// first keys of the queue (before rev if rev > 0) and the newest one
-// before rev (rev 0: the two newest, the caller's among them); with rev >
-// 0, also whether a key came after rev (a read of one key: etcd's count
-// ignores revision filters).
+// first keys of the queue and the newest one (before rev if rev > 0), and
+// with rev > 0 whether a key came after rev (etcd's count ignores revision
+// filters).
 func (w *semWaiter) readOps(rev int64) []clientv3.Op {
 	first := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(int64(w.reads) + 1)}
 	last := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2), clientv3.WithKeysOnly()}
@@ -238,10 +197,9 @@ func (w *semWaiter) readOps(rev int64) []clientv3.Op {
 	return ops
 }
 
-// stored reads the count from a read of the count key. When none is
-// stored it stores the opener's (only if still none), and asks for another
-// look (again). With check set, a count other than the opener's fails
-// with ErrPermitsMismatch.
+// stored reads the count; when none is stored it stores the opener's and
+// asks for another look (again). With check, another count than the
+// opener's fails with ErrPermitsMismatch.
 func (w *semWaiter) stored(ctx context.Context, h *driver.Hold, r *etcdserverpb.ResponseOp, check bool) (n int, rev int64, again bool, err error) {
 	kvs := r.GetResponseRange().Kvs
 	if len(kvs) == 0 {
@@ -256,15 +214,15 @@ func (w *semWaiter) stored(ctx context.Context, h *driver.Hold, r *etcdserverpb.
 	v := string(kvs[0].Value)
 	n, err = strconv.Atoi(v)
 	if (check && v != w.limit) || err != nil || n < 1 {
-		return 0, 0, false, mismatchError{limit: h.Limit, stored: strconv.Quote(v)}
+		return 0, 0, false, fmt.Errorf("%w: opened with %d permits, %q stored",
+			locker.ErrPermitsMismatch, h.Limit, v)
 	}
 	return n, kvs[0].ModRevision, false, nil
 }
 
-// try takes the permits if they fit now, leaving nothing otherwise: one
-// transaction creates the key when the queue is empty and the count is the
-// opener's; otherwise it reads the count and the queue, and a second one
-// creates the key if no key came and the count did not change since.
+// try creates the key when the queue is empty and the count the
+// opener's; otherwise, from the count and queue read, if the permits fit,
+// no key came and the count did not change since.
 func (w *semWaiter) try(ctx context.Context, h *driver.Hold) (bool, error) {
 	cmps := []clientv3.Cmp{
 		clientv3.Compare(clientv3.Value(w.count), "=", w.limit),
@@ -299,9 +257,8 @@ func (w *semWaiter) try(ctx context.Context, h *driver.Hold) (bool, error) {
 	})
 }
 
-// enqueue creates the key, if the count is stored (and is the opener's,
-// on the semaphore's first acquisition), reading its place in the same
-// transaction.
+// enqueue creates the key if the count is stored (and the opener's, when
+// checked), reading its place in the same transaction.
 func (w *semWaiter) enqueue(ctx context.Context, h *driver.Hold) (watchSpec, int64, error) {
 	w.near, w.fits, w.behind = false, false, false
 	for range attempts {
@@ -360,9 +317,8 @@ func (w *semWaiter) place(h *driver.Hold, rs []*etcdserverpb.ResponseOp, rev int
 			waiting += p // a waiter: so is every key after it
 		}
 		if waiting > 0 && !lockrule.Fits(waiting, w.want, n) {
-			// Far, behind a waiter: wait for the key just before ours to
-			// go or be granted. The first waiter is near even when it asks
-			// for more than the count, so that a raised count wakes it.
+			// Far: watch the key just before ours. The first waiter is
+			// near even when it asks for more than the count.
 			w.near = false
 			for _, pred := range rs[2].GetResponseRange().Kvs {
 				if pred.CreateRevision < w.st.rev {
@@ -412,12 +368,8 @@ func (w *semWaiter) check(ctx context.Context, h *driver.Hold) (watchSpec, int64
 	return watchSpec{}, 0, fmt.Errorf("semaphore %q: the queue grew %d times while being read", h.Name, maxTries)
 }
 
-// grant ends a wait: the key holds. When a key waits behind it, the key
-// is marked granted, which wakes that waiter, in the background: the
-// grant does not wait for it. The mark is written only while the key has
-// its create revision, so never over a released key nor another hold's;
-// if it fails, the waiter behind finds out at its next look (the key's
-// deletion, or a TTL later).
+// grant ends a wait; a waiter behind is woken by a mark in the background
+// (if that fails, it finds out at its next look).
 func (w *semWaiter) grant(h *driver.Hold) (watchSpec, int64, error) {
 	w.st.value = semValue(h.Permits, true, h.Owner) // also for a fixed lease's move
 	if !w.behind {
@@ -427,10 +379,8 @@ func (w *semWaiter) grant(h *driver.Hold) (watchSpec, int64, error) {
 	return watchSpec{}, 0, nil
 }
 
-// wakes: a far waiter wakes on any change of the key before it (gone, or
-// marked granted). A near waiter follows the deletions of the keys before
-// it and the stored count from the events after its read, and wakes when
-// its permits fit, or when the count or its own key went.
+// wakes: a far waiter on any change of the key before it; a near one when
+// its permits fit, or the count or its own key went.
 func (w *semWaiter) wakes(resp clientv3.WatchResponse) bool {
 	if !w.near {
 		return len(resp.Events) > 0

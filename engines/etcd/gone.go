@@ -11,14 +11,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// goneWatch is the deletion watch (doc.go, "Leases and TTLs"): one watch
-// per engine on its namespace, deletions only, from its first hold on. It
-// loses a hold whose key was deleted under it at once, where the keeper
-// finds it only within a TTL, for one lookup in Engine.byKey per deletion
-// and no request per hold; a release unregisters its hold before deleting
-// the key, so it is never reported. It resumes after the revision it last
-// delivered; after a compaction, and for a hold whose key's creation no
-// watch covered, the keys are checked by their create revisions.
+// goneWatch is the deletion watch: one watch per engine on its namespace,
+// deletions only, from its first hold on, which loses a hold whose key was
+// deleted under it at once (a release unregisters first). It resumes after
+// the revision it delivered; after a compaction, and for a hold whose
+// key's creation no watch covered, keys are checked by create revision.
 type goneWatch struct {
 	ctx    context.Context
 	cancel context.CancelFunc // ends the watch, at Close
@@ -27,21 +24,12 @@ type goneWatch struct {
 	start  chan struct{}      // closed at the first hold: the watch starts
 
 	// Guarded by Engine.mu.
-	//
-	// started tells that start is closed.
-	started bool
+	started bool           // start is closed
+	since   int64          // the watch delivers every deletion after it
+	check   []*driver.Hold // registered while their creation was not covered
 
-	// since is the revision after which the watch delivers every deletion:
-	// notCovered before the first hold, and while a new watch after a
-	// compaction is not confirmed.
-	since int64
-	// check are holds registered while their key's creation was not
-	// covered, for the goroutine to check by reading.
-	check []*driver.Hold
-
-	// Tests only (export_test.go): interrupt ends the current watch as if
-	// etcd had; while gate (guarded by Engine.mu) is set, no watch starts
-	// before it is closed.
+	// Tests only (export_test.go): interrupt ends the current watch; while
+	// gate is set (under Engine.mu), no watch starts before it closes.
 	interrupt chan struct{}
 	gate      chan struct{}
 }
@@ -56,42 +44,36 @@ func newGoneWatch() *goneWatch {
 	return g
 }
 
-func (g *goneWatch) poke() { poke(g.wake) }
-
-// unkey forgets the slot s, whose key the deletion watch looks up no more.
-// Called with e.mu held.
+// unkey forgets s for the deletion watch. Called with e.mu held.
 func (e *Engine) unkey(s *slot) {
 	if e.byKey[s.key] == s {
 		delete(e.byKey, s.key)
 	}
 }
 
-// watchGone has h, just registered, checked by reading when no watch
-// covers its key's creation, and starts the watch at the first hold.
-// Called with e.mu held.
+// watchGone queues h for a check when no watch covers its key's
+// creation, and starts the watch at the first hold. Called with e.mu held.
 func (e *Engine) watchGone(h *driver.Hold, st *holdState) {
 	if !e.gone.started {
-		// The watch starts from this key's creation: it covers this hold,
-		// and every later one, with no check.
+		// From this key's creation: it covers this hold and later ones.
 		e.gone.started, e.gone.since = true, st.rev
 		close(e.gone.start)
 		return
 	}
 	if st.rev < e.gone.since {
 		e.gone.check = append(e.gone.check, h)
-		e.gone.poke()
+		poke(e.gone.wake)
 	}
 }
 
-// stopGone ends the deletion watch and waits for it. Close calls it.
+// stopGone ends the deletion watch and waits for it.
 func (e *Engine) stopGone() {
 	e.gone.cancel()
 	<-e.gone.done
 }
 
-// followGone runs the deletion watch until Close, from the first hold's
-// key on, starting again after a growing delay each time it ends, from
-// the revision to resume from (next; 0: a new watch).
+// followGone runs the deletion watch until Close, from the first hold on,
+// resuming after a growing delay each time it ends.
 func (e *Engine) followGone() {
 	g := e.gone
 	defer close(g.done)
@@ -146,7 +128,7 @@ func (e *Engine) watchDeletes(next int64) (int64, bool) {
 		opts = append(opts, clientv3.WithRev(next))
 	}
 	events := e.watcher.Watch(ctx, e.prefix+"/", opts...)
-	g.poke() // checks a previous watch left queued
+	poke(g.wake) // checks a previous watch left queued
 	var (
 		delivered bool
 		again     <-chan time.Time // a failed check is tried again
@@ -163,7 +145,7 @@ func (e *Engine) watchDeletes(next int64) (int64, bool) {
 			retry, again = 0, nil
 			continue
 		case <-again:
-			g.poke()
+			poke(g.wake)
 			continue
 		case <-g.interrupt:
 			return next, delivered
@@ -174,8 +156,7 @@ func (e *Engine) watchDeletes(next int64) (int64, bool) {
 			delivered = true
 			switch {
 			case resp.CompactRevision != 0:
-				// Deletions since next may be lost: check every hold
-				// once a new watch covers what comes next.
+				// Deletions since next may be lost: check every hold.
 				e.log.Debug("etcd: deletion watch compacted, checking every held key", "from", next, "compacted", resp.CompactRevision)
 				e.uncover()
 				return 0, true
@@ -185,8 +166,7 @@ func (e *Engine) watchDeletes(next int64) (int64, bool) {
 				}
 				return next, delivered
 			case resp.Created && next == 0:
-				// A new watch: it delivers what comes after its
-				// creation's revision.
+				// A new watch delivers what follows its creation.
 				e.cover(resp.Header.Revision)
 			case resp.Created:
 				continue // resumed: the header tells nothing delivered
@@ -197,17 +177,16 @@ func (e *Engine) watchDeletes(next int64) (int64, bool) {
 	}
 }
 
-// cover records that the watch delivers every deletion after rev, and
-// has the holds registered meanwhile checked.
+// cover records that the watch delivers every deletion after rev.
 func (e *Engine) cover(rev int64) {
 	e.mu.Lock()
 	e.gone.since = rev
 	e.mu.Unlock()
-	e.gone.poke()
+	poke(e.gone.wake)
 }
 
-// uncover records that no watch covers anything now, and queues every
-// registered hold for a check once one does.
+// uncover records that no watch covers anything, queueing every hold for
+// a check once one does.
 func (e *Engine) uncover() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -219,8 +198,7 @@ func (e *Engine) uncover() {
 	}
 }
 
-// keysDeleted reports the holds whose keys evs deleted: a deletion after the
-// key's creation (st.rev), not one of an earlier key of the same slot.
+// keysDeleted loses the holds whose keys evs deleted after their creation.
 func (e *Engine) keysDeleted(evs []*clientv3.Event) {
 	var gone []*driver.Hold
 	e.mu.Lock()
@@ -242,9 +220,8 @@ func (e *Engine) keysDeleted(evs []*clientv3.Event) {
 	e.lose(gone)
 }
 
-// checkGone checks, by their keys' create revisions, the holds queued
-// while no watch covered their keys, once one does; they stay queued
-// after a failure.
+// checkGone checks the queued holds once a watch covers; they stay
+// queued after a failure.
 func (e *Engine) checkGone(ctx context.Context) error {
 	e.mu.Lock()
 	if e.gone.since == notCovered {
@@ -254,20 +231,14 @@ func (e *Engine) checkGone(ctx context.Context) error {
 	holds := e.gone.check
 	e.gone.check = nil
 	e.mu.Unlock()
-	for len(holds) > 0 {
-		chunk := holds[:min(len(holds), maxTxnOps)]
-		gone, err := e.goneKeys(ctx, chunk)
-		if err != nil {
-			e.mu.Lock()
-			e.gone.check = append(e.gone.check, holds...)
-			e.mu.Unlock()
-			if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
-				e.log.Debug("etcd: checking held keys failed, will retry", "holds", len(holds), "err", err)
-			}
-			return err
+	rest, err := e.loseGone(ctx, holds)
+	if err != nil {
+		e.mu.Lock()
+		e.gone.check = append(e.gone.check, rest...)
+		e.mu.Unlock()
+		if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+			e.log.Debug("etcd: checking held keys failed, will retry", "holds", len(rest), "err", err)
 		}
-		e.lose(gone)
-		holds = holds[len(chunk):]
 	}
-	return nil
+	return err
 }

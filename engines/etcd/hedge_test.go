@@ -36,7 +36,7 @@ func answered(t *testing.T, cancel context.CancelFunc, f func() error) error {
 // less than backoff(0) for it (timeout-attempt < 50ms): createHedged must
 // then return the attempt's error, not wait with nothing in flight.
 func TestCreateHedgedNoAttemptLeft(t *testing.T) {
-	e := &Engine{attempt: time.Second, timeout: time.Second + backoff(0) - time.Nanosecond}
+	e := &Engine{settings: settings{attempt: time.Second, timeout: time.Second + backoff(0) - time.Nanosecond}}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var attempts atomic.Int32
@@ -56,7 +56,7 @@ func TestCreateHedgedNoAttemptLeft(t *testing.T) {
 // may send (timeout/attempt+1 = 3) long before the request timeout ends;
 // hedge must then return the last error, not wait for the timeout.
 func TestHedgeNoAttemptLeft(t *testing.T) {
-	e := &Engine{attempt: time.Minute, timeout: 2 * time.Minute}
+	e := &Engine{settings: settings{attempt: time.Minute, timeout: 2 * time.Minute}}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var sent int

@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"errors"
+	"iter"
 	"slices"
 	"sync"
 	"time"
@@ -12,24 +13,20 @@ import (
 )
 
 // keeper is the engine's one loop that keeps its leases alive and checks
-// its holds' keys (doc.go, "Leases and TTLs"). Each refresh and each check
-// runs on a goroutine of its own, so that one that hangs holds up no other
-// lease. A lease not refreshed by its end, as the engine counts it (the
-// latest refresh sent plus its TTL), is killed then: its holds are lost no
-// later than the server may end it, and its waiters queue again. The engine
-// is no driver.Renewer: the Core schedules no renewal per hold.
+// its holds' keys, each refresh and check on a goroutine of its own so that
+// one that hangs holds up no other lease. A lease not refreshed by its end
+// (latest refresh sent plus its TTL) is killed then, before the server can
+// end it. The engine is no driver.Renewer: one refresh keeps a lease's
+// holds and waiters alike.
 type keeper struct {
 	wake   chan struct{}
 	done   chan struct{} // closed when the loop has ended
 	ctx    context.Context
 	cancel context.CancelFunc // ends the refreshes and checks in flight, at Close
 	wg     sync.WaitGroup     // the refreshes and checks in flight
-	// checks bounds the key checks in flight at once: after a long outage
-	// every lease falls due together.
-	checks chan struct{}
+	checks chan struct{}      // bounds the checks in flight: after an outage all fall due
 }
 
-// maxChecks bounds the key checks in flight at once.
 const maxChecks = 4
 
 func newKeeper() *keeper {
@@ -37,8 +34,6 @@ func newKeeper() *keeper {
 	k.ctx, k.cancel = context.WithCancel(context.Background())
 	return k
 }
-
-func (k *keeper) poke() { poke(k.wake) }
 
 // poke wakes the loop that waits on wake, without blocking.
 func poke(wake chan struct{}) {
@@ -74,17 +69,15 @@ func (e *Engine) keep() {
 	}
 }
 
-// stopKeeper ends the loop and the refreshes in flight, and waits for them.
-// Close calls it once e.done is closed.
+// stopKeeper ends the loop and the work in flight, once e.done is closed.
 func (e *Engine) stopKeeper() {
 	<-e.keeper.done
 	e.keeper.cancel()
 	e.keeper.wg.Wait()
 }
 
-// dueLeases returns the leases to refresh now and those whose holds' keys
-// to check now, marking them busy, and those whose life has run out, and
-// says when to look again.
+// dueLeases returns, marked busy, the leases to refresh and to check now,
+// those whose life ran out, and when to look again.
 func (e *Engine) dueLeases(now time.Time) (due, check, expired []*lease, next time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -100,8 +93,7 @@ func (e *Engine) dueLeases(now time.Time) (due, check, expired []*lease, next ti
 		case l.busy:
 			next = earliest(next, l.end())
 		case !now.Before(l.next):
-			// Busy from now on: a refresh that hangs must not hold up the
-			// loss of its holds at the lease's end.
+			// A refresh that hangs must not delay the loss at its end.
 			l.busy = true
 			due = append(due, l)
 			next = earliest(next, l.end())
@@ -127,8 +119,8 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// keepAlive refreshes l once for the keeper; after a failure the keeper
-// tries again with a growing delay while the lease may live.
+// keepAlive refreshes l once; after a failure the keeper tries again with
+// a growing delay, and the holds are at risk.
 func (e *Engine) keepAlive(ctx context.Context, l *lease) {
 	err := e.refresh(ctx, l)
 	e.mu.Lock()
@@ -159,14 +151,12 @@ func (e *Engine) keepAlive(ctx context.Context, l *lease) {
 	case err != nil && !errors.Is(err, errLeaseGone) && ctx.Err() == nil:
 		e.log.Debug("etcd: renewing a lease failed, will retry", "lease", l.hexID(), "err", err)
 	}
-	e.keeper.poke()
+	poke(e.keeper.wake)
 }
 
-// register makes h, whose key st.key was created at st.rev, one of the
-// holds the deletion watch reports (gone.go) and, on a shared lease, one
-// of the holds the keeper checks. It returns errKeyGone when the watch
-// already saw the key deleted, and errLeaseGone when a renewed hold's lease
-// was retired meanwhile.
+// register makes h one of the holds the deletion watch reports and, if
+// renewed, the keeper checks: errKeyGone when the watch saw its key
+// deleted, errLeaseGone when its lease was retired.
 func (e *Engine) register(h *driver.Hold, st *holdState) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -188,8 +178,7 @@ func (e *Engine) register(h *driver.Hold, st *holdState) error {
 	return nil
 }
 
-// unregister ends the keeper's checks and the watch's reports of h, and
-// tells whether h was still registered: not lost with its lease or its key.
+// unregister undoes register, telling whether h was still registered.
 func (e *Engine) unregister(h *driver.Hold, st *holdState) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -212,11 +201,9 @@ func (e *Engine) unhold(h *driver.Hold, s *slot) bool {
 	return true
 }
 
-// checkLease checks, for the keeper, that the keys of l's holds are still
-// attached to l: one LeaseTimeToLive lists them all. A hold whose key is
-// missing is checked by its key's create revision and lost if the key is
-// gone. A failure is tried again with a growing delay: the holds live as
-// long as the lease, which the keep-alives, never held up by a check, keep.
+// checkLease checks that the keys of l's holds are still attached to it
+// (checkKeys), with one check at a time per lease and maxChecks in all; a
+// failure is tried again with a growing delay.
 func (e *Engine) checkLease(ctx context.Context, l *lease) {
 	select {
 	case e.keeper.checks <- struct{}{}:
@@ -247,16 +234,12 @@ func (e *Engine) checked(l *lease, err error) {
 		l.checkAt = time.Now().Add(l.ttl)
 	}
 	e.mu.Unlock()
-	e.keeper.poke()
+	poke(e.keeper.wake)
 }
 
-// confirmGone asks the leader, with a keep-alive (refresh), whether l is
-// gone after a LeaseTimeToLive said so. A member can answer that from a
-// stale view: an old leader that has not applied its step-down yet (a
-// CPU-starved member of a 3.4 cluster during a rolling restart), whose
-// lessor let the lease run out while the new leader took the renewals.
-// refresh kills l only when the leader agrees; when it renews l instead,
-// the check is tried again soon.
+// confirmGone asks the leader, by a keep-alive, whether l is gone after a
+// LeaseTimeToLive said so: an old leader not yet stepped down can say so
+// of a lease the new one renews (seen on a CPU-starved 3.4 member).
 func (e *Engine) confirmGone(ctx context.Context, l *lease) error {
 	if err := e.refresh(ctx, l); err != nil {
 		return err
@@ -264,7 +247,8 @@ func (e *Engine) confirmGone(ctx context.Context, l *lease) error {
 	return errStaleTimeToLive
 }
 
-// checkKeys is one check of l's holds (see checkLease).
+// checkKeys lists the keys attached to l with one LeaseTimeToLive, and
+// checks the holds whose keys are missing by their create revisions.
 func (e *Engine) checkKeys(ctx context.Context, l *lease) error {
 	e.mu.Lock()
 	changes := l.changes
@@ -278,11 +262,8 @@ func (e *Engine) checkKeys(ctx context.Context, l *lease) error {
 	case err != nil:
 		return err
 	}
-	// Every key attached to l is a taken slot's: a slot is freed only once
-	// its key is known gone. So when no slot was taken or freed while the
-	// list was read and it has as many keys as l has slots, every slot's
-	// key is there, and nothing more is needed: the common case, which
-	// costs no set of the keys.
+	// A slot is freed only once its key is gone: with no slot taken or
+	// freed meanwhile, as many keys as slots means all are there.
 	e.mu.Lock()
 	same := l.changes == changes && len(resp.Keys) == l.keys
 	e.mu.Unlock()
@@ -293,38 +274,36 @@ func (e *Engine) checkKeys(ctx context.Context, l *lease) error {
 	for _, k := range resp.Keys {
 		attached[string(k)] = struct{}{}
 	}
-	// A hold granted since the list was read may be missing from it: the
-	// compare below keeps it.
+	// A hold granted since the list was read is kept by the compare.
 	var missing []*driver.Hold
 	e.mu.Lock()
-	for _, taken := range l.slots {
-		for _, s := range taken {
-			if s.hold == nil {
-				continue
-			}
-			if _, ok := attached[s.key]; !ok {
-				missing = append(missing, s.hold)
-			}
+	for _, h := range l.holds() {
+		if _, ok := attached[h.State.(*holdState).key]; !ok {
+			missing = append(missing, h)
 		}
 	}
 	e.mu.Unlock()
-	var lost []*driver.Hold
-	for chunk := range slices.Chunk(missing, maxTxnOps) {
-		gone, err := e.goneKeys(ctx, chunk)
-		if err != nil {
-			e.lose(lost)
-			return err
-		}
-		lost = append(lost, gone...)
-	}
-	e.lose(lost)
-	return nil
+	_, err = e.loseGone(ctx, missing)
+	return err
 }
 
-// goneKeys returns the holds of holds whose key is gone, or has another
-// create revision: one transaction compares every key's create revision
-// and returns nothing when all match; only when one does not are the keys
-// read.
+// loseGone loses the holds whose keys are gone, checking them by create
+// revision in transactions of at most maxTxnOps; on a failure it returns
+// the holds it could not check yet.
+func (e *Engine) loseGone(ctx context.Context, holds []*driver.Hold) ([]*driver.Hold, error) {
+	for chunk := range slices.Chunk(holds, maxTxnOps) {
+		gone, err := e.goneKeys(ctx, chunk)
+		if err != nil {
+			return holds, err
+		}
+		e.lose(gone)
+		holds = holds[len(chunk):]
+	}
+	return nil, nil
+}
+
+// goneKeys returns the holds whose key is gone or has another create
+// revision, in one transaction that reads the keys only on a mismatch.
 func (e *Engine) goneKeys(ctx context.Context, holds []*driver.Hold) ([]*driver.Hold, error) {
 	cmps := make([]clientv3.Cmp, len(holds))
 	gets := make([]clientv3.Op, len(holds))
@@ -349,8 +328,7 @@ func (e *Engine) goneKeys(ctx context.Context, holds []*driver.Hold) ([]*driver.
 	return gone, nil
 }
 
-// lose ends holds whose keys are gone, unless released meanwhile: their
-// slots are free again, and Lost closes.
+// lose ends holds whose keys are gone, unless released meanwhile.
 func (e *Engine) lose(holds []*driver.Hold) {
 	var lost []*driver.Hold
 	e.mu.Lock()
@@ -363,15 +341,14 @@ func (e *Engine) lose(holds []*driver.Hold) {
 	if len(lost) == 0 {
 		return
 	}
-	// A fixed lease with a lock delay was lost at its end already: its key
-	// outlived it by the delay, on purpose.
+	// A fixed lease with a lock delay was lost already; its key outlived it.
 	if live := slices.DeleteFunc(slices.Clone(lost), isLost); len(live) > 0 {
 		e.log.Warn("etcd: held keys deleted", "holds", len(live), "first", live[0].Name, "token", live[0].Token)
 	}
 	for _, h := range lost {
 		st := h.State.(*holdState)
 		if st.fixed != clientv3.NoLease {
-			// No Release comes for a lost hold: its lease goes now.
+			// No Release comes for a lost hold.
 			e.revokeLater(st.fixed)
 		}
 		e.free(st.slot)
@@ -388,15 +365,26 @@ func isLost(h *driver.Hold) bool {
 	}
 }
 
-// holds lists the holds on l. Called with Engine.mu held.
+// holds lists the renewed holds on l. Called with Engine.mu held.
 func (l *lease) holds() []*driver.Hold {
 	var holds []*driver.Hold
-	for _, taken := range l.slots {
-		for _, s := range taken {
-			if s.hold != nil {
-				holds = append(holds, s.hold)
-			}
+	for s := range l.taken() {
+		if s.hold != nil {
+			holds = append(holds, s.hold)
 		}
 	}
 	return holds
+}
+
+// taken yields the taken slots of l. Called with Engine.mu held.
+func (l *lease) taken() iter.Seq[*slot] {
+	return func(yield func(*slot) bool) {
+		for _, taken := range l.slots {
+			for _, s := range taken {
+				if !yield(s) {
+					return
+				}
+			}
+		}
+	}
 }

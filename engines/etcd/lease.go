@@ -13,19 +13,15 @@ import (
 	"github.com/orthrus-go/orthrus/locker/driver"
 )
 
-// lease is one etcd lease shared by the holds and waiters of the engine
-// with the same TTL in whole seconds and lock delay, up to
-// WithKeysPerLease keys, so that a lease that ends takes only its own share
-// of the holds (doc.go, "Leases and TTLs"). The keeper keeps it alive
-// while it has keys; a lease without keys expires on the server.
+// lease is one etcd lease shared by the holds and waiters with the same
+// TTL in whole seconds and lock delay, up to WithKeysPerLease keys. The
+// keeper keeps it alive while it has keys; without, it expires.
 type lease struct {
-	secs  int64         // the requested TTL
-	grace time.Duration // the lock delay: how much longer than its holds the lease lives
-	ready chan struct{} // closed when the grant is done: id and ttl, or err, are set
-	err   error         // the grant failed
-	// gaveUp tells that err came from the granting caller's context, so
-	// that another caller tries again rather than fail with it.
-	gaveUp bool
+	secs   int64         // the requested TTL
+	grace  time.Duration // the lock delay: how much longer than its holds the lease lives
+	ready  chan struct{} // closed when the grant is done: id and ttl, or err, are set
+	err    error         // the grant failed
+	gaveUp bool          // err is the granting caller's context's: others try again
 	id     clientv3.LeaseID
 	ttl    time.Duration // as granted: at least the server's minimum
 	dead   chan struct{} // closed by kill
@@ -49,12 +45,9 @@ type lease struct {
 }
 
 // slot is one key name of a lease under one lock's prefix:
-// "<prefix><lease ID in hex>-<n>". A slot is taken by one acquisition at a
-// time and stays taken until its key is known to be gone, so a key name is
-// never shared by two holds and a key can be deleted without comparing its
-// revision. Names are reused (slot 0, mostly): etcd's key index keeps every
-// key name ever created until a compaction, and a range read walks all of
-// them, so a name per acquisition would slow every acquisition down.
+// "<prefix><lease ID in hex>-<n>", taken by one acquisition until its key
+// is known to be gone, so no two holds share a key. Names are reused:
+// etcd's index keeps every name until a compaction, and reads walk them.
 type slot struct {
 	l      *lease
 	prefix string
@@ -62,30 +55,23 @@ type slot struct {
 	key    string
 	// Guarded by Engine.mu.
 	//
-	// hold is the renewed hold whose key this is, once granted (register),
-	// until it is released or lost. fixed is the same for a hold of a
-	// fixed lease, whose key lives on a lease of its own: the keeper
-	// neither keeps nor checks it, the deletion watch reports it.
+	// hold is the renewed hold whose key this is, from its grant until
+	// released or lost; fixed the same for a fixed lease's hold, which the
+	// keeper neither keeps nor checks.
 	hold, fixed *driver.Hold
-	// deleted is the latest revision at which the deletion watch saw key
-	// deleted (gone.go): a hold registered after a deletion of its key
-	// that the watch delivered first is refused.
+	// deleted is the latest revision the deletion watch saw key deleted
+	// at: a hold registered after it is refused.
 	deleted int64
-	// burnt tells that a write or delete of key failed unanswered and may
-	// still be applied: once freed, its name is not taken again (see
-	// orphan).
+	// burnt: a write of key may still be applied, so once freed its name
+	// is not taken again (see orphan).
 	burnt bool
 }
 
-// reserved stands in a lease's taken slots for the name of a burnt slot
-// that was freed, so that no acquisition takes that name again.
+// reserved stands for a burnt slot that was freed.
 var reserved = &slot{}
 
 // shelf is what a shared lease stands for: its TTL in whole seconds and
-// the lock delay of its holds. With a delay the lease's TTL is the holds'
-// life (driver.Hold.Life): their keys outlive a dead owner's holds by the
-// delay, while the keeper loses the holds grace before the lease ends, at
-// their TTL.
+// its holds' lock delay (grace), by which the lease outlives them.
 type shelf struct {
 	secs  int64
 	grace time.Duration
@@ -93,15 +79,13 @@ type shelf struct {
 
 func (l *lease) shelf() shelf { return shelf{l.secs, l.grace} }
 
-// end is when the holds on l are lost unless it is refreshed: grace before
-// the server ends it.
+// end is when l's holds are lost unless it is refreshed.
 func (l *lease) end() time.Time { return l.expiry.Add(-l.grace) }
 
 // life is the holds' TTL on l: the lease's, less the grace.
 func (l *lease) life() time.Duration { return l.ttl - l.grace }
 
-// holder is the hold whose key s is, renewed or fixed; nil when none.
-// Called with Engine.mu held.
+// holder is the hold whose key s is, if any. Called with Engine.mu held.
 func (s *slot) holder() *driver.Hold {
 	if s.hold != nil {
 		return s.hold
@@ -112,10 +96,7 @@ func (s *slot) holder() *driver.Hold {
 func (l *lease) hexID() string { return strconv.FormatInt(int64(l.id), 16) }
 
 // fresh tells whether an acquisition may use a lease the keeper does not
-// keep (it has no keys) without refreshing it: at most a sixth of its life
-// gone, so that a hold granted now lives on the server for at least five
-// sixths of the lease's TTL even if the keeper's first refresh fails.
-// Refreshing on every acquisition would double its cost.
+// keep (no keys) without refreshing it: at most a sixth of its life gone.
 func (l *lease) fresh(now time.Time) bool { return l.end().Sub(now) >= l.life()*5/6 }
 
 // refreshed records a keep-alive sent at sent that etcd answered with ttl
@@ -129,8 +110,7 @@ func (l *lease) refreshed(sent time.Time, ttl int64) {
 }
 
 // sharedLease returns the live lease for new keys of h's life, granting
-// one if needed, or if the current one is full, and refreshing it first if
-// it has aged and nothing keeps it alive.
+// one if there is none or it is full, refreshing it if it aged unkept.
 func (e *Engine) sharedLease(ctx context.Context, h *driver.Hold) (*lease, error) {
 	sh := shelf{wholeSeconds(h.Life()), h.Delay}
 	for {
@@ -192,11 +172,8 @@ func (e *Engine) sharedLease(ctx context.Context, h *driver.Hold) (*lease, error
 	}
 }
 
-// grant asks etcd for the lease l stands for and publishes the outcome.
-// On a cluster the grant is hedged: every acquisition that needs the lease
-// waits for it, and a grant forwarded to a leader that died is never
-// answered. A grant answered after another was taken leaves a lease with
-// no key, which etcd ends after its TTL.
+// grant asks etcd for l, hedged (a late grant leaves a lease with no key,
+// which etcd ends), and publishes the outcome.
 func (e *Engine) grant(ctx context.Context, l *lease) error {
 	sent := time.Now()
 	resp, _, err := hedge(ctx, e, func(rctx context.Context) (*clientv3.LeaseGrantResponse, error) {
@@ -230,18 +207,14 @@ func (e *Engine) grant(ctx context.Context, l *lease) error {
 	return err
 }
 
-// refresh deletes the keys the lease must not keep alive any longer, then
-// renews it. It returns errLeaseGone, having killed it, when etcd no longer
-// has the lease.
+// refresh deletes l's orphans, then renews it; errLeaseGone, having
+// killed it, when etcd no longer has it.
 func (e *Engine) refresh(ctx context.Context, l *lease) error {
 	e.mu.Lock()
 	if l.killed {
 		e.mu.Unlock()
 		return errLeaseGone
 	}
-	// A hold is lost only when its key or its lease is gone, so no lost
-	// hold's key is left to sweep here: only keys of failed writes and
-	// releases.
 	sweep := l.orphans
 	l.orphans = nil
 	e.mu.Unlock()
@@ -264,9 +237,7 @@ func (e *Engine) refresh(ctx context.Context, l *lease) error {
 			return errLeaseGone
 		}
 	}
-	// One attempt: the keeper tries again soon after a failure, on the
-	// next member when this one went away (the new leader, after an
-	// election), well before the lease may end.
+	// One attempt: the keeper tries again soon, on the next member.
 	rctx, cancel := e.attemptBound(ctx)
 	sent := time.Now()
 	resp, err := e.client.KeepAliveOnce(rctx, l.id)
@@ -291,16 +262,15 @@ func (e *Engine) isKilled(l *lease) bool {
 	return l.killed
 }
 
-// expired tells whether the lease may have ended on the server, or its
-// holds' life has.
+// expired tells whether l's holds' life may have ended.
 func (e *Engine) expired(l *lease) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return !time.Now().Before(l.end())
 }
 
-// revokeQuiet ends a lease of this engine that holds nothing any longer.
-// A failure only delays its end to its TTL.
+// revokeQuiet ends a lease that holds nothing; a failure leaves it to
+// expire.
 func (e *Engine) revokeQuiet(ctx context.Context, id clientv3.LeaseID) {
 	rctx, cancel := e.cleanupContext(ctx)
 	defer cancel()
@@ -309,15 +279,13 @@ func (e *Engine) revokeQuiet(ctx context.Context, id clientv3.LeaseID) {
 	}
 }
 
-// revokeLater is revokeQuiet in the background, for an acquisition that
-// must not wait for it.
+// revokeLater is revokeQuiet in the background.
 func (e *Engine) revokeLater(id clientv3.LeaseID) {
 	e.core.Go(func(ctx context.Context) { e.revokeQuiet(ctx, id) })
 }
 
-// leftBehind handles the key of a write that failed and may have been
-// applied: deleted at once, in the background, if the caller gave up, else
-// (etcd is in trouble) at the lease's next refresh.
+// leftBehind disposes of the key of a failed write that may have been
+// applied: at once if the caller gave up, else at the next refresh.
 func (e *Engine) leftBehind(ctx context.Context, s *slot) {
 	if ctx.Err() != nil {
 		e.abandon(s)
@@ -326,9 +294,8 @@ func (e *Engine) leftBehind(ctx context.Context, s *slot) {
 	e.orphan(s)
 }
 
-// kill retires a lease that ended, or may have ended, on the server: new
-// acquisitions get another one, the holds on it are lost and its waiters
-// queue again. cause nil means Close.
+// kill retires a lease that may have ended: its holds are lost and its
+// waiters queue again. cause nil: no loss to report (Close, retiring).
 func (e *Engine) kill(l *lease, cause error) {
 	e.mu.Lock()
 	if l.killed {
@@ -341,24 +308,16 @@ func (e *Engine) kill(l *lease, cause error) {
 		delete(e.current, l.shelf())
 	}
 	delete(e.leases, l)
-	var holds []*driver.Hold
-	for _, taken := range l.slots {
-		for _, s := range taken {
-			if s.hold != nil {
-				holds = append(holds, s.hold)
-				s.hold = nil
-			}
-			if s.fixed == nil {
-				// Never freed: the lease takes its keys along.
-				e.unkey(s)
-			}
+	holds := l.holds()
+	for s := range l.taken() {
+		s.hold = nil
+		if s.fixed == nil {
+			e.unkey(s) // never freed: the lease takes its keys along
 		}
 	}
 	l.held = 0
 	e.mu.Unlock()
 	if cause != nil {
-		// A lease with no hold on it (an idle engine's) loses nothing:
-		// new acquisitions simply get another one.
 		level := slog.LevelWarn
 		if len(holds) == 0 {
 			level = slog.LevelDebug
@@ -370,8 +329,8 @@ func (e *Engine) kill(l *lease, cause error) {
 	}
 }
 
-// take reserves the lowest free slot of l under a lock's prefix. It
-// returns nil when l was retired meanwhile: the caller gets another lease.
+// take reserves the lowest free slot of l under prefix; nil when l was
+// retired.
 func (e *Engine) take(l *lease, prefix string) *slot {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -393,13 +352,13 @@ func (e *Engine) take(l *lease, prefix string) *slot {
 	l.keys++
 	l.changes++
 	if l.keys == 1 {
-		e.keeper.poke() // from now on the keeper keeps it alive
+		poke(e.keeper.wake) // from now on the keeper keeps it alive
 	}
 	return s
 }
 
-// free returns a slot whose key is known to be gone. A lease that new
-// acquisitions no longer use is revoked with its last key.
+// free returns a slot whose key is known to be gone; a lease no longer
+// current is revoked with its last key.
 func (e *Engine) free(s *slot) {
 	e.mu.Lock()
 	l := s.l
@@ -421,13 +380,10 @@ func (e *Engine) free(s *slot) {
 	}
 }
 
-// orphan records a key that may have been left behind and could not be
-// deleted: it is deleted before the lease is refreshed again, and expires
-// with the lease if nothing refreshes it. Its slot stays taken until then,
-// and its name for the life of the lease: the write that failed, or a
-// delete given up on (the keeper's are one short attempt each, sent again
-// through an election), may still be applied, and must not find another
-// hold's key there.
+// orphan records a key that may be left behind: it is deleted before the
+// lease is refreshed again. Its name stays burnt for the lease's life: a
+// write given up on may still be applied, and must find no other hold's
+// key there.
 func (e *Engine) orphan(s *slot) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -438,10 +394,8 @@ func (e *Engine) orphan(s *slot) {
 }
 
 // abandon deletes the key of a waiter or failed acquisition in the
-// background, so that the caller who gave up returns at once even when etcd
-// does not answer: as soon as etcd answers, within the request timeout, so
-// that no successor stays queued behind it; past that, before the lease's
-// next refresh (see orphan).
+// background, so that its caller returns at once; failing that, it is an
+// orphan.
 func (e *Engine) abandon(s *slot) {
 	del := func(ctx context.Context) {
 		rctx, cancel := e.bound(ctx)
