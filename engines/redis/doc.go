@@ -105,27 +105,26 @@
 // <lock>:rw:fence, kept as the mutex's is: every grant's token exceeds
 // those of all earlier grants of the name, a writer's included.
 //
-// The lock prefers writers: a writer that finds the lock taken and will
-// wait records its intent in <lock>:rw:ww, and while one waits, new readers
-// wait too, so writers never starve. Readers that queued before every
-// waiting writer (by ticket, below) still go in whenever no writer holds
-// the lock. It is not strictly fair: a writer trying when the lock comes
-// free may get in before readers that queued earlier, and writers do not
-// queue among themselves. A downgrade (the read side taken by the owner of
-// the write side) is granted at once, with the writer's token, while the
-// write hold is still on the server, and holds later writers out as any
-// read does.
+// The grant order is the lock family's rule (internal/lockrule, stated
+// once in lua/family.lua and checked by TestModel): strict first come,
+// first served per name, so writers never starve. The waiters queue by
+// ticket (below); a writer gets in when nothing is held and no waiter is
+// before it, a reader when no writer holds or waits before it, and a
+// TryLock only when the rule would grant it at the end of the queue. A
+// downgrade (the read side taken by the owner of the write side) is
+// granted at once, with the writer's token, while the write hold is still
+// on the server, and holds later writers out as any read does.
 //
 // A semaphore keeps its permit holds in <lock>:sem, a sorted set of
 // "<token>:<permits>:<owner>" scored by expiry, its counter in
 // <lock>:sem:fence, and its count in <lock>:sem:n, a string without TTL:
 // one small key per semaphore name that outlives idle periods, stored by
 // the first acquisition and changed by SetPermits (lockctl). An
-// acquisition is granted when the permits of the live holds plus its own
-// fit in the stored count; it costs O(holds) in the script. Permit waiters
-// are recorded in <lock>:sem:w ("<ticket>:<permits>:<owner>", scored by
-// expiry) for operators, but do not queue: a large request can wait behind
-// a stream of small ones.
+// acquisition is granted when its permits, those of the live holds and
+// those of the waiters before it fit in the stored count: permit waiters
+// queue first come, first served (in <lock>:sem:w, "<ticket>:<permits>:
+// <owner>" scored by expiry), so a large request is not passed by small
+// ones. It costs O(holds + waiters) in the script.
 //
 // Every waiter, reader, writer or permit waiter, draws a ticket from the
 // name's counter when it first finds the lock or the permits taken, records
@@ -133,16 +132,17 @@
 // least every TTL/3 while it waits), and removes it when it is granted or
 // gives up (in the background, as a cancelled wait returns at once): the
 // entry of a waiter whose process dies, or that cannot reach Redis to
-// withdraw, expires with its TTL. Only waiting writers change who gets in;
-// the other entries are a record, written only on the waiting path: an
-// uncontended acquisition runs the same commands as without them.
+// withdraw, expires with its TTL (until then it holds those behind it).
+// The entries are written only on the waiting path: an uncontended
+// acquisition only checks that none exists.
 //
 // Wake-ups go through the same shared subscription, one channel per lock
-// (<lock>:rw:wake, <lock>:sem:wake), and say who may proceed: a writer's
-// release wakes this process's readers that queued before the first
-// waiting writer (or one writer when there are none), the last reader's
-// release wakes one writer, a permit's release wakes the waiters whose
-// permits fit in what is free, first come first. Each process wakes its
+// (<lock>:rw:wake, <lock>:sem:wake), and say whom the rule now grants: a
+// release or a withdrawal wakes this process's readers that queued before
+// the first waiting writer, or one writer when a writer is first in line
+// and nothing is held; a permit's release, a withdrawal or SetPermits
+// wakes the waiters whose permits the rule grants, first come first, and
+// nobody while the first in line does not fit. Each process wakes its
 // own, so a release costs about one attempt per waiter that can proceed.
 // ForceUnlockFamily wakes them as a release would.
 //
