@@ -139,7 +139,7 @@
 // Wake-ups go through the same shared subscription, one channel per lock
 // (<lock>:rw:wake, <lock>:sem:wake), and say whom the rule now grants: a
 // release or a withdrawal wakes this process's readers that queued before
-// the first waiting writer, or one writer when a writer is first in line
+// the first waiting writer, or all its waiters when a writer is first in line
 // and nothing is held; a permit's release, a withdrawal or SetPermits
 // wakes the waiters whose permits the rule grants, first come first, and
 // nobody while the first in line does not fit. Each process wakes its

@@ -97,7 +97,9 @@ end
 -- (absent: the caller checked), readers r, waiting writers ww and waiting
 -- readers wr, whom the rule now grants: the readers before the first
 -- waiting writer, "w<its ticket>" ("w0": none waits), or the first
--- waiting writer when nothing is held, "r".
+-- waiting writer when nothing is held: every waiter of each process, ""
+-- (the "r" of one writer would wake each process's longest waiting one,
+-- which need not hold the lowest ticket).
 local function tellWaiters(w, r, ww, wr, numsub, publish)
   local ch = w .. ':wake'
   if listened(ch, numsub) then
@@ -108,7 +110,7 @@ local function tellWaiters(w, r, ww, wr, numsub, publish)
     elseif fw > 0 then
       prune(r, now)
       if writerGoes(redis.call('exists', r) == 1, fw, fw) then
-        redis.call(publish, ch, 'r')
+        redis.call(publish, ch, '')
       end
     end
   end
