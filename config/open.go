@@ -183,17 +183,7 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Failover, err er
 		return nil, callerOr(ctx, err)
 	}
 	cleanup = append(cleanup, closeSource)
-	sopts := switcherOptions(c, log, initial, src, tel)
-	for i, err := range errs {
-		if err == nil {
-			continue
-		}
-		sopts = append(sopts, switcher.WithDownAtStart(c.Engines[i].Name, err))
-		if f, ok := src.(*fileSource); ok && c.Engines[i].Name == initial {
-			f.startedElsewhere()
-		}
-	}
-	sopts = append(sopts, o.switcherOpts...)
+	sopts := slices.Concat(switcherOptions(c, log, initial, src, tel), downAtStart(c, errs, src, initial), o.switcherOpts)
 	sw, err := switcher.New(engines, sopts...)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -207,6 +197,22 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Failover, err er
 		lockOpts: c.LockOptions(),
 		closers:  closers,
 	}, nil
+}
+
+// downAtStart marks the engines that failed to start (errs, by index) as
+// down, and tells a file source when the engine it names is one of them.
+func downAtStart(c *Config, errs []error, src switcher.Source, initial string) []switcher.Option {
+	var opts []switcher.Option
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		opts = append(opts, switcher.WithDownAtStart(c.Engines[i].Name, err))
+		if f, ok := src.(*fileSource); ok && c.Engines[i].Name == initial {
+			f.startedElsewhere()
+		}
+	}
+	return opts
 }
 
 // switcherOptions returns the switcher options the configuration sets,

@@ -718,15 +718,23 @@ func runSwitch(args []string, stdout, stderr io.Writer) error {
 	if err := setter.Set(ctx, target); err != nil {
 		return err
 	}
+	reportSwitch(ctx, stdout, d.source, target, was, wasErr)
+	fmt.Fprint(stdout, whoMoves(d.source.Kind(), target, hasRoster, fleet, fleetErr))
+	return nil
+}
+
+// reportSwitch says what the switch to target wrote over: was, what the
+// source named before (wasErr when that could not be read).
+func reportSwitch(ctx context.Context, stdout io.Writer, src *cfgops.SourceHandle, target, was string, wasErr error) {
 	epoch := ""
-	if v, err := d.source.Read(ctx); err == nil && v.Epoch > 0 {
+	if v, err := src.Read(ctx); err == nil && v.Epoch > 0 {
 		epoch = fmt.Sprintf(", epoch %d", v.Epoch)
 	}
-	where := d.source.Kind() + " " + d.source.Where()
+	where := src.Kind() + " " + src.Where()
 	switch {
 	case wasErr != nil:
 		fmt.Fprintf(stdout, "switched: %s now names %s%s (what it named before could not be read: %v)\n", where, target, epoch, wasErr)
-	case was == target && d.source.Kind() == config.SourceFile:
+	case was == target && src.Kind() == config.SourceFile:
 		fmt.Fprintf(stdout, "switched: %s already named %s: rewrote it unchanged, which every process watching it applies again\n", where, target)
 	case was == target:
 		fmt.Fprintf(stdout, "switched: %s already named %s: wrote it again%s, which every switcher watching it applies\n", where, target, epoch)
@@ -735,8 +743,6 @@ func runSwitch(args []string, stdout, stderr io.Writer) error {
 	default:
 		fmt.Fprintf(stdout, "switched: %s now names %s (was %s)%s\n", where, target, was, epoch)
 	}
-	fmt.Fprint(stdout, whoMoves(d.source.Kind(), target, hasRoster, fleet, fleetErr))
-	return nil
 }
 
 // whoMoves says which processes a switch to target moves: every switcher

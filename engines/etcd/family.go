@@ -195,14 +195,15 @@ func (m mismatchError) Is(target error) bool { return target == locker.ErrPermit
 // semWaiter is the waiter of a semaphore hold. The queue holds the keys of
 // holds and waiters, in create revision order; a key holds when its permits
 // and those of every key before it fit the stored count (FIFO: when a key
-// fits, every key before it does). A waiter whose permits and those of the
-// waiters before it fit the count ("near": at most count of them, the
-// first waiter among them) watches the semaphore's range, keeps count of
-// the permits of the keys before it and of the stored count from the
-// events, and holds as soon as they fit, with no request: releases of the
-// holds before it are all it waits for. Every other waiter waits for a
-// waiter before it to be granted or to go: it watches the key just before
-// its own for its deletion or its grant mark.
+// fits, every key before it does). The first waiter, whatever its permits
+// (lockrule's head: it waits for every hold before it and for the count),
+// and every waiter whose permits and those of the waiters before it fit
+// the count ("near") watches the semaphore's range, keeps count of the
+// permits of the keys before it and of the stored count from the events,
+// and holds as soon as they fit, with no request: releases of the holds
+// before it and a raised count are all it waits for. Every other waiter
+// waits for a waiter before it to be granted or to go: it watches the key
+// just before its own for its deletion or its grant mark.
 type semWaiter struct {
 	e     *Engine
 	st    *holdState
@@ -368,8 +369,10 @@ func (w *semWaiter) place(h *locker.Hold, rs []*etcdserverpb.ResponseOp, rev int
 		if waiting > 0 || (!marked && !lockrule.Fits(sum, 0, n)) {
 			waiting += p // a waiter: so is every key after it
 		}
-		if !lockrule.Fits(waiting, w.want, n) {
-			// Far: wait for the key just before ours to go or be granted.
+		if waiting > 0 && !lockrule.Fits(waiting, w.want, n) {
+			// Far, behind a waiter: wait for the key just before ours to
+			// go or be granted. The first waiter is near even when it asks
+			// for more than the count, so that a raised count wakes it.
 			w.near = false
 			for _, pred := range rs[2].GetResponseRange().Kvs {
 				if pred.CreateRevision < w.st.rev {

@@ -357,6 +357,51 @@ func TestSemaphoreSetPermitsLower(t *testing.T) {
 	}
 }
 
+// Raising the count wakes the first waiter, which waits for the count as
+// well as the holds before it, even when it asked for more permits than
+// the count it queued under; granted, it wakes the one behind it, now
+// first. The TTL is longer than the wait, so that no periodic check of a
+// waiter's place stands in for the wake-up.
+func TestSemaphoreSetPermitsRaiseWakesFirstWaiter(t *testing.T) {
+	e := newEngine(t, newClient(t, endpoint))
+	name := familyName(t)
+	s, _ := e.NewSemaphore(name, 5, locker.WithTTL(time.Minute))
+	held, err := s.TryAcquire(1)
+	if held == nil || err != nil {
+		t.Fatalf("TryAcquire(1) = %v, %v", held, err)
+	}
+	ctx := context.Background()
+	if err := e.SetPermits(ctx, name, 1); err != nil {
+		t.Fatalf("SetPermits(1) = %v", err)
+	}
+	wait := func(n int) (locker.Handle, <-chan error) {
+		t.Helper()
+		p, err := s.NewPermit(n)
+		if err != nil {
+			t.Fatalf("NewPermit(%d) = %v", n, err)
+		}
+		return p, lockAsync(p, 50*time.Second)
+	}
+	three, threeDone := wait(3)
+	awaitFamily(t, e, locker.KindPermit, name, "waiter for three queued", waiters(1))
+	five, fiveDone := wait(5)
+	awaitFamily(t, e, locker.KindPermit, name, "waiter for five queued", waiters(2))
+	if err := e.SetPermits(ctx, name, 4); err != nil {
+		t.Fatalf("SetPermits(4) = %v", err)
+	}
+	lockertest.WantGranted(t, threeDone, "waiter for three, count raised from 1 to 4")
+	lockertest.WantPending(t, fiveDone, "waiter for five, 4 of 4 out")
+	if err := e.SetPermits(ctx, name, 9); err != nil {
+		t.Fatalf("SetPermits(9) = %v", err)
+	}
+	lockertest.WantGranted(t, fiveDone, "waiter for five, count raised from 4 to 9")
+	for _, p := range []locker.Handle{held, three, five} {
+		if err := p.Unlock(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
 // A family hold whose key is deleted by hand is lost at the next check of
 // its key, within about its TTL.
 func TestFamilyLostOnDeletion(t *testing.T) {

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/orthrus-go/orthrus/internal/async"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -221,25 +221,25 @@ func (e *Engine) do(ctx context.Context, st state) (int64, error) {
 	}
 	c := e.calls.Get().(*call)
 	c.ctx, c.st = ctx, st
-	c.state.Store(running)
+	c.Reset()
 	if !e.core.Go(c.run) {
 		c.recycle()
 		return 0, locker.ErrClosed
 	}
 	select {
-	case r := <-c.done:
+	case r := <-c.Answer():
 		c.recycle()
-		return r.v, r.err
+		return r.Value, r.Err
 	case <-ctx.Done():
-		if c.state.CompareAndSwap(running, abandoned) {
+		r, ok := c.Abandon()
+		if !ok {
 			if st != nil {
 				st.base().abandoned = true
 			}
 			return 0, ctx.Err() // the worker recycles c
 		}
-		r := <-c.done // delivered just now
-		c.recycle()
-		return r.v, r.err
+		c.recycle() // delivered just now
+		return r.Value, r.Err
 	}
 }
 
@@ -265,36 +265,22 @@ func (e *Engine) request(ctx context.Context, st state) (int64, error) {
 }
 
 // call is one request made on a worker for a caller who may leave before
-// the answer: pooled, with its function bound once, so that handing it over
-// allocates nothing.
+// the answer (an async.Pending whose worker undoes a late grant): pooled,
+// with its function bound once, so that handing it over allocates nothing.
 type call struct {
-	e     *Engine
-	run   func(context.Context) // exec
-	done  chan result           // buffered: the worker never blocks
-	state atomic.Int32          // running, delivered or abandoned
+	async.Pending[int64]
+	e   *Engine
+	run func(context.Context) // exec
 
 	// The request, set by do and cleared by recycle.
 	ctx context.Context
 	st  state
 }
 
-type result struct {
-	v   int64
-	err error
-}
-
-// States of a call.
-const (
-	running int32 = iota
-	delivered
-	abandoned
-)
-
 func (c *call) exec(bg context.Context) {
 	v, err := c.e.request(c.ctx, c.st)
-	if c.state.CompareAndSwap(running, delivered) {
-		c.done <- result{v, err}
-		return
+	if c.Deliver(v, err) {
+		return // c is the caller's now
 	}
 	// The caller left: undo a grant that came after that, or withdraw the
 	// entry a waiter recorded.

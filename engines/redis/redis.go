@@ -201,7 +201,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 	}
 	_, e.oneNode = client.(*goredis.Client)
 	e.calls.New = func() any {
-		c := &call{e: e, done: make(chan result, 1)}
+		c := &call{e: e}
 		c.run = c.exec
 		return c
 	}

@@ -141,12 +141,18 @@
 // overtaken. The first waiter that does not fit watches the nodes before
 // it and the count node; every other waiter watches only the node before
 // it, which, once granted, changes its data when its successor has to look
-// again. The first acquisition of a Semaphore opened with another count
-// than the stored one fails with locker.ErrPermitsMismatch, naming both,
-// and so does one that wants more permits than are stored (it could never
-// be granted). After SetPermits lowers the count, holds already granted
-// stay, and a waiter may wait for the holders granted under the old count
-// to go.
+// again; one behind a node granted already, under a higher count, watches
+// all the nodes before it instead. Every waiter watches the count node as
+// well, so that SetPermits wakes them all. The first acquisition of a Semaphore opened with another
+// count than the stored one fails with locker.ErrPermitsMismatch, naming
+// both: the counts are compared once, on arrival, as the in-memory engine
+// does; a count changed while it waits does not fail it. A request for
+// more permits than are stored waits until SetPermits raises the count.
+// After SetPermits lowers the count, holds already granted stay: it writes
+// their nodes' data in the transaction that stores the count, and a node
+// whose data was written counts as held for InspectFamily whatever the
+// count. A waiter may wait for the holders granted under the old count to
+// go.
 //
 // # Names
 //

@@ -8,9 +8,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	gozk "github.com/go-zookeeper/zk"
 
+	"github.com/orthrus-go/orthrus/internal/async"
 	"github.com/orthrus-go/orthrus/internal/lockrule"
 	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
@@ -167,28 +169,54 @@ type verdict struct {
 	found, granted bool
 	block          []string // names of siblings, or permitsNode
 	poke           bool     // a semaphore grant whose successor must look again
+	// stale says a blocker changed since the look (its watch will not
+	// fire for that): a semaphore's count, or the waiter it waits behind
+	// granted (poked).
+	stale func(name string, data []byte, st *gozk.Stat) bool
 }
 
-// decide applies lockrule to the node own of v.
-func (v *view) decide(own string) verdict {
+// decide applies lockrule to the node own of v; held names the semaphore
+// nodes seen granted (their data written) by this acquisition.
+func (v *view) decide(own string, held *sync.Map) verdict {
 	i := slices.IndexFunc(v.nodes, func(en entry) bool { return en.name == own })
 	if i < 0 {
 		return verdict{}
 	}
 	d := lockrule.Decide(v.rule, i, v.count)
+	if _, ok := held.Load(v.nodes[max(i-1, 0)].name); ok && i > 0 && !d.Granted && !d.Count && v.rule[i].Kind == locker.KindPermit {
+		// The node before holds already (granted under a higher count)
+		// and will not tell this one when it may go: the nodes before
+		// it will, by going, as for the head.
+		d = lockrule.Verdict{Count: true}
+		for j := range i {
+			d.Blockers = append(d.Blockers, j)
+		}
+	}
 	vd := verdict{found: true, granted: d.Granted}
 	for _, b := range d.Blockers {
 		vd.block = append(vd.block, v.nodes[b].name)
 	}
-	if d.Count {
+	// Every semaphore waiter watches the count too: after SetPermits
+	// lowered it, holds granted under the old count look like waiters
+	// from the listing, and the first real waiter may stand behind them.
+	if d.Count || (!d.Granted && v.rule[i].Kind == locker.KindPermit) {
 		vd.block = append(vd.block, permitsNode)
 	}
 	// A semaphore's waiter that is not the head waits for the node just
 	// before it, which changes its data once granted: the successor must
-	// look again if it fits now, or if, the new head, it must wait for
-	// the nodes before this one.
-	if d.Granted && v.rule[i].Kind == locker.KindPermit && i+1 < len(v.rule) {
-		vd.poke = i > 0 || lockrule.Fits(v.rule[0].Permits, v.rule[1].Permits, v.count)
+	// look again, as it may fit now or be the new head.
+	vd.poke = d.Granted && v.rule[i].Kind == locker.KindPermit && i+1 < len(v.rule)
+	if !d.Granted && v.rule[i].Kind == locker.KindPermit {
+		vd.stale = func(name string, data []byte, st *gozk.Stat) bool {
+			if name == permitsNode {
+				return parseCount(data) != v.count
+			}
+			if st.Version == 0 {
+				return false
+			}
+			held.Store(name, true)
+			return !d.Count
+		}
 	}
 	return vd
 }
@@ -196,7 +224,7 @@ func (v *view) decide(own string) verdict {
 // look lists the queue under parent, and for a semaphore reads its
 // stored count, both requests sent at once.
 func (e *Engine) look(k locker.Kind, parent string) (*view, error) {
-	var count *zkconn.Pending[int]
+	var count *async.Pending[int]
 	if k == locker.KindPermit {
 		count = zkconn.Start(e.zc, func() (int, error) { return e.readCount(parent) }, nil)
 	}
@@ -216,11 +244,12 @@ func (e *Engine) look(k locker.Kind, parent string) (*view, error) {
 	return v, nil
 }
 
-// decide applies the rules to a look at the queue; a semaphore's stored
-// count is checked against h first. Its error is Acquire's.
-func (e *Engine) decide(ctx context.Context, h *locker.Hold, n *node, v *view) (verdict, error) {
+// decide applies the rules to a look at the queue; on arrival, a
+// semaphore's stored count is checked against h first. Its error is
+// Acquire's.
+func (e *Engine) decide(ctx context.Context, h *locker.Hold, n *node, v *view, arrival bool, held *sync.Map) (verdict, error) {
 	if h.Kind == locker.KindPermit {
-		count, err := e.storedCount(ctx, h, n.parent, v.count)
+		count, err := e.storedCount(ctx, h, n.parent, v.count, arrival)
 		if errors.Is(err, locker.ErrPermitsMismatch) {
 			e.discard(n, true)
 			return verdict{}, err
@@ -230,7 +259,7 @@ func (e *Engine) decide(ctx context.Context, h *locker.Hold, n *node, v *view) (
 		}
 		v.count = count
 	}
-	return v.decide(n.name), nil
+	return v.decide(n.name, held), nil
 }
 
 // downgrade grants a read hold at once when its owner's write hold
@@ -279,18 +308,24 @@ func (e *Engine) readCount(parent string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	n, perr := strconv.Atoi(string(data))
-	if perr != nil || n < 1 {
-		return -1, nil
+	return parseCount(data), nil
+}
+
+// parseCount reads a stored permit count; -1 when it is not one.
+func parseCount(data []byte) int {
+	n, err := strconv.Atoi(string(data))
+	if err != nil || n < 1 {
+		return -1
 	}
-	return n, nil
+	return n
 }
 
 // storedCount checks the count a look found against h: it stores h.Limit
-// when none is stored, and fails with ErrPermitsMismatch when h is the
-// semaphore's first acquisition and was opened with another count, or
-// wants more permits than the count.
-func (e *Engine) storedCount(ctx context.Context, h *locker.Hold, parent string, count int) (int, error) {
+// when none is stored and, on arrival only, as mem does, fails with
+// ErrPermitsMismatch when what is stored is not a count, or when h is the
+// semaphore's first acquisition and was opened with another count. A
+// request larger than the count waits for SetPermits to raise it.
+func (e *Engine) storedCount(ctx context.Context, h *locker.Hold, parent string, count int, arrival bool) (int, error) {
 	if count == 0 {
 		var err error
 		count, err = zkconn.Do(ctx, e.zc, func() (int, error) {
@@ -306,12 +341,12 @@ func (e *Engine) storedCount(ctx context.Context, h *locker.Hold, parent string,
 	}
 	var why error
 	switch {
+	case !arrival:
+		return count, nil
 	case count < 0:
 		why = errors.New("the stored permit count is not a number: store one with SetPermits")
 	case h.CheckLimit && count != h.Limit:
 		why = fmt.Errorf("stored %d permits, opened with %d", count, h.Limit)
-	case h.Permits > count:
-		why = fmt.Errorf("stored %d permits, %d wanted", count, h.Permits)
 	default:
 		return count, nil
 	}

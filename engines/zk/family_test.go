@@ -585,7 +585,9 @@ func TestSemaphoreNoHerd(t *testing.T) {
 		waitQueued(t, c, parent, i+1)
 	}
 	h1, w2, w3, w4 := es[1], es[2], es[3], es[4]
-	watchedBy(t, c, parent, es, map[string][]*zk.Engine{"0": {w2}, "1": {w2}, "2": {w3}, "3": {w4}, zk.PermitsNode: {w2}})
+	// Every waiter watches the count (SetPermits wakes them all); a
+	// release wakes only the next.
+	watchedBy(t, c, parent, es, map[string][]*zk.Engine{"0": {w2}, "1": {w2}, "2": {w3}, "3": {w4}, zk.PermitsNode: {w2, w3, w4}})
 	unlock(t, ps[0])
 	if err := <-done[2]; err != nil {
 		t.Fatal(err)
@@ -593,7 +595,7 @@ func TestSemaphoreNoHerd(t *testing.T) {
 	// w2's grant moved w3 to the head: it watches the holders and the
 	// count; w2's own watches stay until those nodes change.
 	watchedBy(t, c, parent, []*zk.Engine{h1, w2, w3, w4}, map[string][]*zk.Engine{
-		"0": {w2, w3}, "1": {w3}, "2": {w4}, zk.PermitsNode: {w2, w3},
+		"0": {w2, w3}, "1": {w3}, "2": {w4}, zk.PermitsNode: {w2, w3, w4},
 	})
 	notDone(t, done[3], "w3")
 	unlock(t, ps[1])

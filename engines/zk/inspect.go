@@ -259,9 +259,18 @@ func (e *Engine) queue(ctx context.Context, kind locker.Kind, parent string) ([]
 			downFrom[en.down] = true
 		}
 	}
+	// A semaphore node whose data was written was granted (poke, or
+	// SetPermits marking the holds before it lowers the count): it holds
+	// whatever the count is now.
 	held := make([]bool, len(v.nodes))
 	for i, en := range v.nodes {
-		held[i] = en.Kind == locker.KindWrite && !nodes[i].gone && downFrom[int64(nodes[i].fh.Token)]
+		switch {
+		case nodes[i].gone:
+		case en.Kind == locker.KindWrite:
+			held[i] = downFrom[int64(nodes[i].fh.Token)]
+		case en.Kind == locker.KindPermit:
+			held[i] = nodes[i].version > 0
+		}
 	}
 	for i, g := range lockrule.Grants(v.rule, held, v.count) {
 		nodes[i].granted = g
@@ -298,8 +307,11 @@ func (e *Engine) readNodes(ctx context.Context, parent string, ens []entry) ([]q
 }
 
 // SetPermits stores n as the permit count of semaphore name, creating the
-// semaphore's nodes when missing. Holds already granted stay; the waiter
-// first in line, which watches the count, looks again at once.
+// semaphore's nodes when missing. Holds already granted stay: when n
+// lowers the count, the holds granted are marked first (their data
+// written, as a poke does), in the transaction that stores n, so that
+// InspectFamily still tells them from waiters. The waiters, which watch
+// the count, look again at once.
 func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 	if n < 1 {
 		return fmt.Errorf("zk: set permits %q: %w: n = %d, want at least 1", name, locker.ErrInvalidArgument, n)
@@ -308,6 +320,71 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 		return err
 	}
 	parent := e.path(locker.KindPermit, name)
+	for range forceAttempts {
+		lower, done, err := e.lowerPermits(ctx, parent, n)
+		if err == nil && !lower {
+			done, err = e.raisePermits(ctx, parent, n)
+		}
+		switch {
+		case err != nil:
+			return e.fail("set permits", name, err)
+		case done:
+			return nil
+		}
+	}
+	return fmt.Errorf("zk: set permits %q: the semaphore changed %d times meanwhile; try again", name, forceAttempts)
+}
+
+// lowerPermits stores n when it is below the stored count, marking the
+// holds granted under that count in the same transaction, which checks
+// that the count and the marked nodes did not change. lower is false when
+// n is not below a stored count; done false, when something changed.
+func (e *Engine) lowerPermits(ctx context.Context, parent string, n int) (lower, done bool, err error) {
+	path := parent + "/" + permitsNode
+	data, st, err := e.get(ctx, path)
+	if errors.Is(err, gozk.ErrNoNode) {
+		return false, false, nil
+	}
+	if err != nil {
+		return true, false, err
+	}
+	old, perr := strconv.Atoi(string(data))
+	if perr != nil || n >= old {
+		return false, false, nil
+	}
+	nodes, count, err := e.queue(ctx, locker.KindPermit, parent)
+	if err != nil || count != old {
+		return true, false, err
+	}
+	var ops []any
+	for _, q := range nodes {
+		if q.granted && !q.gone && q.version == 0 {
+			ops = append(ops, &gozk.SetDataRequest{Path: q.path, Data: []byte(q.fh.Owner), Version: 0})
+		}
+	}
+	ops = append(ops, &gozk.SetDataRequest{Path: path, Data: []byte(strconv.Itoa(n)), Version: st.Version})
+	_, err = zkconn.Do(ctx, e.zc, func() ([]gozk.MultiResponse, error) {
+		res, err := e.conn.Multi(ops...)
+		for _, r := range res {
+			if errors.Is(r.Error, gozk.ErrBadVersion) || errors.Is(r.Error, gozk.ErrNoNode) {
+				return res, errChanged
+			}
+		}
+		return res, err
+	})
+	if errors.Is(err, errChanged) {
+		return true, false, nil
+	}
+	return true, err == nil, err
+}
+
+// errChanged: a node that a transaction checks changed since it was read.
+var errChanged = errors.New("zk: changed since read")
+
+// raisePermits stores n whatever the stored count, creating the
+// semaphore's nodes when missing; false, nil: a create raced with another
+// one (look again).
+func (e *Engine) raisePermits(ctx context.Context, parent string, n int) (bool, error) {
 	path, data := parent+"/"+permitsNode, []byte(strconv.Itoa(n))
 	set := func() (struct{}, error) {
 		_, err := e.conn.Set(path, data, -1)
@@ -316,21 +393,15 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 		}
 		return struct{}{}, err
 	}
-	// A create may race with another one, or find no parent: a few times.
-	var err error
-	for range 3 {
-		_, err = zkconn.Do(ctx, e.zc, set)
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, gozk.ErrNodeExists):
-		case errors.Is(err, gozk.ErrNoNode):
-			if err = e.zc.EnsureContainer(ctx, parent, e.acl); err != nil {
-				return e.fail("set permits", name, err)
-			}
-		default:
-			return e.fail("set permits", name, err)
-		}
+	_, err := zkconn.Do(ctx, e.zc, set)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, gozk.ErrNodeExists):
+		return false, nil
+	case errors.Is(err, gozk.ErrNoNode):
+		// No parent: made now, the next round creates the count.
+		return false, e.zc.EnsureContainer(ctx, parent, e.acl)
 	}
-	return e.fail("set permits", name, err)
+	return false, err
 }

@@ -7,10 +7,13 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
 
+	"github.com/orthrus-go/orthrus/internal/async"
 	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
 )
@@ -70,14 +73,15 @@ func (e *Engine) attempt(ctx context.Context, h *locker.Hold, parent string, wai
 		return false, e.fail("acquire", h.Name, err)
 	}
 	watches := make(map[string]<-chan gozk.Event)
-	for {
+	var held sync.Map // semaphore nodes seen granted, by name
+	for arrival := true; ; arrival = false {
 		if v == nil {
 			h.Asking()
 			if v, err = zkconn.Do(ctx, e.zc, func() (*view, error) { return e.look(h.Kind, parent) }); err != nil {
 				return false, e.abandon(ctx, h, n, err)
 			}
 		}
-		vd, err := e.decide(ctx, h, n, v)
+		vd, err := e.decide(ctx, h, n, v, arrival, &held)
 		v = nil
 		switch {
 		case err != nil:
@@ -91,7 +95,7 @@ func (e *Engine) attempt(ctx context.Context, h *locker.Hold, parent string, wai
 			e.discard(n, true)
 			return false, nil
 		}
-		if err := e.awaitBlockers(ctx, h, n, vd.block, watches); err != nil {
+		if err := e.awaitBlockers(ctx, h, n, vd, watches); err != nil {
 			return false, err
 		}
 	}
@@ -102,7 +106,7 @@ func (e *Engine) attempt(ctx context.Context, h *locker.Hold, parent string, wai
 func (e *Engine) enqueue(ctx context.Context, h *locker.Hold, parent string) (*node, int64, *view, error) {
 	guid := zkconn.NewGUID()
 	sent, unexpect := e.zc.Sent(guid)
-	var early *zkconn.Pending[*view]
+	var early *async.Pending[*view]
 	c, err := e.create(ctx, zkconn.Protected{Parent: parent, GUID: guid, Suffix: marker(h), Data: []byte(h.Owner), Sent: sent, OnSent: func() {
 		early = zkconn.Start(e.zc, func() (*view, error) { return e.look(h.Kind, parent) }, nil)
 	}})
@@ -155,12 +159,12 @@ func (e *Engine) take(ctx context.Context, h *locker.Hold, n *node, czxid int64,
 // awaitBlockers watches the nodes that block n and waits for a change of
 // one of them. It returns nil when it is time to look again, errRestart
 // when n is lost, or the error Acquire returns.
-func (e *Engine) awaitBlockers(ctx context.Context, h *locker.Hold, n *node, block []string, watches map[string]<-chan gozk.Event) error {
+func (e *Engine) awaitBlockers(ctx context.Context, h *locker.Hold, n *node, vd verdict, watches map[string]<-chan gozk.Event) error {
 	h.Asking()
-	chans, err := e.watchAll(ctx, n.parent, block, watches)
+	chans, err := e.watchAll(ctx, n.parent, vd.block, watches, vd.stale)
 	switch {
-	case errors.Is(err, gozk.ErrNoNode):
-		return nil // one of them went already: look again
+	case errors.Is(err, gozk.ErrNoNode), errors.Is(err, errStale):
+		return nil // one of them went, or changed, already: look again
 	case err != nil:
 		return e.abandon(ctx, h, n, err)
 	}
@@ -203,10 +207,24 @@ func (e *Engine) get(ctx context.Context, path string) ([]byte, *gozk.Stat, erro
 	return g.data, g.st, err
 }
 
+// errStale: a node watched changed between the look and its watch, which
+// will not fire for that change.
+var errStale = errors.New("zk: changed since the look")
+
 // watchAll sets a watch on each of the nodes names under parent that has
 // none in watches yet, all requests at once, and returns the channels of
-// all of them. It returns ErrNoNode when one of them is gone.
-func (e *Engine) watchAll(ctx context.Context, parent string, names []string, watches map[string]<-chan gozk.Event) ([]<-chan gozk.Event, error) {
+// all of them. It returns ErrNoNode when one of them is gone, errStale
+// (the watches set) when stale, if not nil, says one of those it set
+// changed since the look.
+func (e *Engine) watchAll(ctx context.Context, parent string, names []string, watches map[string]<-chan gozk.Event, stale func(string, []byte, *gozk.Stat) bool) ([]<-chan gozk.Event, error) {
+	var changed atomic.Bool
+	getW := func(name string) (<-chan gozk.Event, error) {
+		data, st, ch, err := e.conn.GetW(parent + "/" + name)
+		if err == nil && stale != nil && stale(name, data, st) {
+			changed.Store(true)
+		}
+		return ch, err
+	}
 	var missing []string
 	for _, name := range names {
 		if _, ok := watches[name]; !ok {
@@ -216,15 +234,18 @@ func (e *Engine) watchAll(ctx context.Context, parent string, names []string, wa
 	switch len(missing) {
 	case 0:
 	case 1:
-		ch, err := e.watch(ctx, parent+"/"+missing[0])
+		ch, err := zkconn.Do(ctx, e.zc, func() (<-chan gozk.Event, error) { return getW(missing[0]) })
 		if err != nil {
 			return nil, err
 		}
 		watches[missing[0]] = ch
 	default:
-		if err := e.watchMany(ctx, parent, missing, watches); err != nil {
+		if err := e.watchMany(ctx, missing, watches, getW); err != nil {
 			return nil, err
 		}
+	}
+	if changed.Load() {
+		return nil, errStale
 	}
 	chans := make([]<-chan gozk.Event, len(names))
 	for i, name := range names {
@@ -234,20 +255,17 @@ func (e *Engine) watchAll(ctx context.Context, parent string, names []string, wa
 }
 
 // watchMany is watchAll's for more than one node, all requests at once.
-func (e *Engine) watchMany(ctx context.Context, parent string, names []string, watches map[string]<-chan gozk.Event) error {
-	set := make([]*zkconn.Pending[<-chan gozk.Event], len(names))
+func (e *Engine) watchMany(ctx context.Context, names []string, watches map[string]<-chan gozk.Event, getW func(string) (<-chan gozk.Event, error)) error {
+	set := make([]*async.Pending[<-chan gozk.Event], len(names))
 	for i, name := range names {
-		set[i] = zkconn.Start(e.zc, func() (<-chan gozk.Event, error) {
-			_, _, ch, err := e.conn.GetW(parent + "/" + name)
-			return ch, err
-		}, nil)
+		set[i] = zkconn.Start(e.zc, func() (<-chan gozk.Event, error) { return getW(name) }, nil)
 	}
 	deadline := time.Now().Add(e.connectTimeout)
 	var first error
 	for i, p := range set {
 		ch, err := p.WaitUntil(ctx, deadline)
 		if err != nil && zkconn.Retryable(err) && !zkconn.IsCtx(err) {
-			ch, err = e.watch(ctx, parent+"/"+names[i])
+			ch, err = zkconn.Do(ctx, e.zc, func() (<-chan gozk.Event, error) { return getW(names[i]) })
 		}
 		if err == nil {
 			watches[names[i]] = ch
@@ -308,13 +326,13 @@ func (e *Engine) awaitAny(ctx context.Context, h *locker.Hold, n *node, chans []
 // is set is found by the watch's read. The grant does not wait for it; it
 // costs every hold one read, a short one too. Called with e.mu held.
 func (e *Engine) armSoon(n *node, first func()) {
-	e.zc.Spawn(func() {
+	e.zc.Go(func(ctx context.Context) {
 		if first != nil {
 			first()
 		}
 		// Do is bounded by the connect timeout and Close; a failure to
 		// reach the ensemble is left to the session monitor.
-		_, err := e.watch(context.Background(), n.path)
+		_, err := e.watch(ctx, n.path)
 		switch {
 		case err == nil:
 			n.watched.Store(true)

@@ -8,14 +8,9 @@ import (
 )
 
 // TestModel checks the engine against the lock family's rule: two engines,
-// each with a session of its own, as two processes. The semaphores' count
-// stays fixed: after SetPermits, a waiter asking more permits than the new
-// count fails with ErrPermitsMismatch (the rule has it wait), a first
-// acquisition already waiting fails too when the count changes under it
-// (the count is checked at each look, not once), and InspectFamily lists
-// holds granted under a higher count as waiters.
+// each with a session of its own, as two processes, SetPermits included.
 func TestModel(t *testing.T) {
 	lockertest.RunModel(t, func(t *testing.T) lockertest.Harness {
 		return lockertest.Harness{Engine: newEngine(t, []string{zkAddr}, zk.WithPrefix("/model"))}
-	}, lockertest.ModelOps, lockertest.ModelConfig{FixedCount: true})
+	}, lockertest.ModelOps, lockertest.ModelConfig{})
 }

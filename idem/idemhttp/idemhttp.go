@@ -296,44 +296,11 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.next.ServeHTTP(w, r)
 		return
 	}
-	if len(raw) != 1 { // two keys: a retry sending one of them would not match
-		problem(w, http.StatusBadRequest, "this request has "+strconv.Itoa(len(raw))+" "+Header+" headers; send one")
-		return
-	}
-	key, ok := parseKey(raw[0], g.s.bareKeys)
+	content, fp, ok := g.identify(w, r, raw)
 	if !ok {
-		problem(w, http.StatusBadRequest, Header+` must be one structured-field string, such as "8e03978e-40d5-43e8-bc93-6894a57f9324"`)
 		return
 	}
-	if key == "" || len(key) > g.s.maxKeyLen {
-		problem(w, http.StatusBadRequest, fmt.Sprintf("%s must be 1 to %d characters", Header, g.s.maxKeyLen))
-		return
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, g.s.maxBody+1))
-	if err != nil {
-		problem(w, http.StatusBadRequest, "reading the request body: "+err.Error())
-		return
-	}
-	if int64(len(body)) > g.s.maxBody {
-		problem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request bodies are limited to %d bytes", g.s.maxBody))
-		return
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-
-	// The fingerprint tells a retry from a reuse of the key for another
-	// request.
-	fp, err := g.s.print(r, body)
-	if err != nil {
-		problem(w, http.StatusBadRequest, "this request cannot be fingerprinted: "+err.Error())
-		return
-	}
-	sum := sha256.Sum256(fp)
-	scope := ""
-	if g.s.scope != nil {
-		scope = g.s.scope(r)
-	}
-	content := keyContent(scope, key)
-	tk, dup, err := g.gate.Begin(r.Context(), content, idem.WithFingerprint(sum[:]))
+	tk, dup, err := g.gate.Begin(r.Context(), content, idem.WithFingerprint(fp))
 	switch {
 	case err != nil && r.Context().Err() != nil:
 		return // the client is gone
@@ -358,6 +325,49 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.run(w, r, tk)
+}
+
+// identify reads the request's key (from its header values raw) and body,
+// and returns the gate's key and the request's fingerprint; on a request
+// it refuses, it writes the problem and reports false.
+func (g *guard) identify(w http.ResponseWriter, r *http.Request, raw []string) (content string, fp []byte, ok bool) {
+	if len(raw) != 1 { // two keys: a retry sending one of them would not match
+		problem(w, http.StatusBadRequest, "this request has "+strconv.Itoa(len(raw))+" "+Header+" headers; send one")
+		return "", nil, false
+	}
+	key, ok := parseKey(raw[0], g.s.bareKeys)
+	if !ok {
+		problem(w, http.StatusBadRequest, Header+` must be one structured-field string, such as "8e03978e-40d5-43e8-bc93-6894a57f9324"`)
+		return "", nil, false
+	}
+	if key == "" || len(key) > g.s.maxKeyLen {
+		problem(w, http.StatusBadRequest, fmt.Sprintf("%s must be 1 to %d characters", Header, g.s.maxKeyLen))
+		return "", nil, false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, g.s.maxBody+1))
+	if err != nil {
+		problem(w, http.StatusBadRequest, "reading the request body: "+err.Error())
+		return "", nil, false
+	}
+	if int64(len(body)) > g.s.maxBody {
+		problem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request bodies are limited to %d bytes", g.s.maxBody))
+		return "", nil, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+
+	// The fingerprint tells a retry from a reuse of the key for another
+	// request.
+	printed, err := g.s.print(r, body)
+	if err != nil {
+		problem(w, http.StatusBadRequest, "this request cannot be fingerprinted: "+err.Error())
+		return "", nil, false
+	}
+	sum := sha256.Sum256(printed)
+	scope := ""
+	if g.s.scope != nil {
+		scope = g.s.scope(r)
+	}
+	return keyContent(scope, key), sum[:], true
 }
 
 func keyContent(scope, key string) string {

@@ -68,22 +68,21 @@ func IsCtx(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// Pending is one request running on a worker of the connection.
-// go-zookeeper's calls take no context: the worker lets the caller stop
+// A request runs on a worker of the connection as an async.Pending:
+// go-zookeeper's calls take no context, so the worker lets the caller stop
 // waiting, and the request ends on its own, at the latest when Close
 // closes the connection.
-type Pending[T any] = async.Pending[T]
 
 // Start runs f on a worker. When the caller has stopped waiting by the time
 // f returns, orphan, if not nil, gets f's result, to undo what the request
 // did. Once Close has begun, f does not run and the result is ErrClosed.
-func Start[T any](c *Conn, f func() (T, error), orphan func(T, error)) *Pending[T] {
+func Start[T any](c *Conn, f func() (T, error), orphan func(T, error)) *async.Pending[T] {
 	return start(c, f, orphan, true)
 }
 
 // start is Start; gate false lets f run before a Lazy connection is
 // ready, for the requests that make it so.
-func start[T any](c *Conn, f func() (T, error), orphan func(T, error), gate bool) *Pending[T] {
+func start[T any](c *Conn, f func() (T, error), orphan func(T, error), gate bool) *async.Pending[T] {
 	p := async.NewPending[T]()
 	var zero T
 	if gate && !isClosed(c.ready) {
@@ -104,7 +103,7 @@ func start[T any](c *Conn, f func() (T, error), orphan func(T, error), gate bool
 }
 
 // waitNotify is p.Wait, calling onSent if sent is closed meanwhile.
-func waitNotify[T any](ctx context.Context, p *Pending[T], sent <-chan struct{}, onSent func()) (T, error) {
+func waitNotify[T any](ctx context.Context, p *async.Pending[T], sent <-chan struct{}, onSent func()) (T, error) {
 	if sent != nil {
 		select {
 		case r := <-p.Answer():
@@ -246,7 +245,3 @@ func Call[T any](ctx context.Context, f func() (T, error)) (T, error) {
 // f's context never ends: the closed client ends go-zookeeper's calls. Go
 // reports false, and does not run f, once Close has begun.
 func (c *Conn) Go(f func(context.Context)) bool { return c.work.Go(f) }
-
-// Spawn is Go for an f that takes no context, at the cost of an
-// allocation.
-func (c *Conn) Spawn(f func()) bool { return c.work.Go(func(context.Context) { f() }) }

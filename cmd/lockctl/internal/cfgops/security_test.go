@@ -73,7 +73,9 @@ func TestDialClientTLSWithSecrets(t *testing.T) {
 	c := loadYAML(t, "start_timeout: 5s\nengines:\n"+
 		fmt.Sprintf("  - {name: redis, type: redis, addrs: [%q], username: app1, tls: %s}\n", servers[0].TLSAddr(), tls)+
 		fmt.Sprintf("  - {name: etcd, type: etcd, endpoints: [%q], username: app1, password_file: %q, tls: %s}\n", servers[1].TLSAddr(), files[0], tls)+
-		fmt.Sprintf("  - {name: zk, type: zk, servers: [%q], auth: {scheme: digest, credentials_file: %q}, tls: %s}\n", servers[2].TLSAddr(), files[1], tls))
+		// A JVM's TLS handshake on a loaded machine can take more than
+		// the default 2s; this test is about credentials, not latency.
+		fmt.Sprintf("  - {name: zk, type: zk, servers: [%q], dial_timeout: 10s, auth: {scheme: digest, credentials_file: %q}, tls: %s}\n", servers[2].TLSAddr(), files[1], tls))
 	c.Engines[0].Password = secrets[0] // as from ORTHRUS_ENGINES_REDIS_PASSWORD
 
 	logs, err := os.Create(filepath.Join(dir, "log")) // a file: the clients' goroutines write at once
