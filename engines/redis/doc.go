@@ -137,13 +137,14 @@
 // acquisition only checks that none exists.
 //
 // Wake-ups go through the same shared subscription, one channel per lock
-// (<lock>:rw:wake, <lock>:sem:wake), and say whom the rule now grants: a
-// release or a withdrawal wakes this process's readers that queued before
-// the first waiting writer, or all its waiters when a writer is first in line
+// (<lock>:rw:wake, <lock>:sem:wake), and name by ticket whom the rule now
+// grants: a release or a withdrawal wakes the readers that queued before
+// the first waiting writer, or that writer alone when it is first in line
 // and nothing is held; a permit's release, a withdrawal or SetPermits
-// wakes the waiters whose permits the rule grants, first come first, and
-// nobody while the first in line does not fit. Each process wakes its
-// own, so a release costs about one attempt per waiter that can proceed.
+// wakes the permit waiters the rule grants, first come first, and nobody
+// while the first in line does not fit. Each process wakes its own
+// waiters with those tickets, so a release costs one attempt per waiter
+// that can proceed.
 // ForceUnlockFamily wakes them as a release would.
 //
 // Failures are the mutex's: a hold whose entry vanished (expiry, a restart

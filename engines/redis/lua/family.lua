@@ -53,6 +53,20 @@ local function first(now, ...)
   end
   return low
 end
+-- soonest is the earliest expiry of the entries of the sorted sets given,
+-- as a wait from now: a waiter held back by an entry that expires tries
+-- again then, as an expiry publishes nothing; -1 (the TTL) when none has
+-- any.
+local function soonest(now, ...)
+  local low
+  for _, key in ipairs({...}) do
+    local e = tonumber(redis.call('zrange', key, 0, 0, 'withscores')[2])
+    if e and (not low or e < low) then
+      low = e
+    end
+  end
+  return low and low - now or -1
+end
 -- permitsOut sums the permits of the holds in key.
 local function permitsOut(key)
   local n = 0
@@ -74,43 +88,43 @@ local function permitWaiters(key, now)
   return q
 end
 -- tellFree tells the permit waiters of the semaphore (holds in key, count
--- in count, waiters in wk) how many permits the rule now grants them,
--- first in line first: "p<permits>"; nothing when it grants none.
+-- in count, waiters in wk) whom the rule now grants, first in line first:
+-- "b<ticket>", the waiters below the first it does not grant (0: all);
+-- nothing when it grants none.
 local function tellFree(key, count, wk, numsub, publish)
   local ch = key .. ':wake'
   if listened(ch, numsub) then
     local now = clock()
     prune(key, now)
-    local out, limit, ahead = permitsOut(key), tonumber(redis.call('get', count)) or 0, 0
+    local out, limit, ahead, stop = permitsOut(key), tonumber(redis.call('get', count)) or 0, 0, 0
     for _, e in ipairs(permitWaiters(wk, now)) do
       if not permitsGo(out, ahead, e[2], limit) then
+        stop = e[1]
         break
       end
       ahead = ahead + e[2]
     end
     if ahead > 0 then
-      redis.call(publish, ch, 'p' .. ms(ahead))
+      redis.call(publish, ch, 'b' .. ms(stop))
     end
   end
 end
 -- tellWaiters tells the waiters of the read-write lock whose writer is w
 -- (absent: the caller checked), readers r, waiting writers ww and waiting
 -- readers wr, whom the rule now grants: the readers before the first
--- waiting writer, "w<its ticket>" ("w0": none waits), or the first
--- waiting writer when nothing is held: every waiter of each process, ""
--- (the "r" of one writer would wake each process's longest waiting one,
--- which need not hold the lowest ticket).
+-- waiting writer, "b<its ticket>" ("b0": none waits), or the first
+-- waiting writer when nothing is held, "q<its ticket>".
 local function tellWaiters(w, r, ww, wr, numsub, publish)
   local ch = w .. ':wake'
   if listened(ch, numsub) then
     local now = clock()
     local fw, fr = first(now, ww), first(now, wr)
     if fr > 0 and readerGoes(false, fw, fr) then
-      redis.call(publish, ch, 'w' .. ms(fw))
+      redis.call(publish, ch, 'b' .. ms(fw))
     elseif fw > 0 then
       prune(r, now)
       if writerGoes(redis.call('exists', r) == 1, fw, fw) then
-        redis.call(publish, ch, '')
+        redis.call(publish, ch, 'q' .. ms(fw))
       end
     end
   end

@@ -29,10 +29,7 @@ if ARGV[4] == 'w' then
   if w then
     wait = redis.call('pttl', KEYS[1])
   else
-    -- Readers hold (until the last one's expiry at most) or others wait
-    -- before it (their entries expire within a TTL).
-    local last = redis.call('zrange', KEYS[2], -1, -1, 'withscores')[2]
-    wait = last and tonumber(last) - now or ttl
+    wait = soonest(now, KEYS[2], KEYS[3], KEYS[5])
   end
   return waiting(ARGV[6], KEYS[3], KEYS[4], ARGV[3], ticket, ARGV[1], now, ttl, wait)
 end
@@ -50,7 +47,7 @@ else
   if readerGoes(false, fw, ticket) then
     t = fence(KEYS[4], ARGV[3])
   else
-    wait = ttl
+    wait = soonest(now, KEYS[3])
   end
 end
 if t then

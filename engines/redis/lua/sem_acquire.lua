@@ -36,6 +36,4 @@ if permitsGo(out, ahead, permits, limit) then
   end
   return t
 end
-local first = redis.call('zrange', KEYS[1], 0, 0, 'withscores')[2]
-local wait = first and tonumber(first) - now or ttl
-return waiting(ARGV[8], KEYS[4], KEYS[3], ARGV[3], ticket, ARGV[4] .. ':' .. ARGV[1], now, ttl, wait)
+return waiting(ARGV[8], KEYS[4], KEYS[3], ARGV[3], ticket, ARGV[4] .. ':' .. ARGV[1], now, ttl, soonest(now, KEYS[1], KEYS[4]))
