@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 	goredis "github.com/redis/go-redis/v9"
-
-	"github.com/orthrus-go/orthrus/locker"
 )
 
 // FairEviction bounds how long a waiter of a fair engine (WithFair) whose
@@ -82,7 +82,7 @@ type fairHold struct {
 	n    int
 }
 
-func (e *Engine) newFairHold(h *locker.Hold, wait bool) *fairHold {
+func (e *Engine) newFairHold(h *driver.Hold, wait bool) *fairHold {
 	lock, fence := e.mutexKeys(h.Name)
 	k := fairKeys(lock)
 	f := &fairHold{hold: newHold(h, lock, h.Life()), fence: fence, queue: k[1], exp: k[2]}
@@ -282,7 +282,7 @@ func (h *hub) mayHaveMissed(c *channel, want interest, m mark) bool {
 	switch {
 	case heard == 0 || c == nil:
 		return false
-	case want.kind != locker.KindMutex:
+	case want.kind != inspect.KindMutex:
 		return true
 	case want.ticket == 0:
 		return false

@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // confirmTimeout bounds the wait for a subscription to be confirmed. Past
@@ -93,7 +94,7 @@ type waiter struct {
 // the read-write lock, the semaphore and a fair engine's mutex say who may
 // proceed.
 type interest struct {
-	kind locker.Kind
+	kind inspect.Kind
 	// ticket: the waiter's place in the queue of a fair mutex, a
 	// read-write lock or a semaphore, which wake-ups name (0: none).
 	ticket int64

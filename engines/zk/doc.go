@@ -56,7 +56,7 @@
 // acquisitions on its own.
 //
 // Lost also closes when someone else deletes the hold's node (an operator,
-// say), within milliseconds, with cause locker.LostGone: the engine sets a
+// say), within milliseconds, with cause observe.LostGone: the engine sets a
 // watch on the node when the hold is granted, in the background (a node
 // deleted before the watch is set is found by the watch's read), so every
 // hold costs one read besides its create, listing and delete. The engine's
@@ -156,7 +156,7 @@
 //
 // # Names
 //
-// Any name locker.ValidateName accepts, up to locker.MaxNameLen bytes, is
+// Any name driver.ValidateName accepts, up to driver.MaxNameLen bytes, is
 // one node name: '/', '%', the characters ZooKeeper rejects in paths
 // (control characters, U+007F-U+009F, U+D800-U+F8FF and so every character
 // beyond U+FFFF, U+FFF0-U+FFFF) are percent-encoded byte by byte, and so
@@ -215,7 +215,7 @@
 // NewLocker with locker.ErrInvalidName or locker.ErrInvalidArgument.
 // Contention is never an error. LockCtx returns ctx.Err() when ctx ends
 // first; the raw acquisition (locker.Front.Acquire) wraps ErrUnavailable
-// too when a request had been unanswered for locker.OutageAfter then. Ping
+// too when a request had been unanswered for driver.OutageAfter then. Ping
 // reads the root node, within its context and the connect timeout.
 //
 // With no session and the last connection to each server refused, or

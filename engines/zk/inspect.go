@@ -12,11 +12,13 @@ import (
 	"github.com/orthrus-go/orthrus/internal/lockrule"
 	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 var (
-	_ locker.Inspector       = (*Engine)(nil)
-	_ locker.FamilyInspector = (*Engine)(nil)
+	_ inspect.Inspector       = (*Engine)(nil)
+	_ inspect.FamilyInspector = (*Engine)(nil)
 )
 
 // maxNodeReads bounds the reads, or deletes, of lock nodes in flight.
@@ -33,7 +35,7 @@ const forceAttempts = 5
 type queued struct {
 	path          string
 	version       int32
-	fh            locker.FamilyHolder
+	fh            inspect.FamilyHolder
 	granted, gone bool
 }
 
@@ -44,15 +46,15 @@ type queued struct {
 // token it holds with once granted). TTL is 0: the owner's session, not a
 // per-hold TTL, keeps a hold. A node deleted between the listing and its
 // read is left out.
-func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, error) {
+func (e *Engine) Inspect(ctx context.Context, name string) (inspect.Inspection, error) {
 	if err := e.check("inspect", name); err != nil {
-		return locker.Inspection{}, err
+		return inspect.Inspection{}, err
 	}
-	nodes, _, err := e.queue(ctx, locker.KindMutex, e.path(locker.KindMutex, name))
+	nodes, _, err := e.queue(ctx, inspect.KindMutex, e.path(inspect.KindMutex, name))
 	if err != nil {
-		return locker.Inspection{}, e.fail("inspect", name, err)
+		return inspect.Inspection{}, e.fail("inspect", name, err)
 	}
-	in := locker.Inspection{}
+	in := inspect.Inspection{}
 	for _, q := range nodes {
 		switch {
 		case q.gone:
@@ -72,13 +74,13 @@ func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, e
 // lock; the forced-out owner's engine learns of it at once from its watch
 // on the node, set at the grant: Lost closes and Unlock returns
 // ErrLockLost. For operators clearing a stuck hold.
-func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, error) {
+func (e *Engine) ForceUnlock(ctx context.Context, name string) (inspect.Holder, error) {
 	if err := e.check("force unlock", name); err != nil {
-		return locker.Holder{}, err
+		return inspect.Holder{}, err
 	}
-	ended, err := e.force(ctx, locker.KindMutex, name, 0)
+	ended, err := e.force(ctx, inspect.KindMutex, name, 0)
 	if err != nil {
-		return locker.Holder{}, err
+		return inspect.Holder{}, err
 	}
 	return ended[0].Holder, nil
 }
@@ -89,15 +91,15 @@ func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, e
 // and for a semaphore one read of its count. Which nodes hold follows from
 // the queue as the engine's acquisitions decide it; a downgraded reader's
 // token is its write hold's. TTL is 0: the owner's session keeps a hold.
-func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name string) (locker.FamilyInspection, error) {
+func (e *Engine) InspectFamily(ctx context.Context, kind inspect.Kind, name string) (inspect.FamilyInspection, error) {
 	if err := e.checkFamily("inspect", kind, name); err != nil {
-		return locker.FamilyInspection{}, err
+		return inspect.FamilyInspection{}, err
 	}
 	nodes, count, err := e.queue(ctx, kind, e.path(kind, name))
 	if err != nil {
-		return locker.FamilyInspection{}, e.fail("inspect", name, err)
+		return inspect.FamilyInspection{}, e.fail("inspect", name, err)
 	}
-	in := locker.FamilyInspection{Permits: count}
+	in := inspect.FamilyInspection{Permits: count}
 	for _, n := range nodes {
 		switch {
 		case n.gone:
@@ -123,7 +125,7 @@ func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name strin
 // before its delete, it looks again. The forced-out owners' engines learn
 // of it as ForceUnlock's owner does: Lost closes and Unlock returns
 // ErrLockLost. On an error, the holds it ended before come with it.
-func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name string, token uint64) ([]locker.FamilyHolder, error) {
+func (e *Engine) ForceUnlockFamily(ctx context.Context, kind inspect.Kind, name string, token uint64) ([]inspect.FamilyHolder, error) {
 	if err := e.checkFamily("force unlock", kind, name); err != nil {
 		return nil, err
 	}
@@ -131,7 +133,7 @@ func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name s
 }
 
 // force is ForceUnlock and ForceUnlockFamily.
-func (e *Engine) force(ctx context.Context, kind locker.Kind, name string, token uint64) ([]locker.FamilyHolder, error) {
+func (e *Engine) force(ctx context.Context, kind inspect.Kind, name string, token uint64) ([]inspect.FamilyHolder, error) {
 	parent := e.path(kind, name)
 	for range forceAttempts {
 		nodes, _, err := e.queue(ctx, kind, parent)
@@ -166,7 +168,7 @@ func (e *Engine) force(ctx context.Context, kind locker.Kind, name string, token
 // forceNodes deletes the nodes of targets, at most maxNodeReads at a time,
 // and returns the holds of those it deleted, in their order; those deleted
 // by someone else meanwhile are left out.
-func (e *Engine) forceNodes(ctx context.Context, parent string, targets []queued) ([]locker.FamilyHolder, error) {
+func (e *Engine) forceNodes(ctx context.Context, parent string, targets []queued) ([]inspect.FamilyHolder, error) {
 	done := make([]bool, len(targets))
 	var g errgroup.Group
 	g.SetLimit(maxNodeReads)
@@ -178,7 +180,7 @@ func (e *Engine) forceNodes(ctx context.Context, parent string, targets []queued
 		})
 	}
 	err := g.Wait()
-	var ended []locker.FamilyHolder
+	var ended []inspect.FamilyHolder
 	for i, t := range targets {
 		if done[i] {
 			ended = append(ended, t.fh)
@@ -211,7 +213,7 @@ func (e *Engine) forceNode(ctx context.Context, parent, path string, version int
 
 // check checks the name of an operation, and that the engine is open.
 func (e *Engine) check(op, name string) error {
-	if err := locker.ValidateName(name); err != nil {
+	if err := driver.ValidateName(name); err != nil {
 		return fmt.Errorf("zk: %s: %w", op, err)
 	}
 	if e.core.Closed() || e.zc.Closing() {
@@ -222,11 +224,11 @@ func (e *Engine) check(op, name string) error {
 
 // checkFamily is check for a read-write lock or a semaphore: it checks the
 // kind too.
-func (e *Engine) checkFamily(op string, kind locker.Kind, name string) error {
-	if err := locker.ValidateName(name); err != nil {
+func (e *Engine) checkFamily(op string, kind inspect.Kind, name string) error {
+	if err := driver.ValidateName(name); err != nil {
 		return fmt.Errorf("zk: %s: %w", op, err)
 	}
-	if kind != locker.KindRead && kind != locker.KindWrite && kind != locker.KindPermit {
+	if kind != inspect.KindRead && kind != inspect.KindWrite && kind != inspect.KindPermit {
 		return fmt.Errorf("zk: %s %q: %w: kind %v, want read, write or permit", op, name, locker.ErrInvalidArgument, kind)
 	}
 	return e.check(op, name)
@@ -236,7 +238,7 @@ func (e *Engine) checkFamily(op string, kind locker.Kind, name string) error {
 // whether the rules grant each, and a semaphore's stored count: one
 // listing, one read of each node, in parallel. A node deleted between the
 // listing and its read is left out; none when parent does not exist.
-func (e *Engine) queue(ctx context.Context, kind locker.Kind, parent string) ([]queued, int, error) {
+func (e *Engine) queue(ctx context.Context, kind inspect.Kind, parent string) ([]queued, int, error) {
 	v, err := zkconn.Do(ctx, e.zc, func() (*view, error) {
 		v, err := e.look(kind, parent)
 		if errors.Is(err, gozk.ErrNoNode) {
@@ -266,9 +268,9 @@ func (e *Engine) queue(ctx context.Context, kind locker.Kind, parent string) ([]
 	for i, en := range v.nodes {
 		switch {
 		case nodes[i].gone:
-		case en.Kind == locker.KindWrite:
+		case en.Kind == inspect.KindWrite:
 			held[i] = downFrom[int64(nodes[i].fh.Token)]
-		case en.Kind == locker.KindPermit:
+		case en.Kind == inspect.KindPermit:
 			held[i] = nodes[i].version > 0
 		}
 	}
@@ -290,7 +292,7 @@ func (e *Engine) readNodes(ctx context.Context, parent string, ens []entry) ([]q
 			data, st, err := e.get(ctx, path)
 			switch {
 			case err == nil:
-				fh := locker.FamilyHolder{Holder: locker.Holder{Owner: string(data), Token: uint64(st.Czxid)}, Kind: en.Kind, Permits: max(en.Permits, 1)}
+				fh := inspect.FamilyHolder{Holder: inspect.Holder{Owner: string(data), Token: uint64(st.Czxid)}, Kind: en.Kind, Permits: max(en.Permits, 1)}
 				if en.Downgrade {
 					fh.Token = uint64(en.down)
 				}
@@ -319,7 +321,7 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 	if err := e.check("set permits", name); err != nil {
 		return err
 	}
-	parent := e.path(locker.KindPermit, name)
+	parent := e.path(inspect.KindPermit, name)
 	for range forceAttempts {
 		lower, done, err := e.lowerPermits(ctx, parent, n)
 		if err == nil && !lower {
@@ -352,7 +354,7 @@ func (e *Engine) lowerPermits(ctx context.Context, parent string, n int) (lower,
 	if perr != nil || n >= old {
 		return false, false, nil
 	}
-	nodes, count, err := e.queue(ctx, locker.KindPermit, parent)
+	nodes, count, err := e.queue(ctx, inspect.KindPermit, parent)
 	if err != nil || count != old {
 		return true, false, err
 	}
