@@ -305,11 +305,11 @@ func (m *missedTickets) add(t int64) {
 
 func (m *missedTickets) has(t int64) bool { return slices.Contains(m.tickets[:], t) }
 
-// wakeTicket wakes the fair waiter of c with ticket n, called with the
-// hub's mutex held.
+// wakeTicket wakes the waiter of c with ticket n (a channel serves one
+// queue), called with the hub's mutex held.
 func wakeTicket(c *channel, n int64) {
 	for w := c.head; w != nil; w = w.next {
-		if w.want.kind == inspect.KindMutex && w.want.ticket == n {
+		if w.want.ticket == n {
 			wake(w)
 			return
 		}

@@ -21,6 +21,7 @@ var (
 	rwUnwaitScript   = newScript("clock", "family", "rw_unwait")
 	semAcquireScript = newScript("fence", "clock", "family", "waiting", "sem_acquire")
 	semReleaseScript = newScript("clock", "family", "sem_release")
+	semUnwaitScript  = newScript("clock", "family", "sem_unwait")
 )
 
 // famKeys are the keys of a name's read-write lock (writer, readers,
@@ -117,13 +118,13 @@ func (f *famHold) granted(e *Engine, token int64) {
 	f.token = uint64(token)
 	if f.kind == inspect.KindPermit {
 		f.value = member(f.token, int(f.permits), f.owner)
-		f.script, f.n = semReleaseScript, 8
-		f.args = [15]any{"evalsha", &semReleaseScript.sha, "2", &f.keys[0], &f.keys[1], &f.value, &e.numsub, &e.publish}
+		f.script, f.n = semReleaseScript, 9
+		f.args = [15]any{"evalsha", &semReleaseScript.sha, "3", &f.keys[0], &f.keys[1], &f.keys[3], &f.value, &e.numsub, &e.publish}
 		return
 	}
 	f.value = member(f.token, 0, f.owner)
-	f.script, f.n = rwReleaseScript, 10
-	f.args = [15]any{"evalsha", &rwReleaseScript.sha, "3", &f.keys[0], &f.keys[1], &f.keys[2], f.mode(), &f.value, &e.numsub, &e.publish}
+	f.script, f.n = rwReleaseScript, 11
+	f.args = [15]any{"evalsha", &rwReleaseScript.sha, "4", &f.keys[0], &f.keys[1], &f.keys[2], &f.keys[4], f.mode(), &f.value, &e.numsub, &e.publish}
 }
 
 func (f *famHold) release(ctx context.Context, e *Engine) (int64, error) {
@@ -142,22 +143,18 @@ func (f *famHold) renewal() (*string, any) {
 	return &f.keys[0], "z"
 }
 
-// withdraw removes a waiter's entry. A waiting writer's withdrawal wakes
-// the readers it held back; a waiting reader or permit waiter held nobody
-// back.
+// withdraw removes a waiter's entry and wakes the waiters the rule grants
+// once it is out of their way.
 func (f *famHold) withdraw(ctx context.Context, e *Engine) {
-	var err error
-	switch f.kind {
-	case inspect.KindWrite:
-		args := []any{"evalsha", &rwUnwaitScript.sha, "2", f.keys[0], f.keys[2],
-			member(uint64(f.ticket), 0, f.owner), &e.numsub, &e.publish}
-		_, err = e.batch.run(ctx, rwUnwaitScript, args)
-	case inspect.KindRead:
-		err = e.client.ZRem(ctx, f.keys[4], member(uint64(f.ticket), 0, f.owner)).Err()
-	default:
-		err = e.client.ZRem(ctx, f.keys[3], member(uint64(f.ticket), int(f.permits), f.owner)).Err()
+	script := rwUnwaitScript
+	args := []any{"evalsha", &rwUnwaitScript.sha, "4", f.keys[0], f.keys[1], f.keys[2], f.keys[4],
+		f.mode(), member(uint64(f.ticket), 0, f.owner), &e.numsub, &e.publish}
+	if f.kind == inspect.KindPermit {
+		script = semUnwaitScript
+		args = []any{"evalsha", &semUnwaitScript.sha, "3", f.keys[0], f.keys[1], f.keys[3],
+			member(uint64(f.ticket), int(f.permits), f.owner), &e.numsub, &e.publish}
 	}
-	if err != nil {
+	if _, err := e.batch.run(ctx, script, args); err != nil {
 		e.log.Warn("redis: withdrawing a waiter failed; its entry ends with its TTL", "name", f.name, "kind", f.kind, "err", err)
 	}
 }

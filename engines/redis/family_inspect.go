@@ -68,9 +68,9 @@ func (e *Engine) ForceUnlockFamily(ctx context.Context, kind inspect.Kind, name 
 		return nil, err
 	}
 	k := e.famKeys(kind, name)
-	script, keys := rwForceScript, []string{k[0], k[1], k[2]}
+	script, keys := rwForceScript, []string{k[0], k[1], k[2], k[4]}
 	if kind == inspect.KindPermit {
-		script, keys = semForceScript, []string{k[0], k[1]}
+		script, keys = semForceScript, []string{k[0], k[1], k[3]}
 	}
 	r, err := e.inspectKeys(ctx, script, "force unlock", name, keys, token, e.numsub, e.publish)
 	if err != nil {
@@ -201,7 +201,7 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 		return fmt.Errorf("redis: set permits %q: %w: n = %d, want at least 1", name, locker.ErrInvalidArgument, n)
 	}
 	k := e.famKeys(inspect.KindPermit, name)
-	if err := semSetScript.run(ctx, e.client, k[:2], n, e.numsub, e.publish).Err(); err != nil {
+	if err := semSetScript.run(ctx, e.client, []string{k[0], k[1], k[3]}, n, e.numsub, e.publish).Err(); err != nil {
 		return e.fail(ctx, "set permits", name, err)
 	}
 	return nil

@@ -292,6 +292,65 @@ func TestFamilyNoHerd(t *testing.T) {
 	}
 }
 
+// A release wakes, by ticket, exactly the waiters the rule grants, in
+// whichever process they wait: writers and permit waiters of two
+// processes, queued in turns, go one by one, each at once (the fallback
+// poll is TTL/3, 10s) and each woken once, not every waiter of the
+// processes at every release.
+func TestFamilyWakesByTicket(t *testing.T) {
+	const waiters = 16 // half in each process
+	for _, kind := range []inspect.Kind{inspect.KindWrite, inspect.KindPermit} {
+		t.Run(kind.String(), func(t *testing.T) {
+			holder := openEngine(t)
+			a, attemptsA := countedEngine(t, kind)
+			b, attemptsB := countedEngine(t, kind)
+			name := t.Name()
+			newHandle := func(e *redis.Engine) locker.Handle {
+				if kind == inspect.KindWrite {
+					l, _ := e.NewRWLock(name)
+					return l.WriteLock()
+				}
+				s, _ := e.NewSemaphore(name, 1)
+				p, _ := s.NewPermit(1)
+				return p
+			}
+			held := newHandle(holder)
+			lockNow(t, held)
+			errs := make(chan error, waiters)
+			for i := range waiters {
+				l := newHandle([]*redis.Engine{a, b}[i%2])
+				go func() {
+					if err := <-lockLater(l); err != nil {
+						errs <- err
+						return
+					}
+					errs <- l.Unlock()
+				}()
+				// Each queues before the next: the tickets alternate
+				// between the processes.
+				await(t, "the waiter queued", func() bool { return waiting(t, holder, kind, name) == i+1 })
+			}
+			await(t, "every waiter parked", func() bool { return a.Parked(kind, name)+b.Parked(kind, name) == waiters })
+			before := attemptsA.n.Load() + attemptsB.n.Load()
+			start := time.Now()
+			unlockNow(t, held)
+			for range waiters {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+			if d := time.Since(start); d > 3*time.Second {
+				t.Errorf("%d hand-offs took %v; want each at once, not at the TTL/3 poll", waiters, d)
+			}
+			// One attempt when woken each, and a few spares: everybody at
+			// every release would be n²/2.
+			if got := attemptsA.n.Load() + attemptsB.n.Load() - before; got > 2*waiters {
+				t.Errorf("%d acquire attempts for %d waiters woken one by one; want at most %d", got, waiters, 2*waiters)
+			}
+		})
+	}
+}
+
 // A waiting writer that dies leaves an intent that expires: readers held
 // back by it get in then.
 func TestRWDeadWaitingWriterExpires(t *testing.T) {

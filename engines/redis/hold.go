@@ -154,7 +154,7 @@ func (e *Engine) acquire(ctx context.Context, h *driver.Hold, st state, wait boo
 	// process was subscribed already, the release was published and woke
 	// the waiter whose turn it was: no second attempt.
 	h.Asking()
-	w, retry, err := e.hub.join(ctx, b.lock, mark, interest{kind: h.Kind, permits: h.Permits, ticket: b.ticket})
+	w, retry, err := e.hub.join(ctx, b.lock, mark, interest{kind: h.Kind, ticket: b.ticket})
 	if err != nil {
 		settle(ctx)
 		return false, fmt.Errorf("redis: acquire %q: %w", h.Name, err)

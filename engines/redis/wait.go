@@ -24,9 +24,9 @@ const confirmTimeout = 5 * time.Second
 
 // hub multiplexes every waiter of an engine over one pub/sub connection (one
 // per master on Cluster, with sharded pub/sub); a channel is subscribed
-// while it has waiters. A release message wakes one waiter of the channel,
-// the longest waiting (see Algorithm in doc.go), which is sure to try: a
-// wake-up is never lost (see waiter.wake).
+// while it has waiters. A release message wakes the waiters it lets
+// proceed (see wakeFor), each sure to try: a wake-up is never lost (see
+// waiter.wake).
 type hub struct {
 	client  goredis.UniversalClient
 	cluster *goredis.ClusterClient // nil unless Cluster
@@ -94,10 +94,9 @@ type waiter struct {
 // the read-write lock, the semaphore and a fair engine's mutex say who may
 // proceed.
 type interest struct {
-	kind    inspect.Kind
-	permits int
-	// ticket: a reader may go before writers with a higher one; a fair
-	// waiter goes when a release names it.
+	kind inspect.Kind
+	// ticket: the waiter's place in the queue of a fair mutex, a
+	// read-write lock or a semaphore, which wake-ups name (0: none).
 	ticket int64
 }
 
@@ -348,59 +347,29 @@ func (h *hub) wakeChannel(ch, msg string) {
 // called with the hub's mutex held:
 //
 //   - "1": a mutex was released: the longest waiting tries.
-//   - "q<ticket>": a fair mutex was released: the waiter with that ticket.
-//   - "w<ticket>": a writer left (or gave up waiting). Readers go, those
-//     with a ticket below the first waiting writer's (all when "w0");
-//     when no reader of this process may, one writer tries.
-//   - "r": the last reader left: one writer tries.
-//   - "p<free>": permits were released: the waiters whose permits fit in
-//     free, first come first.
+//   - "q<ticket>": a fair mutex, or a read-write lock's first waiting
+//     writer, goes: the waiter with that ticket (wakeTicket).
+//   - "b<ticket>": readers of a read-write lock, or permit waiters, go:
+//     those with a lower ticket (all when "b0"). The rule grants a
+//     prefix of the queue, and writers wait behind it.
 //
 // Each process does the same with its own waiters, so a release wakes
-// about as many as can proceed in each process, never all.
+// those the rule grants, in whichever process they wait, and nobody else.
 func wakeFor(c *channel, msg string) {
-	if msg == "" {
-		wakeAll(c)
-		return
-	}
-	n, _ := strconv.ParseInt(msg[1:], 10, 64)
-	switch msg[0] {
-	case '1':
+	n, _ := strconv.ParseInt(msg[min(1, len(msg)):], 10, 64)
+	switch {
+	case msg == "1":
 		wake(c.head)
-	case 'q':
+	case strings.HasPrefix(msg, "q"):
 		wakeTicket(c, n)
-	case 'w':
-		woke := false
+	case strings.HasPrefix(msg, "b"):
 		for w := c.head; w != nil; w = w.next {
-			if w.want.kind == inspect.KindRead && (n == 0 || w.want.ticket == 0 || w.want.ticket < n) {
+			if n == 0 || w.want.ticket < n {
 				wake(w)
-				woke = true
-			}
-		}
-		if !woke {
-			wakeWriter(c)
-		}
-	case 'r':
-		wakeWriter(c)
-	case 'p':
-		for w := c.head; w != nil && n > 0; w = w.next {
-			if p := int64(w.want.permits); p <= n {
-				wake(w)
-				n -= p
 			}
 		}
 	default:
 		wakeAll(c)
-	}
-}
-
-// wakeWriter wakes the longest waiting writer of c.
-func wakeWriter(c *channel) {
-	for w := c.head; w != nil; w = w.next {
-		if w.want.kind == inspect.KindWrite {
-			wake(w)
-			return
-		}
 	}
 }
 

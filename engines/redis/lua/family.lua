@@ -11,18 +11,61 @@ end
 local function prune(key, now)
   redis.call('zremrangebyscore', key, '-inf', now)
 end
--- firstWriter is the lowest ticket among the waiting writers and the
--- expiry of its intent; 0 when none waits.
-local function firstWriter(ww)
-  local first, exp = 0, 0
-  local all = redis.call('zrange', ww, 0, -1, 'withscores')
-  for i = 1, #all, 2 do
-    local t = tonumber(string.match(all[i], '^(%d+):'))
-    if first == 0 or t < first then
-      first, exp = t, tonumber(all[i + 1])
+
+-- The grant rule, stated once for the scripts. It mirrors package
+-- internal/lockrule (strict FIFO per name: writers and large permit
+-- requests never starve), and lockertest.RunModel (model_test.go) checks
+-- the engine against that package as the oracle: change both together.
+-- A name's queue is its holds, then its waiters by ticket (the rule
+-- grants nobody behind a waiter but a downgrade, which rw_acquire.lua
+-- grants at once); a request without a ticket (0: a TryLock or a first
+-- attempt) stands at its end.
+--
+-- writerGoes: a writer, ticket t, when nothing is held (a downgrade is a
+-- read hold) and no waiter is before it, first being the lowest ticket
+-- of the waiters, readers and writers (0: none).
+local function writerGoes(held, first, t)
+  return not held and (first == 0 or (t > 0 and t <= first))
+end
+-- readerGoes: a reader, ticket t, when no writer holds and no writer
+-- waits before it, firstWriter being the lowest waiting writer's ticket.
+local function readerGoes(writer, firstWriter, t)
+  return not writer and (firstWriter == 0 or (t > 0 and t < firstWriter))
+end
+-- permitsGo: a request of permits when they, the permits out and those
+-- asked for by the waiters before it (ahead) fit the count.
+local function permitsGo(out, ahead, permits, count)
+  return out + ahead + permits <= count
+end
+
+-- first prunes the waiters of the sorted sets given and returns their
+-- lowest ticket, 0 when none waits.
+local function first(now, ...)
+  local low = 0
+  for _, key in ipairs({...}) do
+    prune(key, now)
+    for _, m in ipairs(redis.call('zrange', key, 0, -1)) do
+      local t = tonumber(string.match(m, '^(%d+):'))
+      if low == 0 or t < low then
+        low = t
+      end
     end
   end
-  return first, exp
+  return low
+end
+-- soonest is the earliest expiry of the entries of the sorted sets given,
+-- as a wait from now: a waiter held back by an entry that expires tries
+-- again then, as an expiry publishes nothing; -1 (the TTL) when none has
+-- any.
+local function soonest(now, ...)
+  local low
+  for _, key in ipairs({...}) do
+    local e = tonumber(redis.call('zrange', key, 0, 0, 'withscores')[2])
+    if e and (not low or e < low) then
+      low = e
+    end
+  end
+  return low and low - now or -1
 end
 -- permitsOut sums the permits of the holds in key.
 local function permitsOut(key)
@@ -32,29 +75,57 @@ local function permitsOut(key)
   end
   return n
 end
--- tellFree tells the waiters of the semaphore whose holds are in key and
--- count in count how many permits are free: "p<free>".
-local function tellFree(key, count, numsub, publish)
+-- permitWaiters prunes the permit waiters of key and returns their
+-- tickets and permits, {ticket, permits} in ticket order.
+local function permitWaiters(key, now)
+  prune(key, now)
+  local q = {}
+  for _, m in ipairs(redis.call('zrange', key, 0, -1)) do
+    local t, n = string.match(m, '^(%d+):(%d+):')
+    q[#q + 1] = {tonumber(t), tonumber(n)}
+  end
+  table.sort(q, function(a, b) return a[1] < b[1] end)
+  return q
+end
+-- tellFree tells the permit waiters of the semaphore (holds in key, count
+-- in count, waiters in wk) whom the rule now grants, first in line first:
+-- "b<ticket>", the waiters below the first it does not grant (0: all);
+-- nothing when it grants none.
+local function tellFree(key, count, wk, numsub, publish)
   local ch = key .. ':wake'
   if listened(ch, numsub) then
-    prune(key, clock())
-    local free = (tonumber(redis.call('get', count)) or 0) - permitsOut(key)
-    if free > 0 then
-      redis.call(publish, ch, 'p' .. ms(free))
+    local now = clock()
+    prune(key, now)
+    local out, limit, ahead, stop = permitsOut(key), tonumber(redis.call('get', count)) or 0, 0, 0
+    for _, e in ipairs(permitWaiters(wk, now)) do
+      if not permitsGo(out, ahead, e[2], limit) then
+        stop = e[1]
+        break
+      end
+      ahead = ahead + e[2]
+    end
+    if ahead > 0 then
+      redis.call(publish, ch, 'b' .. ms(stop))
     end
   end
 end
--- tellReaders tells the waiters of the read-write lock whose writer is w,
--- and waiting writers ww, which readers may go: "w<ticket>", the lowest
--- ticket of a waiting writer ("w0": none waits).
-local function tellReaders(w, ww, numsub, publish)
+-- tellWaiters tells the waiters of the read-write lock whose writer is w
+-- (absent: the caller checked), readers r, waiting writers ww and waiting
+-- readers wr, whom the rule now grants: the readers before the first
+-- waiting writer, "b<its ticket>" ("b0": none waits), or the first
+-- waiting writer when nothing is held, "q<its ticket>".
+local function tellWaiters(w, r, ww, wr, numsub, publish)
   local ch = w .. ':wake'
   if listened(ch, numsub) then
-    local first = 0
-    if redis.call('exists', ww) == 1 then
-      prune(ww, clock())
-      first = firstWriter(ww)
+    local now = clock()
+    local fw, fr = first(now, ww), first(now, wr)
+    if fr > 0 and readerGoes(false, fw, fr) then
+      redis.call(publish, ch, 'b' .. ms(fw))
+    elseif fw > 0 then
+      prune(r, now)
+      if writerGoes(redis.call('exists', r) == 1, fw, fw) then
+        redis.call(publish, ch, 'q' .. ms(fw))
+      end
     end
-    redis.call(publish, ch, 'w' .. ms(first))
   end
 end

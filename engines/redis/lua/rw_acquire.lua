@@ -4,18 +4,20 @@
 -- "<token>:<owner>" for a downgrade (empty otherwise).
 --
 -- Returns the token (> 0) when granted, else {ms to wait at most, ticket}
--- (see waiting). A writer gets in when nobody holds the lock; a reader when
--- no writer holds it and no writer with a lower ticket waits; a downgrade
--- at once, with the writer's token (see doc.go).
+-- (see waiting). Grants as family.lua's rule says: a writer when nothing
+-- is held and no waiter is before it, a reader when no writer holds or
+-- waits before it, a downgrade at once, with the writer's token.
 local ttl, ticket = tonumber(ARGV[2]), tonumber(ARGV[5])
 local w = redis.call('get', KEYS[1])
 local now, wait
 if ARGV[4] == 'w' then
-  if not w and redis.call('exists', KEYS[2]) == 1 then
+  local go = not w
+  if go and redis.call('exists', KEYS[2], KEYS[3], KEYS[5]) > 0 then
     now = clock()
     prune(KEYS[2], now)
+    go = writerGoes(redis.call('exists', KEYS[2]) == 1, first(now, KEYS[3], KEYS[5]), ticket)
   end
-  if not w and redis.call('exists', KEYS[2]) == 0 then
+  if go then
     local t = fence(KEYS[4], ARGV[3])
     redis.call('set', KEYS[1], ms(t) .. ':' .. ARGV[1], 'px', ARGV[2])
     if ticket > 0 then
@@ -27,7 +29,7 @@ if ARGV[4] == 'w' then
   if w then
     wait = redis.call('pttl', KEYS[1])
   else
-    wait = tonumber(redis.call('zrange', KEYS[2], -1, -1, 'withscores')[2]) - now
+    wait = soonest(now, KEYS[2], KEYS[3], KEYS[5])
   end
   return waiting(ARGV[6], KEYS[3], KEYS[4], ARGV[3], ticket, ARGV[1], now, ttl, wait)
 end
@@ -38,15 +40,14 @@ if w and w == ARGV[7] then
 elseif w then
   wait = redis.call('pttl', KEYS[1])
 else
-  local first, exp = 0, 0
+  local fw = 0
   if redis.call('exists', KEYS[3]) == 1 then
-    prune(KEYS[3], now)
-    first, exp = firstWriter(KEYS[3])
+    fw = first(now, KEYS[3])
   end
-  if first == 0 or (ticket > 0 and ticket < first) then
+  if readerGoes(false, fw, ticket) then
     t = fence(KEYS[4], ARGV[3])
   else
-    wait = exp - now
+    wait = soonest(now, KEYS[3])
   end
 end
 if t then

@@ -4,9 +4,10 @@
 -- wait).
 --
 -- Stores the opener's count when none is stored. Returns the token (> 0)
--- when granted, {ms to wait at most, ticket} when the permits are out, or
--- the error "PERMITS <stored>" on a mismatch. A caller that will wait is
--- recorded among the waiters, as rw_acquire.lua's waiting readers.
+-- when granted (permitsGo: its permits, those out and those of the
+-- waiters before it fit the count), {ms to wait at most, ticket}
+-- otherwise, or the error "PERMITS <stored>" on a mismatch. A caller that
+-- will wait is recorded among the waiters, in line by its ticket.
 local limit = tonumber(redis.call('get', KEYS[2]))
 if not limit then
   limit = tonumber(ARGV[5])
@@ -15,9 +16,18 @@ end
 if ARGV[6] == '1' and limit ~= tonumber(ARGV[5]) then
   return redis.error_reply('PERMITS ' .. ms(limit))
 end
-local now, ttl, ticket = clock(), tonumber(ARGV[2]), tonumber(ARGV[7])
+local now, ttl, ticket, permits = clock(), tonumber(ARGV[2]), tonumber(ARGV[7]), tonumber(ARGV[4])
 prune(KEYS[1], now)
-if permitsOut(KEYS[1]) + tonumber(ARGV[4]) <= limit then
+local out, ahead = permitsOut(KEYS[1]), 0
+if permitsGo(out, 0, permits, limit) and redis.call('exists', KEYS[4]) == 1 then
+  for _, e in ipairs(permitWaiters(KEYS[4], now)) do
+    if ticket > 0 and e[1] >= ticket then
+      break
+    end
+    ahead = ahead + e[2]
+  end
+end
+if permitsGo(out, ahead, permits, limit) then
   local t = fence(KEYS[3], ARGV[3])
   redis.call('zadd', KEYS[1], ms(now + ttl), ms(t) .. ':' .. ARGV[4] .. ':' .. ARGV[1])
   touch(KEYS[1])
@@ -26,6 +36,4 @@ if permitsOut(KEYS[1]) + tonumber(ARGV[4]) <= limit then
   end
   return t
 end
-local first = redis.call('zrange', KEYS[1], 0, 0, 'withscores')[2]
-local wait = first and tonumber(first) - now or ttl
-return waiting(ARGV[8], KEYS[4], KEYS[3], ARGV[3], ticket, ARGV[4] .. ':' .. ARGV[1], now, ttl, wait)
+return waiting(ARGV[8], KEYS[4], KEYS[3], ARGV[3], ticket, ARGV[4] .. ':' .. ARGV[1], now, ttl, soonest(now, KEYS[1], KEYS[4]))
