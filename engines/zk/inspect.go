@@ -223,9 +223,6 @@ func (e *Engine) check(op, name string) error {
 // checkFamily is check for a read-write lock or a semaphore: it checks the
 // kind too.
 func (e *Engine) checkFamily(op string, kind locker.Kind, name string) error {
-	if err := locker.ValidateName(name); err != nil {
-		return fmt.Errorf("zk: %s: %w", op, err)
-	}
 	if kind != locker.KindRead && kind != locker.KindWrite && kind != locker.KindPermit {
 		return fmt.Errorf("zk: %s %q: %w: kind %v, want read, write or permit", op, name, locker.ErrInvalidArgument, kind)
 	}
