@@ -189,13 +189,8 @@ func (c *Conn) GiveUp(ctx context.Context, err error) error {
 	return err
 }
 
-// Pause waits for a connected session, then for the backoff, which it
-// doubles, within ctx and deadline (none when zero).
-func (c *Conn) Pause(ctx context.Context, deadline time.Time, backoff *time.Duration) error {
-	return c.pause(ctx, deadline, backoff, c.Up())
-}
-
-// pause is Pause, waiting for ready rather than a session.
+// pause waits for ready (a connected session, say), then for the backoff,
+// which it doubles, within ctx and deadline (none when zero).
 func (c *Conn) pause(ctx context.Context, deadline time.Time, backoff *time.Duration, ready <-chan struct{}) error {
 	var late <-chan time.Time
 	if !deadline.IsZero() {

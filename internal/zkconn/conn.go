@@ -199,36 +199,26 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 	c.client, c.events = client, events
 	c.ptr.Store(client)
 	c.sync(client) // events before the Store were not acted on
-	if cfg.Lazy {
-		c.wg.Add(4)
-		go c.startLater()
-		go c.monitor()
-		go c.reaper()
-		go c.sweeper()
-		c.startStallWatch()
-		return c, nil
-	}
-	if err := c.start(ctx); err != nil {
-		_ = c.Close()
-		return nil, err
-	}
-	return c, nil
-}
-
-// start waits for the session, authenticates it and starts the goroutines.
-func (c *Conn) start(ctx context.Context) error {
-	if err := c.waitSession(ctx); err != nil {
-		return err
-	}
-	if err := c.authenticate(ctx); err != nil {
-		return err
-	}
 	c.wg.Add(3)
 	go c.monitor()
 	go c.reaper()
 	go c.sweeper()
+	if cfg.Lazy {
+		c.wg.Add(1)
+		go c.startLater()
+		c.startStallWatch()
+		return c, nil
+	}
+	err = c.waitSession(ctx)
+	if err == nil {
+		err = c.authenticate(ctx)
+	}
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
 	c.startStallWatch()
-	return nil
+	return c, nil
 }
 
 // authenticate adds the credentials to the session (go-zookeeper sends
@@ -247,8 +237,8 @@ func (c *Conn) authenticate(ctx context.Context) error {
 	return nil
 }
 
-// startLater is start for a Lazy connection, whose goroutines run already:
-// it waits for sessions until one is authenticated, or until Close.
+// startLater authenticates a Lazy connection's session: it waits for
+// sessions until one is authenticated, or until Close.
 func (c *Conn) startLater() {
 	defer c.wg.Done()
 	backoff := time.Second
