@@ -185,15 +185,6 @@ func (e *Engine) awaitBlockers(ctx context.Context, h *locker.Hold, n *node, vd 
 	return errRestart
 }
 
-// watch sets a watch on a node that exists: the channel gets its deletion
-// (or a change). It returns ErrNoNode, and sets no watch, when it is gone.
-func (e *Engine) watch(ctx context.Context, path string) (<-chan gozk.Event, error) {
-	return zkconn.Do(ctx, e.zc, func() (<-chan gozk.Event, error) {
-		_, _, ch, err := e.conn.GetW(path)
-		return ch, err
-	})
-}
-
 // get reads a node: its data and its Stat.
 func (e *Engine) get(ctx context.Context, path string) ([]byte, *gozk.Stat, error) {
 	type got struct {
@@ -239,7 +230,7 @@ func (e *Engine) watchAll(ctx context.Context, parent string, names []string, wa
 	var first error
 	for i, p := range set {
 		ch, err := p.WaitUntil(ctx, deadline)
-		if err != nil && zkconn.Retryable(err) && !zkconn.IsCtx(err) {
+		if err != nil && zkconn.Retryable(err) {
 			ch, err = zkconn.Do(ctx, e.zc, getW(missing[i]))
 		}
 		if err == nil {
@@ -316,8 +307,12 @@ func (e *Engine) armSoon(n *node, first func()) {
 			first()
 		}
 		// Do is bounded by the connect timeout and Close; a failure to
-		// reach the ensemble is left to the session monitor.
-		_, err := e.watch(ctx, n.path)
+		// reach the ensemble is left to the session monitor. ErrNoNode:
+		// no watch set, the node is gone.
+		_, err := zkconn.Do(ctx, e.zc, func() (<-chan gozk.Event, error) {
+			_, _, ch, err := e.conn.GetW(n.path)
+			return ch, err
+		})
 		switch {
 		case err == nil:
 			n.watched.Store(true)

@@ -100,10 +100,10 @@ func (c *Conn) CreateProtected(ctx context.Context, p Protected) (Created, error
 		case path != "":
 			return Created{Path: path, Czxid: st.Czxid, PVersion: -1}, nil
 		case step.Err() != nil:
-			return Created{}, c.StepErr(ctx, err)
+			return Created{}, c.stepErr(ctx, err)
 		}
 		if perr := c.pause(step, time.Time{}, &backoff, c.Up()); perr != nil {
-			return Created{}, c.StepErr(ctx, err)
+			return Created{}, c.stepErr(ctx, err)
 		}
 	}
 }
