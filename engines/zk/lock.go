@@ -263,7 +263,7 @@ func await[T any](e *Engine, ctx context.Context, h *locker.Hold, n *node, ch <-
 	case <-n.gone:
 		return zero, errRestart
 	case <-ctx.Done():
-		e.discard(n, false)
+		e.drop(n)
 		return zero, ctx.Err() // answered: the name was held
 	case <-e.zc.Done():
 		return zero, e.fail("acquire", h.Name, zkconn.ErrClosed)
@@ -287,7 +287,7 @@ func (e *Engine) awaitAny(ctx context.Context, h *locker.Hold, n *node, chans []
 	case 0:
 		return gozk.Event{}, errRestart
 	case 1:
-		e.discard(n, false)
+		e.drop(n)
 		return gozk.Event{}, ctx.Err()
 	case 2:
 		return gozk.Event{}, e.fail("acquire", h.Name, zkconn.ErrClosed)
@@ -330,16 +330,29 @@ func (e *Engine) abandon(ctx context.Context, h *locker.Hold, n *node, err error
 		e.untrack(n)
 		return errRestart
 	}
-	e.discard(n, false)
+	// Deleted at once when the caller gave up, by the reaper when the
+	// ensemble is in trouble.
+	if ctx.Err() != nil {
+		e.drop(n)
+	} else {
+		e.discard(n, false)
+	}
 	return e.fail("acquire", h.Name, err)
+}
+
+// drop deletes the node of a caller who gave up, unless the engine already
+// stopped tracking it, in the background: the caller returns at once even
+// when the ensemble does not answer.
+func (e *Engine) drop(n *node) {
+	if e.untrack(n) {
+		e.zc.DeleteLater(n.path)
+	}
 }
 
 // discard deletes a node the engine no longer wants, unless it already
 // stopped tracking it (gone, or given to the reaper): with now, within
 // cleanupTimeout, for an attempt the ensemble has just answered; otherwise,
-// and when that fails, the reaper does, in the background, so that a
-// caller who gave up returns at once even when the ensemble does not
-// answer.
+// and when that fails, the reaper does.
 func (e *Engine) discard(n *node, now bool) {
 	switch {
 	case !e.untrack(n):

@@ -89,6 +89,19 @@ func (c *Conn) Delete(ctx context.Context, path string, version int32) (unsure b
 	return false, err
 }
 
+// DeleteLater deletes path on a worker: the caller returns at once, and the
+// node goes as soon as the ensemble answers, within the connect timeout;
+// past that the reaper goes on. Once closing, the end of the session
+// deletes it.
+func (c *Conn) DeleteLater(path string) {
+	c.Go(func(context.Context) {
+		_, err := c.Delete(context.Background(), path, -1) // bounded by Do
+		if err != nil && !errors.Is(err, gozk.ErrNoNode) && !c.Closing() {
+			c.Reap(path)
+		}
+	})
+}
+
 // DeleteNow deletes path within d (and the connect timeout), for a node
 // the ensemble has just answered about; past d, or on failure, the reaper
 // goes on.
