@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
 	"github.com/orthrus-go/orthrus/switcher"
 )
 
@@ -35,7 +36,7 @@ const (
 const defaultStartTimeout = 5 * time.Second
 
 // defaultTTL is the default of lock.ttl: the locker's.
-const defaultTTL = locker.DefaultTTL
+const defaultTTL = driver.DefaultTTL
 
 // Config is the schema of a configuration file. Every field is optional
 // unless it says otherwise; a zero value (a setting left out) means the
@@ -142,7 +143,7 @@ type Engine struct {
 	// DialTimeout bounds one connection attempt (redis, etcd) or, for zk,
 	// the wait for a session and every request across reconnections (the
 	// engine's connect timeout). Default: the client's (redis 5s, etcd
-	// start_timeout, zk 5s).
+	// start_timeout, zk 2s with one server and 5s with several).
 	DialTimeout time.Duration `mapstructure:"dial_timeout"`
 }
 

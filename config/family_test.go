@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // TestOpenFamilyDefaults: lock.ttl is the default of read-write locks and
@@ -18,8 +19,8 @@ engines:
 lock: {ttl: 7s}
 `, redisAddr))
 	sw := open(t, c, quiet)
-	op := sw.Engines()[0].(locker.FamilyInspector)
-	ttlOf := func(kind locker.Kind, name string) time.Duration {
+	op := sw.Engines()[0].(inspect.FamilyInspector)
+	ttlOf := func(kind inspect.Kind, name string) time.Duration {
 		in, err := op.InspectFamily(context.Background(), kind, name)
 		if err != nil || len(in.Holders) != 1 {
 			t.Fatalf("InspectFamily(%v, %q) = %+v, %v; want one holder", kind, name, in, err)
@@ -34,7 +35,7 @@ lock: {ttl: 7s}
 		t.Fatal(err)
 	}
 	defer rw.ReadLock().Unlock()
-	if d := ttlOf(locker.KindRead, "family-rw"); d <= 3*time.Second || d > 7*time.Second {
+	if d := ttlOf(inspect.KindRead, "family-rw"); d <= 3*time.Second || d > 7*time.Second {
 		t.Errorf("read hold TTL = %v; want lock.ttl, 7s", d)
 	}
 	sem, err := sw.NewSemaphore("family-sem", 2, locker.WithTTL(3*time.Second))
@@ -46,7 +47,7 @@ lock: {ttl: 7s}
 		t.Fatal(err)
 	}
 	defer p.Unlock()
-	if d := ttlOf(locker.KindPermit, "family-sem"); d <= 0 || d > 3*time.Second {
+	if d := ttlOf(inspect.KindPermit, "family-sem"); d <= 0 || d > 3*time.Second {
 		t.Errorf("permit TTL = %v; want the caller's 3s", d)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/orthrus-go/orthrus/config"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
 )
 
 const fullYAML = `
@@ -209,7 +210,7 @@ engines:
 		t.Errorf("Load() = %+v\nwant %+v", got, want)
 	}
 	opts := c.LockOptions()
-	s, err := locker.Resolve(opts...)
+	s, err := driver.Resolve(opts...)
 	if err != nil || s.TTL != 30*time.Second || !s.Renew {
 		t.Errorf("LockOptions() resolve to TTL %v, renew %v, err %v; want 30s, true, nil", s.TTL, s.Renew, err)
 	}

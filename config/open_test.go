@@ -453,13 +453,15 @@ func TestEtcdSource(t *testing.T) {
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	key := "/config-test/" + t.Name()
+	// A key and fleet name of this run alone: the engines' epoch records of
+	// other fleets, or of this test's earlier runs (-count), do not raise
+	// its epochs above the key's versions.
+	run := time.Now().UnixNano()
+	key := fmt.Sprintf("/config-test/%s-%d", t.Name(), run)
 	if _, err := client.Put(ctx, key, "b"); err != nil {
 		t.Fatal(err)
 	}
-	// Its own name: the engines' epoch records of the package's other
-	// fleets do not raise its epochs above the key's versions.
-	c := loadYAML(t, fmt.Sprintf("name: etcd-source\nactive: a\nsource: {type: etcd, endpoints: [%q], key: %q}\n", etcdAddr, key)+twoRedis())
+	c := loadYAML(t, fmt.Sprintf("name: etcd-source-%d\nactive: a\nsource: {type: etcd, endpoints: [%q], key: %q}\n", run, etcdAddr, key)+twoRedis())
 	// Two processes of a fleet.
 	sw1, sw2 := open(t, c, quiet), open(t, c, quiet)
 	for i, sw := range []*config.Failover{sw1, sw2} {
@@ -494,7 +496,7 @@ func TestZKSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	path := "/config-test-" + t.Name()
+	path := fmt.Sprintf("/config-test-%s-%d", t.Name(), time.Now().UnixNano()) // fresh under -count
 	if _, err := conn.Create(path, []byte("b"), 0, gozk.WorldACL(gozk.PermAll)); err != nil {
 		t.Fatal(err)
 	}

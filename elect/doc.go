@@ -17,7 +17,7 @@
 // loss only when it thaws.
 //
 // CurrentLeader and Observe read the leader through the engine's
-// inspection (locker.Inspector): its owner ID, host, pid, published value,
+// inspection (inspect.Inspector): its owner ID, host, pid, published value,
 // token and engine. Observe looks at intervals: it reports changes in
 // order, but may miss a leadership shorter than its interval.
 //

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
 )
 
 // MaxValueLen is the longest value a candidate may publish, in bytes.
@@ -32,7 +33,7 @@ type Option func(*settings) error
 
 // WithTTL sets how long the leadership outlives a leader that stops
 // renewing it (its process died, froze or lost the engine): the next
-// leader is elected within about this long. Default: locker.DefaultTTL
+// leader is elected within about this long. Default: driver.DefaultTTL
 // (30s). On ZooKeeper the session timeout rules instead.
 func WithTTL(d time.Duration) Option {
 	return func(s *settings) error {
@@ -125,10 +126,10 @@ func New(e locker.Engine, name string, opts ...Option) (*Candidate, error) {
 	if e == nil {
 		return nil, fmt.Errorf("%w: elect: New(%q): engine is nil", locker.ErrInvalidArgument, name)
 	}
-	if err := locker.ValidateName(name); err != nil {
+	if err := driver.ValidateName(name); err != nil {
 		return nil, fmt.Errorf("elect: New: %w", err)
 	}
-	s := settings{ttl: locker.DefaultTTL}
+	s := settings{ttl: driver.DefaultTTL}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("%w: elect: New(%q): nil Option", locker.ErrInvalidArgument, name)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // switcherEngine is what a switcher offers beside locker.Engine: its
@@ -26,8 +27,8 @@ func engines(e locker.Engine) []locker.Engine {
 }
 
 // holder returns who holds name on e; nil when nobody does.
-func holder(ctx context.Context, e locker.Engine, name string) (*locker.Holder, error) {
-	in, ok := e.(locker.Inspector)
+func holder(ctx context.Context, e locker.Engine, name string) (*inspect.Holder, error) {
+	in, ok := e.(inspect.Inspector)
 	if !ok {
 		return nil, fmt.Errorf("%w: elect: engine %q cannot be inspected", locker.ErrInvalidArgument, e.Name())
 	}
@@ -97,7 +98,7 @@ const waitOwnerPrefix = "(waiting) "
 // since before a switch, and a hold on the current engine meanwhile is a
 // candidate about to step back. The engines are read one after the other,
 // not at one instant: for a round trip around a switch, the hold of a
-// candidate stepping back may be reported as the leader. Engines must implement locker.Inspector
+// candidate stepping back may be reported as the leader. Engines must implement inspect.Inspector
 // (every engine of this module does).
 func CurrentLeader(ctx context.Context, e locker.Engine, name string) (Leader, error) {
 	var found *Leader

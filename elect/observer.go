@@ -22,7 +22,7 @@ type Observer interface {
 }
 
 // CampaignResult is how a Campaign ended: a label value, as
-// locker.Outcome is.
+// observe.Outcome is.
 type CampaignResult string
 
 // The results of a Campaign.
@@ -42,7 +42,7 @@ type CampaignEvent struct {
 }
 
 // TermEnd is how a leadership ended: a label value, as
-// locker.LostCause is.
+// observe.LostCause is.
 type TermEnd string
 
 // The ends of a leadership.

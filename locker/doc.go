@@ -13,10 +13,10 @@
 //
 // # Leases
 //
-// A hold never outlives its owner. By default it lives DefaultTTL (30s) and
+// A hold never outlives its owner. By default it lives 30s (driver.DefaultTTL) and
 // a watchdog renews it every TTL/3 while it is held (WithTTL changes the
-// TTL). WithLease gives a fixed lease with no renewal. The Core of each
-// engine renews its holds in chunks of at most 128 that fall due together,
+// TTL). WithLease gives a fixed lease with no renewal. Each engine's
+// driver.Core renews its holds in chunks of at most 128 that fall due together,
 // four chunks in flight at a time, so that the cost of one renewal call
 // does not grow with the number of holds and a slow call holds up only its
 // own chunk; each call is bounded by its chunk's earliest deadline and by a
@@ -27,14 +27,14 @@
 // half an interval: about seven tries per TTL against a server that stays
 // down. ZooKeeper ties liveness to its session instead; see its package.
 // An engine that cannot keep a TTL below some minimum says so with
-// MinTTLer (each engine of this module documents its MinTTL; a switcher
+// driver.MinTTLer (each engine of this module documents its MinTTL; a switcher
 // has the largest of its engines'), and refuses a shorter WithTTL or
-// WithLease with an error naming the option (ResolveFor).
+// WithLease with an error naming the option (driver.ResolveFor).
 //
 // # Releases
 //
 // Unlock never holds its caller on an engine that does not answer: it
-// waits for the answer at most DefaultReleaseWait (1s), then returns an
+// waits for the answer at most 1s (driver.DefaultReleaseWait), then returns an
 // error wrapping ErrUnavailable while the release goes on in the
 // background, asked again until the release timeout (WithReleaseTimeout,
 // 5s), on a goroutine the engine owns and Close stops. A hold whose
@@ -74,12 +74,12 @@
 // hold at its TTL, so a holder that is alive but cut off has d to notice
 // Lost and stop before anyone else may start. Default 0: no bar.
 //
-// The rule is written once: the Core gives each hold a Delay, and engines
+// The rule is written once: driver.Core gives each hold a Delay, and engines
 // whose holds expire on the server keep them there for Hold.Life (TTL +
 // delay: Redis PX, etcd's lease TTL, mem's expiry), renewing to Life each
 // TTL/3, while the Core loses them at their TTL; a release deletes them at
 // once. ZooKeeper, whose holds are ephemeral nodes, keeps a marker node
-// instead (see its package). A force unlock (lockctl, Inspector) bars the
+// instead (see its package). A force unlock (lockctl, inspect.Inspector) bars the
 // name on ZooKeeper, where the marker stays, but not on Redis, etcd or
 // mem: their servers do not know the delay of the hold they delete. Only a
 // mutex takes a delay: NewRWLock and NewSemaphore refuse it.
@@ -99,11 +99,11 @@
 //
 // A wait whose context ends while the engine has a request unanswered is
 // an outage (ErrUnavailable, what a breaker counts) only when that request
-// had gone unanswered for OutageAfter (300ms); otherwise the caller merely
+// had gone unanswered for 300ms (driver.OutageAfter); otherwise the caller merely
 // ran out of time, as when the name was held, and TryLockTimeout returns
 // (false, nil). So a short wait on a slow engine, or on a loaded machine,
 // is not an outage, and neither is a short wait on a frozen one: that
-// shows only in waits longer than OutageAfter, and in health checks.
+// shows only in waits longer than driver.OutageAfter, and in health checks.
 //
 // # Multi-lock
 //
@@ -158,14 +158,27 @@
 // MultiLock, the switcher). The count is stored with the semaphore on the
 // server: the first acquisition of a Semaphore opened with another count
 // fails with ErrPermitsMismatch; acquisitions after it honour the stored
-// count, which an operator changes with FamilyInspector.SetPermits
+// count, which an operator changes with inspect.FamilyInspector.SetPermits
 // (lockctl permits). Waiting is FIFO on ZooKeeper, etcd and engines/mem.
 // Package lockertest's RunRW and RunSemaphore check the semantics.
 //
-// # Writing an engine
+// # Packages
 //
-// An engine implements Backend (and Renewer if its holds expire unless
-// renewed) and builds its Lockers with a Core, which owns owners, re-entry,
-// the renewal loop and lost-hold signalling. Package lockertest is the
-// conformance suite an engine must pass.
+// This package is what users of the engines call. Beside it:
+//
+//   - package driver is the engine author's API: Core (owners, re-entry,
+//     renewal, lost holds, releases) over a Backend of Hold primitives,
+//     Resolve and ValidateName for wrappers, the defaults (DefaultTTL,
+//     DefaultReleaseWait, ...) and OutageAfter;
+//   - package inspect is what operators read and force: Inspector,
+//     FamilyInspector and the Kind of a hold;
+//   - package observe is what an Observer of the engines sees
+//     (acquisitions, outcomes, lost causes); package telemetry implements
+//     one;
+//   - package lockertest is the conformance suite every engine passes,
+//     and package faults a fault-injecting wrapper for tests.
+//
+// Grant, NewHandle, Take and GrantOf are here, not in driver, because
+// MultiLock is built on them, as is anything else that wraps a Handle
+// (the switcher, faults, driver.Core's own Handles).
 package locker

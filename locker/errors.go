@@ -30,7 +30,7 @@ var (
 	// ErrClosed is returned by every call on a closed engine.
 	ErrClosed = errors.New("locker: engine closed")
 	// ErrInvalidName is returned for a name that is empty, not UTF-8 or longer
-	// than MaxNameLen.
+	// than driver.MaxNameLen.
 	ErrInvalidName = errors.New("locker: invalid lock name")
 	// ErrInvalidArgument is returned for a bad option or argument; the message
 	// names it.

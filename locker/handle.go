@@ -37,7 +37,7 @@ type Grant interface {
 //
 // take returns the grant, (nil, nil) when another owner holds the lock and
 // wait is false, or an error, raw: once ctx ends, one wrapping ctx.Err()
-// (and ErrUnavailable when the engine had not answered for OutageAfter).
+// (and ErrUnavailable when the engine had not answered for driver.OutageAfter).
 // label starts the Handle's errors: the engine's name, "switcher".
 func NewHandle(label, name string, take func(ctx context.Context, wait bool) (Grant, error)) Handle {
 	return &handle{label: label, name: name, take: take}
@@ -120,7 +120,7 @@ func (h *handle) TryLock() (bool, error) { return h.acquire(context.Background()
 
 // TryLockTimeout waits at most wait. It returns (false, nil) when the wait
 // ran out while another owner held the lock, or while the engine had left
-// a request unanswered for less than OutageAfter; when the engine had left
+// a request unanswered for less than driver.OutageAfter; when the engine had left
 // it unanswered longer, the error wraps ErrUnavailable (and
 // context.DeadlineExceeded). A wait of 0 makes one attempt, as TryLock
 // does; a negative wait is an error.
@@ -146,7 +146,7 @@ func (h *handle) TryLockTimeout(wait time.Duration) (bool, error) {
 // Acquire is the one path under Lock, LockCtx, TryLock and TryLockTimeout,
 // for wrappers that need the engine's own outcome (MultiLock, a breaker):
 // when ctx ends, the error wraps ctx.Err(), and also ErrUnavailable when
-// the engine had left its latest request unanswered for OutageAfter (it
+// the engine had left its latest request unanswered for driver.OutageAfter (it
 // was unreachable, not contended nor merely slow). Callers of LockCtx see
 // ctx.Err() alone.
 func (h *handle) Acquire(ctx context.Context, wait bool) (bool, error) { return h.acquire(ctx, wait) }
@@ -251,7 +251,7 @@ func isLost(g Grant) bool {
 }
 
 // Unlock releases one hold; the last one ends the grant on the engine,
-// whose answer it waits for at most DefaultReleaseWait (or the engine's
+// whose answer it waits for at most driver.DefaultReleaseWait (or the engine's
 // ride-through window), leaving the rest to the background. It returns
 // ErrNotHeld without a hold and ErrLockLost after a loss.
 func (h *handle) Unlock() error { return h.release(true, 0, nil) }

@@ -14,7 +14,7 @@ type Observer interface {
 	Ran(e RunEvent)
 }
 
-// Outcome is how one Run ended: a label value, as locker.Outcome is.
+// Outcome is how one Run ended: a label value, as observe.Outcome is.
 type Outcome string
 
 // The outcomes of a Run.

@@ -8,17 +8,19 @@ import (
 
 	"github.com/orthrus-go/orthrus/engines/mem"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
+	"github.com/orthrus-go/orthrus/locker/observe"
 	"github.com/orthrus-go/orthrus/switcher"
 )
 
-// acquireCounter is a locker.Observer that counts each owner's
+// acquireCounter is a observe.Observer that counts each owner's
 // acquisitions on the engine, as the engine's Core reports them.
 type acquireCounter struct {
 	mu    sync.Mutex
 	count map[string]int // by owner ID
 }
 
-func (c *acquireCounter) AcquireStart(ctx context.Context, a locker.Acquisition) context.Context {
+func (c *acquireCounter) AcquireStart(ctx context.Context, a observe.Acquisition) context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.count[a.Owner]++
@@ -31,13 +33,13 @@ func (c *acquireCounter) of(owner string) int {
 	return c.count[owner]
 }
 
-func (*acquireCounter) AcquireEnd(context.Context, locker.Acquisition, locker.AcquireResult) {}
-func (*acquireCounter) ReleaseStart(ctx context.Context, _ locker.HoldInfo) context.Context {
+func (*acquireCounter) AcquireEnd(context.Context, observe.Acquisition, observe.AcquireResult) {}
+func (*acquireCounter) ReleaseStart(ctx context.Context, _ observe.HoldInfo) context.Context {
 	return ctx
 }
-func (*acquireCounter) ReleaseEnd(context.Context, locker.HoldInfo, error)       {}
-func (*acquireCounter) Renewed(locker.HoldInfo, error)                           {}
-func (*acquireCounter) HoldEnd(locker.HoldInfo, time.Duration, locker.LostCause) {}
+func (*acquireCounter) ReleaseEnd(context.Context, observe.HoldInfo, error)        {}
+func (*acquireCounter) Renewed(observe.HoldInfo, error)                            {}
+func (*acquireCounter) HoldEnd(observe.HoldInfo, time.Duration, observe.LostCause) {}
 
 // TestContendedLockCtxAcquiresOnce: a LockCtx that finds the name held
 // waits on the engine with one acquisition, as it would on the bare
@@ -74,7 +76,7 @@ func TestContendedLockCtxAcquiresOnce(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- waiter.LockCtx(ctx) }()
-	var in locker.Inspection
+	var in inspect.Inspection
 	if !within(func() bool {
 		in, err = e.Inspect(context.Background(), name)
 		return err != nil || len(in.Waiters) == 1

@@ -12,6 +12,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
 )
 
 // decide is the one goroutine that changes engines on its own: when a
@@ -364,7 +365,7 @@ func (s *Switcher) ping(ctx context.Context, m *member) bool {
 	// while another was still up closes again once it is all there is.
 	wait := s.opts.healthTimeout
 	if !s.closedElsewhere(m) {
-		wait = max(wait, locker.DefaultRequestTimeout)
+		wait = max(wait, driver.DefaultRequestTimeout)
 	}
 	pctx, cancel := context.WithTimeout(ctx, wait)
 	err = m.engine.Ping(pctx)

@@ -5,7 +5,7 @@
 //   - its circuit breaker opens (one sony/gobreaker breaker per engine;
 //     only errors wrapping locker.ErrUnavailable count, never contention or
 //     a caller's cancellation, nor a request its caller's deadline cut short
-//     before it had gone unanswered for locker.OutageAfter), to the next engine whose
+//     before it had gone unanswered for driver.OutageAfter), to the next engine whose
 //     breaker is not open;
 //   - a watched Source (a configuration key) names another engine;
 //   - an operator calls SwitchEngine or SwitchEngineTo;
@@ -23,7 +23,7 @@
 // engine gives there, or a busy host's engines trip in turn.
 //
 // Unlock never holds its caller on an engine that does not answer: it
-// waits at most locker.DefaultReleaseWait (1s), and no longer than the
+// waits at most driver.DefaultReleaseWait (1s), and no longer than the
 // engine's breaker stays closed (not at all once it is open), then returns
 // an error wrapping locker.ErrUnavailable while the release goes on in the
 // background, until the lock's release timeout.

@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // NewRWLock returns a new owner's read-write lock on name. Each side's
@@ -18,7 +20,7 @@ func (s *Switcher) NewRWLock(name string, opts ...locker.Option) (locker.RWLock,
 	if err != nil {
 		return nil, err
 	}
-	if err := locker.CheckFamilyOptions(locker.KindWrite, opts...); err != nil {
+	if err := driver.CheckFamilyOptions(inspect.KindWrite, opts...); err != nil {
 		return nil, err
 	}
 	rw := &switchRW{inner: newPerEngine[locker.RWLock](len(s.members))}
@@ -62,11 +64,11 @@ func (s *Switcher) NewSemaphore(name string, permits int, opts ...locker.Option)
 	if _, _, err := s.prepareOwner(name, opts); err != nil {
 		return nil, err
 	}
-	if err := locker.CheckFamilyOptions(locker.KindPermit, opts...); err != nil {
+	if err := driver.CheckFamilyOptions(inspect.KindPermit, opts...); err != nil {
 		return nil, err
 	}
 	sems := newPerEngine[locker.Semaphore](len(s.members))
-	return locker.NewSemaphoreOf(name, permits, func(n int) (locker.Handle, error) {
+	return driver.NewSemaphoreOf(name, permits, func(n int) (locker.Handle, error) {
 		owner, opts, err := s.prepareOwner(name, opts)
 		if err != nil {
 			return nil, err
@@ -108,10 +110,10 @@ func (p *perEngine[T]) get(i int, mk func() (T, error)) (T, error) {
 
 // InspectFamily reports the read-write lock or semaphore name as the
 // current engine knows it.
-func (s *Switcher) InspectFamily(ctx context.Context, kind locker.Kind, name string) (locker.FamilyInspection, error) {
+func (s *Switcher) InspectFamily(ctx context.Context, kind inspect.Kind, name string) (inspect.FamilyInspection, error) {
 	op, err := s.familyInspector(s.Current())
 	if err != nil {
-		return locker.FamilyInspection{}, err
+		return inspect.FamilyInspection{}, err
 	}
 	return op.InspectFamily(ctx, kind, name)
 }
@@ -135,7 +137,7 @@ func (s *Switcher) SetPermits(ctx context.Context, name string, n int) error {
 // the current engine, as InspectFamily shows them: the hold of token (a
 // switcher token's epoch aside), or all of them when token is 0. Holds
 // granted before a switch stay on their engine: clear them there.
-func (s *Switcher) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name string, token uint64) ([]locker.FamilyHolder, error) {
+func (s *Switcher) ForceUnlockFamily(ctx context.Context, kind inspect.Kind, name string, token uint64) ([]inspect.FamilyHolder, error) {
 	if token != 0 && token&engineTokenMask == 0 {
 		// An epoch with no engine token names no hold (0 would mean all).
 		return nil, fmt.Errorf("switcher: force unlock %s %q: token %d: %w", kind, name, token, locker.ErrNotHeld)
@@ -147,12 +149,12 @@ func (s *Switcher) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name
 	return op.ForceUnlockFamily(ctx, kind, name, token&engineTokenMask)
 }
 
-func (s *Switcher) familyInspector(engine string) (locker.FamilyInspector, error) {
+func (s *Switcher) familyInspector(engine string) (inspect.FamilyInspector, error) {
 	i, err := s.index(engine)
 	if err != nil {
 		return nil, err
 	}
-	op, ok := s.members[i].engine.(locker.FamilyInspector)
+	op, ok := s.members[i].engine.(inspect.FamilyInspector)
 	if !ok {
 		return nil, fmt.Errorf("switcher: engine %q does not inspect read-write locks and semaphores: %w", engine, errors.ErrUnsupported)
 	}

@@ -15,7 +15,9 @@ import (
 
 	"github.com/orthrus-go/orthrus/engines/mem"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
 	"github.com/orthrus-go/orthrus/locker/faults"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 	"github.com/orthrus-go/orthrus/switcher"
 )
 
@@ -115,7 +117,7 @@ func within(cond func() bool) bool {
 // waitQueuedOn waits until n waiters queue for name on the named engine.
 func (f *faultyFleet) waitQueuedOn(t *testing.T, engine, name string, n int) {
 	t.Helper()
-	var in locker.Inspection
+	var in inspect.Inspection
 	var err error
 	if !within(func() bool {
 		in, err = f.inner[engine].Inspect(context.Background(), name)
@@ -491,7 +493,7 @@ func TestFaultsTryStuckDuringSwitch(t *testing.T) {
 
 // Callers whose deadlines cut their requests short do not trip a slow but
 // answering engine's breaker: only a request left unanswered for
-// locker.OutageAfter counts against it.
+// driver.OutageAfter counts against it.
 func TestFaultsCallerDeadlinesDoNotTrip(t *testing.T) {
 	// Under the primary's 1s latency, with room for the secondary's probe
 	// before the switch on a loaded machine (200ms missed once in CI).
@@ -520,7 +522,7 @@ func TestFaultsCallerDeadlinesDoNotTrip(t *testing.T) {
 	}
 
 	// Unanswered for longer than OutageAfter: that counts.
-	budget := locker.OutageAfter + 100*time.Millisecond
+	budget := driver.OutageAfter + 100*time.Millisecond
 	if err := lockWithin(budget); err != context.DeadlineExceeded {
 		t.Fatalf("LockCtx() with a %v budget on a slow engine = %v; want context.DeadlineExceeded", budget, err)
 	}

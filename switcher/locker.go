@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
 )
 
 // epochShift places the switch epoch above the engine's token. Engine
@@ -38,10 +39,10 @@ func (s *Switcher) NewLocker(name string, opts ...locker.Option) (locker.Handle,
 // prepareOwner validates a new owner's name and options, and pins its owner
 // ID, so that the owner is the same on every engine.
 func (s *Switcher) prepareOwner(name string, opts []locker.Option) (string, []locker.Option, error) {
-	if err := locker.ValidateName(name); err != nil {
+	if err := driver.ValidateName(name); err != nil {
 		return "", nil, err
 	}
-	st, err := locker.ResolveFor(s.name, s.minTTL, opts...)
+	st, err := driver.ResolveFor(s.name, s.minTTL, opts...)
 	if err != nil {
 		return "", nil, err
 	}
@@ -195,7 +196,7 @@ func (l *switchLocker) takeRouted(ctx context.Context, wait bool, obs *acquireOb
 		}
 		g, switchedAway, err := l.attempt(ctx, r, in, wait)
 		// The engine has judged a wait its caller cut short: ErrUnavailable
-		// only after OutageAfter without an answer (locker.OutageAfter).
+		// only after OutageAfter without an answer (driver.OutageAfter).
 		done(err)
 		switch {
 		case switchedAway:
@@ -361,13 +362,13 @@ func (l *switchLocker) drainPrevious(ctx context.Context, prev int, windowEnd ti
 }
 
 // Unlock ends the hold on its engine, waiting for the answer at most
-// locker.DefaultReleaseWait, or an engine cluster's ride-through window
+// driver.DefaultReleaseWait, or an engine cluster's ride-through window
 // (an election is waited out), and no longer than the engine's breaker
 // stays closed: then the error wraps locker.ErrUnavailable and the release
 // goes on in the background, so that a frozen engine never holds its
 // caller, whose next acquisition goes to the engine current then.
 func (g *switchGrant) Unlock() error {
-	return g.release(max(locker.DefaultReleaseWait, g.l.s.members[g.engine].window), nil)
+	return g.release(max(driver.DefaultReleaseWait, g.l.s.members[g.engine].window), nil)
 }
 
 // ReleaseWithin is Unlock for a caller that waits at most wait, or until

@@ -3,7 +3,7 @@ package switcher_test
 import (
 	"testing"
 
-	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
@@ -16,6 +16,6 @@ func TestModel(t *testing.T) {
 	st := memStores(t)
 	lockertest.RunModel(t, func(t *testing.T) lockertest.Harness {
 		sw := memSwitcher(t, st)
-		return lockertest.Harness{Engine: lockertest.Inspected(sw, sw.Engines()[0].(locker.Inspector))}
+		return lockertest.Harness{Engine: lockertest.Inspected(sw, sw.Engines()[0].(inspect.Inspector))}
 	}, lockertest.ModelOps, lockertest.ModelConfig{})
 }

@@ -5,11 +5,12 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/observe"
 )
 
 // Observer is told what a Switcher does, for metrics and traces; package
 // telemetry implements it with OpenTelemetry. Its acquisition methods
-// have the signatures of locker.Observer's, so that one value can observe
+// have the signatures of observe.Observer's, so that one value can observe
 // the engines and the switcher: the switcher's acquisitions carry the
 // switcher's name in Acquisition.Switcher.
 //
@@ -26,12 +27,12 @@ type Observer interface {
 	Switched(switcher string, ev Event)
 	// AcquireStart and AcquireEnd surround an outermost acquisition
 	// through the switcher, across every engine it tries.
-	AcquireStart(ctx context.Context, a locker.Acquisition) context.Context
-	AcquireEnd(ctx context.Context, a locker.Acquisition, r locker.AcquireResult)
+	AcquireStart(ctx context.Context, a observe.Acquisition) context.Context
+	AcquireEnd(ctx context.Context, a observe.Acquisition, r observe.AcquireResult)
 	// Moved is called when an acquisition goes again on another engine:
 	// a switch moved its wait, or the engine failed and the switcher
 	// moved on. epoch is the switch epoch it goes on with.
-	Moved(ctx context.Context, a locker.Acquisition, from, to string, epoch uint64)
+	Moved(ctx context.Context, a observe.Acquisition, from, to string, epoch uint64)
 }
 
 // WithObserver reports switches, the breakers and the acquisitions through
@@ -58,7 +59,7 @@ func (s *Switcher) observeSwitch(ev Event) {
 // acquireObs follows one observed acquisition of a switchLocker.
 type acquireObs struct {
 	o     Observer
-	a     locker.Acquisition
+	a     observe.Acquisition
 	start time.Time
 	last  int // the engine of the latest attempt; -1 before the first
 }
@@ -66,7 +67,7 @@ type acquireObs struct {
 func (l *switchLocker) observeStart(ctx context.Context, wait bool) (context.Context, acquireObs) {
 	o := acquireObs{
 		o:     l.s.opts.observer,
-		a:     locker.Acquisition{Switcher: l.s.name, Name: l.name, Owner: l.owner, Wait: wait},
+		a:     observe.Acquisition{Switcher: l.s.name, Name: l.name, Owner: l.owner, Wait: wait},
 		start: time.Now(),
 		last:  -1,
 	}
@@ -86,14 +87,14 @@ func (o *acquireObs) attempt(ctx context.Context, s *Switcher, i int, epoch uint
 }
 
 func (o *acquireObs) end(ctx context.Context, l *switchLocker, g locker.Grant, err error) {
-	r := locker.AcquireResult{Outcome: locker.Classify(g != nil, err), Waited: time.Since(o.start)}
+	r := observe.AcquireResult{Outcome: observe.Classify(g != nil, err), Waited: time.Since(o.start)}
 	if o.last >= 0 {
 		r.Engine = l.s.members[o.last].engine.Name()
 	}
 	switch r.Outcome {
-	case locker.OutcomeGranted:
+	case observe.OutcomeGranted:
 		r.Token = g.Token()
-	case locker.OutcomeUnavailable, locker.OutcomeError:
+	case observe.OutcomeUnavailable, observe.OutcomeError:
 		r.Err = err
 	}
 	o.o.AcquireEnd(ctx, o.a, r)

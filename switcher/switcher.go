@@ -16,6 +16,8 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // Switcher spreads new acquisitions over ordered engines: all go to the
@@ -66,8 +68,8 @@ type Switcher struct {
 }
 
 var (
-	_ locker.Engine          = (*Switcher)(nil)
-	_ locker.FamilyInspector = (*Switcher)(nil)
+	_ locker.Engine           = (*Switcher)(nil)
+	_ inspect.FamilyInspector = (*Switcher)(nil)
 )
 
 // member is one engine, its breaker and its health.
@@ -186,12 +188,12 @@ func (s *Switcher) addMembers(engines []locker.Engine) error {
 		m.report = m.reportFailure
 		m.breaker = s.newBreaker(m)
 		s.members = append(s.members, m)
-		s.minTTL = max(s.minTTL, locker.MinTTL(e))
+		s.minTTL = max(s.minTTL, driver.MinTTL(e))
 	}
 	return nil
 }
 
-// MinTTL implements locker.MinTTLer: the largest minimum TTL of the
+// MinTTL implements driver.MinTTLer: the largest minimum TTL of the
 // engines, since a hold may go to any of them. NewLocker, NewRWLock and
 // NewSemaphore refuse a WithTTL or WithLease below it.
 func (s *Switcher) MinTTL() time.Duration { return s.minTTL }

@@ -15,6 +15,7 @@ import (
 	"github.com/orthrus-go/orthrus/internal/testmain"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 	"github.com/orthrus-go/orthrus/switcher"
 )
@@ -484,8 +485,8 @@ func TestUnlockOnFrozenEngine(t *testing.T) {
 	start := time.Now()
 	err = first.Unlock()
 	returned := time.Now()
-	if took := returned.Sub(start); !errors.Is(err, locker.ErrUnavailable) || took > locker.DefaultReleaseWait+100*time.Millisecond {
-		t.Errorf("Unlock() on a frozen engine = %v after %v; want ErrUnavailable within %v", err, took, locker.DefaultReleaseWait+100*time.Millisecond)
+	if took := returned.Sub(start); !errors.Is(err, locker.ErrUnavailable) || took > driver.DefaultReleaseWait+100*time.Millisecond {
+		t.Errorf("Unlock() on a frozen engine = %v after %v; want ErrUnavailable within %v", err, took, driver.DefaultReleaseWait+100*time.Millisecond)
 	}
 	select {
 	case ev := <-switched:

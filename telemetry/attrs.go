@@ -4,20 +4,19 @@ import (
 	"maps"
 	"sync/atomic"
 
+	"github.com/orthrus-go/orthrus/locker/observe"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-
-	"github.com/orthrus-go/orthrus/locker"
 )
 
 // outcomes are the results an acquisition can have, in the order of
 // attrSets.result.
-var outcomes = [...]locker.Outcome{
-	locker.OutcomeGranted, locker.OutcomeContended, locker.OutcomeTimeout,
-	locker.OutcomeCancelled, locker.OutcomeUnavailable, locker.OutcomeError,
+var outcomes = [...]observe.Outcome{
+	observe.OutcomeGranted, observe.OutcomeContended, observe.OutcomeTimeout,
+	observe.OutcomeCancelled, observe.OutcomeUnavailable, observe.OutcomeError,
 }
 
-func outcomeIndex(o locker.Outcome) int {
+func outcomeIndex(o observe.Outcome) int {
 	for i, x := range outcomes {
 		if x == o {
 			return i
@@ -27,11 +26,11 @@ func outcomeIndex(o locker.Outcome) int {
 }
 
 // causes are the causes of a lost hold, in the order of attrSets.lostCause.
-var causes = [...]locker.LostCause{
-	locker.LostExpired, locker.LostGone, locker.LostLeaseEnd, locker.LostEngine, locker.LostClosed,
+var causes = [...]observe.LostCause{
+	observe.LostExpired, observe.LostGone, observe.LostLeaseEnd, observe.LostEngine, observe.LostClosed,
 }
 
-func causeIndex(c locker.LostCause) int {
+func causeIndex(c observe.LostCause) int {
 	for i, x := range causes {
 		if x == c {
 			return i

@@ -14,12 +14,13 @@ import (
 
 	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/observe"
 	"github.com/orthrus-go/orthrus/telemetry"
 )
 
 // benchLocker returns a Locker of a Redis engine observed by o (none when
 // nil), closed with b.
-func benchLocker(b *testing.B, c goredis.UniversalClient, name string, o locker.Observer) locker.Locker {
+func benchLocker(b *testing.B, c goredis.UniversalClient, name string, o observe.Observer) locker.Locker {
 	b.Helper()
 	opts := []redis.Option{redis.WithName(name), redis.WithPrefix("bench")}
 	if o != nil {
@@ -105,7 +106,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 	noopTel, metricsTel, sdkTel, batchTel := observers(b)
 	for _, bc := range []struct {
 		name string
-		o    locker.Observer
+		o    observe.Observer
 	}{{"none", nil}, {"noop", noopTel}, {"sdk-metrics", metricsTel}, {"sdk", sdkTel}, {"sdk-batch", batchTel}} {
 		b.Run(bc.name, func(b *testing.B) {
 			l := benchLocker(b, c, "bench-"+bc.name, bc.o)
@@ -153,8 +154,8 @@ func median(d []time.Duration) time.Duration {
 // ratios.
 func BenchmarkObserve(b *testing.B) {
 	noopTel, metricsTel, sdkTel, batchTel := observers(b)
-	a := locker.Acquisition{Engine: "redis", Name: "orders/42", Owner: "host:1:abc", Wait: true}
-	h := locker.HoldInfo{Engine: "redis", Name: "orders/42", Owner: "host:1:abc", Token: 42}
+	a := observe.Acquisition{Engine: "redis", Name: "orders/42", Owner: "host:1:abc", Wait: true}
+	h := observe.HoldInfo{Engine: "redis", Name: "orders/42", Owner: "host:1:abc", Token: 42}
 	for _, bc := range []struct {
 		name string
 		t    *telemetry.Telemetry
@@ -163,10 +164,10 @@ func BenchmarkObserve(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				ctx := bc.t.AcquireStart(context.Background(), a)
-				bc.t.AcquireEnd(ctx, a, locker.AcquireResult{Outcome: locker.OutcomeGranted, Engine: "redis", Token: 42, Waited: time.Millisecond})
+				bc.t.AcquireEnd(ctx, a, observe.AcquireResult{Outcome: observe.OutcomeGranted, Engine: "redis", Token: 42, Waited: time.Millisecond})
 				ctx = bc.t.ReleaseStart(context.Background(), h)
 				bc.t.ReleaseEnd(ctx, h, nil)
-				bc.t.HoldEnd(h, time.Millisecond, locker.LostNone)
+				bc.t.HoldEnd(h, time.Millisecond, observe.LostNone)
 			}
 		})
 	}

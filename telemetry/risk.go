@@ -4,14 +4,13 @@ import (
 	"context"
 	"time"
 
+	"github.com/orthrus-go/orthrus/locker/observe"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
-
-	"github.com/orthrus-go/orthrus/locker"
 )
 
-var _ locker.RiskObserver = (*Telemetry)(nil)
+var _ observe.RiskObserver = (*Telemetry)(nil)
 
 // spanLeft is the time an at-risk hold had left, in seconds.
 const spanLeft = attribute.Key("orthrus.lock.left")
@@ -26,7 +25,7 @@ func (t *Telemetry) riskInstruments(m metric.Meter) error {
 
 // AtRisk counts a hold at risk, with a span: in a trace it comes before
 // the loss, if one follows.
-func (t *Telemetry) AtRisk(h locker.HoldInfo, left time.Duration, err error) {
+func (t *Telemetry) AtRisk(h observe.HoldInfo, left time.Duration, err error) {
 	ctx := context.Background()
 	t.atRisk.Add(ctx, 1, t.sets(h.Engine, "", h.Name).engine.add...)
 	t.holdSpan(ctx, "orthrus.lock.at_risk", h, spanLeft.Float64(left.Seconds()), "renewal failed: "+err.Error())
@@ -34,7 +33,7 @@ func (t *Telemetry) AtRisk(h locker.HoldInfo, left time.Duration, err error) {
 
 // holdSpan records a span for an event of hold h that nothing else shows
 // in a trace: its loss, or its risk of one. extra says what happened.
-func (t *Telemetry) holdSpan(ctx context.Context, name string, h locker.HoldInfo, extra attribute.KeyValue, status string) {
+func (t *Telemetry) holdSpan(ctx context.Context, name string, h observe.HoldInfo, extra attribute.KeyValue, status string) {
 	_, span := t.tracer.Start(ctx, name)
 	if span.IsRecording() {
 		b := t.spanAttrs()

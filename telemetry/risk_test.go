@@ -7,6 +7,7 @@ import (
 
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/observe"
 )
 
 // riskRig is a rig that notes when a hold is reported at risk.
@@ -15,7 +16,7 @@ type riskRig struct {
 	atRisk chan time.Time
 }
 
-func (r *riskRig) AtRisk(h locker.HoldInfo, left time.Duration, err error) {
+func (r *riskRig) AtRisk(h observe.HoldInfo, left time.Duration, err error) {
 	r.rig.AtRisk(h, left, err)
 	signal(r.atRisk, time.Now())
 }

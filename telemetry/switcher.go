@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/observe"
 	"github.com/orthrus-go/orthrus/switcher"
 )
 
@@ -91,7 +91,7 @@ func (t *Telemetry) Switched(sw string, ev switcher.Event) {
 
 // Moved records on the acquisition's span that it went to another engine,
 // with a link to the switch that moved it when that switch was recorded.
-func (t *Telemetry) Moved(ctx context.Context, a locker.Acquisition, from, to string, epoch uint64) {
+func (t *Telemetry) Moved(ctx context.Context, a observe.Acquisition, from, to string, epoch uint64) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return

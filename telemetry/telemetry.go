@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/observe"
 	"github.com/orthrus-go/orthrus/switcher"
 )
 
@@ -31,7 +32,7 @@ var WaitBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
 var HoldBuckets = []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600}
 
 // Telemetry reports engines and switchers to OpenTelemetry. It implements
-// locker.Observer (give it to each engine's WithObserver) and
+// observe.Observer (give it to each engine's WithObserver) and
 // switcher.Observer (switcher.WithObserver). It is safe for concurrent use
 // and holds nothing that needs closing.
 type Telemetry struct {
@@ -75,7 +76,7 @@ type Telemetry struct {
 }
 
 var (
-	_ locker.Observer   = (*Telemetry)(nil)
+	_ observe.Observer  = (*Telemetry)(nil)
 	_ switcher.Observer = (*Telemetry)(nil)
 )
 
@@ -294,7 +295,7 @@ func token(t uint64) attribute.KeyValue { return spanToken.Int64(int64(t)) }
 // AcquireStart starts the span of an acquisition and counts a waiter.
 // The span's attributes are set by AcquireEnd, in one write: each write
 // takes the span's lock and may grow its attribute slice.
-func (t *Telemetry) AcquireStart(ctx context.Context, a locker.Acquisition) context.Context {
+func (t *Telemetry) AcquireStart(ctx context.Context, a observe.Acquisition) context.Context {
 	kind := t.clientSpan // a request to the engine's server
 	if a.Switcher != "" {
 		kind = t.internalSpan // spans the engines it tries
@@ -307,7 +308,7 @@ func (t *Telemetry) AcquireStart(ctx context.Context, a locker.Acquisition) cont
 }
 
 // AcquireEnd ends the span of an acquisition and records its result.
-func (t *Telemetry) AcquireEnd(ctx context.Context, a locker.Acquisition, r locker.AcquireResult) {
+func (t *Telemetry) AcquireEnd(ctx context.Context, a observe.Acquisition, r observe.AcquireResult) {
 	oc := outcomeIndex(r.Outcome)
 	span := trace.SpanFromContext(ctx)
 	if span.IsRecording() {
@@ -324,7 +325,7 @@ func (t *Telemetry) AcquireEnd(ctx context.Context, a locker.Acquisition, r lock
 		b.put(spanOwner.String(a.Owner))
 		b.put(spanWait.Bool(a.Wait))
 		b.put(spanResult.String(string(r.Outcome)))
-		if r.Outcome == locker.OutcomeGranted {
+		if r.Outcome == observe.OutcomeGranted {
 			b.put(token(r.Token))
 		}
 		t.setSpanAttrs(span, b)
@@ -347,22 +348,22 @@ func (t *Telemetry) AcquireEnd(ctx context.Context, a locker.Acquisition, r lock
 		s.waiters.Add(-1)
 	}
 	switch r.Outcome {
-	case locker.OutcomeGranted:
+	case observe.OutcomeGranted:
 		s.holds.Add(1)
-	case locker.OutcomeUnavailable:
+	case observe.OutcomeUnavailable:
 		t.errs.Add(ctx, 1, s.opAcquire.add...)
 	}
 }
 
 // ReleaseStart starts the span of a release; ReleaseEnd sets its
 // attributes.
-func (t *Telemetry) ReleaseStart(ctx context.Context, _ locker.HoldInfo) context.Context {
+func (t *Telemetry) ReleaseStart(ctx context.Context, _ observe.HoldInfo) context.Context {
 	ctx, _ = t.tracer.Start(ctx, "orthrus.lock.release", t.clientSpan...)
 	return ctx
 }
 
 // ReleaseEnd ends the span of a release and counts a failed one.
-func (t *Telemetry) ReleaseEnd(ctx context.Context, h locker.HoldInfo, err error) {
+func (t *Telemetry) ReleaseEnd(ctx context.Context, h observe.HoldInfo, err error) {
 	lost := errors.Is(err, locker.ErrLockLost)
 	span := trace.SpanFromContext(ctx)
 	if span.IsRecording() {
@@ -391,7 +392,7 @@ func (t *Telemetry) ReleaseEnd(ctx context.Context, h locker.HoldInfo, err error
 }
 
 // Renewed counts a renewal.
-func (t *Telemetry) Renewed(h locker.HoldInfo, err error) {
+func (t *Telemetry) Renewed(h observe.HoldInfo, err error) {
 	s := t.sets(h.Engine, "", "")
 	if err == nil {
 		t.renewals.Add(context.Background(), 1, s.renewOK.add...)
@@ -405,11 +406,11 @@ func (t *Telemetry) Renewed(h locker.HoldInfo, err error) {
 
 // HoldEnd records a hold's duration, and a lost hold with its cause (and
 // a span, since nothing else shows it in a trace).
-func (t *Telemetry) HoldEnd(h locker.HoldInfo, held time.Duration, cause locker.LostCause) {
+func (t *Telemetry) HoldEnd(h observe.HoldInfo, held time.Duration, cause observe.LostCause) {
 	ctx := context.Background()
 	s := t.sets(h.Engine, "", h.Name)
 	s.holds.Add(-1)
-	if cause == locker.LostNone {
+	if cause == observe.LostNone {
 		t.holdTime.Record(ctx, held.Seconds(), s.released.rec...)
 		return
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/orthrus-go/orthrus/internal/testmain"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/observe"
 	"github.com/orthrus-go/orthrus/switcher"
 	"github.com/orthrus-go/orthrus/telemetry"
 )
@@ -61,8 +62,8 @@ type rig struct {
 	tp    *sdktrace.TracerProvider
 
 	// Events the tests wait for, sent without blocking.
-	renewed  chan locker.HoldInfo
-	started  chan locker.Acquisition
+	renewed  chan observe.HoldInfo
+	started  chan observe.Acquisition
 	switched chan switcher.Event
 }
 
@@ -71,8 +72,8 @@ func newRig(t *testing.T, opts ...telemetry.Option) *rig {
 	r := &rig{
 		reg:      prometheus.NewRegistry(),
 		spans:    tracetest.NewSpanRecorder(),
-		renewed:  make(chan locker.HoldInfo, 64),
-		started:  make(chan locker.Acquisition, 64),
+		renewed:  make(chan observe.HoldInfo, 64),
+		started:  make(chan observe.Acquisition, 64),
 		switched: make(chan switcher.Event, 64),
 	}
 	exp, err := otelprom.New(otelprom.WithRegisterer(r.reg))
@@ -100,14 +101,14 @@ func signal[T any](c chan T, v T) {
 	}
 }
 
-func (r *rig) Renewed(h locker.HoldInfo, err error) {
+func (r *rig) Renewed(h observe.HoldInfo, err error) {
 	r.Telemetry.Renewed(h, err)
 	if err == nil {
 		signal(r.renewed, h)
 	}
 }
 
-func (r *rig) AcquireStart(ctx context.Context, a locker.Acquisition) context.Context {
+func (r *rig) AcquireStart(ctx context.Context, a observe.Acquisition) context.Context {
 	ctx = r.Telemetry.AcquireStart(ctx, a)
 	signal(r.started, a)
 	return ctx
@@ -136,7 +137,7 @@ func newClient(t *testing.T, addr string) *goredis.Client {
 	return c
 }
 
-func newEngine(t *testing.T, c goredis.UniversalClient, name string, o locker.Observer) *redis.Engine {
+func newEngine(t *testing.T, c goredis.UniversalClient, name string, o observe.Observer) *redis.Engine {
 	t.Helper()
 	e, err := redis.New(c, redis.WithName(name), redis.WithPrefix("telemetry-"+t.Name()), redis.WithObserver(o))
 	if err != nil {

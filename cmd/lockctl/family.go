@@ -8,25 +8,27 @@ import (
 	"strconv"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // parseKind reads holders' --kind.
-func parseKind(s string) (locker.Kind, error) {
+func parseKind(s string) (inspect.Kind, error) {
 	switch s {
 	case "mutex":
-		return locker.KindMutex, nil
+		return inspect.KindMutex, nil
 	case "rw":
-		return locker.KindWrite, nil
+		return inspect.KindWrite, nil
 	case "semaphore":
-		return locker.KindPermit, nil
+		return inspect.KindPermit, nil
 	}
 	return 0, fmt.Errorf("--kind: %q is not mutex, rw or semaphore", s)
 }
 
 // printFamily prints the holds and waiters of the read-write lock or
 // semaphore name on e.
-func printFamily(ctx context.Context, w io.Writer, e locker.Engine, kind locker.Kind, name string) error {
-	in, ok := e.(locker.FamilyInspector)
+func printFamily(ctx context.Context, w io.Writer, e locker.Engine, kind inspect.Kind, name string) error {
+	in, ok := e.(inspect.FamilyInspector)
 	if !ok {
 		fmt.Fprintf(w, "%s\t-\tcannot inspect this engine\t\t\n", e.Name())
 		return nil
@@ -35,7 +37,7 @@ func printFamily(ctx context.Context, w io.Writer, e locker.Engine, kind locker.
 	if err != nil {
 		return err
 	}
-	if kind == locker.KindPermit {
+	if kind == inspect.KindPermit {
 		fmt.Fprintf(w, "%s\tpermits\t%s stored, %d in use\t\t\n", e.Name(), storedCount(info.Permits), inUse(info.Holders))
 	}
 	if len(info.Holders) == 0 {
@@ -50,11 +52,11 @@ func printFamily(ctx context.Context, w io.Writer, e locker.Engine, kind locker.
 	return nil
 }
 
-func familyRole(h locker.FamilyHolder) string {
+func familyRole(h inspect.FamilyHolder) string {
 	switch h.Kind {
-	case locker.KindRead:
+	case inspect.KindRead:
 		return "reader"
-	case locker.KindWrite:
+	case inspect.KindWrite:
 		return "writer"
 	}
 	return fmt.Sprintf("%d permit(s)", h.Permits)
@@ -67,7 +69,7 @@ func storedCount(n int) string {
 	return strconv.Itoa(n)
 }
 
-func inUse(hs []locker.FamilyHolder) int {
+func inUse(hs []inspect.FamilyHolder) int {
 	n := 0
 	for _, h := range hs {
 		n += h.Permits
@@ -87,7 +89,7 @@ func runPermits(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("want a semaphore NAME and a count N, got %d arguments", fs.NArg())
 	}
 	name := fs.Arg(0)
-	if err := locker.ValidateName(name); err != nil {
+	if err := driver.ValidateName(name); err != nil {
 		return err
 	}
 	n, err := strconv.Atoi(fs.Arg(1))
@@ -105,7 +107,7 @@ func runPermits(args []string, stdout, stderr io.Writer) error {
 	for _, dd := range d.engines.Dialed {
 		err := dd.Err
 		if err == nil {
-			in, ok := dd.Engine.(locker.FamilyInspector)
+			in, ok := dd.Engine.(inspect.FamilyInspector)
 			if !ok {
 				err = errors.New("cannot change semaphores on this engine")
 			} else {

@@ -19,6 +19,8 @@ import (
 	"github.com/orthrus-go/orthrus/config"
 	"github.com/orthrus-go/orthrus/internal/drill"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 	"github.com/orthrus-go/orthrus/switcher"
 )
 
@@ -380,7 +382,7 @@ func runHolders(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return eachEngine(*path, *engine, stdout, func(ctx context.Context, tw io.Writer, e locker.Engine) error {
-		if kind != locker.KindMutex {
+		if kind != inspect.KindMutex {
 			return printFamily(ctx, tw, e, kind, name)
 		}
 		return printMutex(ctx, tw, e, name)
@@ -426,7 +428,7 @@ func eachEngine(path, engine string, stdout io.Writer, print func(ctx context.Co
 
 // printMutex prints the holder and waiters of the mutex name on e.
 func printMutex(ctx context.Context, w io.Writer, e locker.Engine, name string) error {
-	in, ok := e.(locker.Inspector)
+	in, ok := e.(inspect.Inspector)
 	if !ok {
 		fmt.Fprintf(w, "%s\t-\tcannot inspect this engine\t\t\n", e.Name())
 		return nil
@@ -482,7 +484,7 @@ func lockArg(args []string) (string, error) {
 	if len(args) != 1 {
 		return "", fmt.Errorf("want exactly one lock NAME, got %d arguments", len(args))
 	}
-	return args[0], locker.ValidateName(args[0])
+	return args[0], driver.ValidateName(args[0])
 }
 
 func runUnlock(args []string, stdout, stderr io.Writer) error {
@@ -505,7 +507,7 @@ func runUnlock(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if kind == locker.KindMutex && *token != 0 {
+	if kind == inspect.KindMutex && *token != 0 {
 		return errors.New("--token: only with --kind rw or semaphore (a mutex has one hold)")
 	}
 	if !*force {
@@ -544,7 +546,7 @@ func runUnlock(args []string, stdout, stderr io.Writer) error {
 // heldFinder is what unlock clears: the mutex name, or the holds of the
 // read-write lock or semaphore name (of token, or all when it is 0).
 type heldFinder struct {
-	kind  locker.Kind
+	kind  inspect.Kind
 	name  string
 	token uint64
 }
@@ -552,8 +554,8 @@ type heldFinder struct {
 // find describes the holds to clear on e ("" when there are none); ok is
 // false when e cannot be inspected.
 func (h heldFinder) find(ctx context.Context, e locker.Engine) (holds string, ok bool, err error) {
-	if h.kind == locker.KindMutex {
-		in, ok := e.(locker.Inspector)
+	if h.kind == inspect.KindMutex {
+		in, ok := e.(inspect.Inspector)
 		if !ok {
 			return "", false, nil
 		}
@@ -561,9 +563,9 @@ func (h heldFinder) find(ctx context.Context, e locker.Engine) (holds string, ok
 		if err != nil || info.Holder == nil {
 			return "", true, err
 		}
-		return describeHolds([]locker.FamilyHolder{{Holder: *info.Holder, Kind: locker.KindMutex}}), true, nil
+		return describeHolds([]inspect.FamilyHolder{{Holder: *info.Holder, Kind: inspect.KindMutex}}), true, nil
 	}
-	in, ok := e.(locker.FamilyInspector)
+	in, ok := e.(inspect.FamilyInspector)
 	if !ok {
 		return "", false, nil
 	}
@@ -571,7 +573,7 @@ func (h heldFinder) find(ctx context.Context, e locker.Engine) (holds string, ok
 	if err != nil {
 		return "", true, err
 	}
-	var match []locker.FamilyHolder
+	var match []inspect.FamilyHolder
 	for _, fh := range info.Holders {
 		if h.token == 0 || fh.Token == h.token {
 			match = append(match, fh)
@@ -582,24 +584,24 @@ func (h heldFinder) find(ctx context.Context, e locker.Engine) (holds string, ok
 
 // force clears the holds on e and describes what it removed.
 func (h heldFinder) force(ctx context.Context, e locker.Engine) (string, error) {
-	if h.kind == locker.KindMutex {
-		removed, err := e.(locker.Inspector).ForceUnlock(ctx, h.name)
-		return describeHolds([]locker.FamilyHolder{{Holder: removed, Kind: locker.KindMutex}}), err
+	if h.kind == inspect.KindMutex {
+		removed, err := e.(inspect.Inspector).ForceUnlock(ctx, h.name)
+		return describeHolds([]inspect.FamilyHolder{{Holder: removed, Kind: inspect.KindMutex}}), err
 	}
-	removed, err := e.(locker.FamilyInspector).ForceUnlockFamily(ctx, h.kind, h.name, h.token)
+	removed, err := e.(inspect.FamilyInspector).ForceUnlockFamily(ctx, h.kind, h.name, h.token)
 	return describeHolds(removed), err
 }
 
 // describeHolds names holds for the operator: "the hold (owner O, engine
 // token T)", or "2 holds (reader O1, engine token T1; ...)".
-func describeHolds(hs []locker.FamilyHolder) string {
+func describeHolds(hs []inspect.FamilyHolder) string {
 	if len(hs) == 0 {
 		return ""
 	}
 	parts := make([]string, len(hs))
 	for i, h := range hs {
 		role := "owner"
-		if h.Kind != locker.KindMutex {
+		if h.Kind != inspect.KindMutex {
 			role = familyRole(h)
 		}
 		parts[i] = fmt.Sprintf("%s %s, engine token %d", role, h.Owner, h.Token)

@@ -15,6 +15,7 @@ import (
 	"github.com/orthrus-go/orthrus/config"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // opsTTL is the TTL of the test's own holds: renewed every second, so that
@@ -204,7 +205,7 @@ func testHolders(t *testing.T, path string, e locker.Engine) {
 		t.Fatalf("lockctl holders: exit %d, stderr %q; want 0", code, errOut)
 	}
 	row := rowOf(out, e.Name())
-	in, inspectable := e.(locker.Inspector)
+	in, inspectable := e.(inspect.Inspector)
 	if !inspectable {
 		t.Fatalf("engine %s implements neither Inspect nor ForceUnlock; want both", e.Name())
 	}

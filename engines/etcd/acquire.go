@@ -11,9 +11,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
-// holdState is the engine's part of a locker.Hold.
+// holdState is the engine's part of a driver.Hold.
 type holdState struct {
 	prefix string           // the key range the hold's key goes in, ending with '/'
 	value  string           // the key's value: the owner ID (semaphores: permits too)
@@ -42,14 +44,14 @@ const attempts = 3
 // (queue) and the holds' renewal and release are the same for all.
 type waiter interface {
 	// try makes one attempt that leaves nothing behind on contention.
-	try(ctx context.Context, h *locker.Hold) (bool, error)
+	try(ctx context.Context, h *driver.Hold) (bool, error)
 	// enqueue creates the waiter's key (st.set) and returns what blocks
 	// it, seen at the returned revision: nothing when it holds at once;
 	// revision 0 when check must tell.
-	enqueue(ctx context.Context, h *locker.Hold) (watchSpec, int64, error)
+	enqueue(ctx context.Context, h *driver.Hold) (watchSpec, int64, error)
 	// check looks again, in one round trip if it can; errKeyGone when the
 	// waiter's key vanished.
-	check(ctx context.Context, h *locker.Hold) (watchSpec, int64, error)
+	check(ctx context.Context, h *driver.Hold) (watchSpec, int64, error)
 	// wakes tells whether a response of the watch calls for a check.
 	wakes(resp clientv3.WatchResponse) bool
 }
@@ -63,11 +65,11 @@ type watchSpec struct {
 	prev   bool // deletions carry the deleted key as it was
 }
 
-// Acquire implements locker.Backend. Each acquisition puts a key of its own
+// Acquire implements driver.Backend. Each acquisition puts a key of its own
 // under the lock's prefix; the key with the lowest create revision holds the
 // lock, and its create revision is the fencing token. The lock family
 // (family.go) orders its keys the same way, with its own rules of who holds.
-func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, error) {
+func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, error) {
 	st := &holdState{prefix: e.lockPrefix(h.Name), value: h.Owner}
 	h.State = st
 	if e.refused() {
@@ -76,7 +78,7 @@ func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, 
 	}
 	var w waiter = &lockWaiter{e: e, st: st, rng: st.prefix, mutex: true}
 	ok, err := false, error(nil)
-	if h.Kind != locker.KindMutex {
+	if h.Kind != inspect.KindMutex {
 		w, ok, err = e.familyWaiter(ctx, h, st)
 	}
 	switch {
@@ -112,7 +114,7 @@ var errQueued = errors.New("etcd: still queued")
 // has gone unanswered for the attempt timeout (see createHedged). A caller
 // whose context can end leaves at once when it does, and its create is
 // settled in the background.
-func (e *Engine) create(ctx context.Context, h *locker.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn) (*slot, *clientv3.TxnResponse, error) {
+func (e *Engine) create(ctx context.Context, h *driver.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn) (*slot, *clientv3.TxnResponse, error) {
 	if e.attempt < e.timeout || ctx.Done() != nil {
 		return e.createHedged(ctx, func(actx context.Context) (*slot, *clientv3.TxnResponse, error) {
 			return e.createOnce(actx, h, st, build)
@@ -122,7 +124,7 @@ func (e *Engine) create(ctx context.Context, h *locker.Hold, st *holdState, buil
 }
 
 // createOnce is one create, of the request timeout.
-func (e *Engine) createOnce(ctx context.Context, h *locker.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn) (*slot, *clientv3.TxnResponse, error) {
+func (e *Engine) createOnce(ctx context.Context, h *driver.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn) (*slot, *clientv3.TxnResponse, error) {
 	for attempt := 1; ; attempt++ {
 		l, err := e.sharedLease(ctx, h)
 		if err != nil {
@@ -286,7 +288,7 @@ func (e *Engine) discard(ctx context.Context, s *slot, resp *clientv3.TxnRespons
 // when nothing holds it out (it succeeds), so that contention leaves
 // nothing behind. On contention, retry (nil: none) reads etcd's answer and
 // may ask for another transaction, which build then makes.
-func (e *Engine) tryCreate(ctx context.Context, h *locker.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn, retry func(*clientv3.TxnResponse) (bool, error)) (bool, error) {
+func (e *Engine) tryCreate(ctx context.Context, h *driver.Hold, st *holdState, build func(t clientv3.Txn, put clientv3.Op) clientv3.Txn, retry func(*clientv3.TxnResponse) (bool, error)) (bool, error) {
 	for attempt, tries := 1, 0; ; {
 		s, resp, err := e.create(ctx, h, st, build)
 		if err != nil {
@@ -352,7 +354,7 @@ const markDepth = 64
 
 // try creates the key only if rng (and also) is empty, so that contention
 // costs one round trip and leaves nothing.
-func (w *lockWaiter) try(ctx context.Context, h *locker.Hold) (bool, error) {
+func (w *lockWaiter) try(ctx context.Context, h *driver.Hold) (bool, error) {
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.rng).WithPrefix(), "=", 0)}
 	if w.also != "" {
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(w.also).WithPrefix(), "=", 0))
@@ -369,7 +371,7 @@ func (w *lockWaiter) try(ctx context.Context, h *locker.Hold) (bool, error) {
 // that hand the lock over. Alone, the key holds at once (unless also
 // blocks it); behind others, the waiter reads its place by check, outside
 // the write (rev 0).
-func (w *lockWaiter) enqueue(ctx context.Context, h *locker.Hold) (watchSpec, int64, error) {
+func (w *lockWaiter) enqueue(ctx context.Context, h *driver.Hold) (watchSpec, int64, error) {
 	ops := []clientv3.Op{clientv3.OpGet(w.rng, clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly())}
 	s, resp, err := w.e.create(ctx, h, w.st, func(t clientv3.Txn, put clientv3.Op) clientv3.Txn {
 		return t.Then(append([]clientv3.Op{put}, w.alsoOps(ops)...)...)
@@ -413,7 +415,7 @@ func (w *lockWaiter) blocker(rs []*etcdserverpb.ResponseOp) watchSpec {
 
 // check reads in one transaction that the key still exists with its
 // create revision, and what blocks it now.
-func (w *lockWaiter) check(ctx context.Context, h *locker.Hold) (watchSpec, int64, error) {
+func (w *lockWaiter) check(ctx context.Context, h *driver.Hold) (watchSpec, int64, error) {
 	// One attempt: a check that fails is tried again soon (queue), on the
 	// next member when this one went away.
 	rctx, cancel := w.e.attemptBound(ctx)
@@ -487,7 +489,7 @@ func (e *Engine) markLater(st *holdState) {
 
 // acquireWait queues a key and waits until what blocks it has gone,
 // watching only that; it queues again when its key vanished with its lease.
-func (e *Engine) acquireWait(ctx context.Context, h *locker.Hold, st *holdState, w waiter) (bool, error) {
+func (e *Engine) acquireWait(ctx context.Context, h *driver.Hold, st *holdState, w waiter) (bool, error) {
 	for {
 		if e.isClosed() {
 			return false, locker.ErrClosed
@@ -517,7 +519,7 @@ func (e *Engine) acquireWait(ctx context.Context, h *locker.Hold, st *holdState,
 // go unseen), and after a failure, with a growing delay: etcd in trouble is
 // ridden out while the lease lives. It returns errRequeue when its key
 // vanished or its lease ended.
-func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, wt waiter, spec watchSpec, rev int64) error {
+func (e *Engine) queue(ctx context.Context, h *driver.Hold, st *holdState, wt waiter, spec watchSpec, rev int64) error {
 	q := &queued{e: e, h: h, st: st, wt: wt, spec: spec, rev: rev, check: rev == 0, recheck: time.Now().Add(st.shared.ttl)}
 	defer q.stopWatch()
 	timer := time.NewTimer(time.Hour)
@@ -549,7 +551,7 @@ func (e *Engine) queue(ctx context.Context, h *locker.Hold, st *holdState, wt wa
 // queued is the state of one waiter in queue.
 type queued struct {
 	e  *Engine
-	h  *locker.Hold
+	h  *driver.Hold
 	st *holdState
 	wt waiter
 
@@ -768,7 +770,7 @@ func backoff(d time.Duration) time.Duration {
 // its own, granted now, keeping its create revision (the token). That lease
 // gets a second more than the hold's TTL rounded up, so that it cannot end
 // on the server before the Core ends the hold.
-func (e *Engine) hold(ctx context.Context, h *locker.Hold, st *holdState) error {
+func (e *Engine) hold(ctx context.Context, h *driver.Hold, st *holdState) error {
 	if h.Renew {
 		err := e.register(h, st)
 		if err != nil {
@@ -810,23 +812,23 @@ func (e *Engine) hold(ctx context.Context, h *locker.Hold, st *holdState) error 
 // the Core ends the hold. With a lock delay the hold's life, which ends a
 // delay after the Core ends it, rounded up: the deletion watch frees its
 // slot then.
-func fixedSeconds(h *locker.Hold) int64 {
+func fixedSeconds(h *driver.Hold) int64 {
 	if h.Delay > 0 {
 		return wholeSeconds(h.Life())
 	}
 	return wholeSeconds(h.TTL) + 1
 }
 
-// HonoursDeadlines implements locker.DeadlineHonourer: a release returns
+// HonoursDeadlines implements driver.DeadlineHonourer: a release returns
 // when its context ends.
 func (e *Engine) HonoursDeadlines() bool { return true }
 
-// Release implements locker.Backend: it deletes the hold's key and reports
+// Release implements driver.Backend: it deletes the hold's key and reports
 // ErrLockLost unless the key it deleted had the hold's create revision. A
 // plain delete is enough, and cheaper on etcd than a transaction comparing
 // the revision first: the key's slot is the hold's until the deletion is
 // confirmed, so no other hold can have that key.
-func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
+func (e *Engine) Release(ctx context.Context, h *driver.Hold) error {
 	st, _ := h.State.(*holdState)
 	if st == nil || st.slot == nil {
 		return e.fail("release", h.Name, errKeyGone)

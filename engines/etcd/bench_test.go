@@ -10,6 +10,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
@@ -62,7 +63,7 @@ func concurrencyOwners(b *testing.B, n int) []owner {
 	ctx := context.Background()
 	owners := make([]owner, n)
 	for i := range owners {
-		s, err := concurrency.NewSession(c, concurrency.WithTTL(int(locker.DefaultTTL/time.Second)))
+		s, err := concurrency.NewSession(c, concurrency.WithTTL(int(driver.DefaultTTL/time.Second)))
 		if err != nil {
 			b.Fatal(err)
 		}

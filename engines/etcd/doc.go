@@ -17,9 +17,9 @@
 // holds still held (their Lost channels close), makes waiting acquisitions
 // return ErrClosed, revokes the engine's leases and stops its watches. The
 // engine's goroutines are the renewal workers shared by all engines
-// (locker.Core), its lease keeper, its deletion watch and those of its etcd
+// (driver.Core), its lease keeper, its deletion watch and those of its etcd
 // watcher, and Close
-// stops them all. Close is bounded by locker.DefaultReleaseTimeout when etcd does not
+// stops them all. Close is bounded by driver.DefaultReleaseTimeout when etcd does not
 // answer.
 //
 // # Keys
@@ -95,7 +95,7 @@
 // every writer waits for "d/" keys whatever its place in line, so a writer
 // that queued during the write hold stays out when the write side is
 // released.
-// Upgrades are refused by locker.Core (ErrUpgrade).
+// Upgrades are refused by driver.Core (ErrUpgrade).
 //
 // A semaphore's holds and waiters queue in "q/" in create revision order,
 // each key's value giving its permits ("<permits> queued|granted
@@ -166,7 +166,7 @@
 // owner's hold ends at most its TTL, rounded up to whole seconds (or the
 // server minimum), after its last refresh.
 //
-// The engine keeps its holds itself (it is no locker.Renewer: the Core
+// The engine keeps its holds itself (it is no driver.Renewer: the Core
 // schedules nothing per hold). Once per TTL the keeper checks the keys of
 // each lease with holds on it with one LeaseTimeToLive request listing the
 // keys attached to it, and only the holds whose keys are missing there by
@@ -179,7 +179,7 @@
 // A held key deleted by hand (an operator's ForceUnlock, etcdctl del) is
 // noticed at once by the engine's deletion watch: one watch on its
 // namespace, deletions only, from the engine's first hold on, which loses
-// the hold with cause locker.LostGone (a release never counts). It costs
+// the hold with cause observe.LostGone (a release never counts). It costs
 // one event per deletion in the namespace, other processes' releases
 // included, and nothing per hold. After a compaction it missed, every held
 // key is checked by its create revision; the keeper's check every TTL stays
@@ -309,7 +309,7 @@
 // locker.ErrInvalidArgument. Contention is never an error: a wait whose
 // context ends while etcd had answered that the name is held returns
 // ctx.Err() itself; one that ends while a request has been unanswered for
-// locker.OutageAfter returns an error wrapping ErrUnavailable (LockCtx
+// driver.OutageAfter returns an error wrapping ErrUnavailable (LockCtx
 // still returns ctx.Err()), and ctx.Err() when for less. A wait
 // rides out etcd trouble (a leader election, a restart) for as long as its
 // lease lives, then fails with ErrUnavailable.

@@ -17,12 +17,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/observe"
 )
 
 // DefaultRequestTimeout bounds every round trip to a single etcd server
 // unless WithRequestTimeout says otherwise: a try on a frozen server fails
 // within it, as on every engine.
-const DefaultRequestTimeout = locker.DefaultRequestTimeout
+const DefaultRequestTimeout = driver.DefaultRequestTimeout
 
 // DefaultClusterRequestTimeout bounds a round trip when the client lists
 // several endpoints: a request must outlast a leader election (up to about
@@ -65,7 +67,7 @@ type Engine struct {
 	attempt time.Duration // one attempt of a round trip: timeout for a single endpoint
 	window  time.Duration // RideThrough: 0 for a single endpoint
 	log     *slog.Logger
-	core    *locker.Core
+	core    *driver.Core
 
 	done chan struct{} // closed by Close
 
@@ -89,7 +91,7 @@ type Engine struct {
 
 var (
 	_ locker.Engine  = (*Engine)(nil)
-	_ locker.Backend = (*Engine)(nil)
+	_ driver.Backend = (*Engine)(nil)
 )
 
 type settings struct {
@@ -101,7 +103,7 @@ type settings struct {
 	window   time.Duration // < 0: the default for the client's endpoints
 	attempt  time.Duration // < 0: the default for the client's endpoints
 
-	observer locker.Observer // nil: nothing observes
+	observer observe.Observer // nil: nothing observes
 }
 
 // Option configures an Engine.
@@ -190,7 +192,7 @@ func WithLogger(l *slog.Logger) Option {
 // WithObserver reports the engine's acquisitions, releases, renewals and
 // holds to o, for metrics and traces (package telemetry implements it with
 // OpenTelemetry). Default: none, and no observation cost.
-func WithObserver(o locker.Observer) Option {
+func WithObserver(o observe.Observer) Option {
 	return check(o != nil, "WithObserver", "observer is nil", func(s *settings) { s.observer = o })
 }
 
@@ -251,7 +253,7 @@ func New(client *clientv3.Client, opts ...Option) (*Engine, error) {
 		current:  make(map[shelf]*lease),
 		leases:   make(map[*lease]struct{}),
 	}
-	e.core = locker.NewCore(s.name, e, logger, locker.ObservedBy(s.observer), locker.ReleaseWait(s.window))
+	e.core = driver.NewCore(s.name, e, logger, driver.ObservedBy(s.observer), driver.ReleaseWait(s.window))
 	go e.keep()
 	go e.followGone()
 	return e, nil
@@ -274,7 +276,7 @@ func (e *Engine) Client() *clientv3.Client { return e.client }
 // reports a hold it could not renew as lost, after the TTL asked.
 const MinTTL = time.Second
 
-// MinTTL implements locker.MinTTLer: NewLocker refuses a WithTTL or
+// MinTTL implements driver.MinTTLer: NewLocker refuses a WithTTL or
 // WithLease below MinTTL.
 func (e *Engine) MinTTL() time.Duration { return MinTTL }
 
@@ -360,7 +362,7 @@ func (e *Engine) cancelOnRefused(rctx context.Context, cancel context.CancelFunc
 // Close releases the holds still held (their Lost channels close), makes
 // waiting acquisitions return ErrClosed, revokes the engine's leases and stops
 // its watches. It does not close the client. It is idempotent, and bounded by
-// locker.DefaultReleaseTimeout when etcd does not answer.
+// driver.DefaultReleaseTimeout when etcd does not answer.
 func (e *Engine) Close() error {
 	var err error
 	e.closeOnce.Do(func() {
@@ -375,7 +377,7 @@ func (e *Engine) Close() error {
 		e.stopKeeper()
 		// Before the holds are released: their deletions are not news.
 		e.stopGone()
-		ctx, cancel := context.WithTimeout(context.Background(), locker.DefaultReleaseTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), driver.DefaultReleaseTimeout)
 		defer cancel()
 		err = e.core.Close(ctx)
 		// Revoking removes what cancelled waiters could not delete.

@@ -21,7 +21,10 @@ import (
 	"github.com/orthrus-go/orthrus/internal/testmain"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
+	"github.com/orthrus-go/orthrus/locker/observe"
 )
 
 // The server shared by the package's tests and examples. Fault tests start
@@ -173,9 +176,9 @@ func harnessFor(t *testing.T, c *clientv3.Client) lockertest.Harness {
 		Engine: e,
 		Causes: causes,
 		// A hold's key is the one created at its token.
-		Delete: func(ctx context.Context, kind locker.Kind, name string, token uint64) error {
+		Delete: func(ctx context.Context, kind inspect.Kind, name string, token uint64) error {
 			rng := e.LockPrefix(name)
-			if kind != locker.KindMutex {
+			if kind != inspect.KindMutex {
 				rng = e.FamilyRange(kind, name)
 			}
 			resp, err := c.Get(ctx, rng, clientv3.WithPrefix(), clientv3.WithKeysOnly())
@@ -491,8 +494,8 @@ func TestDeletedKeyReportsGone(t *testing.T) {
 		case <-time.After(2 * time.Second):
 			t.Fatalf("%s: Lost() not closed 2s after the held key was deleted", tc.desc)
 		}
-		if got, _ := causes.Of(lease(l).Token()); got != locker.LostGone {
-			t.Errorf("%s: the hold ended with cause %q; want %q", tc.desc, got, locker.LostGone)
+		if got, _ := causes.Of(lease(l).Token()); got != observe.LostGone {
+			t.Errorf("%s: the hold ended with cause %q; want %q", tc.desc, got, observe.LostGone)
 		}
 		if err := l.Unlock(); !errors.Is(err, locker.ErrLockLost) {
 			t.Errorf("%s: Unlock() = %v; want ErrLockLost", tc.desc, err)
@@ -545,8 +548,8 @@ func TestDeletedWhileWatchDownReportsGone(t *testing.T) {
 		case <-time.After(2 * time.Second):
 			t.Fatalf("compact=%v: Lost() not closed 2s after the watch resumed", compact)
 		}
-		if got, _ := causes.Of(lease(deleted).Token()); got != locker.LostGone {
-			t.Errorf("compact=%v: the hold ended with cause %q; want %q", compact, got, locker.LostGone)
+		if got, _ := causes.Of(lease(deleted).Token()); got != observe.LostGone {
+			t.Errorf("compact=%v: the hold ended with cause %q; want %q", compact, got, observe.LostGone)
 		}
 		if err := deleted.Unlock(); !errors.Is(err, locker.ErrLockLost) {
 			t.Errorf("compact=%v: Unlock() of the deleted hold = %v; want ErrLockLost", compact, err)
@@ -639,7 +642,7 @@ func TestUnreachable(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Errorf("Close() = %v", err)
 	}
-	if d := time.Since(start); d > locker.DefaultReleaseTimeout+time.Second {
+	if d := time.Since(start); d > driver.DefaultReleaseTimeout+time.Second {
 		t.Errorf("Close() took %v", d)
 	}
 }

@@ -1,13 +1,13 @@
 package etcd
 
-import "github.com/orthrus-go/orthrus/locker"
+import "github.com/orthrus-go/orthrus/locker/inspect"
 
 // LockPrefix exposes the key range of a lock name to the tests.
 func (e *Engine) LockPrefix(name string) string { return e.lockPrefix(name) }
 
 // FamilyRange exposes the key range of a read-write lock or semaphore name
 // to the tests.
-func (e *Engine) FamilyRange(k locker.Kind, name string) string { return e.familyRange(k, name) }
+func (e *Engine) FamilyRange(k inspect.Kind, name string) string { return e.familyRange(k, name) }
 
 // MarkDepth exposes the queue length from which waiters mark their keys.
 const MarkDepth = markDepth

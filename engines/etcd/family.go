@@ -13,27 +13,17 @@ import (
 
 	"github.com/orthrus-go/orthrus/internal/lockrule"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
-
-var _ locker.KindSupporter = (*Engine)(nil)
-
-// Supports implements locker.KindSupporter: the engine grants every kind
-// of hold, the mutex, both sides of read-write locks and semaphore permits.
-func (e *Engine) Supports(k locker.Kind) bool {
-	switch k {
-	case locker.KindMutex, locker.KindRead, locker.KindWrite, locker.KindPermit:
-		return true
-	}
-	return false
-}
 
 // familyRange is the key range of a read-write lock ("<prefix>/%rw/<escaped
 // name>/") or a semaphore ("<prefix>/%sem/<escaped name>/"). An escaped
 // name never has a '%' but in "%25" and "%2F", so these ranges are no
 // mutex's, nor each other's.
-func (e *Engine) familyRange(k locker.Kind, name string) string {
+func (e *Engine) familyRange(k inspect.Kind, name string) string {
 	seg := "/%rw/"
-	if k == locker.KindPermit {
+	if k == inspect.KindPermit {
 		seg = "/%sem/"
 	}
 	return e.prefix + seg + nameEscaper.Replace(name) + "/"
@@ -61,18 +51,18 @@ var rwSubs = []struct {
 	sub   string
 	entry lockrule.Entry
 }{
-	{rwReaders, lockrule.Entry{Kind: locker.KindRead}},
-	{rwWriters, lockrule.Entry{Kind: locker.KindWrite}},
-	{rwDowngrades, lockrule.Entry{Kind: locker.KindRead, Downgrade: true}},
+	{rwReaders, lockrule.Entry{Kind: inspect.KindRead}},
+	{rwWriters, lockrule.Entry{Kind: inspect.KindWrite}},
+	{rwDowngrades, lockrule.Entry{Kind: inspect.KindRead, Downgrade: true}},
 }
 
 // rwWait is what holds out a read-write lock key of each kind, derived
 // from lockrule once: any older key of older (a sub-range, "" for the
 // whole range) and any key of also ("": none). A kind whose rule maps
 // onto no such ranges is missing, and refused.
-var rwWait = func() map[locker.Kind][2]string {
-	m := make(map[locker.Kind][2]string)
-	for _, k := range []locker.Kind{locker.KindRead, locker.KindWrite} {
+var rwWait = func() map[inspect.Kind][2]string {
+	m := make(map[inspect.Kind][2]string)
+	for _, k := range []inspect.Kind{inspect.KindRead, inspect.KindWrite} {
 		var before, anywhere []string
 		for _, s := range rwSubs {
 			if lockrule.WaitsFor(k, s.entry, true) {
@@ -100,11 +90,11 @@ var rwWait = func() map[locker.Kind][2]string {
 // familyWaiter returns the waiter of a read-write lock side or semaphore
 // hold, after setting where its key goes. A downgrade is granted here, at
 // once (ok), or not at all.
-func (e *Engine) familyWaiter(ctx context.Context, h *locker.Hold, st *holdState) (waiter, bool, error) {
+func (e *Engine) familyWaiter(ctx context.Context, h *driver.Hold, st *holdState) (waiter, bool, error) {
 	rng := e.familyRange(h.Kind, h.Name)
 	wait, rw := rwWait[h.Kind]
 	switch {
-	case h.Kind == locker.KindPermit:
+	case h.Kind == inspect.KindPermit:
 		st.prefix = rng + semQueue
 		st.value = semValue(h.Permits, false, h.Owner)
 		return &semWaiter{e: e, st: st, rng: rng, queue: rng + semQueue, count: rng + semCount,
@@ -117,7 +107,7 @@ func (e *Engine) familyWaiter(ctx context.Context, h *locker.Hold, st *holdState
 		}
 	}
 	st.prefix = rng + rwWriters
-	if h.Kind == locker.KindRead {
+	if h.Kind == inspect.KindRead {
 		st.prefix = rng + rwReaders
 	}
 	w := &lockWaiter{e: e, st: st, rng: rng + wait[0]}
@@ -137,7 +127,7 @@ func (e *Engine) familyWaiter(ctx context.Context, h *locker.Hold, st *holdState
 // writer's token, which its key's name carries ("d/<token>/<slot>") for
 // operators (InspectFamily, ForceUnlockFamily); its key's create revision
 // (st.rev) identifies it.
-func (e *Engine) downgrade(ctx context.Context, h *locker.Hold, st *holdState, rng string) (bool, error) {
+func (e *Engine) downgrade(ctx context.Context, h *driver.Hold, st *holdState, rng string) (bool, error) {
 	wst, _ := h.Writer.State.(*holdState)
 	if wst == nil || wst.slot == nil {
 		return false, nil
@@ -252,7 +242,7 @@ func (w *semWaiter) readOps(rev int64) []clientv3.Op {
 // stored it stores the opener's (only if still none), and asks for another
 // look (again). With check set, a count other than the opener's fails
 // with ErrPermitsMismatch.
-func (w *semWaiter) stored(ctx context.Context, h *locker.Hold, r *etcdserverpb.ResponseOp, check bool) (n int, rev int64, again bool, err error) {
+func (w *semWaiter) stored(ctx context.Context, h *driver.Hold, r *etcdserverpb.ResponseOp, check bool) (n int, rev int64, again bool, err error) {
 	kvs := r.GetResponseRange().Kvs
 	if len(kvs) == 0 {
 		rctx, cancel := w.e.bound(ctx)
@@ -275,7 +265,7 @@ func (w *semWaiter) stored(ctx context.Context, h *locker.Hold, r *etcdserverpb.
 // transaction creates the key when the queue is empty and the count is the
 // opener's; otherwise it reads the count and the queue, and a second one
 // creates the key if no key came and the count did not change since.
-func (w *semWaiter) try(ctx context.Context, h *locker.Hold) (bool, error) {
+func (w *semWaiter) try(ctx context.Context, h *driver.Hold) (bool, error) {
 	cmps := []clientv3.Cmp{
 		clientv3.Compare(clientv3.Value(w.count), "=", w.limit),
 		clientv3.Compare(clientv3.CreateRevision(w.queue).WithPrefix(), "=", 0),
@@ -312,7 +302,7 @@ func (w *semWaiter) try(ctx context.Context, h *locker.Hold) (bool, error) {
 // enqueue creates the key, if the count is stored (and is the opener's,
 // on the semaphore's first acquisition), reading its place in the same
 // transaction.
-func (w *semWaiter) enqueue(ctx context.Context, h *locker.Hold) (watchSpec, int64, error) {
+func (w *semWaiter) enqueue(ctx context.Context, h *driver.Hold) (watchSpec, int64, error) {
 	w.near, w.fits, w.behind = false, false, false
 	for range attempts {
 		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(w.count), ">", 0)}
@@ -348,7 +338,7 @@ func (w *semWaiter) enqueue(ctx context.Context, h *locker.Hold) (watchSpec, int
 
 // place decides from the reads of readOps, made at rev, whether the key
 // holds, and otherwise what it waits for; more asks for a longer read.
-func (w *semWaiter) place(h *locker.Hold, rs []*etcdserverpb.ResponseOp, rev int64) (spec watchSpec, granted, more bool) {
+func (w *semWaiter) place(h *driver.Hold, rs []*etcdserverpb.ResponseOp, rev int64) (spec watchSpec, granted, more bool) {
 	n := h.Limit // a count deleted by hand: the opener's
 	if kvs := rs[0].GetResponseRange().Kvs; len(kvs) > 0 {
 		if c, err := strconv.Atoi(string(kvs[0].Value)); err == nil && c > 0 {
@@ -397,7 +387,7 @@ func (w *semWaiter) place(h *locker.Hold, rs []*etcdserverpb.ResponseOp, rev int
 
 // check grants a near waiter when its view says its permits fit;
 // otherwise it reads its place again, and grants it if they fit.
-func (w *semWaiter) check(ctx context.Context, h *locker.Hold) (watchSpec, int64, error) {
+func (w *semWaiter) check(ctx context.Context, h *driver.Hold) (watchSpec, int64, error) {
 	if w.fits {
 		w.fits = false
 		return w.grant(h)
@@ -428,7 +418,7 @@ func (w *semWaiter) check(ctx context.Context, h *locker.Hold) (watchSpec, int64
 // its create revision, so never over a released key nor another hold's;
 // if it fails, the waiter behind finds out at its next look (the key's
 // deletion, or a TTL later).
-func (w *semWaiter) grant(h *locker.Hold) (watchSpec, int64, error) {
+func (w *semWaiter) grant(h *driver.Hold) (watchSpec, int64, error) {
 	w.st.value = semValue(h.Permits, true, h.Owner) // also for a fixed lease's move
 	if !w.behind {
 		return watchSpec{}, 0, nil

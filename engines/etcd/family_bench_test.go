@@ -8,6 +8,7 @@ import (
 
 	"github.com/orthrus-go/orthrus/engines/etcd"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // The lock family against the mutex, interleaved in one run:
@@ -101,7 +102,7 @@ func BenchmarkFamilyHandoff(b *testing.B) {
 						in, err := holdE.Inspect(ctx, name)
 						return len(in.Waiters), err
 					}
-					in, err := holdE.InspectFamily(ctx, locker.KindRead, name)
+					in, err := holdE.InspectFamily(ctx, inspect.KindRead, name)
 					return len(in.Waiters), err
 				}
 			case "permit":
@@ -116,7 +117,7 @@ func BenchmarkFamilyHandoff(b *testing.B) {
 				hold = func() (locker.Handle, error) { return hs.Acquire(ctx, 1) }
 				wait = func() (locker.Handle, error) { return ws.Acquire(ctx, 1) }
 				waiting = func() (int, error) {
-					in, err := holdE.InspectFamily(ctx, locker.KindPermit, name)
+					in, err := holdE.InspectFamily(ctx, inspect.KindPermit, name)
 					return len(in.Waiters), err
 				}
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/orthrus-go/orthrus/engines/etcd"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 func ExampleEngine_NewRWLock() {
@@ -66,7 +67,7 @@ func ExampleEngine_NewSemaphore() {
 	wrong, _ := engine.NewSemaphore("exports", 5)
 	_, err := wrong.TryAcquire(1)
 	fmt.Println("mismatch:", errors.Is(err, locker.ErrPermitsMismatch))
-	in, _ := engine.InspectFamily(context.Background(), locker.KindPermit, "exports")
+	in, _ := engine.InspectFamily(context.Background(), inspect.KindPermit, "exports")
 	fmt.Println("stored:", in.Permits)
 	// Output:
 	// big: true small: true another: false

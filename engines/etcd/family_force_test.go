@@ -14,6 +14,7 @@ import (
 
 	"github.com/orthrus-go/orthrus/engines/etcd"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
@@ -69,14 +70,14 @@ func TestFamilyForceUnlockDowngrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := lockAsync(next.WriteLock(), 30*time.Second)
-	awaitFamily(t, op, locker.KindWrite, name, "the writer queued", waiters(1))
+	awaitFamily(t, op, inspect.KindWrite, name, "the writer queued", waiters(1))
 
 	tok := rw.WriteLock().Token()
-	ended, err := op.ForceUnlockFamily(context.Background(), locker.KindRead, name, tok)
+	ended, err := op.ForceUnlockFamily(context.Background(), inspect.KindRead, name, tok)
 	if err != nil {
 		t.Fatalf("ForceUnlockFamily(the writer's token) = %v", err)
 	}
-	var kinds []locker.Kind
+	var kinds []inspect.Kind
 	for _, h := range ended {
 		kinds = append(kinds, h.Kind)
 		if h.Owner != "downgrader" || h.Token != tok || h.Permits != 1 || h.TTL <= 0 || h.TTL > 2*time.Second {
@@ -84,7 +85,7 @@ func TestFamilyForceUnlockDowngrade(t *testing.T) {
 		}
 	}
 	slices.Sort(kinds)
-	if want := []locker.Kind{locker.KindRead, locker.KindWrite}; !slices.Equal(kinds, want) {
+	if want := []inspect.Kind{inspect.KindRead, inspect.KindWrite}; !slices.Equal(kinds, want) {
 		t.Errorf("ended kinds %v; want %v", kinds, want)
 	}
 	lockertest.WantGranted(t, done, "writer queued behind the forced-out holds")
@@ -93,7 +94,7 @@ func TestFamilyForceUnlockDowngrade(t *testing.T) {
 	if err := next.WriteLock().Unlock(); err != nil {
 		t.Error(err)
 	}
-	if _, err := op.ForceUnlockFamily(context.Background(), locker.KindMutex, name, 0); !errors.Is(err, locker.ErrInvalidArgument) {
+	if _, err := op.ForceUnlockFamily(context.Background(), inspect.KindMutex, name, 0); !errors.Is(err, locker.ErrInvalidArgument) {
 		t.Errorf("ForceUnlockFamily(KindMutex) = %v; want ErrInvalidArgument", err)
 	}
 }
@@ -126,10 +127,10 @@ func TestFamilyForceUnlockNewerHold(t *testing.T) {
 		}
 	}
 	kv.before.Store(&swap)
-	if ended, err := op.ForceUnlockFamily(context.Background(), locker.KindRead, name, 0); !errors.Is(err, locker.ErrNotHeld) {
+	if ended, err := op.ForceUnlockFamily(context.Background(), inspect.KindRead, name, 0); !errors.Is(err, locker.ErrNotHeld) {
 		t.Errorf("ForceUnlockFamily() with the hold replaced meanwhile = %+v, %v; want ErrNotHeld", ended, err)
 	}
-	in, err := op.InspectFamily(context.Background(), locker.KindRead, name)
+	in, err := op.InspectFamily(context.Background(), inspect.KindRead, name)
 	if err != nil || len(in.Holders) != 1 || in.Holders[0].Owner != "newer" || in.Holders[0].Token != newer.ReadLock().Token() {
 		t.Errorf("InspectFamily() = %+v, %v; want the newer reader holding, token %d", in, err, newer.ReadLock().Token())
 	}
@@ -168,7 +169,7 @@ func TestFamilyForceUnlockRewritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := lockAsync(p, 30*time.Second)
-	awaitFamily(t, op, locker.KindPermit, name, "the permit waiter queued", waiters(1))
+	awaitFamily(t, op, inspect.KindPermit, name, "the permit waiter queued", waiters(1))
 
 	rewrite := func() {
 		ctx := context.Background()
@@ -189,8 +190,8 @@ func TestFamilyForceUnlockRewritten(t *testing.T) {
 	}
 	kv.before.Store(&rewrite)
 	before := kv.txns.Load()
-	ended, err := op.ForceUnlockFamily(context.Background(), locker.KindPermit, name, stuck.Token())
-	if err != nil || len(ended) != 1 || ended[0].Owner != "stuck" || ended[0].Token != stuck.Token() || ended[0].Kind != locker.KindPermit {
+	ended, err := op.ForceUnlockFamily(context.Background(), inspect.KindPermit, name, stuck.Token())
+	if err != nil || len(ended) != 1 || ended[0].Owner != "stuck" || ended[0].Token != stuck.Token() || ended[0].Kind != inspect.KindPermit {
 		t.Fatalf("ForceUnlockFamily(stuck's token) = %+v, %v; want stuck's hold", ended, err)
 	}
 	if got := kv.txns.Load() - before; got != 2 {

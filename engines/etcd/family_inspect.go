@@ -12,9 +12,11 @@ import (
 
 	"github.com/orthrus-go/orthrus/internal/lockrule"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
-var _ locker.FamilyInspector = (*Engine)(nil)
+var _ inspect.FamilyInspector = (*Engine)(nil)
 
 // InspectFamily reports the holds and waiters of the read-write lock
 // (KindRead or KindWrite) or the semaphore (KindPermit) named name, oldest
@@ -22,18 +24,18 @@ var _ locker.FamilyInspector = (*Engine)(nil)
 // distinct lease. A holder's token is its key's create revision, but a
 // downgraded read's is its writer's, as its Handle's Token is (its key's
 // name carries it).
-func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name string) (locker.FamilyInspection, error) {
+func (e *Engine) InspectFamily(ctx context.Context, kind inspect.Kind, name string) (inspect.FamilyInspection, error) {
 	if err := familyArgs("inspect", kind, name); err != nil {
-		return locker.FamilyInspection{}, err
+		return inspect.FamilyInspection{}, err
 	}
 	rng := e.familyRange(kind, name)
 	kvs, ttls, err := e.inspectRange(ctx, "inspect", name, rng)
 	if err != nil {
-		return locker.FamilyInspection{}, err
+		return inspect.FamilyInspection{}, err
 	}
-	var in locker.FamilyInspection
+	var in inspect.FamilyInspection
 	count, keys := familyKeys(kind, rng, kvs)
-	if kind == locker.KindPermit {
+	if kind == inspect.KindPermit {
 		in.Permits = count
 	}
 	for _, k := range keys {
@@ -49,11 +51,11 @@ func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name strin
 }
 
 // familyArgs checks the arguments of an operation on a family lock.
-func familyArgs(op string, kind locker.Kind, name string) error {
-	if err := locker.ValidateName(name); err != nil {
+func familyArgs(op string, kind inspect.Kind, name string) error {
+	if err := driver.ValidateName(name); err != nil {
 		return fmt.Errorf("etcd: %s: %w", op, err)
 	}
-	if kind != locker.KindRead && kind != locker.KindWrite && kind != locker.KindPermit {
+	if kind != inspect.KindRead && kind != inspect.KindWrite && kind != inspect.KindPermit {
 		return fmt.Errorf("etcd: %s %q: %w: kind %v (want read, write or permit)", op, name, locker.ErrInvalidArgument, kind)
 	}
 	return nil
@@ -63,7 +65,7 @@ func familyArgs(op string, kind locker.Kind, name string) error {
 // sees it.
 type familyKey struct {
 	kv     *mvccpb.KeyValue
-	h      locker.FamilyHolder // its TTL is not set
+	h      inspect.FamilyHolder // its TTL is not set
 	held   bool
 	marked bool // a permit key marked granted
 }
@@ -71,8 +73,8 @@ type familyKey struct {
 // familyKeys splits the keys of the range rng of a family lock of kind,
 // read in create revision order, into holds and waiters, by the rules the
 // waiters follow; count is a semaphore's stored count (0 when none).
-func familyKeys(kind locker.Kind, rng string, kvs []*mvccpb.KeyValue) (count int, keys []familyKey) {
-	if kind == locker.KindPermit {
+func familyKeys(kind inspect.Kind, rng string, kvs []*mvccpb.KeyValue) (count int, keys []familyKey) {
+	if kind == inspect.KindPermit {
 		return semCounted(rng, kvs)
 	}
 	return 0, rwKeys(rng, kvs)
@@ -86,13 +88,13 @@ func rwKeys(rng string, kvs []*mvccpb.KeyValue) []familyKey {
 	q := make([]lockrule.Entry, len(kvs))
 	downgrades := make(map[uint64]bool) // their writers' tokens
 	for i, kv := range kvs {
-		k := familyKey{kv: kv, h: locker.FamilyHolder{
-			Holder: locker.Holder{Owner: string(kv.Value), Token: uint64(kv.CreateRevision)},
-			Kind:   locker.KindRead, Permits: 1,
+		k := familyKey{kv: kv, h: inspect.FamilyHolder{
+			Holder: inspect.Holder{Owner: string(kv.Value), Token: uint64(kv.CreateRevision)},
+			Kind:   inspect.KindRead, Permits: 1,
 		}}
 		switch sub := strings.TrimPrefix(string(kv.Key), rng); {
 		case strings.HasPrefix(sub, rwWriters):
-			k.h.Kind = locker.KindWrite
+			k.h.Kind = inspect.KindWrite
 		case strings.HasPrefix(sub, rwDowngrades):
 			q[i].Downgrade = true
 			if tok, _, ok := strings.Cut(strings.TrimPrefix(sub, rwDowngrades), "/"); ok {
@@ -106,7 +108,7 @@ func rwKeys(rng string, kvs []*mvccpb.KeyValue) []familyKey {
 	}
 	held := make([]bool, len(keys))
 	for i, k := range keys {
-		held[i] = k.h.Kind == locker.KindWrite && downgrades[k.h.Token]
+		held[i] = k.h.Kind == inspect.KindWrite && downgrades[k.h.Token]
 	}
 	for i, g := range lockrule.Grants(q, held, 0) {
 		keys[i].held = g
@@ -128,11 +130,11 @@ func semCounted(rng string, kvs []*mvccpb.KeyValue) (int, []familyKey) {
 			continue
 		}
 		p, marked, owner := parseSemValue(kv.Value)
-		queue = append(queue, familyKey{kv: kv, marked: marked, h: locker.FamilyHolder{
-			Holder: locker.Holder{Owner: owner, Token: uint64(kv.CreateRevision)},
-			Kind:   locker.KindPermit, Permits: p,
+		queue = append(queue, familyKey{kv: kv, marked: marked, h: inspect.FamilyHolder{
+			Holder: inspect.Holder{Owner: owner, Token: uint64(kv.CreateRevision)},
+			Kind:   inspect.KindPermit, Permits: p,
 		}})
-		q = append(q, lockrule.Entry{Kind: locker.KindPermit, Permits: p})
+		q = append(q, lockrule.Entry{Kind: inspect.KindPermit, Permits: p})
 		held = append(held, marked)
 	}
 	for i, g := range lockrule.Grants(q, held, count) {
@@ -157,7 +159,7 @@ func semCounted(rng string, kvs []*mvccpb.KeyValue) (int, []familyKey) {
 // learn of it at once from their deletion watches: Lost closes and Unlock
 // returns ErrLockLost. When holds kept changing it
 // returns those it ended with an error.
-func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name string, token uint64) ([]locker.FamilyHolder, error) {
+func (e *Engine) ForceUnlockFamily(ctx context.Context, kind inspect.Kind, name string, token uint64) ([]inspect.FamilyHolder, error) {
 	const op = "force unlock"
 	if err := familyArgs(op, kind, name); err != nil {
 		return nil, err
@@ -175,7 +177,7 @@ func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name s
 			targets = append(targets, k)
 		}
 	}
-	var ended []locker.FamilyHolder
+	var ended []inspect.FamilyHolder
 	for range forceAttempts {
 		var changed []familyKey
 		for chunk := range slices.Chunk(targets, maxTxnOps) {
@@ -205,7 +207,7 @@ func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name s
 // has the mod revision read, and returns them as ended. Otherwise it
 // returns, with their keys as they are now, those that still have the
 // create revision read: the same holds, to delete again.
-func (e *Engine) deleteHolds(ctx context.Context, holds []familyKey) (ended []locker.FamilyHolder, changed []familyKey, err error) {
+func (e *Engine) deleteHolds(ctx context.Context, holds []familyKey) (ended []inspect.FamilyHolder, changed []familyKey, err error) {
 	cmps := make([]clientv3.Cmp, len(holds))
 	dels := make([]clientv3.Op, len(holds))
 	gets := make([]clientv3.Op, len(holds))
@@ -222,7 +224,7 @@ func (e *Engine) deleteHolds(ctx context.Context, holds []familyKey) (ended []lo
 		return nil, nil, err
 	}
 	if resp.Succeeded {
-		ended = make([]locker.FamilyHolder, len(holds))
+		ended = make([]inspect.FamilyHolder, len(holds))
 		for i, k := range holds {
 			ended[i] = k.h
 		}
@@ -244,7 +246,7 @@ func (e *Engine) deleteHolds(ctx context.Context, holds []familyKey) (ended []lo
 // (the permits before a key and its own fit the count) still tells them
 // from waiters. It tries again when the semaphore changed meanwhile.
 func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
-	if err := locker.ValidateName(name); err != nil {
+	if err := driver.ValidateName(name); err != nil {
 		return fmt.Errorf("etcd: set permits: %w", err)
 	}
 	if n < 1 {
@@ -253,7 +255,7 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 	if e.isClosed() {
 		return e.fail("set permits", name, locker.ErrClosed)
 	}
-	rng := e.familyRange(locker.KindPermit, name)
+	rng := e.familyRange(inspect.KindPermit, name)
 	countKey := rng + semCount
 	for range forceAttempts {
 		rctx, cancel := e.bound(ctx)

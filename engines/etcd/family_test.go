@@ -13,6 +13,7 @@ import (
 
 	"github.com/orthrus-go/orthrus/engines/etcd"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
@@ -24,7 +25,7 @@ func TestSemaphoreConformance(t *testing.T) { lockertest.RunSemaphore(t, harness
 // writer waits on every older key and any downgraded reader, a reader on
 // older writers only.
 func TestRWWaitFromRule(t *testing.T) {
-	want := map[locker.Kind][2]string{locker.KindWrite: {"", "d/"}, locker.KindRead: {"w/", ""}}
+	want := map[inspect.Kind][2]string{inspect.KindWrite: {"", "d/"}, inspect.KindRead: {"w/", ""}}
 	if len(etcd.RWWait) != len(want) {
 		t.Fatalf("RWWait = %v; want %v", etcd.RWWait, want)
 	}
@@ -64,7 +65,7 @@ func newProcess(t *testing.T) process {
 func familyName(t *testing.T) string { return fmt.Sprintf("%s/%d", t.Name(), time.Now().UnixNano()) }
 
 // awaitFamily polls until the inspection of name satisfies cond.
-func awaitFamily(t *testing.T, e *etcd.Engine, k locker.Kind, name, what string, cond func(locker.FamilyInspection) bool) {
+func awaitFamily(t *testing.T, e *etcd.Engine, k inspect.Kind, name, what string, cond func(inspect.FamilyInspection) bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -82,8 +83,8 @@ func awaitFamily(t *testing.T, e *etcd.Engine, k locker.Kind, name, what string,
 	}
 }
 
-func waiters(n int) func(locker.FamilyInspection) bool {
-	return func(in locker.FamilyInspection) bool { return len(in.Waiters) == n }
+func waiters(n int) func(inspect.FamilyInspection) bool {
+	return func(in inspect.FamilyInspection) bool { return len(in.Waiters) == n }
 }
 
 // txns reads the transaction counts of ps.
@@ -130,7 +131,7 @@ func TestRWNoHerd(t *testing.T) {
 	done := make([]<-chan error, len(ps))
 	for i := 1; i < len(ps); i++ {
 		done[i] = lockAsync(sides[i], 30*time.Second)
-		awaitFamily(t, ps[0].Engine, locker.KindRead, name, "queued", waiters(i))
+		awaitFamily(t, ps[0].Engine, inspect.KindRead, name, "queued", waiters(i))
 	}
 	before := txns(ps)
 	if err := sides[0].Unlock(); err != nil {
@@ -204,7 +205,7 @@ func TestSemaphoreNoHerd(t *testing.T) {
 			t.Fatal(err)
 		}
 		permits[i], done[i] = p, lockAsync(p, 30*time.Second)
-		awaitFamily(t, ps[0].Engine, locker.KindPermit, name, "queued", waiters(i))
+		awaitFamily(t, ps[0].Engine, inspect.KindPermit, name, "queued", waiters(i))
 	}
 
 	before := txns(ps)
@@ -251,7 +252,7 @@ func TestSemaphoreFIFO(t *testing.T) {
 	}
 	two, _ := s.NewPermit(2)
 	twoDone := lockAsync(two, 30*time.Second)
-	awaitFamily(t, e, locker.KindPermit, name, "waiter for two queued", waiters(1))
+	awaitFamily(t, e, inspect.KindPermit, name, "waiter for two queued", waiters(1))
 	if p, err := s.TryAcquire(1); p != nil || err != nil {
 		t.Errorf("TryAcquire(1) behind a waiter = %v, %v; want nil, nil (FIFO)", p, err)
 	}
@@ -289,7 +290,7 @@ func TestSemaphoreCountStored(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	key := e.FamilyRange(locker.KindPermit, name) + "permits"
+	key := e.FamilyRange(inspect.KindPermit, name) + "permits"
 	resp, err := c.Get(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
@@ -304,7 +305,7 @@ func TestSemaphoreCountStored(t *testing.T) {
 		!strings.Contains(err.Error(), "opened with 5 permits") || !strings.Contains(err.Error(), `"3" stored`) {
 		t.Errorf("Acquire with 5 permits, 3 stored = %v; want ErrPermitsMismatch naming both counts, not ErrUnavailable", err)
 	}
-	if in, _ := other.InspectFamily(context.Background(), locker.KindPermit, name); len(in.Holders)+len(in.Waiters) != 0 {
+	if in, _ := other.InspectFamily(context.Background(), inspect.KindPermit, name); len(in.Holders)+len(in.Waiters) != 0 {
 		t.Errorf("after a mismatch: %+v; want no key left", in)
 	}
 }
@@ -327,7 +328,7 @@ func TestSemaphoreSetPermitsLower(t *testing.T) {
 	if err := e.SetPermits(ctx, name, 1); err != nil {
 		t.Fatalf("SetPermits(1) = %v", err)
 	}
-	in, err := e.InspectFamily(ctx, locker.KindPermit, name)
+	in, err := e.InspectFamily(ctx, inspect.KindPermit, name)
 	if err != nil || in.Permits != 1 || len(in.Holders) != 3 || len(in.Waiters) != 0 {
 		t.Fatalf("InspectFamily() after lowering = %+v, %v; want Permits 1, 3 holders kept, no waiter", in, err)
 	}
@@ -383,9 +384,9 @@ func TestSemaphoreSetPermitsRaiseWakesFirstWaiter(t *testing.T) {
 		return p, lockAsync(p, 50*time.Second)
 	}
 	three, threeDone := wait(3)
-	awaitFamily(t, e, locker.KindPermit, name, "waiter for three queued", waiters(1))
+	awaitFamily(t, e, inspect.KindPermit, name, "waiter for three queued", waiters(1))
 	five, fiveDone := wait(5)
-	awaitFamily(t, e, locker.KindPermit, name, "waiter for five queued", waiters(2))
+	awaitFamily(t, e, inspect.KindPermit, name, "waiter for five queued", waiters(2))
 	if err := e.SetPermits(ctx, name, 4); err != nil {
 		t.Fatalf("SetPermits(4) = %v", err)
 	}
@@ -412,10 +413,10 @@ func TestFamilyLostOnDeletion(t *testing.T) {
 	sem, _ := e.NewSemaphore(familyName(t), 2, locker.WithTTL(ttl))
 	permit, _ := sem.NewPermit(1)
 	for _, tc := range []struct {
-		kind locker.Kind
+		kind inspect.Kind
 		name string
 		h    locker.Handle
-	}{{locker.KindRead, rw.ReadLock().Name(), rw.ReadLock()}, {locker.KindWrite, rw.WriteLock().Name(), rw.WriteLock()}, {locker.KindPermit, sem.Name(), permit}} {
+	}{{inspect.KindRead, rw.ReadLock().Name(), rw.ReadLock()}, {inspect.KindWrite, rw.WriteLock().Name(), rw.WriteLock()}, {inspect.KindPermit, sem.Name(), permit}} {
 		if err := tc.h.Lock(); err != nil {
 			t.Fatal(err)
 		}

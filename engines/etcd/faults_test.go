@@ -15,6 +15,7 @@ import (
 	"github.com/orthrus-go/orthrus/engines/etcd"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
@@ -358,10 +359,10 @@ func TestFaults(t *testing.T) {
 }
 
 // TryLock on a frozen server, at the engine's defaults, returns
-// ErrUnavailable within locker.DefaultRequestTimeout (it took the old
+// ErrUnavailable within driver.DefaultRequestTimeout (it took the old
 // default request timeout, 5s).
 func TestTryLockFrozenWithinRequestTimeout(t *testing.T) {
 	s := testserver.Etcd(t)
 	e := newEngine(t, newClient(t, s.Addr()))
-	lockertest.TryLockFrozen(t, e, s.Pause, s.Resume, locker.DefaultRequestTimeout)
+	lockertest.TryLockFrozen(t, e, s.Pause, s.Resume, driver.DefaultRequestTimeout)
 }

@@ -6,10 +6,9 @@ import (
 	"math"
 	"time"
 
+	"github.com/orthrus-go/orthrus/locker/driver"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/orthrus-go/orthrus/locker"
 )
 
 // goneWatch is the deletion watch (doc.go, "Leases and TTLs"): one watch
@@ -38,7 +37,7 @@ type goneWatch struct {
 	since int64
 	// check are holds registered while their key's creation was not
 	// covered, for the goroutine to check by reading.
-	check []*locker.Hold
+	check []*driver.Hold
 
 	// Tests only (export_test.go): interrupt ends the current watch as if
 	// etcd had; while gate (guarded by Engine.mu) is set, no watch starts
@@ -70,7 +69,7 @@ func (e *Engine) unkey(s *slot) {
 // watchGone has h, just registered, checked by reading when no watch
 // covers its key's creation, and starts the watch at the first hold.
 // Called with e.mu held.
-func (e *Engine) watchGone(h *locker.Hold, st *holdState) {
+func (e *Engine) watchGone(h *driver.Hold, st *holdState) {
 	if !e.gone.started {
 		// The watch starts from this key's creation: it covers this hold,
 		// and every later one, with no check.
@@ -223,7 +222,7 @@ func (e *Engine) uncover() {
 // keysDeleted reports the holds whose keys evs deleted: a deletion after the
 // key's creation (st.rev), not one of an earlier key of the same slot.
 func (e *Engine) keysDeleted(evs []*clientv3.Event) {
-	var gone []*locker.Hold
+	var gone []*driver.Hold
 	e.mu.Lock()
 	for _, ev := range evs {
 		if ev.Type != mvccpb.DELETE {

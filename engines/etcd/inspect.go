@@ -10,9 +10,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
-var _ locker.Inspector = (*Engine)(nil)
+var _ inspect.Inspector = (*Engine)(nil)
 
 // maxLeaseLookups bounds the TimeToLive calls Inspect has in flight.
 const maxLeaseLookups = 8
@@ -29,17 +31,17 @@ const forceAttempts = 5
 // revision (a waiter's is the token it holds with once granted), TTL the
 // time its lease has left, in whole seconds as etcd counts them: 0 when the
 // lease ended meanwhile.
-func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, error) {
-	if err := locker.ValidateName(name); err != nil {
-		return locker.Inspection{}, fmt.Errorf("etcd: inspect: %w", err)
+func (e *Engine) Inspect(ctx context.Context, name string) (inspect.Inspection, error) {
+	if err := driver.ValidateName(name); err != nil {
+		return inspect.Inspection{}, fmt.Errorf("etcd: inspect: %w", err)
 	}
 	kvs, ttls, err := e.inspectRange(ctx, "inspect", name, e.lockPrefix(name))
 	if err != nil {
-		return locker.Inspection{}, err
+		return inspect.Inspection{}, err
 	}
-	in := locker.Inspection{}
+	in := inspect.Inspection{}
 	for i, kv := range kvs {
-		h := locker.Holder{Owner: string(kv.Value), Token: uint64(kv.CreateRevision), TTL: ttls[clientv3.LeaseID(kv.Lease)]}
+		h := inspect.Holder{Owner: string(kv.Value), Token: uint64(kv.CreateRevision), TTL: ttls[clientv3.LeaseID(kv.Lease)]}
 		if i == 0 {
 			in.Holder = &h
 			continue
@@ -121,12 +123,12 @@ func (e *Engine) leaseTTLs(ctx context.Context, resp *clientv3.GetResponse) (map
 // next waiter, watching that key, takes the lock; the forced-out owner's
 // engine learns of it at once from its deletion watch: Lost closes and
 // Unlock returns ErrLockLost. For operators clearing a stuck hold.
-func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, error) {
-	if err := locker.ValidateName(name); err != nil {
-		return locker.Holder{}, fmt.Errorf("etcd: force unlock: %w", err)
+func (e *Engine) ForceUnlock(ctx context.Context, name string) (inspect.Holder, error) {
+	if err := driver.ValidateName(name); err != nil {
+		return inspect.Holder{}, fmt.Errorf("etcd: force unlock: %w", err)
 	}
 	if e.isClosed() {
-		return locker.Holder{}, e.fail("force unlock", name, locker.ErrClosed)
+		return inspect.Holder{}, e.fail("force unlock", name, locker.ErrClosed)
 	}
 	prefix := e.lockPrefix(name)
 	first := clientv3.OpGet(prefix, clientv3.WithFirstCreate()...)
@@ -134,12 +136,12 @@ func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, e
 	resp, err := e.client.Do(rctx, first)
 	cancel()
 	if err != nil {
-		return locker.Holder{}, e.fail("force unlock", name, err)
+		return inspect.Holder{}, e.fail("force unlock", name, err)
 	}
 	kvs := resp.Get().Kvs
 	for range forceAttempts {
 		if len(kvs) == 0 {
-			return locker.Holder{}, fmt.Errorf("etcd: force unlock %q: %w", name, locker.ErrNotHeld)
+			return inspect.Holder{}, fmt.Errorf("etcd: force unlock %q: %w", name, locker.ErrNotHeld)
 		}
 		kv := kvs[0]
 		rctx, cancel := e.bound(ctx)
@@ -150,12 +152,12 @@ func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, e
 			Commit()
 		cancel()
 		if err != nil {
-			return locker.Holder{}, e.fail("force unlock", name, err)
+			return inspect.Holder{}, e.fail("force unlock", name, err)
 		}
 		if tresp.Succeeded {
-			return locker.Holder{Owner: string(kv.Value), Token: uint64(kv.CreateRevision)}, nil
+			return inspect.Holder{Owner: string(kv.Value), Token: uint64(kv.CreateRevision)}, nil
 		}
 		kvs = tresp.Responses[0].GetResponseRange().Kvs
 	}
-	return locker.Holder{}, fmt.Errorf("etcd: force unlock %q: the lock changed hands %d times meanwhile: it is not stuck; look again", name, forceAttempts)
+	return inspect.Holder{}, fmt.Errorf("etcd: force unlock %q: the lock changed hands %d times meanwhile: it is not stuck; look again", name, forceAttempts)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/orthrus-go/orthrus/engines/etcd"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // An unreachable cluster fails each operator's call within the request
@@ -29,10 +30,10 @@ func TestInspectUnreachable(t *testing.T) {
 	if _, err := e.ForceUnlock(ctx, "x"); !errors.Is(err, locker.ErrUnavailable) {
 		t.Errorf("ForceUnlock() = %v; want ErrUnavailable", err)
 	}
-	if _, err := e.InspectFamily(ctx, locker.KindRead, "x"); !errors.Is(err, locker.ErrUnavailable) {
+	if _, err := e.InspectFamily(ctx, inspect.KindRead, "x"); !errors.Is(err, locker.ErrUnavailable) {
 		t.Errorf("InspectFamily() = %v; want ErrUnavailable", err)
 	}
-	if _, err := e.ForceUnlockFamily(ctx, locker.KindPermit, "x", 0); !errors.Is(err, locker.ErrUnavailable) {
+	if _, err := e.ForceUnlockFamily(ctx, inspect.KindPermit, "x", 0); !errors.Is(err, locker.ErrUnavailable) {
 		t.Errorf("ForceUnlockFamily() = %v; want ErrUnavailable", err)
 	}
 	if d := time.Since(start); d > 4*timeout+time.Second {

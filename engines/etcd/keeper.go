@@ -7,9 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/orthrus-go/orthrus/locker/driver"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/orthrus-go/orthrus/locker"
 )
 
 // keeper is the engine's one loop that keeps its leases alive and checks
@@ -18,7 +17,7 @@ import (
 // lease. A lease not refreshed by its end, as the engine counts it (the
 // latest refresh sent plus its TTL), is killed then: its holds are lost no
 // later than the server may end it, and its waiters queue again. The engine
-// is no locker.Renewer: the Core schedules no renewal per hold.
+// is no driver.Renewer: the Core schedules no renewal per hold.
 type keeper struct {
 	wake   chan struct{}
 	done   chan struct{} // closed when the loop has ended
@@ -135,7 +134,7 @@ func (e *Engine) keepAlive(ctx context.Context, l *lease) {
 	e.mu.Lock()
 	l.busy = false
 	var warn bool
-	var atRisk []*locker.Hold
+	var atRisk []*driver.Hold
 	left := time.Until(l.end())
 	if err != nil {
 		// The first failure since a refresh puts the lease's holds at risk.
@@ -168,7 +167,7 @@ func (e *Engine) keepAlive(ctx context.Context, l *lease) {
 // of the holds the keeper checks. It returns errKeyGone when the watch
 // already saw the key deleted, and errLeaseGone when a renewed hold's lease
 // was retired meanwhile.
-func (e *Engine) register(h *locker.Hold, st *holdState) error {
+func (e *Engine) register(h *driver.Hold, st *holdState) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s, l := st.slot, st.slot.l
@@ -191,14 +190,14 @@ func (e *Engine) register(h *locker.Hold, st *holdState) error {
 
 // unregister ends the keeper's checks and the watch's reports of h, and
 // tells whether h was still registered: not lost with its lease or its key.
-func (e *Engine) unregister(h *locker.Hold, st *holdState) bool {
+func (e *Engine) unregister(h *driver.Hold, st *holdState) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.unhold(h, st.slot)
 }
 
 // unhold clears s.hold or s.fixed if it is h. Called with e.mu held.
-func (e *Engine) unhold(h *locker.Hold, s *slot) bool {
+func (e *Engine) unhold(h *driver.Hold, s *slot) bool {
 	switch {
 	case h == nil:
 		return false
@@ -296,7 +295,7 @@ func (e *Engine) checkKeys(ctx context.Context, l *lease) error {
 	}
 	// A hold granted since the list was read may be missing from it: the
 	// compare below keeps it.
-	var missing []*locker.Hold
+	var missing []*driver.Hold
 	e.mu.Lock()
 	for _, taken := range l.slots {
 		for _, s := range taken {
@@ -309,7 +308,7 @@ func (e *Engine) checkKeys(ctx context.Context, l *lease) error {
 		}
 	}
 	e.mu.Unlock()
-	var lost []*locker.Hold
+	var lost []*driver.Hold
 	for chunk := range slices.Chunk(missing, maxTxnOps) {
 		gone, err := e.goneKeys(ctx, chunk)
 		if err != nil {
@@ -326,7 +325,7 @@ func (e *Engine) checkKeys(ctx context.Context, l *lease) error {
 // create revision: one transaction compares every key's create revision
 // and returns nothing when all match; only when one does not are the keys
 // read.
-func (e *Engine) goneKeys(ctx context.Context, holds []*locker.Hold) ([]*locker.Hold, error) {
+func (e *Engine) goneKeys(ctx context.Context, holds []*driver.Hold) ([]*driver.Hold, error) {
 	cmps := make([]clientv3.Cmp, len(holds))
 	gets := make([]clientv3.Op, len(holds))
 	for i, h := range holds {
@@ -340,7 +339,7 @@ func (e *Engine) goneKeys(ctx context.Context, holds []*locker.Hold) ([]*locker.
 	if err != nil || resp.Succeeded {
 		return nil, err
 	}
-	var gone []*locker.Hold
+	var gone []*driver.Hold
 	for i, h := range holds {
 		kvs := resp.Responses[i].GetResponseRange().Kvs
 		if len(kvs) == 0 || kvs[0].CreateRevision != h.State.(*holdState).rev {
@@ -352,8 +351,8 @@ func (e *Engine) goneKeys(ctx context.Context, holds []*locker.Hold) ([]*locker.
 
 // lose ends holds whose keys are gone, unless released meanwhile: their
 // slots are free again, and Lost closes.
-func (e *Engine) lose(holds []*locker.Hold) {
-	var lost []*locker.Hold
+func (e *Engine) lose(holds []*driver.Hold) {
+	var lost []*driver.Hold
 	e.mu.Lock()
 	for _, h := range holds {
 		if e.unhold(h, h.State.(*holdState).slot) {
@@ -380,7 +379,7 @@ func (e *Engine) lose(holds []*locker.Hold) {
 	}
 }
 
-func isLost(h *locker.Hold) bool {
+func isLost(h *driver.Hold) bool {
 	select {
 	case <-h.Lost():
 		return true
@@ -390,8 +389,8 @@ func isLost(h *locker.Hold) bool {
 }
 
 // holds lists the holds on l. Called with Engine.mu held.
-func (l *lease) holds() []*locker.Hold {
-	var holds []*locker.Hold
+func (l *lease) holds() []*driver.Hold {
+	var holds []*driver.Hold
 	for _, taken := range l.slots {
 		for _, s := range taken {
 			if s.hold != nil {

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
 )
 
 // lease is one etcd lease shared by the holds and waiters of the engine
@@ -65,7 +66,7 @@ type slot struct {
 	// until it is released or lost. fixed is the same for a hold of a
 	// fixed lease, whose key lives on a lease of its own: the keeper
 	// neither keeps nor checks it, the deletion watch reports it.
-	hold, fixed *locker.Hold
+	hold, fixed *driver.Hold
 	// deleted is the latest revision at which the deletion watch saw key
 	// deleted (gone.go): a hold registered after a deletion of its key
 	// that the watch delivered first is refused.
@@ -82,7 +83,7 @@ var reserved = &slot{}
 
 // shelf is what a shared lease stands for: its TTL in whole seconds and
 // the lock delay of its holds. With a delay the lease's TTL is the holds'
-// life (locker.Hold.Life): their keys outlive a dead owner's holds by the
+// life (driver.Hold.Life): their keys outlive a dead owner's holds by the
 // delay, while the keeper loses the holds grace before the lease ends, at
 // their TTL.
 type shelf struct {
@@ -101,7 +102,7 @@ func (l *lease) life() time.Duration { return l.ttl - l.grace }
 
 // holder is the hold whose key s is, renewed or fixed; nil when none.
 // Called with Engine.mu held.
-func (s *slot) holder() *locker.Hold {
+func (s *slot) holder() *driver.Hold {
 	if s.hold != nil {
 		return s.hold
 	}
@@ -130,7 +131,7 @@ func (l *lease) refreshed(sent time.Time, ttl int64) {
 // sharedLease returns the live lease for new keys of h's life, granting
 // one if needed, or if the current one is full, and refreshing it first if
 // it has aged and nothing keeps it alive.
-func (e *Engine) sharedLease(ctx context.Context, h *locker.Hold) (*lease, error) {
+func (e *Engine) sharedLease(ctx context.Context, h *driver.Hold) (*lease, error) {
 	sh := shelf{wholeSeconds(h.Life()), h.Delay}
 	for {
 		e.mu.Lock()
@@ -340,7 +341,7 @@ func (e *Engine) kill(l *lease, cause error) {
 		delete(e.current, l.shelf())
 	}
 	delete(e.leases, l)
-	var holds []*locker.Hold
+	var holds []*driver.Hold
 	for _, taken := range l.slots {
 		for _, s := range taken {
 			if s.hold != nil {

@@ -47,7 +47,7 @@
 // their Lost channels close (from the clock's timer goroutine, so wait on
 // them) and the next waiters are granted, without a test sleeping.
 //
-// The locker machinery above every engine (locker.Core) runs on real time:
+// The locker machinery above every engine (driver.Core) runs on real time:
 // the watchdog renews a hold every TTL/3 of real time, extending it by its
 // TTL from the store's now, and a fixed lease also ends its TTL of real time
 // after its grant, whichever clock gets there first. A TTL or lease below

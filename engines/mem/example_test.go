@@ -10,6 +10,7 @@ import (
 
 	"github.com/orthrus-go/orthrus/engines/mem"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 func ExampleNew() {
@@ -167,10 +168,10 @@ func ExampleEngine_ForceUnlockFamily() {
 
 	// An operator sees who holds the permits and ends the stuck hold by its
 	// token (0 would end every hold of the name).
-	in, _ := e.InspectFamily(context.Background(), locker.KindPermit, "exports")
+	in, _ := e.InspectFamily(context.Background(), inspect.KindPermit, "exports")
 	h := in.Holders[0]
 	fmt.Printf("%s holds %d of %d permits\n", h.Owner, h.Permits, in.Permits)
-	ended, _ := e.ForceUnlockFamily(context.Background(), locker.KindPermit, "exports", h.Token)
+	ended, _ := e.ForceUnlockFamily(context.Background(), inspect.KindPermit, "exports", h.Token)
 	fmt.Println("ended:", len(ended), ended[0].Owner)
 
 	<-stuck.Lost() // the forced-out owner learns it

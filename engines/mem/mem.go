@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
+	"github.com/orthrus-go/orthrus/locker/observe"
 )
 
 // Engine is the in-process lock engine. It implements locker.Engine.
@@ -15,19 +18,18 @@ type Engine struct {
 	name   string
 	prefix string
 	store  *Store
-	core   *locker.Core
+	core   *driver.Core
 
 	closeOnce sync.Once
 	closing   chan struct{} // closed by Close: waiting acquisitions return ErrClosed
 }
 
 var (
-	_ locker.Engine          = (*Engine)(nil)
-	_ locker.Backend         = (*Engine)(nil)
-	_ locker.Renewer         = (*Engine)(nil)
-	_ locker.Inspector       = (*Engine)(nil)
-	_ locker.FamilyInspector = (*Engine)(nil)
-	_ locker.KindSupporter   = (*Engine)(nil)
+	_ locker.Engine           = (*Engine)(nil)
+	_ driver.Backend          = (*Engine)(nil)
+	_ driver.Renewer          = (*Engine)(nil)
+	_ inspect.Inspector       = (*Engine)(nil)
+	_ inspect.FamilyInspector = (*Engine)(nil)
 )
 
 type settings struct {
@@ -36,7 +38,7 @@ type settings struct {
 	store  *Store
 	logger *slog.Logger
 
-	observer locker.Observer // nil: nothing observes
+	observer observe.Observer // nil: nothing observes
 }
 
 // Option configures an Engine.
@@ -110,7 +112,7 @@ func New(opts ...Option) (*Engine, error) {
 		s.store = st
 	}
 	e := &Engine{name: s.name, prefix: s.prefix, store: s.store, closing: make(chan struct{})}
-	e.core = locker.NewCore(s.name, e, s.logger.With("engine", s.name), locker.ObservedBy(s.observer))
+	e.core = driver.NewCore(s.name, e, s.logger.With("engine", s.name), driver.ObservedBy(s.observer))
 	return e, nil
 }
 
@@ -123,7 +125,7 @@ func (e *Engine) Name() string { return e.name }
 // 10ms a hold would be lost between two renewals.
 const MinTTL = 10 * time.Millisecond
 
-// MinTTL implements locker.MinTTLer: NewLocker refuses a WithTTL or
+// MinTTL implements driver.MinTTLer: NewLocker refuses a WithTTL or
 // WithLease below MinTTL.
 func (e *Engine) MinTTL() time.Duration { return MinTTL }
 
@@ -158,21 +160,18 @@ func (e *Engine) Ping(ctx context.Context) error {
 // waiting acquisitions return ErrClosed. It is idempotent.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() { close(e.closing) })
-	ctx, cancel := context.WithTimeout(context.Background(), locker.DefaultReleaseTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), driver.DefaultReleaseTimeout)
 	defer cancel()
 	return e.core.Close(ctx)
 }
 
-func (e *Engine) key(name string, k locker.Kind) lockKey {
+func (e *Engine) key(name string, k inspect.Kind) lockKey {
 	return lockKey{prefix: e.prefix, name: name, class: keyClass(k)}
 }
 
-// Supports implements locker.KindSupporter: every kind.
-func (e *Engine) Supports(locker.Kind) bool { return true }
-
-// Acquire implements locker.Backend. A waiter queues behind the holds and
+// Acquire implements driver.Backend. A waiter queues behind the holds and
 // the waiters before it; the store hands it the lock when its turn comes.
-func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, error) {
+func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, error) {
 	en := &entry{key: e.key(h.Name, h.Kind), hold: h}
 	h.State = en
 	ok, err := e.store.acquire(en, wait)
@@ -196,21 +195,21 @@ func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, 
 	}
 }
 
-// HonoursDeadlines implements locker.DeadlineHonourer: a release returns
+// HonoursDeadlines implements driver.DeadlineHonourer: a release returns
 // when its context ends.
 func (e *Engine) HonoursDeadlines() bool { return true }
 
-// Release implements locker.Backend.
-func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
+// Release implements driver.Backend.
+func (e *Engine) Release(ctx context.Context, h *driver.Hold) error {
 	if !e.store.release(h.State.(*entry)) {
 		return fmt.Errorf("mem: release %q: %w", h.Name, locker.ErrLockLost)
 	}
 	return nil
 }
 
-// Renew implements locker.Renewer: each hold still held lives its TTL
+// Renew implements driver.Renewer: each hold still held lives its TTL
 // longer, from the store's now.
-func (e *Engine) Renew(ctx context.Context, holds []*locker.Hold) []error {
+func (e *Engine) Renew(ctx context.Context, holds []*driver.Hold) []error {
 	errs := make([]error, len(holds))
 	for i, h := range holds {
 		if !e.store.renew(h.State.(*entry)) {
@@ -223,23 +222,23 @@ func (e *Engine) Renew(ctx context.Context, holds []*locker.Hold) []error {
 // Inspect reports who holds name, with the time its hold has left by the
 // store's clock, and who waits for it, first in line first, with the token
 // each will hold with.
-func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, error) {
+func (e *Engine) Inspect(ctx context.Context, name string) (inspect.Inspection, error) {
 	if err := e.checkOperation("inspect", name); err != nil {
-		return locker.Inspection{}, err
+		return inspect.Inspection{}, err
 	}
-	return e.store.inspect(e.key(name, locker.KindMutex)), nil
+	return e.store.inspect(e.key(name, inspect.KindMutex)), nil
 }
 
 // ForceUnlock removes the current hold of name whoever owns it, hands the
 // lock to the first waiter and returns the hold it removed; ErrNotHeld when
 // the name is free. The owner's Lost closes at once.
-func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, error) {
+func (e *Engine) ForceUnlock(ctx context.Context, name string) (inspect.Holder, error) {
 	if err := e.checkOperation("force unlock", name); err != nil {
-		return locker.Holder{}, err
+		return inspect.Holder{}, err
 	}
-	ended := e.store.forceRelease(e.key(name, locker.KindMutex), 0)
+	ended := e.store.forceRelease(e.key(name, inspect.KindMutex), 0)
 	if len(ended) == 0 {
-		return locker.Holder{}, fmt.Errorf("mem: force unlock %q: %w", name, locker.ErrNotHeld)
+		return inspect.Holder{}, fmt.Errorf("mem: force unlock %q: %w", name, locker.ErrNotHeld)
 	}
 	return ended[0].Holder, nil
 }
@@ -249,7 +248,7 @@ func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, e
 // them when token is 0, grants the waiters that fit then, and returns the
 // holds it ended; ErrNotHeld when none matched. Their owners' Lost close at
 // once.
-func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name string, token uint64) ([]locker.FamilyHolder, error) {
+func (e *Engine) ForceUnlockFamily(ctx context.Context, kind inspect.Kind, name string, token uint64) ([]inspect.FamilyHolder, error) {
 	if err := e.checkOperation("force unlock", name); err != nil {
 		return nil, err
 	}
@@ -263,9 +262,9 @@ func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name s
 // InspectFamily reports the holds and waiters of the read-write lock
 // (KindRead or KindWrite) or semaphore (KindPermit) name, and a
 // semaphore's stored count.
-func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name string) (locker.FamilyInspection, error) {
+func (e *Engine) InspectFamily(ctx context.Context, kind inspect.Kind, name string) (inspect.FamilyInspection, error) {
 	if err := e.checkOperation("inspect", name); err != nil {
-		return locker.FamilyInspection{}, err
+		return inspect.FamilyInspection{}, err
 	}
 	return e.store.inspectFamily(e.key(name, kind)), nil
 }
@@ -278,12 +277,12 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 	if n < 1 {
 		return fmt.Errorf("mem: set permits %q: %w: n = %d, want at least 1", name, locker.ErrInvalidArgument, n)
 	}
-	e.store.setPermits(e.key(name, locker.KindPermit), n)
+	e.store.setPermits(e.key(name, inspect.KindPermit), n)
 	return nil
 }
 
 func (e *Engine) checkOperation(op, name string) error {
-	if err := locker.ValidateName(name); err != nil {
+	if err := driver.ValidateName(name); err != nil {
 		return fmt.Errorf("mem: %s: %w", op, err)
 	}
 	if e.core.Closed() {

@@ -12,6 +12,7 @@ import (
 	"github.com/orthrus-go/orthrus/engines/mem"
 	"github.com/orthrus-go/orthrus/internal/testmain"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
@@ -135,7 +136,7 @@ func TestFixedLeaseHandsOverByTheStoreClock(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { done <- waiter.LockCtx(context.Background()) }()
-	waitFor(t, a, "report", func(in locker.Inspection) bool { return len(in.Waiters) == 1 })
+	waitFor(t, a, "report", func(in inspect.Inspection) bool { return len(in.Waiters) == 1 })
 	clock.Advance(time.Minute)
 	if err := <-done; err != nil {
 		t.Fatalf("waiter LockCtx() = %v", err)
@@ -151,7 +152,7 @@ func TestFixedLeaseHandsOverByTheStoreClock(t *testing.T) {
 
 // waitFor polls Inspect until cond holds: the store has no event to wait
 // on for a waiter joining its queue.
-func waitFor(t *testing.T, e *mem.Engine, name string, cond func(locker.Inspection) bool) locker.Inspection {
+func waitFor(t *testing.T, e *mem.Engine, name string, cond func(inspect.Inspection) bool) inspect.Inspection {
 	t.Helper()
 	deadline := time.Now().Add(time.Second)
 	for {
@@ -178,7 +179,7 @@ func TestWatchdogRenewsOnTheStore(t *testing.T) {
 	// watchdog renews in between, so the hold lives on.
 	for i := 0; i < 5; i++ {
 		clock.Advance(ttl * 2 / 3)
-		waitFor(t, a, "long-job", func(in locker.Inspection) bool { return in.Holder != nil && in.Holder.TTL == ttl })
+		waitFor(t, a, "long-job", func(in inspect.Inspection) bool { return in.Holder != nil && in.Holder.TTL == ttl })
 	}
 	select {
 	case <-l.Lost():
@@ -210,7 +211,7 @@ func TestFIFO(t *testing.T) {
 			got <- i
 		}()
 		// The next waiter starts once this one is queued.
-		waitFor(t, e, "queue", func(in locker.Inspection) bool { return len(in.Waiters) == i+1 })
+		waitFor(t, e, "queue", func(in inspect.Inspection) bool { return len(in.Waiters) == i+1 })
 	}
 	// A TryLock does not jump the queue.
 	wantTry(t, newLocker(t, e, "queue"), false)
@@ -283,14 +284,14 @@ func TestCloseEndsWaits(t *testing.T) {
 	done := make(chan error, 1)
 	w := newLocker(t, b, "n")
 	go func() { done <- w.Lock() }()
-	waitFor(t, a, "n", func(in locker.Inspection) bool { return len(in.Waiters) == 1 })
+	waitFor(t, a, "n", func(in inspect.Inspection) bool { return len(in.Waiters) == 1 })
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; !errors.Is(err, locker.ErrClosed) {
 		t.Errorf("Lock() waiting when the engine closed = %v; want ErrClosed", err)
 	}
-	waitFor(t, a, "n", func(in locker.Inspection) bool { return len(in.Waiters) == 0 })
+	waitFor(t, a, "n", func(in inspect.Inspection) bool { return len(in.Waiters) == 0 })
 }
 
 func TestBadOptions(t *testing.T) {

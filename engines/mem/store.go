@@ -10,6 +10,8 @@ import (
 
 	"github.com/orthrus-go/orthrus/internal/lockrule"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // Store is the state the engines of one simulated lock server share: the
@@ -62,13 +64,13 @@ func NewStore(opts ...StoreOption) (*Store, error) {
 // read-write lock and the semaphore of one name are three locks.
 type lockKey struct {
 	prefix, name string
-	class        locker.Kind // KindMutex, KindWrite (both sides) or KindPermit
+	class        inspect.Kind // KindMutex, KindWrite (both sides) or KindPermit
 }
 
 // keyClass is the lock a hold of kind k belongs to.
-func keyClass(k locker.Kind) locker.Kind {
-	if k == locker.KindRead {
-		return locker.KindWrite
+func keyClass(k inspect.Kind) inspect.Kind {
+	if k == inspect.KindRead {
+		return inspect.KindWrite
 	}
 	return k
 }
@@ -83,7 +85,7 @@ type lock struct {
 // entry is a hold or a queued waiter.
 type entry struct {
 	key  lockKey
-	hold *locker.Hold
+	hold *driver.Hold
 	// held: granted; downgrade: a read taken by the write holder.
 	held, downgrade bool
 
@@ -187,7 +189,7 @@ func (s *Store) expire(k lockKey) {
 func (s *Store) acquire(e *entry, wait bool) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if h := e.hold; h.Kind == locker.KindPermit { // the count is stored by the first
+	if h := e.hold; h.Kind == inspect.KindPermit { // the count is stored by the first
 		stored, ok := s.permits[e.key]
 		if !ok {
 			s.permits[e.key], stored = h.Limit, h.Limit
@@ -248,19 +250,19 @@ func (s *Store) renew(e *entry) bool {
 	return true
 }
 
-func (s *Store) holder(e *entry) locker.Holder {
-	return locker.Holder{Owner: e.hold.Owner, Token: e.token, TTL: max(e.deadline.Sub(s.now()), 0)}
+func (s *Store) holder(e *entry) inspect.Holder {
+	return inspect.Holder{Owner: e.hold.Owner, Token: e.token, TTL: max(e.deadline.Sub(s.now()), 0)}
 }
 
 // list returns the holds and the waiters of k, oldest first. Called with
 // s.mu held.
-func (s *Store) list(k lockKey) (holds, waiters []locker.FamilyHolder) {
+func (s *Store) list(k lockKey) (holds, waiters []inspect.FamilyHolder) {
 	l := s.lookup(k)
 	if l == nil {
 		return nil, nil
 	}
 	for _, e := range l.queue {
-		fh := locker.FamilyHolder{Holder: locker.Holder{Owner: e.hold.Owner, Token: e.token}, Kind: e.hold.Kind, Permits: e.hold.Permits}
+		fh := inspect.FamilyHolder{Holder: inspect.Holder{Owner: e.hold.Owner, Token: e.token}, Kind: e.hold.Kind, Permits: e.hold.Permits}
 		if !e.held {
 			waiters = append(waiters, fh)
 			continue
@@ -272,11 +274,11 @@ func (s *Store) list(k lockKey) (holds, waiters []locker.FamilyHolder) {
 }
 
 // inspect reports the holder and the waiters of the mutex k.
-func (s *Store) inspect(k lockKey) locker.Inspection {
+func (s *Store) inspect(k lockKey) inspect.Inspection {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	holds, waiters := s.list(k)
-	var in locker.Inspection
+	var in inspect.Inspection
 	if len(holds) > 0 {
 		in.Holder = &holds[0].Holder
 	}
@@ -288,10 +290,10 @@ func (s *Store) inspect(k lockKey) locker.Inspection {
 
 // inspectFamily reports the holds and waiters of the read-write lock or
 // semaphore k.
-func (s *Store) inspectFamily(k lockKey) locker.FamilyInspection {
+func (s *Store) inspectFamily(k lockKey) inspect.FamilyInspection {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	in := locker.FamilyInspection{Permits: s.permits[k]}
+	in := inspect.FamilyInspection{Permits: s.permits[k]}
 	in.Holders, in.Waiters = s.list(k)
 	return in
 }
@@ -310,7 +312,7 @@ func (s *Store) setPermits(k lockKey, n int) {
 // forceRelease ends, whoever owns them, the holds of k whose token is
 // token, or all of them when token is 0, and returns them; their owners see
 // Lost at once.
-func (s *Store) forceRelease(k lockKey, token uint64) []locker.FamilyHolder {
+func (s *Store) forceRelease(k lockKey, token uint64) []inspect.FamilyHolder {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.lookup(k)
@@ -318,11 +320,11 @@ func (s *Store) forceRelease(k lockKey, token uint64) []locker.FamilyHolder {
 		return nil
 	}
 	var gone []*entry
-	var ended []locker.FamilyHolder
+	var ended []inspect.FamilyHolder
 	for _, e := range l.queue {
 		if e.held && (token == 0 || e.token == token) {
 			gone = append(gone, e)
-			ended = append(ended, locker.FamilyHolder{Holder: s.holder(e), Kind: e.hold.Kind, Permits: e.hold.Permits})
+			ended = append(ended, inspect.FamilyHolder{Holder: s.holder(e), Kind: e.hold.Kind, Permits: e.hold.Permits})
 		}
 	}
 	for _, e := range gone {

@@ -20,6 +20,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
@@ -29,7 +30,7 @@ import (
 // scripts/bench runs them in interleaved rounds and prints the ratios.
 
 // benchTTL is the hold TTL of the peers that take one: orthrus's default.
-const benchTTL = locker.DefaultTTL
+const benchTTL = driver.DefaultTTL
 
 // floorDelete is the compare-and-delete of the classic SET NX PX lock.
 var floorDelete = goredis.NewScript(`if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`)

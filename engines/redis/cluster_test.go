@@ -16,6 +16,7 @@ import (
 	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/observe"
 )
 
 // The tests here move slots and kill nodes: each runs on a Redis Cluster
@@ -119,7 +120,7 @@ func holdOrFail(t *testing.T, e *redis.Engine, name string, ttl time.Duration) l
 	return l
 }
 
-// renewals is a locker.Observer that signals each renewal that succeeded,
+// renewals is a observe.Observer that signals each renewal that succeeded,
 // without blocking (Observer methods run on the renewal loop), and counts
 // them by hold.
 type renewals struct {
@@ -148,16 +149,16 @@ func (r *renewals) count(name string, token uint64) int {
 	return r.n[name+"#"+strconv.FormatUint(token, 10)]
 }
 
-func (r *renewals) AcquireStart(ctx context.Context, _ locker.Acquisition) context.Context {
+func (r *renewals) AcquireStart(ctx context.Context, _ observe.Acquisition) context.Context {
 	return ctx
 }
-func (r *renewals) AcquireEnd(context.Context, locker.Acquisition, locker.AcquireResult) {}
-func (r *renewals) ReleaseStart(ctx context.Context, _ locker.HoldInfo) context.Context {
+func (r *renewals) AcquireEnd(context.Context, observe.Acquisition, observe.AcquireResult) {}
+func (r *renewals) ReleaseStart(ctx context.Context, _ observe.HoldInfo) context.Context {
 	return ctx
 }
-func (r *renewals) ReleaseEnd(context.Context, locker.HoldInfo, error)       {}
-func (r *renewals) HoldEnd(locker.HoldInfo, time.Duration, locker.LostCause) {}
-func (r *renewals) Renewed(h locker.HoldInfo, err error) {
+func (r *renewals) ReleaseEnd(context.Context, observe.HoldInfo, error)        {}
+func (r *renewals) HoldEnd(observe.HoldInfo, time.Duration, observe.LostCause) {}
+func (r *renewals) Renewed(h observe.HoldInfo, err error) {
 	if err != nil {
 		r.mu.Lock()
 		r.failed[h.Name+"#"+strconv.FormatUint(h.Token, 10)]++

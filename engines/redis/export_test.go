@@ -3,7 +3,7 @@ package redis
 import (
 	"context"
 
-	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // Channel exposes the wake-up channel of a lock to the tests.
@@ -12,20 +12,20 @@ func (e *Engine) Channel(name string) string { return e.LockKey(name) + channelS
 // FamilyKeys exposes the keys of a read-write lock (writer, readers,
 // waiting writers, fence, waiting readers) or a semaphore (holds, count,
 // fence, waiters).
-func (e *Engine) FamilyKeys(kind locker.Kind, name string) []string {
+func (e *Engine) FamilyKeys(kind inspect.Kind, name string) []string {
 	k := e.famKeys(kind, name)
-	if kind == locker.KindPermit {
+	if kind == inspect.KindPermit {
 		return k[:4]
 	}
 	return k[:]
 }
 
 // AcquireSHA is the SHA of the acquire script of a hold of kind.
-func AcquireSHA(kind locker.Kind) string {
+func AcquireSHA(kind inspect.Kind) string {
 	switch kind {
-	case locker.KindMutex:
+	case inspect.KindMutex:
 		return acquireScript.sha
-	case locker.KindPermit:
+	case inspect.KindPermit:
 		return semAcquireScript.sha
 	}
 	return rwAcquireScript.sha
@@ -34,9 +34,9 @@ func AcquireSHA(kind locker.Kind) string {
 // Parked counts the waiters of this process on the wake-up channel of the
 // mutex, read-write lock or semaphore name, once the server has confirmed
 // its subscription (0 before).
-func (e *Engine) Parked(kind locker.Kind, name string) int {
+func (e *Engine) Parked(kind inspect.Kind, name string) int {
 	key := e.LockKey(name)
-	if kind != locker.KindMutex {
+	if kind != inspect.KindMutex {
 		key = e.famKeys(kind, name)[0]
 	}
 	h := e.hub

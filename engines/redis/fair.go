@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 	goredis "github.com/redis/go-redis/v9"
-
-	"github.com/orthrus-go/orthrus/locker"
 )
 
 // FairEviction bounds how long a waiter of a fair engine (WithFair) whose
@@ -82,7 +82,7 @@ type fairHold struct {
 	n    int
 }
 
-func (e *Engine) newFairHold(h *locker.Hold, wait bool) *fairHold {
+func (e *Engine) newFairHold(h *driver.Hold, wait bool) *fairHold {
 	lock, fence := e.mutexKeys(h.Name)
 	k := fairKeys(lock)
 	f := &fairHold{hold: newHold(h, lock, h.Life()), fence: fence, queue: k[1], exp: k[2]}
@@ -282,7 +282,7 @@ func (h *hub) mayHaveMissed(c *channel, want interest, m mark) bool {
 	switch {
 	case heard == 0 || c == nil:
 		return false
-	case want.kind != locker.KindMutex:
+	case want.kind != inspect.KindMutex:
 		return true
 	case want.ticket == 0:
 		return false
@@ -309,7 +309,7 @@ func (m *missedTickets) has(t int64) bool { return slices.Contains(m.tickets[:],
 // hub's mutex held.
 func wakeTicket(c *channel, n int64) {
 	for w := c.head; w != nil; w = w.next {
-		if w.want.kind == locker.KindMutex && w.want.ticket == n {
+		if w.want.kind == inspect.KindMutex && w.want.ticket == n {
 			wake(w)
 			return
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
@@ -546,7 +547,7 @@ func TestFairNoHerd(t *testing.T) {
 			errs <- l.Unlock()
 		}()
 	}
-	await(t, "every waiter parked", func() bool { return e.Parked(locker.KindMutex, name) == waiters })
+	await(t, "every waiter parked", func() bool { return e.Parked(inspect.KindMutex, name) == waiters })
 	unlockNow(t, holder)
 	for range waiters {
 		if err := <-errs; err != nil {
@@ -623,7 +624,7 @@ func BenchmarkFairHandoff(b *testing.B) {
 	hooks := make([]*attemptHook, len(modes))
 	for i, m := range modes {
 		c := benchClient(b, true)
-		hooks[i] = &attemptHook{sha: redis.AcquireSHA(locker.KindMutex)}
+		hooks[i] = &attemptHook{sha: redis.AcquireSHA(inspect.KindMutex)}
 		if len(m.opts) > 0 {
 			hooks[i].sha = redis.FairAcquireSHA()
 		}
@@ -708,7 +709,7 @@ func BenchmarkFairPassThrough(b *testing.B) {
 func passThrough(b *testing.B, n int, fair bool) (time.Duration, float64, error) {
 	c := goredis.NewClient(&goredis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer c.Close()
-	sha := redis.AcquireSHA(locker.KindMutex)
+	sha := redis.AcquireSHA(inspect.KindMutex)
 	var opts []redis.Option
 	if fair {
 		sha, opts = redis.FairAcquireSHA(), []redis.Option{redis.WithFair()}
@@ -738,7 +739,7 @@ func passThrough(b *testing.B, n int, fair bool) (time.Duration, float64, error)
 	// Parked, and done with the attempts that follow joining: no attempt
 	// for 100ms.
 	deadline := time.Now().Add(time.Minute)
-	for before := int64(-1); e.Parked(locker.KindMutex, name) < n || hook.n.Load() != before; {
+	for before := int64(-1); e.Parked(inspect.KindMutex, name) < n || hook.n.Load() != before; {
 		if time.Now().After(deadline) {
 			return 0, 0, errors.New("waiters not parked within a minute")
 		}

@@ -7,22 +7,13 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 var (
-	_ locker.KindSupporter   = (*Engine)(nil)
-	_ locker.FamilyInspector = (*Engine)(nil)
+	_ inspect.FamilyInspector = (*Engine)(nil)
 )
-
-// Supports reports that the engine grants every kind of hold: the mutex,
-// both sides of a read-write lock and semaphore permits.
-func (e *Engine) Supports(k locker.Kind) bool {
-	switch k {
-	case locker.KindMutex, locker.KindRead, locker.KindWrite, locker.KindPermit:
-		return true
-	}
-	return false
-}
 
 var (
 	rwAcquireScript  = newScript("fence", "clock", "family", "waiting", "rw_acquire")
@@ -35,9 +26,9 @@ var (
 // famKeys are the keys of a name's read-write lock (writer, readers,
 // waiting writers, fence, waiting readers) or semaphore (holds, count,
 // fence, waiters): see doc.go.
-func (e *Engine) famKeys(kind locker.Kind, name string) [5]string {
+func (e *Engine) famKeys(kind inspect.Kind, name string) [5]string {
 	lock := e.LockKey(name)
-	if kind == locker.KindPermit {
+	if kind == inspect.KindPermit {
 		base := lock + ":sem"
 		return [5]string{base, base + ":n", base + fenceSuffix, base + ":w"}
 	}
@@ -50,7 +41,7 @@ func (e *Engine) famKeys(kind locker.Kind, name string) [5]string {
 // holds', names the wake-up channel.
 type famHold struct {
 	hold
-	kind           locker.Kind
+	kind           inspect.Kind
 	permits, limit int64 // permits taken; the opener's count
 	keys           [5]string
 	writer         string // the caller's own write hold, for a downgrade
@@ -64,14 +55,14 @@ type famHold struct {
 	n      int
 }
 
-func (e *Engine) newFamHold(h *locker.Hold, wait bool) *famHold {
+func (e *Engine) newFamHold(h *driver.Hold, wait bool) *famHold {
 	f := &famHold{kind: h.Kind, permits: int64(h.Permits), limit: int64(h.Limit), keys: e.famKeys(h.Kind, h.Name), check: "0"}
 	f.hold = newHold(h, f.keys[0], h.TTL)
 	register := any("0") // "1" when the caller will wait
 	if wait {
 		register = "1"
 	}
-	if h.Kind == locker.KindPermit {
+	if h.Kind == inspect.KindPermit {
 		if h.CheckLimit {
 			f.check = "1"
 		}
@@ -91,7 +82,7 @@ func (e *Engine) newFamHold(h *locker.Hold, wait bool) *famHold {
 
 // mode is the side of a read-write hold, as its scripts take it.
 func (f *famHold) mode() any {
-	if f.kind == locker.KindRead {
+	if f.kind == inspect.KindRead {
 		return "r"
 	}
 	return "w"
@@ -124,7 +115,7 @@ func (f *famHold) mismatch(err error) error {
 
 func (f *famHold) granted(e *Engine, token int64) {
 	f.token = uint64(token)
-	if f.kind == locker.KindPermit {
+	if f.kind == inspect.KindPermit {
 		f.value = member(f.token, int(f.permits), f.owner)
 		f.script, f.n = semReleaseScript, 8
 		f.args = [15]any{"evalsha", &semReleaseScript.sha, "2", &f.keys[0], &f.keys[1], &f.value, &e.numsub, &e.publish}
@@ -143,9 +134,9 @@ func (f *famHold) release(ctx context.Context, e *Engine) (int64, error) {
 // sorted set.
 func (f *famHold) renewal() (*string, any) {
 	switch f.kind {
-	case locker.KindWrite:
+	case inspect.KindWrite:
 		return &f.keys[0], "s"
-	case locker.KindRead:
+	case inspect.KindRead:
 		return &f.keys[1], "z"
 	}
 	return &f.keys[0], "z"
@@ -157,11 +148,11 @@ func (f *famHold) renewal() (*string, any) {
 func (f *famHold) withdraw(ctx context.Context, e *Engine) {
 	var err error
 	switch f.kind {
-	case locker.KindWrite:
+	case inspect.KindWrite:
 		args := []any{"evalsha", &rwUnwaitScript.sha, "2", f.keys[0], f.keys[2],
 			member(uint64(f.ticket), 0, f.owner), &e.numsub, &e.publish}
 		_, err = e.batch.run(ctx, rwUnwaitScript, args)
-	case locker.KindRead:
+	case inspect.KindRead:
 		err = e.client.ZRem(ctx, f.keys[4], member(uint64(f.ticket), 0, f.owner)).Err()
 	default:
 		err = e.client.ZRem(ctx, f.keys[3], member(uint64(f.ticket), int(f.permits), f.owner)).Err()

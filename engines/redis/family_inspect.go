@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 var (
@@ -24,30 +25,30 @@ var (
 // and its waiters, first in line first: the waiting readers and writers,
 // or the permit waiters. A waiter's Token is its ticket (see doc.go), and
 // its TTL the time its entry has left unless the waiter refreshes it.
-func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name string) (locker.FamilyInspection, error) {
+func (e *Engine) InspectFamily(ctx context.Context, kind inspect.Kind, name string) (inspect.FamilyInspection, error) {
 	if err := e.checkFamily("inspect", kind, name); err != nil {
-		return locker.FamilyInspection{}, err
+		return inspect.FamilyInspection{}, err
 	}
 	k := e.famKeys(kind, name)
 	// The script reads a string and sorted sets: the writer, the readers
 	// and the waiting writers and readers, or the count, the holds and the
 	// waiters.
 	keys := []string{k[0], k[1], k[2], k[4]}
-	if kind == locker.KindPermit {
+	if kind == inspect.KindPermit {
 		keys = []string{k[1], k[0], k[3]}
 	}
 	r, err := e.inspectKeys(ctx, inspectScript, "inspect", name, keys)
 	if err != nil {
-		return locker.FamilyInspection{}, err
+		return inspect.FamilyInspection{}, err
 	}
-	var in locker.FamilyInspection
-	if kind == locker.KindPermit {
+	var in inspect.FamilyInspection
+	if kind == inspect.KindPermit {
 		in.Permits, _ = strconv.Atoi(r.str)
-		in.Holders = entries(r.set(0), r.now, locker.KindPermit)
-		in.Waiters = entries(r.set(1), r.now, locker.KindPermit)
+		in.Holders = entries(r.set(0), r.now, inspect.KindPermit)
+		in.Waiters = entries(r.set(1), r.now, inspect.KindPermit)
 	} else {
 		in.Holders = r.rwHolders()
-		in.Waiters = append(entries(r.set(1), r.now, locker.KindWrite), entries(r.set(2), r.now, locker.KindRead)...)
+		in.Waiters = append(entries(r.set(1), r.now, inspect.KindWrite), entries(r.set(2), r.now, inspect.KindRead)...)
 	}
 	byToken(in.Holders)
 	byToken(in.Waiters)
@@ -62,13 +63,13 @@ func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name strin
 // end. The waiters are woken as a release would wake them; the owners
 // learn it at their next renewal, within TTL/3 (Lost closes, Unlock
 // returns ErrLockLost). For operators clearing a stuck hold.
-func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name string, token uint64) ([]locker.FamilyHolder, error) {
+func (e *Engine) ForceUnlockFamily(ctx context.Context, kind inspect.Kind, name string, token uint64) ([]inspect.FamilyHolder, error) {
 	if err := e.checkFamily("force unlock", kind, name); err != nil {
 		return nil, err
 	}
 	k := e.famKeys(kind, name)
 	script, keys := rwForceScript, []string{k[0], k[1], k[2]}
-	if kind == locker.KindPermit {
+	if kind == inspect.KindPermit {
 		script, keys = semForceScript, []string{k[0], k[1]}
 	}
 	r, err := e.inspectKeys(ctx, script, "force unlock", name, keys, token, e.numsub, e.publish)
@@ -76,8 +77,8 @@ func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name s
 		return nil, err
 	}
 	ended := r.rwHolders()
-	if kind == locker.KindPermit {
-		ended = entries(r.set(0), r.now, locker.KindPermit)
+	if kind == inspect.KindPermit {
+		ended = entries(r.set(0), r.now, inspect.KindPermit)
 	}
 	if len(ended) == 0 {
 		return nil, fmt.Errorf("redis: force unlock %s %q: %w", kind, name, locker.ErrNotHeld)
@@ -88,19 +89,19 @@ func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name s
 
 // checkFamily refuses an operator call on a family name with a bad name or
 // kind, or on a closed engine.
-func (e *Engine) checkFamily(op string, kind locker.Kind, name string) error {
+func (e *Engine) checkFamily(op string, kind inspect.Kind, name string) error {
 	if err := e.checkOperation(name); err != nil {
 		return err
 	}
-	if kind != locker.KindRead && kind != locker.KindWrite && kind != locker.KindPermit {
+	if kind != inspect.KindRead && kind != inspect.KindWrite && kind != inspect.KindPermit {
 		return fmt.Errorf("redis: %s %q: %w: kind %v, want read, write or permit", op, name, locker.ErrInvalidArgument, kind)
 	}
 	return nil
 }
 
 // byToken sorts holds or waiters by token (or ticket): oldest first.
-func byToken(hs []locker.FamilyHolder) {
-	slices.SortStableFunc(hs, func(a, b locker.FamilyHolder) int { return cmp.Compare(a.Token, b.Token) })
+func byToken(hs []inspect.FamilyHolder) {
+	slices.SortStableFunc(hs, func(a, b inspect.FamilyHolder) int { return cmp.Compare(a.Token, b.Token) })
 }
 
 // inspected is what inspectScript (or a force script) read: the
@@ -122,7 +123,7 @@ func (r inspected) set(i int) any {
 }
 
 // holder is the hold in r's string, if any.
-func (r inspected) holder() *locker.Holder {
+func (r inspected) holder() *inspect.Holder {
 	if r.str == "" {
 		return nil
 	}
@@ -133,10 +134,10 @@ func (r inspected) holder() *locker.Holder {
 
 // rwHolders are the holds of a read-write lock in r: the readers of its
 // first set, and the writer in its string.
-func (r inspected) rwHolders() []locker.FamilyHolder {
-	hs := entries(r.set(0), r.now, locker.KindRead)
+func (r inspected) rwHolders() []inspect.FamilyHolder {
+	hs := entries(r.set(0), r.now, inspect.KindRead)
 	if w := r.holder(); w != nil {
-		hs = append(hs, locker.FamilyHolder{Holder: *w, Kind: locker.KindWrite, Permits: 1})
+		hs = append(hs, inspect.FamilyHolder{Holder: *w, Kind: inspect.KindWrite, Permits: 1})
 	}
 	return hs
 }
@@ -163,9 +164,9 @@ func (e *Engine) inspectKeys(ctx context.Context, script *luaScript, op, name st
 // entries reads the live entries of a sorted set of holds or waiters, as
 // ZRANGE WITHSCORES gives them: "<token>:<owner>" (or
 // "<token>:<permits>:<owner>" for permits) and the expiry in ms.
-func entries(v any, now int64, kind locker.Kind) []locker.FamilyHolder {
+func entries(v any, now int64, kind inspect.Kind) []inspect.FamilyHolder {
 	flat, _ := v.([]any)
-	var hs []locker.FamilyHolder
+	var hs []inspect.FamilyHolder
 	for i := 0; i+1 < len(flat); i += 2 {
 		m, _ := flat[i].(string)
 		s, _ := flat[i+1].(string)
@@ -174,8 +175,8 @@ func entries(v any, now int64, kind locker.Kind) []locker.FamilyHolder {
 		if left <= 0 {
 			continue // expired, not yet pruned
 		}
-		h := locker.FamilyHolder{Kind: kind, Permits: 1}
-		if kind == locker.KindPermit {
+		h := inspect.FamilyHolder{Kind: kind, Permits: 1}
+		if kind == inspect.KindPermit {
 			tok, rest, _ := strings.Cut(m, ":")
 			n, owner, _ := strings.Cut(rest, ":")
 			h.Permits, _ = strconv.Atoi(n)
@@ -199,7 +200,7 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 	if n < 1 {
 		return fmt.Errorf("redis: set permits %q: %w: n = %d, want at least 1", name, locker.ErrInvalidArgument, n)
 	}
-	k := e.famKeys(locker.KindPermit, name)
+	k := e.famKeys(inspect.KindPermit, name)
 	if err := semSetScript.run(ctx, e.client, k[:2], n, e.numsub, e.publish).Err(); err != nil {
 		return e.fail(ctx, "set permits", name, err)
 	}

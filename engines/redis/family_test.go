@@ -14,6 +14,7 @@ import (
 	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
@@ -68,7 +69,7 @@ func (h *attemptHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) gore
 
 // countedEngine is an engine over a client of its own whose acquire
 // attempts of kind are counted.
-func countedEngine(t *testing.T, kind locker.Kind) (*redis.Engine, *attemptHook) {
+func countedEngine(t *testing.T, kind inspect.Kind) (*redis.Engine, *attemptHook) {
 	c := newSingle(t)
 	hook := &attemptHook{sha: redis.AcquireSHA(kind)}
 	c.AddHook(hook)
@@ -121,7 +122,7 @@ func await(t *testing.T, what string, cond func() bool) {
 
 // waiting counts the waiters of kind that InspectFamily lists for the
 // read-write lock or the semaphore name.
-func waiting(t *testing.T, e *redis.Engine, kind locker.Kind, name string) int {
+func waiting(t *testing.T, e *redis.Engine, kind inspect.Kind, name string) int {
 	t.Helper()
 	in, err := e.InspectFamily(context.Background(), kind, name)
 	if err != nil {
@@ -138,7 +139,7 @@ func waiting(t *testing.T, e *redis.Engine, kind locker.Kind, name string) int {
 
 func waitingWriters(t *testing.T, e *redis.Engine, name string) int {
 	t.Helper()
-	return waiting(t, e, locker.KindWrite, name)
+	return waiting(t, e, inspect.KindWrite, name)
 }
 
 // Every hold of the family is its own lease: removed on the server, its
@@ -150,19 +151,19 @@ func TestFamilyLost(t *testing.T) {
 	ctx := context.Background()
 	opt := locker.WithTTL(900 * time.Millisecond)
 	for _, tc := range []struct {
-		kind locker.Kind
+		kind inspect.Kind
 		key  int // the key of FamilyKeys holding the hold
 		hold func(name string) locker.Handle
 	}{
-		{locker.KindWrite, 0, func(name string) locker.Handle {
+		{inspect.KindWrite, 0, func(name string) locker.Handle {
 			l, _ := e.NewRWLock(name, opt)
 			return l.WriteLock()
 		}},
-		{locker.KindRead, 1, func(name string) locker.Handle {
+		{inspect.KindRead, 1, func(name string) locker.Handle {
 			l, _ := e.NewRWLock(name, opt)
 			return l.ReadLock()
 		}},
-		{locker.KindPermit, 0, func(name string) locker.Handle {
+		{inspect.KindPermit, 0, func(name string) locker.Handle {
 			s, _ := e.NewSemaphore(name, 2, opt)
 			p, _ := s.NewPermit(1)
 			return p
@@ -195,10 +196,10 @@ func TestRWReaderQueuedFirstGoesFirst(t *testing.T) {
 	w, _ := e.NewRWLock(name)
 	lockNow(t, a.WriteLock())
 	rdone := lockLater(r.ReadLock())
-	await(t, "the reader parked", func() bool { return e.Parked(locker.KindRead, name) == 1 })
+	await(t, "the reader parked", func() bool { return e.Parked(inspect.KindRead, name) == 1 })
 	wdone := lockLater(w.WriteLock())
 	await(t, "the writer parked", func() bool {
-		return e.Parked(locker.KindWrite, name) == 2 && waitingWriters(t, holder, name) == 1
+		return e.Parked(inspect.KindWrite, name) == 2 && waitingWriters(t, holder, name) == 1
 	})
 	unlockNow(t, a.WriteLock())
 	select {
@@ -231,14 +232,14 @@ func TestRWReaderQueuedFirstGoesFirst(t *testing.T) {
 // woken once, instead of all trying at every release.
 func TestFamilyNoHerd(t *testing.T) {
 	const waiters = 16
-	for _, kind := range []locker.Kind{locker.KindWrite, locker.KindPermit} {
+	for _, kind := range []inspect.Kind{inspect.KindWrite, inspect.KindPermit} {
 		t.Run(kind.String(), func(t *testing.T) {
 			holder := openEngine(t)
 			e, attempts := countedEngine(t, kind)
 			name := t.Name()
 			var held locker.Handle
 			var queued []locker.Handle
-			if kind == locker.KindWrite {
+			if kind == inspect.KindWrite {
 				l, _ := holder.NewRWLock(name)
 				held = l.ReadLock()
 				for range waiters {
@@ -270,7 +271,7 @@ func TestFamilyNoHerd(t *testing.T) {
 			}
 			// Each has made its first attempt; the writers show as waiting.
 			await(t, "every waiter's first attempt", func() bool { return attempts.n.Load() >= waiters })
-			if kind == locker.KindWrite {
+			if kind == inspect.KindWrite {
 				await(t, "the writers waiting", func() bool { return waitingWriters(t, holder, name) == waiters })
 			}
 			unlockNow(t, held)
@@ -304,7 +305,7 @@ func TestRWDeadWaitingWriterExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	const left = 700 * time.Millisecond
-	ww := e.FamilyKeys(locker.KindWrite, name)[2]
+	ww := e.FamilyKeys(inspect.KindWrite, name)[2]
 	if err := c.ZAdd(ctx, ww, goredis.Z{Score: float64(now.Add(left).UnixMilli()), Member: "1:ghost"}).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +326,7 @@ func TestRWDeadWaitingWriterExpires(t *testing.T) {
 // Raising the count wakes a waiter whose permits now fit.
 func TestSemaphoreSetPermitsWakes(t *testing.T) {
 	holder := openEngine(t)
-	e, attempts := countedEngine(t, locker.KindPermit)
+	e, attempts := countedEngine(t, inspect.KindPermit)
 	name := t.Name()
 	s1, _ := holder.NewSemaphore(name, 1)
 	held, _ := s1.NewPermit(1)
@@ -372,7 +373,7 @@ func TestFamilyLeavesNothing(t *testing.T) {
 		}
 		cancel()
 	}
-	rw, sm := e.FamilyKeys(locker.KindWrite, name), e.FamilyKeys(locker.KindPermit, name)
+	rw, sm := e.FamilyKeys(inspect.KindWrite, name), e.FamilyKeys(inspect.KindPermit, name)
 	channels := []string{rw[0] + ":wake", sm[0] + ":wake"}
 	await(t, "no waiting writer and no subscription", func() bool {
 		subs, err := c.PubSubNumSub(ctx, channels...).Result()
@@ -420,7 +421,7 @@ func lockertestTry(t *testing.T, s locker.Semaphore) locker.Handle {
 // was cut off) drops out of the listing once its TTL has passed.
 func TestFamilyWaiterEntryExpires(t *testing.T) {
 	const ttl = 600 * time.Millisecond
-	for _, kind := range []locker.Kind{locker.KindRead, locker.KindWrite, locker.KindPermit} {
+	for _, kind := range []inspect.Kind{inspect.KindRead, inspect.KindWrite, inspect.KindPermit} {
 		t.Run(kind.String(), func(t *testing.T) {
 			holder := openEngine(t)
 			c := newSingle(t)
@@ -428,7 +429,7 @@ func TestFamilyWaiterEntryExpires(t *testing.T) {
 			t.Cleanup(func() { _ = e.Close() })
 			name := t.Name()
 			var held, waiter locker.Handle
-			if kind == locker.KindPermit {
+			if kind == inspect.KindPermit {
 				s1, _ := holder.NewSemaphore(name, 1)
 				s2, _ := e.NewSemaphore(name, 1, locker.WithTTL(ttl))
 				held, _ = s1.NewPermit(1)
@@ -437,7 +438,7 @@ func TestFamilyWaiterEntryExpires(t *testing.T) {
 				l1, _ := holder.NewRWLock(name)
 				l2, _ := e.NewRWLock(name, locker.WithTTL(ttl))
 				held, waiter = l1.WriteLock(), l2.ReadLock()
-				if kind == locker.KindWrite {
+				if kind == inspect.KindWrite {
 					waiter = l2.WriteLock()
 				}
 			}
@@ -474,9 +475,9 @@ func TestRWForceUnlockDowngrade(t *testing.T) {
 	lockNow(t, w.ReadLock())
 	r, _ := other.NewRWLock(name, locker.WithOwner("reader"))
 	done := lockLater(r.ReadLock())
-	await(t, "the reader listed", func() bool { return waiting(t, e, locker.KindRead, name) == 1 })
+	await(t, "the reader listed", func() bool { return waiting(t, e, inspect.KindRead, name) == 1 })
 	tok := w.WriteLock().Token()
-	ended, err := other.ForceUnlockFamily(context.Background(), locker.KindWrite, name, tok)
+	ended, err := other.ForceUnlockFamily(context.Background(), inspect.KindWrite, name, tok)
 	if err != nil {
 		t.Fatalf("ForceUnlockFamily(the writer's token) = %v", err)
 	}
@@ -494,7 +495,7 @@ func TestRWForceUnlockDowngrade(t *testing.T) {
 	lockertest.WantLost(t, w.ReadLock(), "the forced-out downgraded read")
 	lockertest.WantLost(t, w.WriteLock(), "the forced-out write")
 	unlockNow(t, r.ReadLock())
-	if _, err := e.ForceUnlockFamily(context.Background(), locker.KindMutex, name, 0); !errors.Is(err, locker.ErrInvalidArgument) {
+	if _, err := e.ForceUnlockFamily(context.Background(), inspect.KindMutex, name, 0); !errors.Is(err, locker.ErrInvalidArgument) {
 		t.Errorf("ForceUnlockFamily(KindMutex) = %v; want ErrInvalidArgument", err)
 	}
 }

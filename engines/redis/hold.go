@@ -12,9 +12,11 @@ import (
 
 	"github.com/orthrus-go/orthrus/internal/async"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
-// state is the engine's part of a hold (locker.Hold.State), one type per
+// state is the engine's part of a hold (driver.Hold.State), one type per
 // kind: mutexHold, fairHold (a mutex of a fair engine) and famHold (a side
 // of a read-write lock, or permits). Each keeps its keys and the argument
 // lists of its scripts, built once per acquisition and shared by its
@@ -63,7 +65,7 @@ type hold struct {
 
 func (b *hold) base() *hold { return b }
 
-func newHold(h *locker.Hold, lock string, ttl time.Duration) hold {
+func newHold(h *driver.Hold, lock string, ttl time.Duration) hold {
 	return hold{name: h.Name, lock: lock, owner: h.Owner, ttl: ttlMillis(ttl), releaseAfter: h.ReleaseTimeout}
 }
 
@@ -98,11 +100,11 @@ func attemptReply(v any) (r, ticket int64, err error) {
 	return 0, 0, fmt.Errorf("unexpected reply %v", v)
 }
 
-// Acquire implements locker.Backend.
-func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, error) {
+// Acquire implements driver.Backend.
+func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, error) {
 	var st state
 	switch {
-	case h.Kind != locker.KindMutex:
+	case h.Kind != inspect.KindMutex:
 		st = e.newFamHold(h, wait)
 	case e.fq != nil:
 		st = e.newFairHold(h, wait)
@@ -129,7 +131,7 @@ func (e *Engine) withdraw(bg context.Context, st state) {
 	st.withdraw(ctx, e)
 }
 
-func (e *Engine) acquire(ctx context.Context, h *locker.Hold, st state, wait bool) (bool, error) {
+func (e *Engine) acquire(ctx context.Context, h *driver.Hold, st state, wait bool) (bool, error) {
 	b := st.base()
 	mark := e.hub.subscribed()
 	var remaining time.Duration
@@ -186,7 +188,7 @@ func (e *Engine) acquire(ctx context.Context, h *locker.Hold, st state, wait boo
 // try makes one attempt, which gives up when ctx ends even though Redis
 // has not answered (see do): with an error wrapping ErrUnavailable. A
 // grant that comes after that is released.
-func (e *Engine) try(ctx context.Context, h *locker.Hold, st state) (bool, time.Duration, error) {
+func (e *Engine) try(ctx context.Context, h *driver.Hold, st state) (bool, time.Duration, error) {
 	r, err := e.do(ctx, st)
 	switch {
 	case errors.Is(err, locker.ErrPermitsMismatch):
@@ -307,11 +309,11 @@ func (e *Engine) releaseLate(bg context.Context, st state) {
 	}
 }
 
-// Release implements locker.Backend. The engine is no
-// locker.DeadlineHonourer: a release batched behind other requests waits
+// Release implements driver.Backend. The engine is no
+// driver.DeadlineHonourer: a release batched behind other requests waits
 // for their pipeline (see batcher), whatever its own deadline, so Unlock
 // hands every release to a worker of the Core and waits at most its bound.
-func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
+func (e *Engine) Release(ctx context.Context, h *driver.Hold) error {
 	return e.release(ctx, h.State.(state))
 }
 

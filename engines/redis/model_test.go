@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/orthrus-go/orthrus/engines/redis"
-	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
@@ -19,5 +19,5 @@ import (
 func TestModel(t *testing.T) {
 	lockertest.RunModel(t, func(t *testing.T) lockertest.Harness {
 		return lockertest.Harness{Engine: newEngine(t, newSingle(t), redis.WithPrefix("model"), redis.WithFair())}
-	}, lockertest.ModelOps, lockertest.ModelConfig{Kinds: []locker.Kind{locker.KindMutex}})
+	}, lockertest.ModelOps, lockertest.ModelConfig{Kinds: []inspect.Kind{inspect.KindMutex}})
 }

@@ -10,6 +10,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 var (
@@ -18,7 +20,7 @@ var (
 	forceScript   = newScript("unlock", "force")
 )
 
-var _ locker.Inspector = (*Engine)(nil)
+var _ inspect.Inspector = (*Engine)(nil)
 
 // mutexHold is a mutex's hold: the lock "<token>:<owner>" and its fencing
 // counter.
@@ -30,7 +32,7 @@ type mutexHold struct {
 	args [8]any
 }
 
-func (e *Engine) newMutexHold(h *locker.Hold) *mutexHold {
+func (e *Engine) newMutexHold(h *driver.Hold) *mutexHold {
 	lock, fence := e.mutexKeys(h.Name)
 	m := &mutexHold{hold: newHold(h, lock, h.Life()), fence: fence}
 	m.inTurn = true
@@ -62,9 +64,9 @@ func (m *mutexHold) withdraw(context.Context, *Engine) {}
 // wake-up channel. A fair engine (WithFair) does: Waiters lists its queue,
 // first in line first (Token is each waiter's ticket, TTL the time its
 // place has left unless refreshed), and Subscribers is 0.
-func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, error) {
+func (e *Engine) Inspect(ctx context.Context, name string) (inspect.Inspection, error) {
 	if err := e.checkOperation(name); err != nil {
-		return locker.Inspection{}, err
+		return inspect.Inspection{}, err
 	}
 	k := fairKeys(e.LockKey(name))
 	keys := k[:1]
@@ -73,26 +75,26 @@ func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, e
 	}
 	r, err := e.inspectKeys(ctx, inspectScript, "inspect", name, keys)
 	if err != nil {
-		return locker.Inspection{}, err
+		return inspect.Inspection{}, err
 	}
-	in := locker.Inspection{Holder: r.holder()}
+	in := inspect.Inspection{Holder: r.holder()}
 	if e.fq != nil {
-		ws := entries(r.set(0), r.now, locker.KindMutex)
+		ws := entries(r.set(0), r.now, inspect.KindMutex)
 		byToken(ws)
 		for _, w := range ws {
 			in.Waiters = append(in.Waiters, w.Holder)
 		}
 	} else if in.Subscribers, err = e.subscribers(ctx, k[0]+channelSuffix); err != nil {
-		return locker.Inspection{}, e.fail(ctx, "inspect", name, err)
+		return inspect.Inspection{}, e.fail(ctx, "inspect", name, err)
 	}
 	return in, nil
 }
 
 // parseHolder reads a lock's value, "<token>:<owner>".
-func parseHolder(v string) locker.Holder {
+func parseHolder(v string) inspect.Holder {
 	tok, owner, _ := strings.Cut(v, ":")
 	token, _ := strconv.ParseUint(tok, 10, 64)
-	return locker.Holder{Owner: owner, Token: token}
+	return inspect.Holder{Owner: owner, Token: token}
 }
 
 func (e *Engine) subscribers(ctx context.Context, channel string) (int, error) {
@@ -113,9 +115,9 @@ func (e *Engine) subscribers(ctx context.Context, channel string) (int, error) {
 // hold it removed; ErrNotHeld when the name was free. The owner learns of
 // it at its next renewal (Lost closes). For operators clearing a stuck
 // hold; ForceUnlockFamily does it for read-write locks and semaphores.
-func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, error) {
+func (e *Engine) ForceUnlock(ctx context.Context, name string) (inspect.Holder, error) {
 	if err := e.checkOperation(name); err != nil {
-		return locker.Holder{}, err
+		return inspect.Holder{}, err
 	}
 	script, keys := forceScript, []string{e.LockKey(name)}
 	if e.fq != nil {
@@ -124,10 +126,10 @@ func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, e
 	}
 	v, err := script.run(ctx, e.client, keys, e.numsub, e.publish).Text()
 	if errors.Is(err, goredis.Nil) {
-		return locker.Holder{}, fmt.Errorf("redis: force unlock %q: %w", name, locker.ErrNotHeld)
+		return inspect.Holder{}, fmt.Errorf("redis: force unlock %q: %w", name, locker.ErrNotHeld)
 	}
 	if err != nil {
-		return locker.Holder{}, e.fail(ctx, "force unlock", name, err)
+		return inspect.Holder{}, e.fail(ctx, "force unlock", name, err)
 	}
 	return parseHolder(v), nil
 }
@@ -135,7 +137,7 @@ func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, e
 // checkOperation refuses an operator call with a bad name or on a closed
 // engine.
 func (e *Engine) checkOperation(name string) error {
-	if err := locker.ValidateName(name); err != nil {
+	if err := driver.ValidateName(name); err != nil {
 		return err
 	}
 	if e.core.Closed() {

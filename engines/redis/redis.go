@@ -15,6 +15,8 @@ import (
 
 	"github.com/orthrus-go/orthrus/internal/deadline"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/observe"
 )
 
 // Engine is the Redis lock engine. It implements locker.Engine.
@@ -24,7 +26,7 @@ type Engine struct {
 	client goredis.UniversalClient
 	hub    *hub
 	batch  *batcher
-	core   *locker.Core
+	core   *driver.Core
 	log    *slog.Logger
 	calls  sync.Pool // of *call
 
@@ -51,8 +53,8 @@ type Engine struct {
 
 var (
 	_ locker.Engine  = (*Engine)(nil)
-	_ locker.Backend = (*Engine)(nil)
-	_ locker.Renewer = (*Engine)(nil)
+	_ driver.Backend = (*Engine)(nil)
+	_ driver.Renewer = (*Engine)(nil)
 )
 
 type settings struct {
@@ -64,7 +66,7 @@ type settings struct {
 	window    time.Duration // -1: the client's default
 	fair      bool
 
-	observer locker.Observer // nil: nothing observes
+	observer observe.Observer // nil: nothing observes
 }
 
 // Option configures an Engine.
@@ -105,7 +107,7 @@ func WithLogger(l *slog.Logger) Option {
 // WithObserver reports the engine's acquisitions, releases, renewals and
 // holds to o, for metrics and traces (package telemetry implements it with
 // OpenTelemetry). Default: none, and no observation cost.
-func WithObserver(o locker.Observer) Option {
+func WithObserver(o observe.Observer) Option {
 	return option(o != nil, "WithObserver", "observer is nil", func(s *settings) { s.observer = o })
 }
 
@@ -129,7 +131,7 @@ func WithFenceIdle(d time.Duration) Option {
 
 // DefaultRequestTimeout bounds one request to Redis whose context has no
 // deadline, unless WithRequestTimeout says otherwise.
-const DefaultRequestTimeout = locker.DefaultRequestTimeout
+const DefaultRequestTimeout = driver.DefaultRequestTimeout
 
 // WithRequestTimeout bounds each request of an acquisition, and Ping, whose
 // context has no deadline (Lock, TryLock, a LockCtx context that can only be
@@ -205,7 +207,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 		c.run = c.exec
 		return c
 	}
-	e.core = locker.NewCore(s.name, e, logger, locker.ObservedBy(s.observer), locker.ReleaseWait(s.window))
+	e.core = driver.NewCore(s.name, e, logger, driver.ObservedBy(s.observer), driver.ReleaseWait(s.window))
 	return e, nil
 }
 
@@ -236,7 +238,7 @@ func (e *Engine) RideThrough() time.Duration { return e.window }
 // loses the hold.
 const MinTTL = 100 * time.Millisecond
 
-// MinTTL implements locker.MinTTLer: NewLocker refuses a WithTTL or
+// MinTTL implements driver.MinTTLer: NewLocker refuses a WithTTL or
 // WithLease below MinTTL.
 func (e *Engine) MinTTL() time.Duration { return MinTTL }
 
@@ -269,7 +271,7 @@ func (e *Engine) Ping(ctx context.Context) error {
 // Close releases the holds still held, stops the renewal loop and the
 // subscriptions. It does not close the client.
 func (e *Engine) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), locker.DefaultReleaseTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), driver.DefaultReleaseTimeout)
 	defer cancel()
 	err := errors.Join(e.core.Close(ctx), e.hub.close())
 	e.bound.Stop()

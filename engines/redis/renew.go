@@ -8,17 +8,18 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
 )
 
 // renewScript renews holds of every kind.
 var renewScript = newScript("clock", "family", "renew")
 
-// Renew implements locker.Renewer: one renewScript call renews a chunk
+// Renew implements driver.Renewer: one renewScript call renews a chunk
 // of up to maxRenew holds (the scheduler's chunk). On Cluster, where a
 // script's keys must share a slot (and with any client that spreads keys
 // over servers), it is one call per name (a name's keys share its hash
 // tag). Several calls go in one pipeline.
-func (e *Engine) Renew(ctx context.Context, holds []*locker.Hold) []error {
+func (e *Engine) Renew(ctx context.Context, holds []*driver.Hold) []error {
 	if len(holds) == 0 {
 		return nil
 	}
@@ -81,7 +82,7 @@ func split(groups [][]int) [][]int {
 
 // byName groups the indexes of holds by name, in order of first
 // appearance.
-func byName(holds []*locker.Hold) [][]int {
+func byName(holds []*driver.Hold) [][]int {
 	at := make(map[string]int, len(holds))
 	groups := make([][]int, 0, len(holds))
 	for i, h := range holds {
@@ -98,7 +99,7 @@ func byName(holds []*locker.Hold) [][]int {
 
 // renewArgs are the arguments of renewScript for the holds at the indexes
 // g: pointers to each hold's fields, so that building them boxes nothing.
-func renewArgs(holds []*locker.Hold, g []int) []any {
+func renewArgs(holds []*driver.Hold, g []int) []any {
 	args := make([]any, 3, 3+4*len(g))
 	args[0], args[1], args[2] = "evalsha", &renewScript.sha, strconv.Itoa(len(g))
 	for _, j := range g {

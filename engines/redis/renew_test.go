@@ -15,6 +15,7 @@ import (
 	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // Holds of every kind that fall due together are renewed by one script
@@ -89,8 +90,8 @@ func testRenewMixedChunk(t *testing.T, c goredis.UniversalClient, wantKeys int) 
 	if err := c.Del(ctx, e.LockKey(name("gone"))).Err(); err != nil {
 		t.Fatal(err)
 	}
-	zremHold(ctx, t, c, e.FamilyKeys(locker.KindRead, name("r"))[1], holds["reader2"].Token())
-	zremHold(ctx, t, c, e.FamilyKeys(locker.KindPermit, name("sem"))[0], holds["permit2"].Token())
+	zremHold(ctx, t, c, e.FamilyKeys(inspect.KindRead, name("r"))[1], holds["reader2"].Token())
+	zremHold(ctx, t, c, e.FamilyKeys(inspect.KindPermit, name("sem"))[0], holds["permit2"].Token())
 	for _, k := range []string{"gone", "reader2", "permit2"} {
 		select {
 		case <-holds[k].Lost():

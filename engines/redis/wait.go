@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // confirmTimeout bounds the wait for a subscription to be confirmed. Past
@@ -93,7 +94,7 @@ type waiter struct {
 // the read-write lock, the semaphore and a fair engine's mutex say who may
 // proceed.
 type interest struct {
-	kind    locker.Kind
+	kind    inspect.Kind
 	permits int
 	// ticket: a reader may go before writers with a higher one; a fair
 	// waiter goes when a release names it.
@@ -371,7 +372,7 @@ func wakeFor(c *channel, msg string) {
 	case 'w':
 		woke := false
 		for w := c.head; w != nil; w = w.next {
-			if w.want.kind == locker.KindRead && (n == 0 || w.want.ticket == 0 || w.want.ticket < n) {
+			if w.want.kind == inspect.KindRead && (n == 0 || w.want.ticket == 0 || w.want.ticket < n) {
 				wake(w)
 				woke = true
 			}
@@ -396,7 +397,7 @@ func wakeFor(c *channel, msg string) {
 // wakeWriter wakes the longest waiting writer of c.
 func wakeWriter(c *channel) {
 	for w := c.head; w != nil; w = w.next {
-		if w.want.kind == locker.KindWrite {
+		if w.want.kind == inspect.KindWrite {
 			wake(w)
 			return
 		}

@@ -11,7 +11,7 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/orthrus-go/orthrus/internal/zkconn"
-	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
 )
 
 // The lock delay (locker.WithLockDelay) on ZooKeeper. A hold is an
@@ -91,7 +91,7 @@ func markerPath(parent string) string { return parent + "/" + delayNode }
 // name (with wait false, it returns errBarred instead), then takes the
 // marker over for h. It returns errRestart when n is lost meanwhile, and
 // ctx.Err() when ctx ends during the bar.
-func (e *Engine) waitBar(ctx context.Context, h *locker.Hold, n *node, wait bool) error {
+func (e *Engine) waitBar(ctx context.Context, h *driver.Hold, n *node, wait bool) error {
 	path := markerPath(n.parent)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -128,7 +128,7 @@ var errRetryBar = errors.New("zk: delay marker changed")
 // bar reads the marker at path and says how much of its bar is left, by
 // the server's clock, and the marker's version (-1: there is none). A
 // marker held by n itself (a create whose reply was lost) bars nothing.
-func (e *Engine) bar(ctx context.Context, h *locker.Hold, n *node, path string) (time.Duration, int32, error) {
+func (e *Engine) bar(ctx context.Context, h *driver.Hold, n *node, path string) (time.Duration, int32, error) {
 	for {
 		h.Asking()
 		data, was, err := e.get(ctx, path)
@@ -166,7 +166,7 @@ func (e *Engine) bar(ctx context.Context, h *locker.Hold, n *node, path string) 
 // claimBar makes the marker at path h's: "held" with h's delay, created
 // when there is none (version -1). It records the marker's version on n
 // for the release.
-func (e *Engine) claimBar(ctx context.Context, h *locker.Hold, path string, version int32, n *node) error {
+func (e *Engine) claimBar(ctx context.Context, h *driver.Hold, path string, version int32, n *node) error {
 	data := delayMark{delay: h.Delay, node: n.name}.bytes()
 	h.Asking()
 	var st *gozk.Stat
@@ -194,7 +194,7 @@ func (e *Engine) claimBar(ctx context.Context, h *locker.Hold, path string, vers
 // release leaves no bar. A marker that changed meanwhile is someone
 // else's; one that cannot be deleted now only makes the next holder wait
 // the delay.
-func (e *Engine) dropBar(ctx context.Context, h *locker.Hold, n *node) {
+func (e *Engine) dropBar(ctx context.Context, h *driver.Hold, n *node) {
 	if n.marker < 0 {
 		return
 	}
@@ -206,8 +206,8 @@ func (e *Engine) dropBar(ctx context.Context, h *locker.Hold, n *node) {
 	}
 }
 
-// Expire implements locker.Expirer: a fixed lease with a lock delay ran
+// Expire implements driver.Expirer: a fixed lease with a lock delay ran
 // out. Its node goes, its marker stays: the name is barred for the delay.
-func (e *Engine) Expire(ctx context.Context, h *locker.Hold) error {
+func (e *Engine) Expire(ctx context.Context, h *driver.Hold) error {
 	return e.releaseNode(ctx, h)
 }

@@ -33,7 +33,7 @@
 // hold with a lock delay keeps a persistent marker "<parent>/delay" beside
 // its node (delay.go).
 //
-// Names are any string locker.ValidateName accepts: '/', '%', the dots of
+// Names are any string driver.ValidateName accepts: '/', '%', the dots of
 // "." and "..", and the characters ZooKeeper rejects are percent-encoded
 // byte by byte, so two names never share a node, and no name collides
 // with %rw, %sem or %epochs.
@@ -66,7 +66,7 @@
 // refused. Lost closes when the session expires; when the engine,
 // disconnected, has not heard from the ensemble for the session timeout
 // (the server may have granted the lock to another owner by then); and
-// when someone else deletes the hold's node (cause locker.LostGone), which
+// when someone else deletes the hold's node (cause observe.LostGone), which
 // a watch set at the grant reports. A shorter disconnection keeps every
 // hold.
 //

@@ -4,12 +4,12 @@ import (
 	"context"
 	"strings"
 
-	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // FamilyPath exposes the parent node of a read-write lock (KindRead,
 // KindWrite) or a semaphore (KindPermit) to the tests.
-func (e *Engine) FamilyPath(k locker.Kind, name string) string { return e.path(k, name) }
+func (e *Engine) FamilyPath(k inspect.Kind, name string) string { return e.path(k, name) }
 
 // PermitsNode is the child of a semaphore's parent that stores its count.
 const PermitsNode = permitsNode

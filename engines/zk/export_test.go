@@ -4,11 +4,11 @@ import (
 	"context"
 
 	"github.com/orthrus-go/orthrus/internal/zkconn"
-	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // LockPath exposes the parent node of a lock to the tests.
-func (e *Engine) LockPath(name string) string { return e.path(locker.KindMutex, name) }
+func (e *Engine) LockPath(name string) string { return e.path(inspect.KindMutex, name) }
 
 // EscapeName exposes the name escaping to the tests.
 func EscapeName(name string) string { return zkconn.EscapeName(name) }

@@ -16,6 +16,8 @@ import (
 	"github.com/orthrus-go/orthrus/internal/lockrule"
 	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // The markers of the node names and the parents of each kind: see the
@@ -33,34 +35,25 @@ const (
 	permitsNode = "permits" // a semaphore's stored count
 )
 
-// Supports implements locker.KindSupporter: the engine grants every kind.
-func (e *Engine) Supports(k locker.Kind) bool {
-	switch k {
-	case locker.KindMutex, locker.KindRead, locker.KindWrite, locker.KindPermit:
-		return true
-	}
-	return false
-}
-
 // path is the parent node of the nodes of a lock of kind k.
-func (e *Engine) path(k locker.Kind, name string) string {
+func (e *Engine) path(k inspect.Kind, name string) string {
 	switch k {
-	case locker.KindMutex:
+	case inspect.KindMutex:
 		return e.root + "/" + zkconn.EscapeName(name)
-	case locker.KindPermit:
+	case inspect.KindPermit:
 		return e.root + "/" + semSpace + "/" + zkconn.EscapeName(name)
 	}
 	return e.root + "/" + rwSpace + "/" + zkconn.EscapeName(name)
 }
 
 // marker is the node marker of a hold.
-func marker(h *locker.Hold) string {
+func marker(h *driver.Hold) string {
 	switch h.Kind {
-	case locker.KindMutex:
+	case inspect.KindMutex:
 		return lockMarker
-	case locker.KindWrite:
+	case inspect.KindWrite:
 		return "-w-"
-	case locker.KindPermit:
+	case inspect.KindPermit:
 		return "-p" + strconv.Itoa(h.Permits) + "-"
 	}
 	return "-r-"
@@ -78,10 +71,10 @@ type entry struct {
 // for what does not queue (a semaphore's permits node, a mutex's delay
 // marker). Every sequential child of a mutex's parent queues, as it always
 // has, whatever made it.
-func parseEntry(k locker.Kind, name string) (entry, bool) {
+func parseEntry(k inspect.Kind, name string) (entry, bool) {
 	seq, ok := zkconn.Sequence(name)
-	en := entry{name: name, seq: seq, Entry: lockrule.Entry{Kind: locker.KindMutex}}
-	if !ok || k == locker.KindMutex {
+	en := entry{name: name, seq: seq, Entry: lockrule.Entry{Kind: inspect.KindMutex}}
+	if !ok || k == inspect.KindMutex {
 		return en, ok
 	}
 	const head = len(zkconn.ProtectedPrefix) + zkconn.GUIDLen
@@ -102,16 +95,16 @@ func parseEntry(k locker.Kind, name string) (entry, bool) {
 	}
 	switch body[1] {
 	case markRead, markWrite:
-		en.Kind = locker.KindRead
+		en.Kind = inspect.KindRead
 		if body[1] == markWrite {
-			en.Kind = locker.KindWrite
+			en.Kind = inspect.KindWrite
 		}
 		return en, arg == 0
 	case markDown:
-		en.Kind, en.Downgrade, en.down = locker.KindRead, true, arg
+		en.Kind, en.Downgrade, en.down = inspect.KindRead, true, arg
 		return en, true
 	case markPermit:
-		en.Kind, en.Permits = locker.KindPermit, int(arg)
+		en.Kind, en.Permits = inspect.KindPermit, int(arg)
 		return en, arg > 0
 	}
 	return entry{}, false
@@ -128,7 +121,7 @@ type view struct {
 
 // newView parses the children of a parent of kind k and orders them as the
 // queue does: by sequence, then by name.
-func newView(k locker.Kind, children []string) *view {
+func newView(k inspect.Kind, children []string) *view {
 	v := &view{nodes: make([]entry, 0, len(children))}
 	for _, c := range children {
 		if en, ok := parseEntry(k, c); ok {
@@ -164,7 +157,7 @@ func (v *view) decide(own string, held *sync.Map) verdict {
 		return verdict{}
 	}
 	d := lockrule.Decide(v.rule, i, v.count)
-	if _, ok := held.Load(v.nodes[max(i-1, 0)].name); ok && i > 0 && !d.Granted && !d.Count && v.rule[i].Kind == locker.KindPermit {
+	if _, ok := held.Load(v.nodes[max(i-1, 0)].name); ok && i > 0 && !d.Granted && !d.Count && v.rule[i].Kind == inspect.KindPermit {
 		// The node before holds already (granted under a higher count)
 		// and will not tell this one when it may go: the nodes before
 		// it will, by going, as for the head.
@@ -180,14 +173,14 @@ func (v *view) decide(own string, held *sync.Map) verdict {
 	// Every semaphore waiter watches the count too: after SetPermits
 	// lowered it, holds granted under the old count look like waiters
 	// from the listing, and the first real waiter may stand behind them.
-	if d.Count || (!d.Granted && v.rule[i].Kind == locker.KindPermit) {
+	if d.Count || (!d.Granted && v.rule[i].Kind == inspect.KindPermit) {
 		vd.block = append(vd.block, permitsNode)
 	}
 	// A semaphore's waiter that is not the head waits for the node just
 	// before it, which changes its data once granted: the successor must
 	// look again, as it may fit now or be the new head.
-	vd.poke = d.Granted && v.rule[i].Kind == locker.KindPermit && i+1 < len(v.rule)
-	if !d.Granted && v.rule[i].Kind == locker.KindPermit {
+	vd.poke = d.Granted && v.rule[i].Kind == inspect.KindPermit && i+1 < len(v.rule)
+	if !d.Granted && v.rule[i].Kind == inspect.KindPermit {
 		vd.stale = func(name string, data []byte, st *gozk.Stat) bool {
 			if name == permitsNode {
 				return parseCount(data) != v.count
@@ -204,9 +197,9 @@ func (v *view) decide(own string, held *sync.Map) verdict {
 
 // look lists the queue under parent, and for a semaphore reads its
 // stored count, both requests sent at once.
-func (e *Engine) look(k locker.Kind, parent string) (*view, error) {
+func (e *Engine) look(k inspect.Kind, parent string) (*view, error) {
 	var count *async.Pending[int]
-	if k == locker.KindPermit {
+	if k == inspect.KindPermit {
 		count = zkconn.Start(e.zc, func() (int, error) { return e.readCount(parent) }, nil)
 	}
 	children, _, err := e.conn.Children(parent)
@@ -228,8 +221,8 @@ func (e *Engine) look(k locker.Kind, parent string) (*view, error) {
 // decide applies the rules to a look at the queue; on arrival, a
 // semaphore's stored count is checked against h first. Its error is
 // Acquire's.
-func (e *Engine) decide(ctx context.Context, h *locker.Hold, n *node, v *view, arrival bool, held *sync.Map) (verdict, error) {
-	if h.Kind == locker.KindPermit {
+func (e *Engine) decide(ctx context.Context, h *driver.Hold, n *node, v *view, arrival bool, held *sync.Map) (verdict, error) {
+	if h.Kind == inspect.KindPermit {
 		count, err := e.storedCount(ctx, h, n.parent, v.count, arrival)
 		if errors.Is(err, locker.ErrPermitsMismatch) {
 			e.discard(n, true)
@@ -248,8 +241,8 @@ func (e *Engine) decide(ctx context.Context, h *locker.Hold, n *node, v *view, a
 // transaction that checks the write node exists, and holds with the write
 // hold's token. done is false when there is no write hold, or it is gone,
 // and the read hold queues as any other.
-func (e *Engine) downgrade(ctx context.Context, h *locker.Hold, parent string) (ok bool, err error, done bool) {
-	if h.Kind != locker.KindRead || h.Writer == nil {
+func (e *Engine) downgrade(ctx context.Context, h *driver.Hold, parent string) (ok bool, err error, done bool) {
+	if h.Kind != inspect.KindRead || h.Writer == nil {
 		return false, nil, false
 	}
 	w, _ := h.Writer.State.(*node)
@@ -306,7 +299,7 @@ func parseCount(data []byte) int {
 // ErrPermitsMismatch when what is stored is not a count, or when h is the
 // semaphore's first acquisition and was opened with another count. A
 // request larger than the count waits for SetPermits to raise it.
-func (e *Engine) storedCount(ctx context.Context, h *locker.Hold, parent string, count int, arrival bool) (int, error) {
+func (e *Engine) storedCount(ctx context.Context, h *driver.Hold, parent string, count int, arrival bool) (int, error) {
 	if count == 0 {
 		var err error
 		count, err = zkconn.Do(ctx, e.zc, func() (int, error) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/orthrus-go/orthrus/engines/zk"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // BenchmarkFamilyCycle: one owner takes and releases one name, uncontended:
@@ -86,18 +87,18 @@ func BenchmarkFamilyHandoff(b *testing.B) {
 	b.Run("write-read", func(b *testing.B) {
 		h, _ := a.NewRWLock("handoff")
 		p, _ := w.NewRWLock("handoff")
-		parkedHandoff(b, h.WriteLock(), p.ReadLock(), waiters(a, locker.KindRead, "handoff"))
+		parkedHandoff(b, h.WriteLock(), p.ReadLock(), waiters(a, inspect.KindRead, "handoff"))
 	})
 	b.Run("permit", func(b *testing.B) {
 		h, _ := a.NewSemaphore("handoff", 1)
 		p, _ := w.NewSemaphore("handoff", 1)
 		hp, _ := h.NewPermit(1)
 		pp, _ := p.NewPermit(1)
-		parkedHandoff(b, hp, pp, waiters(a, locker.KindPermit, "handoff"))
+		parkedHandoff(b, hp, pp, waiters(a, inspect.KindPermit, "handoff"))
 	})
 }
 
-func waiters(e *zk.Engine, k locker.Kind, name string) func() int {
+func waiters(e *zk.Engine, k inspect.Kind, name string) func() int {
 	return func() int {
 		in, _ := e.InspectFamily(context.Background(), k, name)
 		return len(in.Waiters)

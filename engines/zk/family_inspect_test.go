@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
@@ -24,21 +25,21 @@ func TestForceUnlockFamilyDowngraded(t *testing.T) {
 	defer cancel()
 	bw := lockAsync(ctx, b.WriteLock())
 	waitFor(t, 10*time.Second, "the writer waiting", func() bool {
-		in, err := es[1].InspectFamily(ctx, locker.KindWrite, name)
+		in, err := es[1].InspectFamily(ctx, inspect.KindWrite, name)
 		return err == nil && len(in.Waiters) == 1
 	})
-	ended, err := es[1].ForceUnlockFamily(ctx, locker.KindWrite, name, wtoken)
+	ended, err := es[1].ForceUnlockFamily(ctx, inspect.KindWrite, name, wtoken)
 	if err != nil {
 		t.Fatalf("ForceUnlockFamily(the write token) = %v", err)
 	}
-	kinds := map[locker.Kind]bool{}
+	kinds := map[inspect.Kind]bool{}
 	for _, h := range ended {
 		if h.Owner != "a" || h.Token != wtoken || h.Permits != 1 {
 			t.Errorf("ended %+v; want a's hold of token %d", h, wtoken)
 		}
 		kinds[h.Kind] = true
 	}
-	if len(ended) != 2 || !kinds[locker.KindWrite] || !kinds[locker.KindRead] {
+	if len(ended) != 2 || !kinds[inspect.KindWrite] || !kinds[inspect.KindRead] {
 		t.Fatalf("ForceUnlockFamily(the write token) ended %+v; want a's write and read holds", ended)
 	}
 	if err := <-bw; err != nil {
@@ -70,10 +71,10 @@ func TestForceUnlockFamilyAllPermits(t *testing.T) {
 	}
 	done := lockAsync(ctx, next)
 	waitFor(t, 10*time.Second, "the permit waiter", func() bool {
-		in, err := es[1].InspectFamily(ctx, locker.KindPermit, name)
+		in, err := es[1].InspectFamily(ctx, inspect.KindPermit, name)
 		return err == nil && len(in.Waiters) == 1
 	})
-	ended, err := es[1].ForceUnlockFamily(ctx, locker.KindPermit, name, 0)
+	ended, err := es[1].ForceUnlockFamily(ctx, inspect.KindPermit, name, 0)
 	if err != nil {
 		t.Fatalf("ForceUnlockFamily(0) = %v", err)
 	}
@@ -81,7 +82,7 @@ func TestForceUnlockFamilyAllPermits(t *testing.T) {
 		t.Fatalf("ForceUnlockFamily(0) ended %+v; want the holds of tokens %d and %d, in line order", ended, held[0].Token(), held[1].Token())
 	}
 	for _, h := range ended {
-		if h.Kind != locker.KindPermit || h.Permits != 1 {
+		if h.Kind != inspect.KindPermit || h.Permits != 1 {
 			t.Errorf("ended %+v; want a hold of 1 permit", h)
 		}
 	}
@@ -91,7 +92,7 @@ func TestForceUnlockFamilyAllPermits(t *testing.T) {
 	for i, h := range held {
 		lockertest.WantLost(t, h, ended[i].Owner)
 	}
-	in, err := es[0].InspectFamily(ctx, locker.KindPermit, name)
+	in, err := es[0].InspectFamily(ctx, inspect.KindPermit, name)
 	if err != nil || len(in.Holders) != 1 || in.Holders[0].Owner != "next" || len(in.Waiters) != 0 {
 		t.Errorf("InspectFamily() after the force = %+v, %v; want next holding alone", in, err)
 	}
@@ -108,7 +109,7 @@ func TestForceNodeVersionChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	parent := e.FamilyPath(locker.KindPermit, name)
+	parent := e.FamilyPath(inspect.KindPermit, name)
 	nodes, err := familyNodes(c, parent)
 	if err != nil || len(nodes) != 1 {
 		t.Fatalf("nodes = %v, %v; want one", nodes, err)
@@ -133,7 +134,7 @@ func TestForceNodeVersionChanged(t *testing.T) {
 // Only read-write lock and semaphore kinds are accepted.
 func TestForceUnlockFamilyBadKind(t *testing.T) {
 	e := familyEngines(t, 1)[0]
-	for _, k := range []locker.Kind{locker.KindMutex, locker.Kind(99)} {
+	for _, k := range []inspect.Kind{inspect.KindMutex, inspect.Kind(99)} {
 		if _, err := e.ForceUnlockFamily(context.Background(), k, "x", 0); !errors.Is(err, locker.ErrInvalidArgument) {
 			t.Errorf("ForceUnlockFamily(kind %v) = %v; want ErrInvalidArgument", k, err)
 		}

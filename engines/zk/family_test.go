@@ -12,6 +12,7 @@ import (
 
 	"github.com/orthrus-go/orthrus/engines/zk"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
@@ -101,18 +102,6 @@ func notDone(t *testing.T, done <-chan error, what string) {
 	}
 }
 
-func TestSupports(t *testing.T) {
-	e := familyEngines(t, 1)[0]
-	for _, k := range []locker.Kind{locker.KindMutex, locker.KindRead, locker.KindWrite, locker.KindPermit} {
-		if !e.Supports(k) {
-			t.Errorf("Supports(%v) = false; want true", k)
-		}
-	}
-	if e.Supports(locker.Kind(99)) {
-		t.Errorf("Supports(99) = true; want false")
-	}
-}
-
 // Downgrade: the writer takes the read side at once and keeps it after
 // releasing the write side; a writer that queued before the downgrade
 // waits for that read hold; the read hold's token is the write hold's,
@@ -121,7 +110,7 @@ func TestRWDowngrade(t *testing.T) {
 	c := admin(t)
 	es := familyEngines(t, 2)
 	name := t.Name()
-	parent := es[0].FamilyPath(locker.KindWrite, name)
+	parent := es[0].FamilyPath(inspect.KindWrite, name)
 	a, b := rwLock(t, es[0], name), rwLock(t, es[1], name)
 	lock(t, a.WriteLock())
 	wtoken := a.WriteLock().Token()
@@ -140,7 +129,7 @@ func TestRWDowngrade(t *testing.T) {
 	// The read hold stays; the waiting writer must not slip in.
 	waitQueued(t, c, parent, 2)
 	notDone(t, bw, "the writer queued before the downgrade")
-	if _, err := es[0].InspectFamily(context.Background(), locker.KindRead, name); err != nil {
+	if _, err := es[0].InspectFamily(context.Background(), inspect.KindRead, name); err != nil {
 		t.Fatal(err)
 	}
 	// A reader of another owner queues behind the waiting writer.
@@ -169,7 +158,7 @@ func TestRWDowngradeAfterWriterLost(t *testing.T) {
 	c := admin(t)
 	e := familyEngines(t, 1)[0]
 	name := t.Name()
-	parent := e.FamilyPath(locker.KindWrite, name)
+	parent := e.FamilyPath(inspect.KindWrite, name)
 	l := rwLock(t, e, name)
 	lock(t, l.WriteLock())
 	nodes, err := familyNodes(c, parent)
@@ -204,7 +193,7 @@ func TestRWFairOrder(t *testing.T) {
 	c := admin(t)
 	es := familyEngines(t, 3)
 	name := t.Name()
-	parent := es[0].FamilyPath(locker.KindRead, name)
+	parent := es[0].FamilyPath(inspect.KindRead, name)
 	w1, w2 := rwLock(t, es[0], name), rwLock(t, es[1], name)
 	r3, r4 := rwLock(t, es[2], name), rwLock(t, es[0], name)
 	w5 := rwLock(t, es[1], name)
@@ -251,7 +240,7 @@ func TestSemaphoreFIFO(t *testing.T) {
 	c := admin(t)
 	es := familyEngines(t, 2)
 	name := t.Name()
-	parent := es[0].FamilyPath(locker.KindPermit, name)
+	parent := es[0].FamilyPath(inspect.KindPermit, name)
 	s0, s1 := semaphore(t, es[0], name, 3), semaphore(t, es[1], name, 3)
 	held, err := s0.Acquire(context.Background(), 2)
 	if err != nil {
@@ -288,7 +277,7 @@ func TestSemaphoreCount(t *testing.T) {
 	es := familyEngines(t, 2)
 	name := t.Name()
 	ctx := context.Background()
-	parent := es[0].FamilyPath(locker.KindPermit, name)
+	parent := es[0].FamilyPath(inspect.KindPermit, name)
 	s2 := semaphore(t, es[0], name, 2)
 	p, err := s2.Acquire(ctx, 1)
 	if err != nil {
@@ -328,7 +317,7 @@ func TestSemaphoreCount(t *testing.T) {
 	if p, err := s2.TryAcquire(1); p != nil || err != nil {
 		t.Errorf("sixth TryAcquire(1) = %v, %v; want nil, nil", p, err)
 	}
-	in, err := es[0].InspectFamily(ctx, locker.KindPermit, name)
+	in, err := es[0].InspectFamily(ctx, inspect.KindPermit, name)
 	if err != nil || in.Permits != 5 || len(in.Holders) != 5 || len(in.Waiters) != 0 {
 		t.Errorf("InspectFamily() = %+v, %v; want 5 permits, 5 holders", in, err)
 	}
@@ -358,7 +347,7 @@ func TestSemaphoreSetPermitsWakes(t *testing.T) {
 	defer cancel()
 	w, _ := s.NewPermit(1)
 	done := lockAsync(wctx, w)
-	waitQueued(t, admin(t), es[0].FamilyPath(locker.KindPermit, name), 2)
+	waitQueued(t, admin(t), es[0].FamilyPath(inspect.KindPermit, name), 2)
 	if err := es[1].SetPermits(ctx, name, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -375,13 +364,13 @@ func TestFamilyLost(t *testing.T) {
 	es := familyEngines(t, 1)
 	e := es[0]
 	name := t.Name()
-	for _, k := range []locker.Kind{locker.KindRead, locker.KindWrite, locker.KindPermit} {
+	for _, k := range []inspect.Kind{inspect.KindRead, inspect.KindWrite, inspect.KindPermit} {
 		t.Run(k.String(), func(t *testing.T) {
 			var h locker.Handle
 			switch k {
-			case locker.KindPermit:
+			case inspect.KindPermit:
 				h, _ = semaphore(t, e, name, 2, locker.WithTTL(300*time.Millisecond)).NewPermit(1)
-			case locker.KindRead:
+			case inspect.KindRead:
 				h = rwLock(t, e, name, locker.WithTTL(300*time.Millisecond)).ReadLock()
 			default:
 				h = rwLock(t, e, name, locker.WithTTL(300*time.Millisecond)).WriteLock()
@@ -414,7 +403,7 @@ func TestFamilyLost(t *testing.T) {
 		if err := l.WriteLock().Unlock(); !errors.Is(err, locker.ErrLockLost) {
 			t.Errorf("Unlock() after the lease = %v; want ErrLockLost", err)
 		}
-		waitQueued(t, c, e.FamilyPath(locker.KindWrite, name+"-lease"), 0)
+		waitQueued(t, c, e.FamilyPath(inspect.KindWrite, name+"-lease"), 0)
 	})
 }
 
@@ -433,9 +422,9 @@ func TestFamilyCancelLeavesNothing(t *testing.T) {
 	other := rwLock(t, es[1], name)
 	op, _ := semaphore(t, es[1], name, 1).NewPermit(1)
 	for _, w := range []struct {
-		k locker.Kind
+		k inspect.Kind
 		h locker.Handle
-	}{{locker.KindRead, other.ReadLock()}, {locker.KindWrite, other.WriteLock()}, {locker.KindPermit, op}} {
+	}{{inspect.KindRead, other.ReadLock()}, {inspect.KindWrite, other.WriteLock()}, {inspect.KindPermit, op}} {
 		parent := es[0].FamilyPath(w.k, name)
 		for _, cause := range []error{context.DeadlineExceeded, context.Canceled} {
 			ctx, cancel := context.WithCancel(context.Background())
@@ -526,7 +515,7 @@ func TestRWNoHerd(t *testing.T) {
 	c := admin(t)
 	es := familyEngines(t, 5)
 	name := t.Name()
-	parent := es[0].FamilyPath(locker.KindRead, name)
+	parent := es[0].FamilyPath(inspect.KindRead, name)
 	ls := make([]locker.RWLock, len(es))
 	for i, e := range es {
 		ls[i] = rwLock(t, e, name)
@@ -570,7 +559,7 @@ func TestSemaphoreNoHerd(t *testing.T) {
 	c := admin(t)
 	es := familyEngines(t, 5)
 	name := t.Name()
-	parent := es[0].FamilyPath(locker.KindPermit, name)
+	parent := es[0].FamilyPath(inspect.KindPermit, name)
 	ps := make([]locker.Handle, len(es))
 	for i, e := range es {
 		ps[i], _ = semaphore(t, e, name, 2).NewPermit(1)

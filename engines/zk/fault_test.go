@@ -14,6 +14,7 @@ import (
 	"github.com/orthrus-go/orthrus/engines/zk"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
@@ -679,11 +680,11 @@ func TestFaults(t *testing.T) {
 }
 
 // TryLock on a frozen server, at the engine's defaults, returns
-// ErrUnavailable within locker.DefaultRequestTimeout (it took the old
+// ErrUnavailable within driver.DefaultRequestTimeout (it took the old
 // default connect timeout, 5s).
 func TestTryLockFrozenWithinRequestTimeout(t *testing.T) {
 	s := testserver.ZooKeeper(t)
 	e := newEngine(t, []string{s.Addr()})
 	defer e.Close()
-	lockertest.TryLockFrozen(t, e, s.Pause, s.Resume, locker.DefaultRequestTimeout)
+	lockertest.TryLockFrozen(t, e, s.Pause, s.Resume, driver.DefaultRequestTimeout)
 }

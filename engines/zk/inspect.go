@@ -12,11 +12,13 @@ import (
 	"github.com/orthrus-go/orthrus/internal/lockrule"
 	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 var (
-	_ locker.Inspector       = (*Engine)(nil)
-	_ locker.FamilyInspector = (*Engine)(nil)
+	_ inspect.Inspector       = (*Engine)(nil)
+	_ inspect.FamilyInspector = (*Engine)(nil)
 )
 
 // maxNodeReads bounds the reads, or deletes, of lock nodes in flight.
@@ -33,7 +35,7 @@ const forceAttempts = 5
 type queued struct {
 	path          string
 	version       int32
-	fh            locker.FamilyHolder
+	fh            inspect.FamilyHolder
 	granted, gone bool
 }
 
@@ -42,15 +44,15 @@ type queued struct {
 // in parallel; a node deleted in between is left out. Owner is a node's
 // data, Token its czxid (a waiter's is the token it holds with once
 // granted). TTL is 0: the owner's session keeps a hold.
-func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, error) {
+func (e *Engine) Inspect(ctx context.Context, name string) (inspect.Inspection, error) {
 	if err := e.check("inspect", name); err != nil {
-		return locker.Inspection{}, err
+		return inspect.Inspection{}, err
 	}
-	nodes, _, err := e.queue(ctx, locker.KindMutex, e.path(locker.KindMutex, name))
+	nodes, _, err := e.queue(ctx, inspect.KindMutex, e.path(inspect.KindMutex, name))
 	if err != nil {
-		return locker.Inspection{}, e.fail("inspect", name, err)
+		return inspect.Inspection{}, e.fail("inspect", name, err)
 	}
-	in := locker.Inspection{}
+	in := inspect.Inspection{}
 	for _, q := range nodes {
 		switch {
 		case q.gone:
@@ -67,13 +69,13 @@ func (e *Engine) Inspect(ctx context.Context, name string) (locker.Inspection, e
 // as ForceUnlockFamily does, and returns it; ErrNotHeld when the name is
 // free. The next waiter takes the lock. For operators clearing a stuck
 // hold.
-func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, error) {
+func (e *Engine) ForceUnlock(ctx context.Context, name string) (inspect.Holder, error) {
 	if err := e.check("force unlock", name); err != nil {
-		return locker.Holder{}, err
+		return inspect.Holder{}, err
 	}
-	ended, err := e.force(ctx, locker.KindMutex, name, 0)
+	ended, err := e.force(ctx, inspect.KindMutex, name, 0)
 	if err != nil {
-		return locker.Holder{}, err
+		return inspect.Holder{}, err
 	}
 	return ended[0].Holder, nil
 }
@@ -82,15 +84,15 @@ func (e *Engine) ForceUnlock(ctx context.Context, name string) (locker.Holder, e
 // KindWrite) or the semaphore (KindPermit) name, with a semaphore's stored
 // count; which nodes hold follows from the queue as the engine's
 // acquisitions decide it. A downgraded reader's token is its write hold's.
-func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name string) (locker.FamilyInspection, error) {
+func (e *Engine) InspectFamily(ctx context.Context, kind inspect.Kind, name string) (inspect.FamilyInspection, error) {
 	if err := e.checkFamily("inspect", kind, name); err != nil {
-		return locker.FamilyInspection{}, err
+		return inspect.FamilyInspection{}, err
 	}
 	nodes, count, err := e.queue(ctx, kind, e.path(kind, name))
 	if err != nil {
-		return locker.FamilyInspection{}, e.fail("inspect", name, err)
+		return inspect.FamilyInspection{}, e.fail("inspect", name, err)
 	}
-	in := locker.FamilyInspection{Permits: count}
+	in := inspect.FamilyInspection{Permits: count}
 	for _, n := range nodes {
 		switch {
 		case n.gone:
@@ -113,7 +115,7 @@ func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name strin
 // after the look. The forced-out owners' engines learn of it at once from
 // their watch on the node: Lost closes and Unlock returns ErrLockLost. On
 // an error, the holds it ended before come with it.
-func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name string, token uint64) ([]locker.FamilyHolder, error) {
+func (e *Engine) ForceUnlockFamily(ctx context.Context, kind inspect.Kind, name string, token uint64) ([]inspect.FamilyHolder, error) {
 	if err := e.checkFamily("force unlock", kind, name); err != nil {
 		return nil, err
 	}
@@ -121,7 +123,7 @@ func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name s
 }
 
 // force is ForceUnlock and ForceUnlockFamily.
-func (e *Engine) force(ctx context.Context, kind locker.Kind, name string, token uint64) ([]locker.FamilyHolder, error) {
+func (e *Engine) force(ctx context.Context, kind inspect.Kind, name string, token uint64) ([]inspect.FamilyHolder, error) {
 	parent := e.path(kind, name)
 	for range forceAttempts {
 		nodes, _, err := e.queue(ctx, kind, parent)
@@ -156,7 +158,7 @@ func (e *Engine) force(ctx context.Context, kind locker.Kind, name string, token
 // forceNodes deletes the nodes of targets, at most maxNodeReads at a time,
 // and returns the holds of those it deleted, in their order; those deleted
 // by someone else meanwhile are left out.
-func (e *Engine) forceNodes(ctx context.Context, parent string, targets []queued) ([]locker.FamilyHolder, error) {
+func (e *Engine) forceNodes(ctx context.Context, parent string, targets []queued) ([]inspect.FamilyHolder, error) {
 	done := make([]bool, len(targets))
 	var g errgroup.Group
 	g.SetLimit(maxNodeReads)
@@ -168,7 +170,7 @@ func (e *Engine) forceNodes(ctx context.Context, parent string, targets []queued
 		})
 	}
 	err := g.Wait()
-	var ended []locker.FamilyHolder
+	var ended []inspect.FamilyHolder
 	for i, t := range targets {
 		if done[i] {
 			ended = append(ended, t.fh)
@@ -201,7 +203,7 @@ func (e *Engine) forceNode(ctx context.Context, parent, path string, version int
 
 // check checks the name of an operation, and that the engine is open.
 func (e *Engine) check(op, name string) error {
-	if err := locker.ValidateName(name); err != nil {
+	if err := driver.ValidateName(name); err != nil {
 		return fmt.Errorf("zk: %s: %w", op, err)
 	}
 	if e.core.Closed() || e.zc.Closing() {
@@ -212,8 +214,8 @@ func (e *Engine) check(op, name string) error {
 
 // checkFamily is check for a read-write lock or a semaphore: it checks the
 // kind too.
-func (e *Engine) checkFamily(op string, kind locker.Kind, name string) error {
-	if kind != locker.KindRead && kind != locker.KindWrite && kind != locker.KindPermit {
+func (e *Engine) checkFamily(op string, kind inspect.Kind, name string) error {
+	if kind != inspect.KindRead && kind != inspect.KindWrite && kind != inspect.KindPermit {
 		return fmt.Errorf("zk: %s %q: %w: kind %v, want read, write or permit", op, name, locker.ErrInvalidArgument, kind)
 	}
 	return e.check(op, name)
@@ -223,7 +225,7 @@ func (e *Engine) checkFamily(op string, kind locker.Kind, name string) error {
 // whether the rules grant each, and a semaphore's stored count: one
 // listing, one read of each node, in parallel. A node deleted between the
 // listing and its read is left out; none when parent does not exist.
-func (e *Engine) queue(ctx context.Context, kind locker.Kind, parent string) ([]queued, int, error) {
+func (e *Engine) queue(ctx context.Context, kind inspect.Kind, parent string) ([]queued, int, error) {
 	v, err := zkconn.Do(ctx, e.zc, func() (*view, error) {
 		v, err := e.look(kind, parent)
 		if errors.Is(err, gozk.ErrNoNode) {
@@ -253,9 +255,9 @@ func (e *Engine) queue(ctx context.Context, kind locker.Kind, parent string) ([]
 	for i, en := range v.nodes {
 		switch {
 		case nodes[i].gone:
-		case en.Kind == locker.KindWrite:
+		case en.Kind == inspect.KindWrite:
 			held[i] = downFrom[int64(nodes[i].fh.Token)]
-		case en.Kind == locker.KindPermit:
+		case en.Kind == inspect.KindPermit:
 			held[i] = nodes[i].version > 0
 		}
 	}
@@ -277,7 +279,7 @@ func (e *Engine) readNodes(ctx context.Context, parent string, ens []entry) ([]q
 			data, st, err := e.get(ctx, path)
 			switch {
 			case err == nil:
-				fh := locker.FamilyHolder{Holder: locker.Holder{Owner: string(data), Token: uint64(st.Czxid)}, Kind: en.Kind, Permits: max(en.Permits, 1)}
+				fh := inspect.FamilyHolder{Holder: inspect.Holder{Owner: string(data), Token: uint64(st.Czxid)}, Kind: en.Kind, Permits: max(en.Permits, 1)}
 				if en.Downgrade {
 					fh.Token = uint64(en.down)
 				}
@@ -306,7 +308,7 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 	if err := e.check("set permits", name); err != nil {
 		return err
 	}
-	parent := e.path(locker.KindPermit, name)
+	parent := e.path(inspect.KindPermit, name)
 	for range forceAttempts {
 		lower, done, err := e.lowerPermits(ctx, parent, n)
 		if err == nil && !lower {
@@ -339,7 +341,7 @@ func (e *Engine) lowerPermits(ctx context.Context, parent string, n int) (lower,
 	if perr != nil || n >= old {
 		return false, false, nil
 	}
-	nodes, count, err := e.queue(ctx, locker.KindPermit, parent)
+	nodes, count, err := e.queue(ctx, inspect.KindPermit, parent)
 	if err != nil || count != old {
 		return true, false, err
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/orthrus-go/orthrus/internal/async"
 	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // errRestart means the engine lost its node while queueing (deleted, or its
@@ -29,12 +31,12 @@ const maxTryRestarts = 2
 // that the ensemble has just answered; past it the reaper goes on.
 const cleanupTimeout = 250 * time.Millisecond
 
-// Acquire implements locker.Backend: it queues an ephemeral sequential node
+// Acquire implements driver.Backend: it queues an ephemeral sequential node
 // under the lock's parent, and the rules of the lock family
 // (internal/lockrule) decide from one listing of the queue whether it holds
 // and, if not, which nodes it watches: a mutex's or a writer's only the
 // node just before its own, so that a release wakes one waiter.
-func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, error) {
+func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, error) {
 	if e.zc.Refused() {
 		// Not worth waiting the connect timeout for a reconnection.
 		return false, e.fail("acquire", h.Name, zkconn.ErrNoServer)
@@ -64,7 +66,7 @@ func (e *Engine) Acquire(ctx context.Context, h *locker.Hold, wait bool) (bool, 
 // on the wire. ZooKeeper answers a session's requests in order, so the
 // listing sees the new node. Should it not (the connection changed in
 // between), the engine lists again.
-func (e *Engine) attempt(ctx context.Context, h *locker.Hold, parent string, wait bool) (bool, error) {
+func (e *Engine) attempt(ctx context.Context, h *driver.Hold, parent string, wait bool) (bool, error) {
 	if ok, err, done := e.downgrade(ctx, h, parent); done {
 		return ok, err
 	}
@@ -103,7 +105,7 @@ func (e *Engine) attempt(ctx context.Context, h *locker.Hold, parent string, wai
 
 // enqueue creates and tracks the attempt's node, and returns its token and
 // the look sent right behind the create (nil when it missed the node).
-func (e *Engine) enqueue(ctx context.Context, h *locker.Hold, parent string) (*node, int64, *view, error) {
+func (e *Engine) enqueue(ctx context.Context, h *driver.Hold, parent string) (*node, int64, *view, error) {
 	guid := zkconn.NewGUID()
 	sent, unexpect := e.zc.Sent(guid)
 	var early *async.Pending[*view]
@@ -115,7 +117,7 @@ func (e *Engine) enqueue(ctx context.Context, h *locker.Hold, parent string) (*n
 		return nil, 0, nil, err
 	}
 	pversion := c.PVersion
-	if h.Kind == locker.KindPermit {
+	if h.Kind == inspect.KindPermit {
 		// Its permits node keeps a semaphore's parent: not worth a
 		// delete that would fail.
 		pversion = -1
@@ -134,7 +136,7 @@ func (e *Engine) enqueue(ctx context.Context, h *locker.Hold, parent string) (*n
 // take makes n, granted by the rules, h's hold: with a lock delay, once the
 // bar a hold that ended without Unlock left has run out (delay.go); with
 // poke, its successor is woken first.
-func (e *Engine) take(ctx context.Context, h *locker.Hold, n *node, czxid int64, poke, wait bool) (bool, error) {
+func (e *Engine) take(ctx context.Context, h *driver.Hold, n *node, czxid int64, poke, wait bool) (bool, error) {
 	if h.Delay > 0 {
 		switch err := e.waitBar(ctx, h, n, wait); {
 		case errors.Is(err, errBarred):
@@ -159,7 +161,7 @@ func (e *Engine) take(ctx context.Context, h *locker.Hold, n *node, czxid int64,
 // awaitBlockers watches the nodes that block n and waits for a change of
 // one of them. It returns nil when it is time to look again, errRestart
 // when n is lost, or the error Acquire returns.
-func (e *Engine) awaitBlockers(ctx context.Context, h *locker.Hold, n *node, vd verdict, watches map[string]<-chan gozk.Event) error {
+func (e *Engine) awaitBlockers(ctx context.Context, h *driver.Hold, n *node, vd verdict, watches map[string]<-chan gozk.Event) error {
 	h.Asking()
 	chans, err := e.watchAll(ctx, n.parent, vd.block, watches, vd.stale)
 	switch {
@@ -255,7 +257,7 @@ func (e *Engine) watchAll(ctx context.Context, parent string, names []string, wa
 // await waits for ch while n, h's node, waits in line: it returns
 // errRestart when n is lost, ctx.Err() (n deleted) when ctx ends, and the
 // error Acquire returns when the engine closes.
-func await[T any](e *Engine, ctx context.Context, h *locker.Hold, n *node, ch <-chan T) (T, error) {
+func await[T any](e *Engine, ctx context.Context, h *driver.Hold, n *node, ch <-chan T) (T, error) {
 	var zero T
 	select {
 	case v := <-ch:
@@ -271,7 +273,7 @@ func await[T any](e *Engine, ctx context.Context, h *locker.Hold, n *node, ch <-
 }
 
 // awaitAny is await for an event on one of chans.
-func (e *Engine) awaitAny(ctx context.Context, h *locker.Hold, n *node, chans []<-chan gozk.Event) (gozk.Event, error) {
+func (e *Engine) awaitAny(ctx context.Context, h *driver.Hold, n *node, chans []<-chan gozk.Event) (gozk.Event, error) {
 	if len(chans) == 1 {
 		return await(e, ctx, h, n, chans[0])
 	}
@@ -324,7 +326,7 @@ func (e *Engine) armSoon(n *node, first func()) {
 
 // abandon gives up a queued node after err and returns what Acquire
 // returns.
-func (e *Engine) abandon(ctx context.Context, h *locker.Hold, n *node, err error) error {
+func (e *Engine) abandon(ctx context.Context, h *driver.Hold, n *node, err error) error {
 	if errors.Is(err, gozk.ErrNoNode) {
 		// The node, or its parent and so the node, is gone.
 		e.untrack(n)
@@ -363,22 +365,22 @@ func (e *Engine) discard(n *node, now bool) {
 	}
 }
 
-// HonoursDeadlines implements locker.DeadlineHonourer: a release returns
+// HonoursDeadlines implements driver.DeadlineHonourer: a release returns
 // when its context ends.
 func (e *Engine) HonoursDeadlines() bool { return true }
 
-// Release implements locker.Backend: it deletes the hold's node, which is
+// Release implements driver.Backend: it deletes the hold's node, which is
 // the hold's own (its name carries a guid of its own), whatever its version;
 // with a lock delay, its delay marker first (delay.go).
-func (e *Engine) Release(ctx context.Context, h *locker.Hold) error {
-	if n, ok := h.State.(*node); ok && h.Kind == locker.KindMutex {
+func (e *Engine) Release(ctx context.Context, h *driver.Hold) error {
+	if n, ok := h.State.(*node); ok && h.Kind == inspect.KindMutex {
 		e.dropBar(ctx, h, n)
 	}
 	return e.releaseNode(ctx, h)
 }
 
 // releaseNode deletes the hold's node.
-func (e *Engine) releaseNode(ctx context.Context, h *locker.Hold) error {
+func (e *Engine) releaseNode(ctx context.Context, h *driver.Hold) error {
 	n, ok := h.State.(*node)
 	if !ok {
 		return fmt.Errorf("zk: release %q: %w", h.Name, locker.ErrLockLost)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/orthrus-go/orthrus/engines/zk"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // A request larger than the stored count waits for SetPermits to raise
@@ -35,7 +36,7 @@ func queueWaiter(t *testing.T, e *zk.Engine, s locker.Semaphore, n, queued int) 
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	done := lockAsync(ctx, w)
-	waitQueued(t, admin(t), e.FamilyPath(locker.KindPermit, s.Name()), queued)
+	waitQueued(t, admin(t), e.FamilyPath(inspect.KindPermit, s.Name()), queued)
 	return w, done
 }
 
@@ -118,7 +119,7 @@ func TestSemaphoreInspectAfterLowering(t *testing.T) {
 	}
 	w, done := queueWaiter(t, es[0], s, 1, 3)
 	setPermits(t, es[0], name, 1)
-	in, err := es[0].InspectFamily(context.Background(), locker.KindPermit, name)
+	in, err := es[0].InspectFamily(context.Background(), inspect.KindPermit, name)
 	if err != nil || in.Permits != 1 || len(in.Holders) != 2 || len(in.Waiters) != 1 {
 		t.Fatalf("InspectFamily() after lowering 3 to 1 = %+v, %v; want 2 holders, 1 waiter, 1 permit", in, err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
 )
 
 // The engine tracks its nodes, waiting or holding, by the epoch of the
@@ -21,7 +22,7 @@ type node struct {
 	name    string        // last path element
 	ep      *zkconn.Epoch // the epoch it was created in
 	gone    chan struct{} // closed when the engine stops tracking it
-	hold    *locker.Hold  // set when granted; guarded by Engine.mu
+	hold    *driver.Hold  // set when granted; guarded by Engine.mu
 	watched atomic.Bool   // a watch on the node reports its deletion
 	// marker is the version of the hold's delay marker (delay.go), -1
 	// without one; set before the grant.
@@ -47,7 +48,7 @@ func (e *Engine) forgetLocked(n *node) bool {
 func (e *Engine) epochLost(ep *zkconn.Epoch, why string, reap bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var lost []*locker.Hold
+	var lost []*driver.Hold
 	for path, n := range e.nodes {
 		if n.ep != ep {
 			continue
@@ -61,7 +62,7 @@ func (e *Engine) epochLost(ep *zkconn.Epoch, why string, reap bool) {
 			e.zc.Reap(path)
 		}
 	}
-	locker.WarnLost(e.log, "zk", lost, errors.New(why))
+	driver.WarnLost(e.log, "zk", lost, errors.New(why))
 }
 
 // errDisconnected is why the holds of a session whose connection dropped
@@ -73,7 +74,7 @@ var errDisconnected = fmt.Errorf("zk: %w: connection to the ensemble lost; the s
 // comes back within left, the session timeout at most.
 func (e *Engine) epochAtRisk(ep *zkconn.Epoch, left time.Duration) {
 	e.mu.Lock()
-	var holds []*locker.Hold
+	var holds []*driver.Hold
 	for _, n := range e.nodes {
 		if n.ep == ep && n.hold != nil {
 			holds = append(holds, n.hold)
@@ -113,7 +114,7 @@ func (e *Engine) lostNode(n *node, why string) {
 	defer e.mu.Unlock()
 	if e.forgetLocked(n) && n.hold != nil {
 		n.hold.MarkGone()
-		locker.WarnLost(e.log, "zk", []*locker.Hold{n.hold}, errors.New(why))
+		driver.WarnLost(e.log, "zk", []*driver.Hold{n.hold}, errors.New(why))
 	}
 }
 
@@ -146,7 +147,7 @@ func (e *Engine) untrack(n *node) bool {
 // trustworthy: gone, or of an epoch that ended. A watch on n is set at once
 // in the background, unless it has one, after first (nil: nothing): a
 // change of n's data that must not use the watch up.
-func (e *Engine) grant(h *locker.Hold, n *node, czxid int64, first func()) bool {
+func (e *Engine) grant(h *driver.Hold, n *node, czxid int64, first func()) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.nodes[n.path] != n || n.ep != e.zc.Epoch() || n.ep.IsLost() {

@@ -14,12 +14,14 @@ import (
 
 	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/observe"
 )
 
 // Defaults of the engine options.
 const (
 	DefaultSessionTimeout = 10 * time.Second
-	DefaultConnectTimeout = locker.DefaultRequestTimeout
+	DefaultConnectTimeout = driver.DefaultRequestTimeout
 	// DefaultClusterConnectTimeout is the connect timeout with several
 	// servers: a request rides out the ensemble's election, which takes
 	// seconds, on the session's next server.
@@ -43,7 +45,7 @@ type Engine struct {
 
 	zc   *zkconn.Conn // the connection, its workers and its reaper
 	conn *gozk.Conn   // zc's client, for requests run through do
-	core *locker.Core
+	core *driver.Core
 
 	mu    sync.Mutex
 	nodes map[string]*node // the engine's nodes, by path; see session.go
@@ -57,15 +59,15 @@ type Engine struct {
 
 var (
 	_ locker.Engine  = (*Engine)(nil)
-	_ locker.Backend = (*Engine)(nil)
+	_ driver.Backend = (*Engine)(nil)
 )
 
 type settings struct {
 	name     string
 	prefix   string
-	window   time.Duration   // < 0: the default for the servers given
-	observer locker.Observer // nil: nothing observes
-	conn     zkconn.Config   // the connection's options
+	window   time.Duration    // < 0: the default for the servers given
+	observer observe.Observer // nil: nothing observes
+	conn     zkconn.Config    // the connection's options
 }
 
 // Option configures an Engine.
@@ -143,7 +145,7 @@ func WithRideThrough(d time.Duration) Option {
 // session timeout, if shorter, but at least a second) is left for the next
 // try; one whose first reply is not ZooKeeper's (a wrong port) is refused
 // at once, and the error says so. Default: DefaultConnectTimeout,
-// locker.DefaultRequestTimeout (2s), with one server;
+// driver.DefaultRequestTimeout (2s), with one server;
 // DefaultClusterConnectTimeout (5s) with several.
 func WithConnectTimeout(d time.Duration) Option {
 	return func(s *settings) error {
@@ -223,7 +225,7 @@ func WithLazyConnect() Option {
 // WithObserver reports the engine's acquisitions, releases, renewals and
 // holds to o, for metrics and traces (package telemetry implements it with
 // OpenTelemetry). Default: none, and no observation cost.
-func WithObserver(o locker.Observer) Option {
+func WithObserver(o observe.Observer) Option {
 	return func(s *settings) error {
 		if o == nil {
 			return fmt.Errorf("zk: WithObserver: %w: observer is nil", locker.ErrInvalidArgument)
@@ -277,7 +279,7 @@ func New(servers []string, opts ...Option) (*Engine, error) {
 		return nil, fmt.Errorf("zk: New(%q): %w: %w", servers, locker.ErrUnavailable, err)
 	}
 	e.conn = e.zc.Client()
-	e.core = locker.NewCore(s.name, e, logger, locker.ObservedBy(s.observer), locker.ReleaseWait(s.window))
+	e.core = driver.NewCore(s.name, e, logger, driver.ObservedBy(s.observer), driver.ReleaseWait(s.window))
 	return e, nil
 }
 
@@ -347,7 +349,7 @@ func (e *Engine) Conn() (*gozk.Conn, []gozk.ACL) { return e.conn, e.acl }
 // trip room, as a renewal's on Redis.
 const MinTTL = 100 * time.Millisecond
 
-// MinTTL implements locker.MinTTLer: NewLocker refuses a WithTTL or
+// MinTTL implements driver.MinTTLer: NewLocker refuses a WithTTL or
 // WithLease below MinTTL.
 func (e *Engine) MinTTL() time.Duration { return MinTTL }
 
@@ -398,7 +400,7 @@ func (e *Engine) Ping(ctx context.Context) error {
 func (e *Engine) Close() error {
 	var err error
 	e.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), locker.DefaultReleaseTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), driver.DefaultReleaseTimeout)
 		err = e.core.Close(ctx)
 		cancel()
 		_ = e.zc.Close() // logged there: go-zookeeper's loop did not end

@@ -24,7 +24,10 @@ import (
 	"github.com/orthrus-go/orthrus/internal/testmain"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
+	"github.com/orthrus-go/orthrus/locker/observe"
 )
 
 // The standalone server shared by the package's tests and examples.
@@ -134,9 +137,9 @@ func harnessAt(t *testing.T, addr string, c *gozk.Conn, opts ...zk.Option) locke
 		Engine: e,
 		Causes: causes,
 		// A hold's node is the one created at its token.
-		Delete: func(ctx context.Context, kind locker.Kind, name string, token uint64) error {
+		Delete: func(ctx context.Context, kind inspect.Kind, name string, token uint64) error {
 			parent := e.LockPath(name)
-			if kind != locker.KindMutex {
+			if kind != inspect.KindMutex {
 				parent = e.FamilyPath(kind, name)
 			}
 			children, _, err := c.Children(parent)
@@ -758,8 +761,8 @@ func TestDeletedNodeReportsLost(t *testing.T) {
 		change bool
 	}{
 		{"fixed lease", locker.WithLease(time.Hour), false},
-		{"renewed", locker.WithTTL(locker.DefaultTTL), false},
-		{"data changed", locker.WithTTL(locker.DefaultTTL), true},
+		{"renewed", locker.WithTTL(driver.DefaultTTL), false},
+		{"data changed", locker.WithTTL(driver.DefaultTTL), true},
 	} {
 		name := t.Name() + "/" + tc.desc
 		l, _ := e.NewLocker(name, tc.opt)
@@ -795,8 +798,8 @@ func TestDeletedNodeReportsLost(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%s: Lost() not closed 5s after the node was deleted", tc.desc)
 		}
-		if got, _ := causes.Of(lease(l).Token()); got != locker.LostGone {
-			t.Errorf("%s: the hold ended with cause %q; want %q", tc.desc, got, locker.LostGone)
+		if got, _ := causes.Of(lease(l).Token()); got != observe.LostGone {
+			t.Errorf("%s: the hold ended with cause %q; want %q", tc.desc, got, observe.LostGone)
 		}
 		if err := l.Unlock(); !errors.Is(err, locker.ErrLockLost) {
 			t.Errorf("%s: Unlock() = %v; want ErrLockLost", tc.desc, err)

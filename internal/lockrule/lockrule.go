@@ -17,11 +17,11 @@
 //     entry before it fit the stored count.
 package lockrule
 
-import "github.com/orthrus-go/orthrus/locker"
+import "github.com/orthrus-go/orthrus/locker/inspect"
 
 // Entry is one hold or waiter of a name's queue; a queue is oldest first.
 type Entry struct {
-	Kind locker.Kind
+	Kind inspect.Kind
 	// Permits is what a KindPermit entry takes.
 	Permits int
 	// Downgrade marks a KindRead entry taken by the owner of the write hold.
@@ -39,7 +39,7 @@ type Verdict struct {
 }
 
 // exclusive reports whether an entry of kind k excludes every other.
-func exclusive(k locker.Kind) bool { return k == locker.KindMutex || k == locker.KindWrite }
+func exclusive(k inspect.Kind) bool { return k == inspect.KindMutex || k == inspect.KindWrite }
 
 // Decide applies the rule to q[own]; count is the semaphore's stored
 // permit count (ignored for other kinds).
@@ -48,9 +48,9 @@ func Decide(q []Entry, own, count int) Verdict {
 	switch {
 	case e.Downgrade:
 		return Verdict{Granted: true}
-	case e.Kind == locker.KindPermit:
+	case e.Kind == inspect.KindPermit:
 		return decidePermit(q, own, count)
-	case e.Kind == locker.KindRead:
+	case e.Kind == inspect.KindRead:
 		for i := own - 1; i >= 0; i-- {
 			if exclusive(q[i].Kind) {
 				return Verdict{Blockers: []int{i}}
@@ -112,7 +112,7 @@ func Grants(q []Entry, held []bool, count int) []bool {
 // pair by pair, for an engine that encodes it as what each kind watches
 // (etcd). For these kinds the rule is a conjunction over pairs, so the
 // pairs tell it whole.
-func WaitsFor(k locker.Kind, other Entry, before bool) bool {
+func WaitsFor(k inspect.Kind, other Entry, before bool) bool {
 	if before {
 		return !Decide([]Entry{other, {Kind: k}}, 1, 0).Granted
 	}

@@ -4,21 +4,20 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/orthrus-go/orthrus/locker/inspect"
 	"go.uber.org/goleak"
-
-	"github.com/orthrus-go/orthrus/locker"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var (
-	mutex = Entry{Kind: locker.KindMutex}
-	read  = Entry{Kind: locker.KindRead}
-	write = Entry{Kind: locker.KindWrite}
-	down  = Entry{Kind: locker.KindRead, Downgrade: true}
+	mutex = Entry{Kind: inspect.KindMutex}
+	read  = Entry{Kind: inspect.KindRead}
+	write = Entry{Kind: inspect.KindWrite}
+	down  = Entry{Kind: inspect.KindRead, Downgrade: true}
 )
 
-func permits(n int) Entry { return Entry{Kind: locker.KindPermit, Permits: n} }
+func permits(n int) Entry { return Entry{Kind: inspect.KindPermit, Permits: n} }
 
 func TestDecide(t *testing.T) {
 	tests := []struct {
@@ -63,25 +62,25 @@ func TestGrantsKeepsHolders(t *testing.T) {
 
 func TestWaitsFor(t *testing.T) {
 	tests := []struct {
-		k      locker.Kind
+		k      inspect.Kind
 		other  Entry
 		before bool
 		want   bool
 	}{
-		{locker.KindMutex, mutex, true, true},
-		{locker.KindMutex, mutex, false, false},
-		{locker.KindWrite, read, true, true},
-		{locker.KindWrite, write, true, true},
-		{locker.KindWrite, down, true, true},
-		{locker.KindWrite, read, false, false},
-		{locker.KindWrite, write, false, false},
-		{locker.KindWrite, down, false, true},
-		{locker.KindRead, read, true, false},
-		{locker.KindRead, write, true, true},
-		{locker.KindRead, down, true, false},
-		{locker.KindRead, read, false, false},
-		{locker.KindRead, write, false, false},
-		{locker.KindRead, down, false, false},
+		{inspect.KindMutex, mutex, true, true},
+		{inspect.KindMutex, mutex, false, false},
+		{inspect.KindWrite, read, true, true},
+		{inspect.KindWrite, write, true, true},
+		{inspect.KindWrite, down, true, true},
+		{inspect.KindWrite, read, false, false},
+		{inspect.KindWrite, write, false, false},
+		{inspect.KindWrite, down, false, true},
+		{inspect.KindRead, read, true, false},
+		{inspect.KindRead, write, true, true},
+		{inspect.KindRead, down, true, false},
+		{inspect.KindRead, read, false, false},
+		{inspect.KindRead, write, false, false},
+		{inspect.KindRead, down, false, false},
 	}
 	for _, tt := range tests {
 		if got := WaitsFor(tt.k, tt.other, tt.before); got != tt.want {

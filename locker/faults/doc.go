@@ -26,7 +26,7 @@
 //     a Handle's raw acquisition returns for an engine that did not answer);
 //     LockCtx returns ctx.Err() itself, and TryLockTimeout reports the
 //     engine's failure, not contention. As on the engines, an acquisition
-//     whose context ended less than locker.OutageAfter after it was asked
+//     whose context ended less than driver.OutageAfter after it was asked
 //     merely ran out of time: it returns ctx.Err() (TryLockTimeout: false,
 //     nil). Heal lets hung calls through.
 //   - SetLatency: every such call waits first; a context that ends during

@@ -8,6 +8,7 @@ import (
 
 	"github.com/orthrus-go/orthrus/engines/mem"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
 	"github.com/orthrus-go/orthrus/locker/faults"
 	"github.com/orthrus-go/orthrus/switcher"
 )
@@ -71,7 +72,7 @@ func ExampleEngine_Hang() {
 	fmt.Println(l.LockCtx(ctx))
 	// A wait longer than OutageAfter with no answer is the engine's
 	// failure, not contention.
-	ok, err := l.TryLockTimeout(locker.OutageAfter + 10*time.Millisecond)
+	ok, err := l.TryLockTimeout(driver.OutageAfter + 10*time.Millisecond)
 	fmt.Println(ok, errors.Is(err, locker.ErrUnavailable))
 	// Output:
 	// context deadline exceeded

@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // NewRWLock returns a new owner's read-write lock through the wrapper. Each
@@ -71,7 +73,7 @@ func (e *Engine) NewSemaphore(name string, permits int, opts ...locker.Option) (
 	if err != nil {
 		return nil, err
 	}
-	return locker.NewSemaphoreOf(name, permits, func(n int) (locker.Handle, error) {
+	return driver.NewSemaphoreOf(name, permits, func(n int) (locker.Handle, error) {
 		st, _, err := e.prepareOwner(name, opts)
 		if err != nil {
 			return nil, err
@@ -81,10 +83,10 @@ func (e *Engine) NewSemaphore(name string, permits int, opts ...locker.Option) (
 }
 
 // InspectFamily passes through to the inner engine, faults aside.
-func (e *Engine) InspectFamily(ctx context.Context, kind locker.Kind, name string) (locker.FamilyInspection, error) {
+func (e *Engine) InspectFamily(ctx context.Context, kind inspect.Kind, name string) (inspect.FamilyInspection, error) {
 	op, err := e.familyInspector()
 	if err != nil {
-		return locker.FamilyInspection{}, err
+		return inspect.FamilyInspection{}, err
 	}
 	return op.InspectFamily(ctx, kind, name)
 }
@@ -99,7 +101,7 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 }
 
 // ForceUnlockFamily passes through to the inner engine, faults aside.
-func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name string, token uint64) ([]locker.FamilyHolder, error) {
+func (e *Engine) ForceUnlockFamily(ctx context.Context, kind inspect.Kind, name string, token uint64) ([]inspect.FamilyHolder, error) {
 	op, err := e.familyInspector()
 	if err != nil {
 		return nil, err
@@ -107,8 +109,8 @@ func (e *Engine) ForceUnlockFamily(ctx context.Context, kind locker.Kind, name s
 	return op.ForceUnlockFamily(ctx, kind, name, token)
 }
 
-func (e *Engine) familyInspector() (locker.FamilyInspector, error) {
-	op, ok := e.inner.(locker.FamilyInspector)
+func (e *Engine) familyInspector() (inspect.FamilyInspector, error) {
+	op, ok := e.inner.(inspect.FamilyInspector)
 	if !ok {
 		return nil, fmt.Errorf("%s: %T does not inspect read-write locks and semaphores: %w", e.name, e.inner, errors.ErrUnsupported)
 	}

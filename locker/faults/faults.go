@@ -9,6 +9,8 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // mode is the outage the engine shows, if any.
@@ -41,8 +43,8 @@ type Engine struct {
 }
 
 var (
-	_ locker.Engine          = (*Engine)(nil)
-	_ locker.FamilyInspector = (*Engine)(nil)
+	_ locker.Engine           = (*Engine)(nil)
+	_ inspect.FamilyInspector = (*Engine)(nil)
 )
 
 type settings struct {
@@ -107,10 +109,10 @@ func Wrap(inner locker.Engine, opts ...Option) (*Engine, error) {
 // Name returns the wrapper's name.
 func (e *Engine) Name() string { return e.name }
 
-// MinTTL implements locker.MinTTLer with the inner engine's minimum: the
+// MinTTL implements driver.MinTTLer with the inner engine's minimum: the
 // wrapper refuses at NewLocker what the inner engine would refuse at the
 // first acquisition.
-func (e *Engine) MinTTL() time.Duration { return locker.MinTTL(e.inner) }
+func (e *Engine) MinTTL() time.Duration { return driver.MinTTL(e.inner) }
 
 // Fail makes every call fail at once with an error wrapping
 // locker.ErrUnavailable, as an engine that times out or drops connections.
@@ -322,10 +324,10 @@ func (e *Engine) enter(ctx context.Context, op string, acquiring bool) error {
 
 // noAnswer is the error of a call whose ctx ended before the engine
 // answered. An acquisition left unanswered for less than
-// locker.OutageAfter merely ran out of time (ctx.Err()), as on the
+// driver.OutageAfter merely ran out of time (ctx.Err()), as on the
 // engines; anything longer, and any other call, is an outage.
 func (e *Engine) noAnswer(ctx context.Context, op, how string, asked time.Time, acquiring bool) error {
-	if acquiring && time.Since(asked) < locker.OutageAfter {
+	if acquiring && time.Since(asked) < driver.OutageAfter {
 		return ctx.Err()
 	}
 	return fmt.Errorf("%s: %s: %w: no answer %s: %w", e.name, op, locker.ErrUnavailable, how, ctx.Err())

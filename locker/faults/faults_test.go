@@ -12,7 +12,9 @@ import (
 	"github.com/orthrus-go/orthrus/engines/mem"
 	"github.com/orthrus-go/orthrus/internal/testmain"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
 	"github.com/orthrus-go/orthrus/locker/faults"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
@@ -190,7 +192,7 @@ func TestHang(t *testing.T) {
 	if ok, err := l.TryLockTimeout(budget); ok || err != nil {
 		t.Errorf("TryLockTimeout(%v) on a hung engine = %v, %v; want false, nil", budget, ok, err)
 	}
-	long := locker.OutageAfter + budget
+	long := driver.OutageAfter + budget
 	ctx, cancel = context.WithTimeout(context.Background(), long)
 	defer cancel()
 	if ok, err := acquire(t, l, ctx, true); ok || !errors.Is(err, locker.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
@@ -415,7 +417,7 @@ func within(cond func() bool) bool {
 // op on the same store sees it.
 func waitQueued(t *testing.T, op *mem.Engine, name string, n int) {
 	t.Helper()
-	var in locker.Inspection
+	var in inspect.Inspection
 	var err error
 	if !within(func() bool {
 		in, err = op.Inspect(context.Background(), name)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
 )
 
 // NewLocker returns a new owner's Locker for name. Its holds are the inner
@@ -25,10 +26,10 @@ func (e *Engine) NewLocker(name string, opts ...locker.Option) (locker.Handle, e
 // prepareOwner validates a new owner's name and options and pins its owner
 // ID, so that each inner Locker of the owner has it.
 func (e *Engine) prepareOwner(name string, opts []locker.Option) (locker.Settings, []locker.Option, error) {
-	if err := locker.ValidateName(name); err != nil {
+	if err := driver.ValidateName(name); err != nil {
 		return locker.Settings{}, nil, err
 	}
-	st, err := locker.ResolveFor(e.name, e.MinTTL(), opts...)
+	st, err := driver.ResolveFor(e.name, e.MinTTL(), opts...)
 	if err != nil {
 		return locker.Settings{}, nil, err
 	}
@@ -128,10 +129,10 @@ func (l *faultLocker) take(ctx context.Context, wait bool) (locker.Grant, error)
 }
 
 // Unlock ends the hold on the engine through the faults, waiting at most
-// locker.DefaultReleaseWait: when it does not get through, the error wraps
+// driver.DefaultReleaseWait: when it does not get through, the error wraps
 // locker.ErrUnavailable and the hold stays on the engine until its TTL
 // runs out.
-func (h *hold) Unlock() error { return h.ReleaseWithin(locker.DefaultReleaseWait, nil) }
+func (h *hold) Unlock() error { return h.ReleaseWithin(driver.DefaultReleaseWait, nil) }
 
 // ReleaseWithin is Unlock for a caller that waits at most wait (and the
 // release timeout), or until done closes.

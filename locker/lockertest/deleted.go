@@ -7,13 +7,15 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
+	"github.com/orthrus-go/orthrus/locker/observe"
 )
 
 // testDeleted returns the case that deletes a hold of each kind behind its
 // holder's back (Harness.Delete) and wants it reported lost within
 // Harness.NoticeDeleted, as gone; and a hold released by Unlock never
 // reported lost.
-func testDeleted(kinds ...locker.Kind) func(t *testing.T, f Factory) {
+func testDeleted(kinds ...inspect.Kind) func(t *testing.T, f Factory) {
 	return func(t *testing.T, f Factory) {
 		h := open(t, f)
 		switch {
@@ -32,7 +34,7 @@ func testDeleted(kinds ...locker.Kind) func(t *testing.T, f Factory) {
 // deletes the other's key or node. The release comes first: once the
 // deletion is reported, the engine has seen the release too (a server
 // reports changes in order), and must not have reported it as a loss.
-func deleted(t *testing.T, h Harness, kind locker.Kind) {
+func deleted(t *testing.T, h Harness, kind inspect.Kind) {
 	name := lockName(t, kind.String())
 	released := newHandle(t, h.Engine, kind, name+"/released")
 	held := newHandle(t, h.Engine, kind, name+"/held")
@@ -59,11 +61,11 @@ func deleted(t *testing.T, h Harness, kind locker.Kind) {
 	default:
 	}
 	if h.Causes != nil {
-		if got, _ := h.Causes.Of(token); got != locker.LostGone {
-			t.Errorf("%v: the deleted hold ended with cause %q; want %q", kind, got, locker.LostGone)
+		if got, _ := h.Causes.Of(token); got != observe.LostGone {
+			t.Errorf("%v: the deleted hold ended with cause %q; want %q", kind, got, observe.LostGone)
 		}
-		if got, ok := h.Causes.Of(releasedToken); !ok || got != locker.LostNone {
-			t.Errorf("%v: the released hold ended with cause %q (ended: %v); want %q, true", kind, got, ok, locker.LostNone)
+		if got, ok := h.Causes.Of(releasedToken); !ok || got != observe.LostNone {
+			t.Errorf("%v: the released hold ended with cause %q (ended: %v); want %q, true", kind, got, ok, observe.LostNone)
 		}
 	}
 	if err := held.Unlock(); !errors.Is(err, locker.ErrLockLost) {

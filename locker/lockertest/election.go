@@ -20,7 +20,7 @@ import (
 // resource; observers that see every leadership in order with its value,
 // host and pid; Resign that hands over; a lost hold that ends the
 // leadership context with ErrLockLost; and errors naming the misuse.
-// Engines must implement locker.Inspector. The Lost case needs
+// Engines must implement inspect.Inspector. The Lost case needs
 // Harness.Expire, and is skipped without it.
 func RunElection(t *testing.T, factory Factory) {
 	runCases(t, factory, []suiteCase{

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // forcedTTL is the TTL of the holds an operator forces out: short, so that
@@ -19,7 +21,7 @@ const forcedTTL = 900 * time.Millisecond
 // every engine that can keep them.
 func shortTTL(d time.Duration, engines ...locker.Engine) time.Duration {
 	for _, e := range engines {
-		d = max(d, locker.MinTTL(e))
+		d = max(d, driver.MinTTL(e))
 	}
 	return d
 }
@@ -41,7 +43,7 @@ func WantLost(t testing.TB, h locker.Handle, what string) {
 
 // forceFamily calls ForceUnlockFamily and checks that it ended exactly the
 // holds of the tokens want.
-func forceFamily(t *testing.T, e locker.Engine, kind locker.Kind, name string, token uint64, want ...uint64) []locker.FamilyHolder {
+func forceFamily(t *testing.T, e locker.Engine, kind inspect.Kind, name string, token uint64, want ...uint64) []inspect.FamilyHolder {
 	t.Helper()
 	ended, err := familyInspector(t, e).ForceUnlockFamily(context.Background(), kind, name, token)
 	if err != nil {
@@ -74,15 +76,15 @@ func testRWForceUnlock(t *testing.T, f Factory) {
 	mustLock(t, a.ReadLock())
 	mustLock(t, b.ReadLock())
 	ctx := context.Background()
-	if _, err := familyInspector(t, e1).ForceUnlockFamily(ctx, locker.KindRead, name, 1<<62); !errors.Is(err, locker.ErrNotHeld) {
+	if _, err := familyInspector(t, e1).ForceUnlockFamily(ctx, inspect.KindRead, name, 1<<62); !errors.Is(err, locker.ErrNotHeld) {
 		t.Errorf("ForceUnlockFamily(an unknown token) = %v; want ErrNotHeld", err)
 	}
-	ended := forceFamily(t, e1, locker.KindRead, name, a.ReadLock().Token(), a.ReadLock().Token())
-	if ended[0].Owner != "reader-a" || ended[0].Kind != locker.KindRead {
+	ended := forceFamily(t, e1, inspect.KindRead, name, a.ReadLock().Token(), a.ReadLock().Token())
+	if ended[0].Owner != "reader-a" || ended[0].Kind != inspect.KindRead {
 		t.Errorf("ForceUnlockFamily(reader-a's token) ended %+v; want reader-a's read hold", ended[0])
 	}
 	WantLost(t, a.ReadLock(), "forced-out reader")
-	if in := inspectFamily(t, e2, locker.KindRead, name); len(in.Holders) != 1 || in.Holders[0].Owner != "reader-b" {
+	if in := inspectFamily(t, e2, inspect.KindRead, name); len(in.Holders) != 1 || in.Holders[0].Owner != "reader-b" {
 		t.Errorf("InspectFamily() after forcing reader-a out = %+v; want reader-b alone", in.Holders)
 	}
 
@@ -90,21 +92,21 @@ func testRWForceUnlock(t *testing.T, f Factory) {
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	done := lockAsync(wctx, w.WriteLock())
-	awaitWaiters(t, e1, locker.KindWrite, name, 1)
-	forceFamily(t, e2, locker.KindWrite, name, 0, b.ReadLock().Token())
+	awaitWaiters(t, e1, inspect.KindWrite, name, 1)
+	forceFamily(t, e2, inspect.KindWrite, name, 0, b.ReadLock().Token())
 	WantGranted(t, done, "writer waiting when every hold was forced out")
 	WantLost(t, b.ReadLock(), "reader forced out by token 0")
 	mustUnlock(t, w.WriteLock())
-	if _, err := familyInspector(t, e1).ForceUnlockFamily(ctx, locker.KindWrite, name, 0); !errors.Is(err, locker.ErrNotHeld) {
+	if _, err := familyInspector(t, e1).ForceUnlockFamily(ctx, inspect.KindWrite, name, 0); !errors.Is(err, locker.ErrNotHeld) {
 		t.Errorf("ForceUnlockFamily(free) = %v; want ErrNotHeld", err)
 	}
-	if _, err := familyInspector(t, e1).ForceUnlockFamily(ctx, locker.KindRead, "", 0); !errors.Is(err, locker.ErrInvalidName) {
+	if _, err := familyInspector(t, e1).ForceUnlockFamily(ctx, inspect.KindRead, "", 0); !errors.Is(err, locker.ErrInvalidName) {
 		t.Errorf("ForceUnlockFamily(\"\") = %v; want ErrInvalidName", err)
 	}
 	if err := e1.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := familyInspector(t, e1).ForceUnlockFamily(ctx, locker.KindRead, name, 0); !errors.Is(err, locker.ErrClosed) {
+	if _, err := familyInspector(t, e1).ForceUnlockFamily(ctx, inspect.KindRead, name, 0); !errors.Is(err, locker.ErrClosed) {
 		t.Errorf("ForceUnlockFamily() after Close = %v; want ErrClosed", err)
 	}
 }
@@ -122,12 +124,12 @@ func testSemForceUnlock(t *testing.T, f Factory) {
 		t.Fatal(err)
 	}
 	done := lockAsync(ctx, next)
-	awaitWaiters(t, e2, locker.KindPermit, name, 1)
-	in := inspectFamily(t, e2, locker.KindPermit, name)
-	if w := in.Waiters[0]; w.Owner != "next" || w.Kind != locker.KindPermit || w.Permits != 1 {
+	awaitWaiters(t, e2, inspect.KindPermit, name, 1)
+	in := inspectFamily(t, e2, inspect.KindPermit, name)
+	if w := in.Waiters[0]; w.Owner != "next" || w.Kind != inspect.KindPermit || w.Permits != 1 {
 		t.Errorf("InspectFamily().Waiters = %+v; want next waiting for 1 permit", in.Waiters)
 	}
-	ended := forceFamily(t, e2, locker.KindPermit, name, stuck.Token(), stuck.Token())
+	ended := forceFamily(t, e2, inspect.KindPermit, name, stuck.Token(), stuck.Token())
 	if ended[0].Owner != "stuck" || ended[0].Permits != 2 {
 		t.Errorf("ForceUnlockFamily() ended %+v; want stuck's 2 permits", ended[0])
 	}
@@ -146,7 +148,7 @@ func testRWInspectWaiters(t *testing.T, f Factory) {
 	mustLock(t, w.WriteLock())
 	mustLock(t, w.ReadLock())
 	wtok := w.WriteLock().Token()
-	in := inspectFamily(t, e2, locker.KindRead, name)
+	in := inspectFamily(t, e2, inspect.KindRead, name)
 	if len(in.Holders) != 2 {
 		t.Fatalf("InspectFamily(downgrading writer).Holders = %+v; want its write and read holds", in.Holders)
 	}
@@ -160,14 +162,14 @@ func testRWInspectWaiters(t *testing.T, f Factory) {
 	r := newRW(t, e2, name, locker.WithOwner("reader"))
 	w2 := newRW(t, e1, name, locker.WithOwner("writer-2"))
 	rdone := lockAsync(ctx, r.ReadLock())
-	awaitWaiters(t, e2, locker.KindRead, name, 1)
+	awaitWaiters(t, e2, inspect.KindRead, name, 1)
 	wdone := lockAsync(ctx, w2.WriteLock())
-	awaitWaiters(t, e2, locker.KindRead, name, 2)
-	kinds := map[string]locker.Kind{}
-	for _, h := range inspectFamily(t, e2, locker.KindRead, name).Waiters {
+	awaitWaiters(t, e2, inspect.KindRead, name, 2)
+	kinds := map[string]inspect.Kind{}
+	for _, h := range inspectFamily(t, e2, inspect.KindRead, name).Waiters {
 		kinds[h.Owner] = h.Kind
 	}
-	if kinds["reader"] != locker.KindRead || kinds["writer-2"] != locker.KindWrite {
+	if kinds["reader"] != inspect.KindRead || kinds["writer-2"] != inspect.KindWrite {
 		t.Errorf("InspectFamily().Waiters by owner = %v; want reader reading and writer-2 writing", kinds)
 	}
 	mustUnlock(t, w.ReadLock())

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // FaultHarness is what RunFaults needs: an engine over a server of its own,
@@ -43,22 +45,22 @@ const (
 	// server, which the engine must tell at once, not at a timeout.
 	refusedWithin = 250 * time.Millisecond
 	// faultWait is the caller's budget in the checks against a server that
-	// does not answer: longer than locker.OutageAfter, shorter than every
+	// does not answer: longer than driver.OutageAfter, shorter than every
 	// engine's RequestTimeout.
-	faultWait = locker.OutageAfter + 200*time.Millisecond
-	// shortWait is a budget that ends before locker.OutageAfter.
-	shortWait = locker.OutageAfter / 3
+	faultWait = driver.OutageAfter + 200*time.Millisecond
+	// shortWait is a budget that ends before driver.OutageAfter.
+	shortWait = driver.OutageAfter / 3
 )
 
 // Acquirer is the raw acquisition path of the Lockers every engine returns
 // (locker.NewHandle's): when ctx ends, its error wraps ctx.Err(), and also
-// ErrUnavailable when the engine had not answered for locker.OutageAfter.
+// ErrUnavailable when the engine had not answered for driver.OutageAfter.
 type Acquirer interface {
 	Acquire(ctx context.Context, wait bool) (bool, error)
 }
 
 // RunFaults checks what callers see of an engine whose server stops
-// answering (frozen) or dies (killed): unreachable for locker.OutageAfter
+// answering (frozen) or dies (killed): unreachable for driver.OutageAfter
 // is never contention (a shorter wait only runs out of time), LockCtx
 // returns exactly ctx.Err() within returnWithin of its end, and a
 // cancelled wait returns at once and still leaves nothing behind once the
@@ -135,7 +137,7 @@ func acquirer(t *testing.T, l locker.Locker) Acquirer {
 func unreachable(t *testing.T, h FaultHarness, name string, killed bool) {
 	t.Helper()
 	faultCheck{t: t, killed: killed}.ping(h.Engine)
-	for _, kind := range []locker.Kind{locker.KindMutex, locker.KindRead, locker.KindWrite, locker.KindPermit} {
+	for _, kind := range []inspect.Kind{inspect.KindMutex, inspect.KindRead, inspect.KindWrite, inspect.KindPermit} {
 		t.Run(kind.String(), func(t *testing.T) {
 			unreachableHandle(t, h, newHandle(t, h.Engine, kind, name), killed)
 		})
@@ -144,14 +146,14 @@ func unreachable(t *testing.T, h FaultHarness, name string, killed bool) {
 
 // newHandle returns a new owner's handle of kind on name (for a permit,
 // both permits of a semaphore of 2).
-func newHandle(t *testing.T, e locker.Engine, kind locker.Kind, name string) locker.Handle {
+func newHandle(t *testing.T, e locker.Engine, kind inspect.Kind, name string) locker.Handle {
 	t.Helper()
 	switch kind {
-	case locker.KindRead:
+	case inspect.KindRead:
 		return newRW(t, e, name).ReadLock()
-	case locker.KindWrite:
+	case inspect.KindWrite:
 		return newRW(t, e, name).WriteLock()
-	case locker.KindPermit:
+	case inspect.KindPermit:
 		p, err := newSem(t, e, name, 2).NewPermit(2)
 		if err != nil {
 			t.Fatalf("NewPermit(2) = %v", err)
@@ -235,7 +237,7 @@ func (c faultCheck) tryLock(l locker.Locker, requestTimeout time.Duration) {
 	c.failFast("TryLock()", err, took)
 }
 
-// tryLockTimeout longer than locker.OutageAfter, shorter than the request
+// tryLockTimeout longer than driver.OutageAfter, shorter than the request
 // timeout: ran out without an answer, so an error.
 func (c faultCheck) tryLockTimeout(l locker.Locker) {
 	c.t.Helper()
@@ -295,7 +297,7 @@ func (c faultCheck) acquire(l locker.Locker, wait bool) {
 	c.failFast("Acquire()", err, took)
 }
 
-// ranOut: a wait shorter than locker.OutageAfter on a server that does not
+// ranOut: a wait shorter than driver.OutageAfter on a server that does not
 // answer ran out of time, as on a held name; only a longer one tells an
 // outage.
 func (c faultCheck) ranOut(l locker.Locker) {
@@ -351,19 +353,19 @@ func testKilled(t *testing.T, f FaultFactory) {
 // behind a writer and a permit waiter.
 func testCancelWhilePaused(t *testing.T, f FaultFactory) {
 	h, pause := openFaults(t, f)
-	for _, kind := range []locker.Kind{locker.KindMutex, locker.KindRead, locker.KindPermit} {
+	for _, kind := range []inspect.Kind{inspect.KindMutex, inspect.KindRead, inspect.KindPermit} {
 		t.Run(kind.String(), func(t *testing.T) { cancelWhilePaused(t, h, pause, kind) })
 	}
 }
 
-func cancelWhilePaused(t *testing.T, h FaultHarness, pause func(), kind locker.Kind) {
+func cancelWhilePaused(t *testing.T, h FaultHarness, pause func(), kind inspect.Kind) {
 	name := lockName(t, "c")
 	e := h.Engine
 	// A reader waits behind a writer, and the next owner is a writer,
 	// whom a reader left queued would keep out.
 	holderKind := kind
-	if kind == locker.KindRead {
-		holderKind = locker.KindWrite
+	if kind == inspect.KindRead {
+		holderKind = inspect.KindWrite
 	}
 	holder, waiter, next := newHandle(t, e, holderKind, name), newHandle(t, e, kind, name), newHandle(t, e, holderKind, name)
 	mustLock(t, holder)
@@ -372,13 +374,13 @@ func cancelWhilePaused(t *testing.T, h FaultHarness, pause func(), kind locker.K
 	done := make(chan error, 1)
 	go func() { done <- waiter.LockCtx(ctx) }()
 	waiting := func() (int, error) { return h.Residue(context.Background(), name) }
-	if kind != locker.KindMutex {
+	if kind != inspect.KindMutex {
 		waiting = func() (int, error) {
 			in, err := familyInspector(t, e).InspectFamily(context.Background(), kind, name)
 			return len(in.Waiters), err
 		}
 	}
-	if kind != locker.KindMutex || h.Residue != nil {
+	if kind != inspect.KindMutex || h.Residue != nil {
 		eventually(t, 10*time.Second, "the waiter visible on the server", func() bool {
 			n, err := waiting()
 			return err == nil && n > 0
@@ -398,7 +400,7 @@ func cancelWhilePaused(t *testing.T, h FaultHarness, pause func(), kind locker.K
 	if err := h.Resume(); err != nil {
 		t.Fatalf("Resume() = %v", err)
 	}
-	if kind != locker.KindMutex || h.Residue != nil {
+	if kind != inspect.KindMutex || h.Residue != nil {
 		eventually(t, 10*time.Second, "nothing of the cancelled waiter left once the server answers", func() bool {
 			n, err := waiting()
 			return err == nil && n == 0
@@ -417,14 +419,14 @@ func cancelWhilePaused(t *testing.T, h FaultHarness, pause func(), kind locker.K
 
 // testUnlockWhilePaused: a release on a frozen server returns with an
 // error wrapping ErrUnavailable within its bound, whatever the engine's
-// request timeout, for every kind: Unlock within locker.DefaultReleaseWait,
+// request timeout, for every kind: Unlock within driver.DefaultReleaseWait,
 // locker.Release when its context ends. The release goes on in the
 // background: once the server answers again, the name is free long before
 // the hold's TTL would have freed it.
 func testUnlockWhilePaused(t *testing.T, f FaultFactory) {
 	h, pause := openFaults(t, f)
 	type release struct {
-		kind locker.Kind
+		kind inspect.Kind
 		name string
 		l    locker.Handle
 		how  string
@@ -438,9 +440,9 @@ func testUnlockWhilePaused(t *testing.T, f FaultFactory) {
 		return locker.Release(ctx, l)
 	}
 	var releases []release
-	for _, kind := range []locker.Kind{locker.KindMutex, locker.KindRead, locker.KindWrite, locker.KindPermit} {
+	for _, kind := range []inspect.Kind{inspect.KindMutex, inspect.KindRead, inspect.KindWrite, inspect.KindPermit} {
 		releases = append(releases,
-			release{kind: kind, how: "Unlock()", wait: locker.DefaultReleaseWait, call: unlock},
+			release{kind: kind, how: "Unlock()", wait: driver.DefaultReleaseWait, call: unlock},
 			release{kind: kind, how: "Release(ctx)", wait: faultWait, call: bounded})
 	}
 	for i := range releases {
@@ -487,7 +489,7 @@ func testUnlockWhilePaused(t *testing.T, f FaultFactory) {
 
 // TryLockFrozen checks that TryLock on e, whose server pause freezes,
 // returns an error wrapping ErrUnavailable within bound (the engine's
-// request timeout at its defaults: locker.DefaultRequestTimeout) plus
+// request timeout at its defaults: driver.DefaultRequestTimeout) plus
 // scheduling slack. The server is resumed before it returns.
 func TryLockFrozen(t *testing.T, e locker.Engine, pause, resume func() error, bound time.Duration) {
 	t.Helper()

@@ -7,14 +7,15 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // testInspect has an operator, a stuck holder and a waiter, each on an
 // engine of its own as if in three processes.
 func testInspect(t *testing.T, f Factory) {
-	op, ok := open(t, f).Engine.(locker.Inspector)
+	op, ok := open(t, f).Engine.(inspect.Inspector)
 	if !ok {
-		t.Skip("the engine is no locker.Inspector")
+		t.Skip("the engine is no inspect.Inspector")
 	}
 	stuckEngine, nextEngine := open(t, f).Engine, open(t, f).Engine
 	name := lockName(t, "i")
@@ -25,7 +26,7 @@ func testInspect(t *testing.T, f Factory) {
 
 // inspectFree checks Inspect and ForceUnlock on a free name and on
 // invalid ones.
-func inspectFree(t *testing.T, op locker.Inspector, name string) {
+func inspectFree(t *testing.T, op inspect.Inspector, name string) {
 	t.Helper()
 	ctx := context.Background()
 	if in, err := op.Inspect(ctx, name); err != nil || in.Holder != nil || len(in.Waiters) != 0 || in.Subscribers != 0 {
@@ -46,7 +47,7 @@ func inspectFree(t *testing.T, op locker.Inspector, name string) {
 
 // forceOut has the operator see a stuck holder and its waiter, then force
 // the holder out: the waiter gets the name, the holder learns it lost it.
-func forceOut(t *testing.T, op locker.Inspector, name string, stuckEngine, nextEngine locker.Engine) {
+func forceOut(t *testing.T, op inspect.Inspector, name string, stuckEngine, nextEngine locker.Engine) {
 	t.Helper()
 	ctx := context.Background()
 	stuck := newLocker(t, stuckEngine, name, locker.WithOwner("stuck-job"), locker.WithTTL(shortTTL(forcedTTL, stuckEngine)))
@@ -84,9 +85,9 @@ func forceOut(t *testing.T, op locker.Inspector, name string, stuckEngine, nextE
 // inspectHeld waits until Inspect sees the waiter on name, checks that it
 // names stuck-job, holding with token, and next-job waiting, and returns
 // the holder it saw.
-func inspectHeld(t *testing.T, op locker.Inspector, name string, token uint64) *locker.Holder {
+func inspectHeld(t *testing.T, op inspect.Inspector, name string, token uint64) *inspect.Holder {
 	t.Helper()
-	var in locker.Inspection
+	var in inspect.Inspection
 	eventually(t, 10*time.Second, "the waiter visible to Inspect", func() bool {
 		var err error
 		in, err = op.Inspect(context.Background(), name)
@@ -110,10 +111,10 @@ func inspectClosed(t *testing.T, closed locker.Engine, name string) {
 	if err := closed.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := closed.(locker.Inspector).Inspect(ctx, name); !errors.Is(err, locker.ErrClosed) {
+	if _, err := closed.(inspect.Inspector).Inspect(ctx, name); !errors.Is(err, locker.ErrClosed) {
 		t.Errorf("Inspect() after Close = %v; want ErrClosed", err)
 	}
-	if _, err := closed.(locker.Inspector).ForceUnlock(ctx, name); !errors.Is(err, locker.ErrClosed) {
+	if _, err := closed.(inspect.Inspector).ForceUnlock(ctx, name); !errors.Is(err, locker.ErrClosed) {
 		t.Errorf("ForceUnlock() after Close = %v; want ErrClosed", err)
 	}
 }

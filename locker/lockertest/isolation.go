@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // Isolation checks the isolation of applications that share servers with
@@ -38,13 +39,13 @@ func Isolation(t *testing.T, owner, intruder locker.Engine) {
 		t.Errorf("intruder TryLock() took the lock")
 	}
 	want("LockCtx()", l.LockCtx(ctx))
-	if in, ok := intruder.(locker.Inspector); ok {
+	if in, ok := intruder.(inspect.Inspector); ok {
 		_, err := in.Inspect(ctx, name)
 		want("Inspect()", err)
 		_, err = in.ForceUnlock(ctx, name)
 		want("ForceUnlock()", err)
 	}
-	if in, ok := owner.(locker.Inspector); ok {
+	if in, ok := owner.(inspect.Inspector); ok {
 		got, err := in.Inspect(ctx, name)
 		if err != nil || got.Holder == nil || got.Holder.Token != held.Token() {
 			t.Errorf("owner Inspect() = %+v, %v; want its hold intact, token %d", got, err, held.Token())

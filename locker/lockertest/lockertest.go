@@ -33,6 +33,8 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 	"go.uber.org/goleak"
 )
 
@@ -53,7 +55,7 @@ type Harness struct {
 	// operator would by hand. The suite then wants the holder's Lost
 	// closed within NoticeDeleted, with the default TTL: so no renewal nor
 	// lease check is what finds it, but the engine watching its holds.
-	Delete        func(ctx context.Context, kind locker.Kind, name string, token uint64) error
+	Delete        func(ctx context.Context, kind inspect.Kind, name string, token uint64) error
 	NoticeDeleted time.Duration
 	// Causes, when set, is the Observer the engine reports to: the suite
 	// checks why the holds it ends ended.
@@ -86,7 +88,7 @@ func Run(t *testing.T, factory Factory) {
 		{"UnlockNotHeld", testUnlockNotHeld},
 		{"FixedLease", testFixedLease},
 		{"Lost", testLost},
-		{"Deleted", testDeleted(locker.KindMutex)},
+		{"Deleted", testDeleted(inspect.KindMutex)},
 		{"TokensIncrease", testTokensIncrease},
 		{"SharedLocker", testSharedLocker},
 		{"Names", testNames},
@@ -194,7 +196,7 @@ func mustUnlock(t *testing.T, l locker.Locker) {
 	}
 	t.Logf("Unlock() answered after the release bound; waiting for the release to finish in the background")
 	// The name is free again once its owner can take it.
-	eventually(t, locker.DefaultReleaseTimeout+caseSlack, "the late release to finish", func() bool {
+	eventually(t, driver.DefaultReleaseTimeout+caseSlack, "the late release to finish", func() bool {
 		ok, _ := l.TryLock()
 		return ok
 	})
@@ -210,7 +212,7 @@ const caseSlack = 5 * time.Second
 func unlock(l locker.Locker) (late bool, err error) {
 	start := time.Now()
 	err = l.Unlock()
-	if errors.Is(err, locker.ErrUnavailable) && time.Since(start) >= locker.DefaultReleaseWait {
+	if errors.Is(err, locker.ErrUnavailable) && time.Since(start) >= driver.DefaultReleaseWait {
 		return true, nil
 	}
 	return false, err
@@ -378,7 +380,7 @@ func testLockCtxCancel(t *testing.T, f Factory) {
 			return err == nil && n == 0
 		})
 	}
-	// Idle workers of the engine's Core (locker.Core.Go) are the engine's,
+	// Idle workers of the engine's Core (driver.Core.Go) are the engine's,
 	// kept for its next requests; Close ends them, which guard checks.
 	eventually(t, 10*time.Second, "no goroutine left by the cancelled waits", func() bool {
 		return goleak.Find(baseline, goleak.IgnoreAnyFunction("github.com/orthrus-go/orthrus/locker.(*Core).worker")) == nil
@@ -400,7 +402,7 @@ func testLockCtxCancel(t *testing.T, f Factory) {
 // holds the name is contention, on the raw path too: a breaker must not
 // count it as the engine failing. That holds for a deadline that passes
 // before the engine's first answer too, as long as that request had been
-// sent less than locker.OutageAfter before (a slow engine, a loaded
+// sent less than driver.OutageAfter before (a slow engine, a loaded
 // machine): the caller only ran out of time.
 func testContendedIsNotUnavailable(t *testing.T, f Factory) {
 	e := open(t, f).Engine
@@ -412,9 +414,9 @@ func testContendedIsNotUnavailable(t *testing.T, f Factory) {
 	}
 	mustLock(t, a)
 	// Deadlines land at different points of the wait: before the engine's
-	// first answer, wherever that comes below locker.OutageAfter, and long
+	// first answer, wherever that comes below driver.OutageAfter, and long
 	// after it.
-	for _, d := range []time.Duration{time.Millisecond, 100 * time.Millisecond, locker.OutageAfter - 50*time.Millisecond, time.Second} {
+	for _, d := range []time.Duration{time.Millisecond, 100 * time.Millisecond, driver.OutageAfter - 50*time.Millisecond, time.Second} {
 		ctx, cancel := context.WithTimeout(context.Background(), d)
 		err := b.LockCtx(ctx)
 		cancel()
@@ -592,7 +594,7 @@ func testNames(t *testing.T, f Factory) {
 		why  string
 	}{
 		{"", "empty"},
-		{strings.Repeat("n", locker.MaxNameLen+1), "over MaxNameLen"},
+		{strings.Repeat("n", driver.MaxNameLen+1), "over MaxNameLen"},
 		{"bad\xffutf8", "not UTF-8"},
 		{"nul\x00byte", "NUL"},
 	} {
@@ -603,7 +605,7 @@ func testNames(t *testing.T, f Factory) {
 	// Names that need escaping are distinct locks, and escaping never makes
 	// two names collide.
 	base := lockName(t, "")
-	odd := []string{"a/b", "a%2Fb", "a_b", "a b", "ünï/cødé", "{tag}", "{", "..", ".", "/", "//", "a:b", "*?", "\t", strings.Repeat("L", locker.MaxNameLen-len(base))}
+	odd := []string{"a/b", "a%2Fb", "a_b", "a b", "ünï/cødé", "{tag}", "{", "..", ".", "/", "//", "a:b", "*?", "\t", strings.Repeat("L", driver.MaxNameLen-len(base))}
 	held := make([]locker.Locker, 0, len(odd))
 	for _, n := range odd {
 		l := newLocker(t, e, base+n)
@@ -642,14 +644,14 @@ func testBadOptions(t *testing.T, f Factory) {
 	}
 }
 
-// testMinTTL: an engine with a minimum TTL (locker.MinTTLer) refuses a
+// testMinTTL: an engine with a minimum TTL (driver.MinTTLer) refuses a
 // WithTTL or WithLease below it, for every kind of hold, with an error
 // naming the option; a hold of the minimum TTL is granted.
 func testMinTTL(t *testing.T, f Factory) {
 	e := open(t, f).Engine
-	min := locker.MinTTL(e)
+	min := driver.MinTTL(e)
 	if min <= 0 {
-		t.Skip("the engine declares no minimum TTL (locker.MinTTLer)")
+		t.Skip("the engine declares no minimum TTL (driver.MinTTLer)")
 	}
 	below := min - time.Millisecond
 	for _, tc := range []struct {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/orthrus-go/orthrus/internal/lockrule"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // ModelOps is how many random operations RunModel makes per engine in CI.
@@ -44,7 +45,7 @@ const (
 type ModelConfig struct {
 	// Kinds are the locks the run covers: KindMutex, KindWrite (the
 	// read-write lock), KindPermit (the semaphore); all three when empty.
-	Kinds []locker.Kind
+	Kinds []inspect.Kind
 	// FixedCount leaves the semaphores' stored count alone: no SetPermits.
 	FixedCount bool
 }
@@ -60,13 +61,13 @@ type ModelConfig struct {
 // until the engine's inspection shows the model's holders and waiters, in
 // order.
 //
-// The engine must implement locker.Inspector and locker.FamilyInspector
+// The engine must implement inspect.Inspector and inspect.FamilyInspector
 // (see Inspected for wrappers), and queue strictly first come, first
 // served across processes (a Redis engine WithFair). The seed is logged;
 // set ModelSeedEnv to replay it.
 func RunModel(t *testing.T, factory Factory, ops int, c ModelConfig) {
 	if len(c.Kinds) == 0 {
-		c.Kinds = []locker.Kind{locker.KindMutex, locker.KindWrite, locker.KindPermit}
+		c.Kinds = []inspect.Kind{inspect.KindMutex, inspect.KindWrite, inspect.KindPermit}
 	}
 	seed := modelSeed(t)
 	for i, k := range c.Kinds {
@@ -80,23 +81,23 @@ func RunModel(t *testing.T, factory Factory, ops int, c ModelConfig) {
 // Inspected is e with the mutex inspection of op, for RunModel: a
 // wrapper that inspects read-write locks and semaphores but not mutexes
 // (the switcher, the fault wrapper) gives that of the engine it acquires
-// on. e must implement locker.FamilyInspector.
-func Inspected(e locker.Engine, op locker.Inspector) locker.Engine {
-	return inspected{Engine: e, Inspector: op, FamilyInspector: e.(locker.FamilyInspector)}
+// on. e must implement inspect.FamilyInspector.
+func Inspected(e locker.Engine, op inspect.Inspector) locker.Engine {
+	return inspected{Engine: e, Inspector: op, FamilyInspector: e.(inspect.FamilyInspector)}
 }
 
 type inspected struct {
 	locker.Engine
-	locker.Inspector
-	locker.FamilyInspector
+	inspect.Inspector
+	inspect.FamilyInspector
 }
 
 // modelCase names the subtest of kind k.
-func modelCase(k locker.Kind) string {
+func modelCase(k inspect.Kind) string {
 	switch k {
-	case locker.KindMutex:
+	case inspect.KindMutex:
 		return "Mutex"
-	case locker.KindPermit:
+	case inspect.KindPermit:
 		return "Semaphore"
 	}
 	return "RWLock"
@@ -104,13 +105,13 @@ func modelCase(k locker.Kind) string {
 
 // runModel runs ops operations on locks of kind k, in modelSequences
 // sequences at once.
-func runModel(t *testing.T, factory Factory, seed uint64, ops int, k locker.Kind, fixedCount bool) {
+func runModel(t *testing.T, factory Factory, seed uint64, ops int, k inspect.Kind, fixedCount bool) {
 	engines := []locker.Engine{open(t, factory).Engine, open(t, factory).Engine}
-	var op locker.Inspector
-	if k == locker.KindMutex {
+	var op inspect.Inspector
+	if k == inspect.KindMutex {
 		var ok bool
-		if op, ok = engines[0].(locker.Inspector); !ok {
-			t.Fatalf("%T does not implement locker.Inspector", engines[0])
+		if op, ok = engines[0].(inspect.Inspector); !ok {
+			t.Fatalf("%T does not implement inspect.Inspector", engines[0])
 		}
 	}
 	seqs := make([]*sequence, modelSequences)
@@ -190,14 +191,14 @@ type sequence struct {
 	longest int // longest queue
 	// fixedCount: no SetPermits (ModelConfig.FixedCount).
 	fixedCount bool
-	mutexs     locker.Inspector
-	family     locker.FamilyInspector
+	mutexs     inspect.Inspector
+	family     inspect.FamilyInspector
 }
 
 // mlock is the model of one lock: its queue of holds and waiters, oldest
 // first, as lockrule sees it.
 type mlock struct {
-	kind    locker.Kind // KindMutex, KindWrite (the read-write lock) or KindPermit
+	kind    inspect.Kind // KindMutex, KindWrite (the read-write lock) or KindPermit
 	name    string
 	count   int // the semaphore's stored count
 	queue   []*mentry
@@ -231,7 +232,7 @@ type mentry struct {
 	cancel   context.CancelFunc
 }
 
-func newSequence(t *testing.T, seed uint64, id int, engines []locker.Engine, op locker.Inspector, k locker.Kind) *sequence {
+func newSequence(t *testing.T, seed uint64, id int, engines []locker.Engine, op inspect.Inspector, k inspect.Kind) *sequence {
 	t.Helper()
 	s := &sequence{seed: seed, id: id, rng: rand.New(rand.NewPCG(seed, uint64(k)<<8|uint64(id))), mutexs: op, family: familyInspector(t, engines[0])}
 	for n := range modelNames {
@@ -245,14 +246,14 @@ func newSequence(t *testing.T, seed uint64, id int, engines []locker.Engine, op 
 	return s
 }
 
-func newOwner(t *testing.T, e locker.Engine, k locker.Kind, name, id string) *mowner {
+func newOwner(t *testing.T, e locker.Engine, k inspect.Kind, name, id string) *mowner {
 	t.Helper()
 	o := &mowner{id: id, engine: e}
 	var err error
 	switch k {
-	case locker.KindMutex:
+	case inspect.KindMutex:
 		o.mutex, err = e.NewLocker(name, locker.WithOwner(id))
-	case locker.KindWrite:
+	case inspect.KindWrite:
 		o.rw, err = e.NewRWLock(name, locker.WithOwner(id))
 	default:
 		o.sem, err = e.NewSemaphore(name, modelPermits, locker.WithOwner(id))
@@ -282,9 +283,9 @@ type mop struct {
 	kind  opKind
 	lock  *mlock
 	owner *mowner
-	entry *mentry     // the waiter or hold cancelled or released
-	side  locker.Kind // the kind acquired
-	n     int         // permits asked, or the count stored
+	entry *mentry      // the waiter or hold cancelled or released
+	side  inspect.Kind // the kind acquired
+	n     int          // permits asked, or the count stored
 }
 
 func (o mop) String() string {
@@ -294,7 +295,7 @@ func (o mop) String() string {
 	}
 	if o.kind == opLock || o.kind == opTry || o.kind == opRelease || o.kind == opCancel {
 		s += " (" + o.side.String()
-		if o.side == locker.KindPermit {
+		if o.side == inspect.KindPermit {
 			s += fmt.Sprintf(" %d", o.n)
 		}
 		s += ")"
@@ -333,7 +334,7 @@ func (s *sequence) fail(o mop, err error) error {
 func (l *mlock) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "model queue of %s %q", l.kind, l.name)
-	if l.kind == locker.KindPermit {
+	if l.kind == inspect.KindPermit {
 		fmt.Fprintf(&b, " (count %d)", l.count)
 	}
 	b.WriteString(":")
@@ -346,7 +347,7 @@ func (l *mlock) String() string {
 
 func (e *mentry) String() string {
 	s := e.owner.id + " " + e.Kind.String()
-	if e.Kind == locker.KindPermit {
+	if e.Kind == inspect.KindPermit {
 		s += fmt.Sprintf(" %d", e.Permits)
 	}
 	if e.Downgrade {
@@ -415,12 +416,12 @@ func (s *sequence) pick() mop {
 			for _, e := range mine {
 				add(4, mop{kind: opRelease, lock: l, owner: o, entry: e, side: e.Kind, n: e.Permits})
 			}
-			if len(mine) == 1 && mine[0].Kind == locker.KindWrite {
-				add(2, mop{kind: opDowngrade, lock: l, owner: o, side: locker.KindRead})
+			if len(mine) == 1 && mine[0].Kind == inspect.KindWrite {
+				add(2, mop{kind: opDowngrade, lock: l, owner: o, side: inspect.KindRead})
 			}
 		}
 	}
-	if l.kind == locker.KindPermit && !s.fixedCount {
+	if l.kind == inspect.KindPermit && !s.fixedCount {
 		add(1, mop{kind: opSetPermits, lock: l, n: 1 + s.rng.IntN(modelPermits+2)})
 	}
 	total := 0
@@ -438,14 +439,14 @@ func (s *sequence) pick() mop {
 }
 
 // draw chooses what an idle owner of l asks for.
-func (l *mlock) draw(rng *rand.Rand) (locker.Kind, int) {
+func (l *mlock) draw(rng *rand.Rand) (inspect.Kind, int) {
 	switch l.kind {
-	case locker.KindMutex:
-		return locker.KindMutex, 0
-	case locker.KindWrite:
-		return []locker.Kind{locker.KindRead, locker.KindWrite}[rng.IntN(2)], 0
+	case inspect.KindMutex:
+		return inspect.KindMutex, 0
+	case inspect.KindWrite:
+		return []inspect.Kind{inspect.KindRead, inspect.KindWrite}[rng.IntN(2)], 0
 	}
-	return locker.KindPermit, 1 + rng.IntN(modelPermits)
+	return inspect.KindPermit, 1 + rng.IntN(modelPermits)
 }
 
 func (l *mlock) entriesOf(o *mowner) []*mentry {
@@ -461,7 +462,7 @@ func (l *mlock) entriesOf(o *mowner) []*mentry {
 // mismatch reports whether o's acquisition must fail with
 // ErrPermitsMismatch: its semaphore's first, with the stored count changed.
 func (l *mlock) mismatch(o *mowner) bool {
-	return l.kind == locker.KindPermit && !o.checked && l.count != modelPermits
+	return l.kind == inspect.KindPermit && !o.checked && l.count != modelPermits
 }
 
 // rules is l's queue as lockrule sees it.
@@ -510,11 +511,11 @@ func (s *sequence) do(o mop) error {
 // handle is the Handle o acquires through.
 func (o mop) handle() (locker.Handle, error) {
 	switch o.side {
-	case locker.KindMutex:
+	case inspect.KindMutex:
 		return o.owner.mutex, nil
-	case locker.KindRead:
+	case inspect.KindRead:
 		return o.owner.rw.ReadLock(), nil
-	case locker.KindWrite:
+	case inspect.KindWrite:
 		return o.owner.rw.WriteLock(), nil
 	}
 	return o.owner.sem.NewPermit(o.n)
@@ -598,7 +599,7 @@ func (l *mlock) cancelWait(e *mentry) error {
 		return fmt.Errorf("LockCtx() after its cancel = %v; want context.Canceled", err)
 	}
 	l.remove(e)
-	if l.kind == locker.KindPermit && !e.owner.checked {
+	if l.kind == inspect.KindPermit && !e.owner.checked {
 		// Whether a cancelled first acquisition compared the count is not
 		// settled (a switcher's did: it tries before it waits): a new
 		// Semaphore's next acquisition is its first for certain.
@@ -616,7 +617,7 @@ func (l *mlock) downgrade(o mop) error {
 	h := o.owner.rw.ReadLock()
 	ok, err := h.TryLock()
 	if ok {
-		l.queue = append(l.queue, &mentry{Entry: lockrule.Entry{Kind: locker.KindRead, Downgrade: true}, owner: o.owner, h: h, held: true})
+		l.queue = append(l.queue, &mentry{Entry: lockrule.Entry{Kind: inspect.KindRead, Downgrade: true}, owner: o.owner, h: h, held: true})
 	}
 	if !ok || err != nil {
 		return fmt.Errorf("read TryLock() by the write holder = %v, %v; want true, nil", ok, err)
@@ -717,7 +718,7 @@ func (s *sequence) inspect(l *mlock) (int, []string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), modelAwait)
 	defer cancel()
 	waiters := []string{}
-	if l.kind == locker.KindMutex {
+	if l.kind == inspect.KindMutex {
 		in, err := s.mutexs.Inspect(ctx, l.name)
 		if err != nil {
 			return 0, nil, fmt.Errorf("Inspect() = %w", err)

@@ -79,7 +79,7 @@ func (r multiRig) multi(names []string, opts ...locker.Option) *locker.MultiLock
 
 // free checks that another owner can take each of names within a few
 // seconds, far below the holds' TTL: an engine may delete what a cancelled
-// wait left in the background (locker.Core.Go), after LockCtx returned.
+// wait left in the background (driver.Core.Go), after LockCtx returned.
 func (r multiRig) free(what string, names ...string) {
 	r.t.Helper()
 	for i, n := range names {

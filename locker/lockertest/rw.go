@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // InvariantOps is how many acquisitions the invariant subtests of RunRW
@@ -23,7 +24,7 @@ const InvariantOps = 10_000
 // writer that queued before it kept out), upgrade refused, a reader behind
 // a waiting writer waits, one token sequence for both sides, cancelled
 // waits leave nothing, fixed leases, and the invariant under contention
-// from two engines. Engines must implement locker.FamilyInspector.
+// from two engines. Engines must implement inspect.FamilyInspector.
 func RunRW(t *testing.T, factory Factory) {
 	runCases(t, factory, []suiteCase{
 		{"ReadersShare", testRWReadersShare},
@@ -38,7 +39,7 @@ func RunRW(t *testing.T, factory Factory) {
 		{"Inspect", testRWInspect},
 		{"InspectWaiters", testRWInspectWaiters},
 		{"ForceUnlock", testRWForceUnlock},
-		{"Deleted", testDeleted(locker.KindRead, locker.KindWrite)},
+		{"Deleted", testDeleted(inspect.KindRead, inspect.KindWrite)},
 		{"Closed", testRWClosed},
 		{"Invariant", testRWInvariant},
 	})
@@ -53,16 +54,16 @@ func newRW(t *testing.T, e locker.Engine, name string, opts ...locker.Option) lo
 	return l
 }
 
-func familyInspector(t *testing.T, e locker.Engine) locker.FamilyInspector {
+func familyInspector(t *testing.T, e locker.Engine) inspect.FamilyInspector {
 	t.Helper()
-	op, ok := e.(locker.FamilyInspector)
+	op, ok := e.(inspect.FamilyInspector)
 	if !ok {
-		t.Fatalf("%T does not implement locker.FamilyInspector", e)
+		t.Fatalf("%T does not implement inspect.FamilyInspector", e)
 	}
 	return op
 }
 
-func inspectFamily(t *testing.T, e locker.Engine, kind locker.Kind, name string) locker.FamilyInspection {
+func inspectFamily(t *testing.T, e locker.Engine, kind inspect.Kind, name string) inspect.FamilyInspection {
 	t.Helper()
 	in, err := familyInspector(t, e).InspectFamily(context.Background(), kind, name)
 	if err != nil {
@@ -72,7 +73,7 @@ func inspectFamily(t *testing.T, e locker.Engine, kind locker.Kind, name string)
 }
 
 // awaitWaiters waits until the server shows n waiters of name.
-func awaitWaiters(t *testing.T, e locker.Engine, kind locker.Kind, name string, n int) {
+func awaitWaiters(t *testing.T, e locker.Engine, kind inspect.Kind, name string, n int) {
 	t.Helper()
 	eventually(t, 10*time.Second, fmt.Sprintf("%d waiters of %q visible", n, name), func() bool {
 		return len(inspectFamily(t, e, kind, name).Waiters) == n
@@ -197,7 +198,7 @@ func testRWWriterBehindDowngrade(t *testing.T, f Factory) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	done := lockAsync(ctx, w.WriteLock())
-	awaitWaiters(t, e1, locker.KindWrite, name, 1)
+	awaitWaiters(t, e1, inspect.KindWrite, name, 1)
 	mustLock(t, a.ReadLock())
 	rtok := a.ReadLock().Token()
 	mustUnlock(t, a.WriteLock())
@@ -243,7 +244,7 @@ func testRWReaderBehindWriter(t *testing.T, f Factory) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	wdone := lockAsync(ctx, w.WriteLock())
-	awaitWaiters(t, e1, locker.KindWrite, name, 1)
+	awaitWaiters(t, e1, inspect.KindWrite, name, 1)
 	wantTry(t, r2.ReadLock(), false)
 	rdone := lockAsync(ctx, r2.ReadLock())
 	WantPending(t, rdone, "reader behind a waiting writer")
@@ -303,7 +304,7 @@ func testRWCancel(t *testing.T, f Factory) {
 			t.Fatalf("LockCtx() cancelled = %v; want context.Canceled", err)
 		}
 	}
-	awaitWaiters(t, e1, locker.KindWrite, name, 0)
+	awaitWaiters(t, e1, inspect.KindWrite, name, 0)
 	mustUnlock(t, holder.WriteLock())
 	wantTry(t, newRW(t, e2, name).WriteLock(), true)
 }
@@ -335,18 +336,18 @@ func testRWLease(t *testing.T, f Factory) {
 func testRWInspect(t *testing.T, f Factory) {
 	e := open(t, f).Engine
 	name := lockName(t, "in")
-	if in := inspectFamily(t, e, locker.KindRead, name); len(in.Holders)+len(in.Waiters) != 0 {
+	if in := inspectFamily(t, e, inspect.KindRead, name); len(in.Holders)+len(in.Waiters) != 0 {
 		t.Errorf("InspectFamily(free) = %+v; want nothing", in)
 	}
 	a, b := newRW(t, e, name, locker.WithOwner("reader-a")), newRW(t, e, name, locker.WithOwner("reader-b"))
 	mustLock(t, a.ReadLock())
 	mustLock(t, b.ReadLock())
-	in := inspectFamily(t, e, locker.KindRead, name)
+	in := inspectFamily(t, e, inspect.KindRead, name)
 	if len(in.Holders) != 2 {
 		t.Fatalf("InspectFamily(two readers).Holders = %+v; want 2", in.Holders)
 	}
 	for _, h := range in.Holders {
-		if h.Kind != locker.KindRead || (h.Owner != "reader-a" && h.Owner != "reader-b") || h.Token == 0 {
+		if h.Kind != inspect.KindRead || (h.Owner != "reader-a" && h.Owner != "reader-b") || h.Token == 0 {
 			t.Errorf("holder %+v; want a read hold of reader-a or reader-b with a token", h)
 		}
 	}
@@ -354,8 +355,8 @@ func testRWInspect(t *testing.T, f Factory) {
 	mustUnlock(t, b.ReadLock())
 	w := newRW(t, e, name, locker.WithOwner("writer"))
 	mustLock(t, w.WriteLock())
-	in = inspectFamily(t, e, locker.KindWrite, name)
-	if len(in.Holders) != 1 || in.Holders[0].Kind != locker.KindWrite || in.Holders[0].Owner != "writer" || in.Holders[0].Token != w.WriteLock().Token() {
+	in = inspectFamily(t, e, inspect.KindWrite, name)
+	if len(in.Holders) != 1 || in.Holders[0].Kind != inspect.KindWrite || in.Holders[0].Owner != "writer" || in.Holders[0].Token != w.WriteLock().Token() {
 		t.Errorf("InspectFamily(written).Holders = %+v; want the writer with token %d", in.Holders, w.WriteLock().Token())
 	}
 	mustUnlock(t, w.WriteLock())

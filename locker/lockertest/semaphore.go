@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
 // RunSemaphore runs the conformance suite of locker.Semaphore: never more
@@ -18,7 +19,7 @@ import (
 // count stored with the semaphore (mismatch refused, SetPermits honoured),
 // hand-off to a waiter, cancelled waits leave nothing, fixed leases, tokens,
 // and the invariant under contention from two engines. Engines must
-// implement locker.FamilyInspector.
+// implement inspect.FamilyInspector.
 func RunSemaphore(t *testing.T, factory Factory) {
 	runCases(t, factory, []suiteCase{
 		{"Permits", testSemPermits},
@@ -32,7 +33,7 @@ func RunSemaphore(t *testing.T, factory Factory) {
 		{"BadArguments", testSemBadArguments},
 		{"Inspect", testSemInspect},
 		{"ForceUnlock", testSemForceUnlock},
-		{"Deleted", testDeleted(locker.KindPermit)},
+		{"Deleted", testDeleted(inspect.KindPermit)},
 		{"Invariant", testSemInvariant},
 	})
 }
@@ -110,7 +111,7 @@ func testSemStoredCount(t *testing.T, f Factory) {
 	if p, err := s5.Acquire(context.Background(), 1); p != nil || !errors.Is(err, locker.ErrPermitsMismatch) || errors.Is(err, locker.ErrUnavailable) {
 		t.Fatalf("Acquire on a mismatched semaphore = %v, %v; want nil, ErrPermitsMismatch and not ErrUnavailable", p, err)
 	}
-	if in := inspectFamily(t, e1, locker.KindPermit, name); in.Permits != 3 {
+	if in := inspectFamily(t, e1, inspect.KindPermit, name); in.Permits != 3 {
 		t.Errorf("InspectFamily().Permits = %d; want 3, the stored count", in.Permits)
 	}
 	if err := familyInspector(t, e1).SetPermits(context.Background(), name, 0); !errors.Is(err, locker.ErrInvalidArgument) {
@@ -127,7 +128,7 @@ func testSemStoredCount(t *testing.T, f Factory) {
 	for _, p := range []locker.Handle{first, more, last} {
 		mustUnlock(t, p)
 	}
-	if in := inspectFamily(t, e2, locker.KindPermit, name); in.Permits != 5 || len(in.Holders) != 0 {
+	if in := inspectFamily(t, e2, inspect.KindPermit, name); in.Permits != 5 || len(in.Holders) != 0 {
 		t.Errorf("InspectFamily() when idle = %+v; want Permits 5 kept, no holders", in)
 	}
 }
@@ -179,7 +180,7 @@ func testSemCancel(t *testing.T, f Factory) {
 		t.Fatalf("Acquire() cancelled = %v, %v; want nil, context.Canceled", p, err)
 	}
 	eventually(t, 10*time.Second, "no waiter left after cancelled waits", func() bool {
-		return len(inspectFamily(t, e1, locker.KindPermit, name).Waiters) == 0
+		return len(inspectFamily(t, e1, inspect.KindPermit, name).Waiters) == 0
 	})
 	mustUnlock(t, held)
 	mustUnlock(t, tryAcquire(t, s2, 1, true))
@@ -278,11 +279,11 @@ func testSemInspect(t *testing.T, f Factory) {
 	name := lockName(t, "in")
 	s := newSem(t, e, name, 3, locker.WithOwner("worker-1"))
 	p := tryAcquire(t, s, 2, true)
-	in := inspectFamily(t, e, locker.KindPermit, name)
+	in := inspectFamily(t, e, inspect.KindPermit, name)
 	if in.Permits != 3 || len(in.Holders) != 1 {
 		t.Fatalf("InspectFamily() = %+v; want Permits 3 and one holder", in)
 	}
-	if h := in.Holders[0]; h.Kind != locker.KindPermit || h.Permits != 2 || h.Owner != "worker-1" || h.Token != p.Token() {
+	if h := in.Holders[0]; h.Kind != inspect.KindPermit || h.Permits != 2 || h.Owner != "worker-1" || h.Token != p.Token() {
 		t.Errorf("holder %+v; want worker-1 holding 2 permits with token %d", h, p.Token())
 	}
 	mustUnlock(t, p)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
 	"go.uber.org/goleak"
 )
 
@@ -51,7 +52,7 @@ func (l *slowRelease) Unlock() error {
 }
 
 func TestMustUnlockAcceptsALateRelease(t *testing.T) {
-	l := &slowRelease{wait: locker.DefaultReleaseWait}
+	l := &slowRelease{wait: driver.DefaultReleaseWait}
 	mustLock(t, l)
 	mustUnlock(t, l)
 	if l.held.Load() {

@@ -1,4 +1,4 @@
-package locker
+package inspect
 
 import "strconv"
 
@@ -30,11 +30,4 @@ func (k Kind) String() string {
 		return "permit"
 	}
 	return "kind(" + strconv.Itoa(int(k)) + ")"
-}
-
-// KindSupporter is implemented by a Backend that grants holds other than
-// KindMutex. Core refuses NewRWLock and NewSemaphore, with
-// errors.ErrUnsupported, on a backend that does not support their kinds.
-type KindSupporter interface {
-	Supports(k Kind) bool
 }

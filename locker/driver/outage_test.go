@@ -1,10 +1,12 @@
-package locker
+package driver
 
 import (
 	"context"
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/orthrus-go/orthrus/locker"
 )
 
 // silentBackend never grants: it answers that the name is held for held,
@@ -30,11 +32,11 @@ func (b silentBackend) Acquire(ctx context.Context, h *Hold, _ bool) (bool, erro
 		}
 	}
 	<-ctx.Done()
-	classes := []error{ErrUnavailable}
+	classes := []error{locker.ErrUnavailable}
 	if b.refused {
-		classes = append(classes, ErrRefused)
+		classes = append(classes, locker.ErrRefused)
 	}
-	return false, &EngineError{Engine: "silent", Op: "acquire", Name: h.Name, Classes: classes, Err: ctx.Err()}
+	return false, &locker.EngineError{Engine: "silent", Op: "acquire", Name: h.Name, Classes: classes, Err: ctx.Err()}
 }
 
 func (silentBackend) Release(context.Context, *Hold) error { return nil }
@@ -66,15 +68,15 @@ func TestOutageAfter(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), tc.wait)
-			ok, err := l.(*mutex).Acquire(ctx, true)
+			ok, err := l.(acquirer).Acquire(ctx, true)
 			cancel()
-			if ok || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrUnavailable) != tc.outage || errors.Is(err, ErrRefused) != tc.refused {
-				t.Errorf("Acquire(%v deadline) = %v, %v; want false, DeadlineExceeded, ErrUnavailable %v, ErrRefused %v", tc.wait, ok, err, tc.outage, tc.refused)
+			if ok || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, locker.ErrUnavailable) != tc.outage || errors.Is(err, locker.ErrRefused) != tc.refused {
+				t.Errorf("Acquire(%v deadline) = %v, %v; want false, DeadlineExceeded, locker.ErrUnavailable %v, locker.ErrRefused %v", tc.wait, ok, err, tc.outage, tc.refused)
 			}
 			ok, err = l.TryLockTimeout(tc.wait)
 			if tc.outage {
-				if ok || !errors.Is(err, ErrUnavailable) {
-					t.Errorf("TryLockTimeout(%v) = %v, %v; want false, ErrUnavailable", tc.wait, ok, err)
+				if ok || !errors.Is(err, locker.ErrUnavailable) {
+					t.Errorf("TryLockTimeout(%v) = %v, %v; want false, locker.ErrUnavailable", tc.wait, ok, err)
 				}
 			} else if ok || err != nil {
 				t.Errorf("TryLockTimeout(%v) = %v, %v; want false, nil (ran out of time)", tc.wait, ok, err)
@@ -106,11 +108,11 @@ func TestOutageAfterCancel(t *testing.T) {
 	} {
 		ctx, cancel := context.WithCancel(context.Background())
 		stop := time.AfterFunc(tc.after, cancel)
-		ok, err := l.(*mutex).Acquire(ctx, true)
+		ok, err := l.(acquirer).Acquire(ctx, true)
 		stop.Stop()
 		cancel()
-		if ok || !errors.Is(err, context.Canceled) || errors.Is(err, ErrUnavailable) != tc.outage {
-			t.Errorf("Acquire() cancelled after %v = %v, %v; want false, Canceled, ErrUnavailable %v", tc.after, ok, err, tc.outage)
+		if ok || !errors.Is(err, context.Canceled) || errors.Is(err, locker.ErrUnavailable) != tc.outage {
+			t.Errorf("Acquire() cancelled after %v = %v, %v; want false, Canceled, locker.ErrUnavailable %v", tc.after, ok, err, tc.outage)
 		}
 	}
 }
@@ -142,4 +144,10 @@ func TestTryLockTimeoutAnsweredLate(t *testing.T) {
 			t.Fatalf("TryLockTimeout(1ms) = %v, %v; want false, nil", ok, err)
 		}
 	}
+}
+
+// acquirer is the raw acquisition of locker.NewHandle's Handles, whose
+// errors keep the engine's outcome beside ctx.Err().
+type acquirer interface {
+	Acquire(ctx context.Context, wait bool) (bool, error)
 }

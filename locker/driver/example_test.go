@@ -1,4 +1,4 @@
-package locker_test
+package driver_test
 
 import (
 	"errors"
@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
 )
 
 func ExampleValidateName() {
 	for _, name := range []string{"orders/42", ""} {
-		err := locker.ValidateName(name)
+		err := driver.ValidateName(name)
 		fmt.Printf("%q: %v, invalid name: %v\n", name, err, errors.Is(err, locker.ErrInvalidName))
 	}
 	// Output:
@@ -19,10 +20,10 @@ func ExampleValidateName() {
 }
 
 func ExampleResolve() {
-	s, err := locker.Resolve(locker.WithLease(10*time.Second), locker.WithOwner("nightly-report"))
+	s, err := driver.Resolve(locker.WithLease(10*time.Second), locker.WithOwner("nightly-report"))
 	fmt.Println(s.TTL, s.Renew, s.Owner, err)
 
-	_, err = locker.Resolve(locker.WithTTL(0))
+	_, err = driver.Resolve(locker.WithTTL(0))
 	fmt.Println(err)
 	// Output:
 	// 10s false nightly-report <nil>

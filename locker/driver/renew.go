@@ -1,4 +1,4 @@
-package locker
+package driver
 
 import (
 	"container/heap"
@@ -8,6 +8,9 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/observe"
 )
 
 // Renewal runs in bounded chunks on a few workers, so that its cost per
@@ -353,7 +356,7 @@ func (s *scheduler) renew(holds []*Hold) {
 			h.failures, h.risky = 0, false
 			h.due = start.Add(interval(h))
 			h.deadline = start.Add(h.TTL)
-		case errors.Is(err, ErrLockLost) || !now.Before(h.deadline):
+		case errors.Is(err, locker.ErrLockLost) || !now.Before(h.deadline):
 			h.markLost(lostCause(err))
 			if lost == nil {
 				lostErr = err
@@ -389,7 +392,7 @@ func (s *scheduler) watchUnanswered(ctx context.Context, holds []*Hold, returned
 	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return // the scheduler is closing
 	}
-	err := fmt.Errorf("%w: renewal unanswered", ErrUnavailable)
+	err := fmt.Errorf("%w: renewal unanswered", locker.ErrUnavailable)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -422,7 +425,7 @@ func (s *scheduler) unanswered(holds []*Hold, err error) (next time.Time) {
 				next = h.deadline
 			}
 		default:
-			h.markLost(LostExpired)
+			h.markLost(observe.LostExpired)
 			lost = append(lost, h)
 		}
 	}

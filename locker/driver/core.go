@@ -1,4 +1,4 @@
-package locker
+package driver
 
 import (
 	"context"
@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/internal/async"
+	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
+	"github.com/orthrus-go/orthrus/locker/observe"
 )
 
 // Backend is the handful of primitives an engine supplies. Core builds the
@@ -19,18 +22,18 @@ type Backend interface {
 	// Acquire takes h.Name for h.Owner with a hold of h.TTL and sets h.Token
 	// (and, if it needs one, h.State). With wait false it makes one attempt
 	// and returns (false, nil) on contention. With wait true it blocks until
-	// granted, or until ctx is done. Engine failures wrap ErrUnavailable,
-	// and also ErrRefused when the engine is certainly down.
+	// granted, or until ctx is done. Engine failures wrap locker.ErrUnavailable,
+	// and also locker.ErrRefused when the engine is certainly down.
 	//
 	// Once ctx is done it returns at once, leaving nothing behind (what
 	// needs the server to go is deleted in the background, see Core.Go): it
 	// returns ctx.Err() itself when the engine had answered its latest
-	// request (the name was held), and an error wrapping ErrUnavailable when
+	// request (the name was held), and an error wrapping locker.ErrUnavailable when
 	// a request was still unanswered. The Core turns the latter into
 	// ctx.Err() when that request had been sent less than OutageAfter
 	// before ctx ended, and learns when from h.Asking.
 	Acquire(ctx context.Context, h *Hold, wait bool) (bool, error)
-	// Release ends h. It returns an error wrapping ErrLockLost when the
+	// Release ends h. It returns an error wrapping locker.ErrLockLost when the
 	// engine no longer has h, and must not touch another owner's hold.
 	Release(ctx context.Context, h *Hold) error
 }
@@ -60,7 +63,7 @@ type DeadlineHonourer interface {
 // use.
 type Renewer interface {
 	// Renew extends each hold by its TTL, in as few round trips as it can,
-	// and returns one result per hold: nil, an error wrapping ErrLockLost
+	// and returns one result per hold: nil, an error wrapping locker.ErrLockLost
 	// when the hold is gone, or another error when it should be retried.
 	Renew(ctx context.Context, holds []*Hold) []error
 }
@@ -83,17 +86,17 @@ type Hold struct {
 	Delay time.Duration
 	Token uint64 // fencing token, set by Acquire
 
-	// Kind says what is held: the mutex, a side of a read-write lock or
+	// inspect.Kind says what is held: the mutex, a side of a read-write lock or
 	// permits of a semaphore. Names of different kinds are independent.
-	Kind Kind
-	// Permits is how many permits a KindPermit hold takes (1 otherwise).
+	Kind inspect.Kind
+	// Permits is how many permits a inspect.KindPermit hold takes (1 otherwise).
 	Permits int
-	// Limit is the permit count a KindPermit hold's semaphore was opened
-	// with; CheckLimit asks Acquire to fail with ErrPermitsMismatch when
+	// Limit is the permit count a inspect.KindPermit hold's semaphore was opened
+	// with; CheckLimit asks Acquire to fail with locker.ErrPermitsMismatch when
 	// the stored count differs (the semaphore's first acquisition).
 	Limit      int
 	CheckLimit bool
-	// Writer is, for a KindRead hold taken while its owner holds the write
+	// Writer is, for a inspect.KindRead hold taken while its owner holds the write
 	// side (a downgrade), that write hold: the read is granted at once while
 	// Writer is still held, with Writer's token, and later writers must wait
 	// for it whatever their place in line.
@@ -102,7 +105,7 @@ type Hold struct {
 
 	lost     chan struct{}
 	lostOnce sync.Once
-	obs      *holdObs // nil unless the Core has an Observer
+	obs      *holdObs // nil unless the Core has an observe.Observer
 	asked    int64    // monoNow when Acquire's latest request was sent
 
 	// Scheduling, guarded by the scheduler's mutex.
@@ -123,7 +126,7 @@ func (h *Hold) Life() time.Duration { return h.TTL + h.Delay }
 
 // OutageAfter is how long a request must have gone unanswered when its
 // caller's context ends for the acquisition to fail as an outage, with an
-// error wrapping ErrUnavailable. A request sent later than that before the
+// error wrapping locker.ErrUnavailable. A request sent later than that before the
 // end only ran out of the caller's time, as a wait on a held name does:
 // the caller gets ctx.Err(). A healthy engine on a loaded machine answers
 // within it, and it is as long as a switcher's default health check gives
@@ -138,13 +141,13 @@ const OutageAfter = 300 * time.Millisecond
 func (h *Hold) Asking() { h.asked = monoNow() }
 
 // MarkLost closes Lost, for a hold the engine ended: a lease or session
-// lost (cause LostEngine). It is safe to call more than once and from any
+// lost (cause observe.LostEngine). It is safe to call more than once and from any
 // goroutine.
-func (h *Hold) MarkLost() { h.markLost(LostEngine) }
+func (h *Hold) MarkLost() { h.markLost(observe.LostEngine) }
 
 // MarkGone is MarkLost for a hold whose key or node the engine found
-// deleted, or taken over, under it (cause LostGone).
-func (h *Hold) MarkGone() { h.markLost(LostGone) }
+// deleted, or taken over, under it (cause observe.LostGone).
+func (h *Hold) MarkGone() { h.markLost(observe.LostGone) }
 
 // Lost is closed when the hold has ended without Unlock.
 func (h *Hold) Lost() <-chan struct{} { return h.lost }
@@ -172,7 +175,7 @@ type Core struct {
 
 	work *async.Pool // background work started by Go
 
-	obs Observer // nil: nothing observes
+	obs observe.Observer // nil: nothing observes
 
 	releases    sync.Pool     // of *pendingRelease
 	deadlines   bool          // the backend's Release returns by its context's deadline
@@ -202,7 +205,7 @@ func NewCore(engine string, b Backend, logger *slog.Logger, opts ...CoreOption) 
 }
 
 // NewLocker validates name and opts and returns a new owner's Locker.
-func (c *Core) NewLocker(name string, opts ...Option) (Handle, error) {
+func (c *Core) NewLocker(name string, opts ...locker.Option) (locker.Handle, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
@@ -218,7 +221,7 @@ func (c *Core) NewLocker(name string, opts ...Option) (Handle, error) {
 
 // resolve resolves opts against the backend's minimum TTL (a backend that
 // implements MinTTLer, as every engine of this module does).
-func (c *Core) resolve(opts []Option) (Settings, error) {
+func (c *Core) resolve(opts []locker.Option) (locker.Settings, error) {
 	return ResolveFor(c.engine, c.minTTL, opts...)
 }
 
@@ -231,7 +234,7 @@ func (c *Core) Closed() bool {
 
 func (c *Core) checkOpen() error {
 	if c.Closed() {
-		return fmt.Errorf("%s: %w", c.engine, ErrClosed)
+		return fmt.Errorf("%s: %w", c.engine, locker.ErrClosed)
 	}
 	return nil
 }
@@ -262,8 +265,8 @@ func (c *Core) Close(ctx context.Context) error {
 	c.sched.close()
 	var errs []error
 	for h := range holds {
-		h.markLost(LostClosed)
-		if err := c.backend.Release(ctx, h); err != nil && !errors.Is(err, ErrLockLost) {
+		h.markLost(observe.LostClosed)
+		if err := c.backend.Release(ctx, h); err != nil && !errors.Is(err, locker.ErrLockLost) {
 			errs = append(errs, err)
 		}
 	}
@@ -296,7 +299,7 @@ func (c *Core) granted(h *Hold) bool {
 // release forgets h and ends it on the engine within h.ReleaseTimeout,
 // never the caller's context: a release must happen even when its caller
 // has given up. The caller waits for the first answer at most wait, or
-// until done closes; past that it gets an error wrapping ErrUnavailable,
+// until done closes; past that it gets an error wrapping locker.ErrUnavailable,
 // and the engine is asked again in the background until the release
 // timeout; the hold ends by its TTL if it never answers.
 //
@@ -348,7 +351,7 @@ func (c *Core) releaseHere(h *Hold, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	err := c.endOnEngine(ctx, h)
 	cancel()
-	if !errors.Is(err, ErrUnavailable) {
+	if !errors.Is(err, locker.ErrUnavailable) {
 		return err
 	}
 	left := h.ReleaseTimeout - time.Since(start)
@@ -359,7 +362,7 @@ func (c *Core) releaseHere(h *Hold, wait time.Duration) error {
 }
 
 func errReleaseGoesOn(h *Hold) error {
-	return fmt.Errorf("%w: no answer yet; the release goes on in the background (within %v)", ErrUnavailable, h.ReleaseTimeout)
+	return fmt.Errorf("%w: no answer yet; the release goes on in the background (within %v)", locker.ErrUnavailable, h.ReleaseTimeout)
 }
 
 // Retries of a release that got no answer start at releaseRetry and
@@ -400,7 +403,7 @@ func (r *pendingRelease) exec(bg context.Context) {
 	} else {
 		r.recycle()
 	}
-	if errors.Is(err, ErrUnavailable) {
+	if errors.Is(err, locker.ErrUnavailable) {
 		c.retryRelease(bg, h, h.ReleaseTimeout-time.Since(start), err)
 	}
 }
@@ -410,8 +413,8 @@ func (r *pendingRelease) exec(bg context.Context) {
 func (c *Core) retryRelease(bg context.Context, h *Hold, left time.Duration, last error) {
 	ctx, cancel := context.WithTimeout(bg, left)
 	defer cancel()
-	// ErrLockLost after a try that got no answer: that try ended it.
-	for delay := releaseRetry; errors.Is(last, ErrUnavailable); delay = min(2*delay, releaseRetryMax) {
+	// locker.ErrLockLost after a try that got no answer: that try ended it.
+	for delay := releaseRetry; errors.Is(last, locker.ErrUnavailable); delay = min(2*delay, releaseRetryMax) {
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
@@ -446,7 +449,7 @@ func (c *Core) forget(h *Hold) {
 // barred: an Expirer ends it so, and the other engines' servers end it at
 // its Life by themselves.
 func (c *Core) expire(h *Hold) {
-	h.markLost(LostLeaseEnd)
+	h.markLost(observe.LostLeaseEnd)
 	c.mu.Lock()
 	delete(c.holds, h)
 	c.mu.Unlock()
@@ -460,7 +463,7 @@ func (c *Core) expire(h *Hold) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), h.ReleaseTimeout)
 	defer cancel()
-	if err := end(ctx, h); err != nil && !errors.Is(err, ErrLockLost) {
+	if err := end(ctx, h); err != nil && !errors.Is(err, locker.ErrLockLost) {
 		c.log.Warn("locker: release after lease end failed", "name", h.Name, "err", err)
 	}
 }

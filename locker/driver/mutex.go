@@ -1,4 +1,4 @@
-package locker
+package driver
 
 import (
 	"context"
@@ -7,19 +7,23 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/internal/deadline"
+	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
+	"github.com/orthrus-go/orthrus/locker/observe"
 )
 
-// mutex is the Handle every engine returns: the one handle over holds
-// that mutex.take makes on the engine, for one owner.
+// mutex is what the locker.Handle every engine returns (h, made by
+// locker.NewHandle) takes its holds with: mutex.take makes them on the
+// engine, for one owner.
 type mutex struct {
-	handle
+	h        locker.Handle
 	core     *Core
 	name     string
-	settings Settings
-	kind     Kind
-	permits  int        // KindPermit: permits per hold
-	sem      *semaphore // KindPermit: the semaphore the permits belong to
-	rw       *rwLock    // KindRead, KindWrite: both sides of the lock
+	settings locker.Settings
+	kind     inspect.Kind
+	permits  int        // inspect.KindPermit: permits per hold
+	sem      *semaphore // inspect.KindPermit: the semaphore the permits belong to
+	rw       *rwLock    // inspect.KindRead, inspect.KindWrite: both sides of the lock
 }
 
 // grant is one hold of a mutex on the engine, in one allocation with the
@@ -29,19 +33,19 @@ type grant struct {
 	m *mutex
 }
 
-var _ Grant = (*grant)(nil)
+var _ locker.Grant = (*grant)(nil)
 
-func newMutex(c *Core, name string, s Settings) *mutex {
-	return initMutex(&mutex{core: c, name: name, settings: s})
+func newMutex(c *Core, name string, s locker.Settings) locker.Handle {
+	return initMutex(&mutex{core: c, name: name, settings: s}).h
 }
 
 func initMutex(m *mutex) *mutex {
-	m.handle = handle{label: m.core.engine, name: m.name, take: m.take}
+	m.h = locker.NewHandle(m.core.engine, m.name, m.take)
 	return m
 }
 
 // take makes the outermost acquisition: a new hold on the engine.
-func (m *mutex) take(ctx context.Context, wait bool) (g Grant, err error) {
+func (m *mutex) take(ctx context.Context, wait bool) (g locker.Grant, err error) {
 	if err := m.core.checkOpen(); err != nil {
 		return nil, err
 	}
@@ -63,7 +67,7 @@ func (m *mutex) take(ctx context.Context, wait bool) (g Grant, err error) {
 		return nil, err
 	}
 	if m.core.obs != nil {
-		var a Acquisition
+		var a observe.Acquisition
 		var start time.Time
 		ctx, a, start = m.core.acquireStart(ctx, h, wait)
 		defer func() { m.core.acquireEnd(ctx, a, start, h, g != nil, err) }()
@@ -94,15 +98,15 @@ func (m *mutex) take(ctx context.Context, wait bool) (g Grant, err error) {
 // needs from its siblings, and refuses an upgrade.
 func (m *mutex) prepare(h *Hold) error {
 	switch m.kind {
-	case KindPermit:
+	case inspect.KindPermit:
 		h.Permits, h.Limit = m.permits, m.sem.permits
 		h.CheckLimit = !m.sem.checked.Load()
-	case KindWrite:
-		if m.rw.read.current() != nil {
-			return fmt.Errorf("%s: write lock %q: %w", m.core.engine, m.name, ErrUpgrade)
+	case inspect.KindWrite:
+		if locker.GrantOf(m.rw.read.h) != nil {
+			return fmt.Errorf("%s: write lock %q: %w", m.core.engine, m.name, locker.ErrUpgrade)
 		}
-	case KindRead:
-		if g, ok := m.rw.write.current().(*grant); ok {
+	case inspect.KindRead:
+		if g, ok := locker.GrantOf(m.rw.write.h).(*grant); ok {
 			h.Writer = &g.Hold
 		}
 	}
@@ -114,7 +118,7 @@ func (m *mutex) prepare(h *Hold) error {
 // that is certain) for less than OutageAfter, measured to the deadline when
 // that has passed, not to whenever the engine returned.
 func ranOut(ctx context.Context, h *Hold, err error) bool {
-	if deadline.Err(ctx) == nil || !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrRefused) {
+	if deadline.Err(ctx) == nil || !errors.Is(err, locker.ErrUnavailable) || errors.Is(err, locker.ErrRefused) {
 		return false
 	}
 	unanswered := time.Duration(monoNow() - h.asked)
@@ -125,7 +129,7 @@ func ranOut(ctx context.Context, h *Hold, err error) bool {
 }
 
 // withCtxErr makes an acquisition's error wrap ctx.Err() once ctx is done,
-// keeping the engine's error: ErrUnavailable in it tells that the engine had
+// keeping the engine's error: locker.ErrUnavailable in it tells that the engine had
 // not answered when the caller gave up.
 func withCtxErr(ctx context.Context, err error) error {
 	ctxErr := ctx.Err()
@@ -159,7 +163,7 @@ func (g *grant) release(done <-chan struct{}, wait time.Duration) error {
 	}
 	if h.isLost() {
 		m.core.forget(h)
-		return fmt.Errorf("%s: unlock %q: %w", m.core.engine, m.name, ErrLockLost)
+		return fmt.Errorf("%s: unlock %q: %w", m.core.engine, m.name, locker.ErrLockLost)
 	}
 	if err := m.core.release(h, wait, done); err != nil {
 		return fmt.Errorf("%s: unlock %q: %w", m.core.engine, m.name, err)

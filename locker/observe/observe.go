@@ -1,18 +1,25 @@
-package locker
+// Package observe is what an Observer of the engines sees: outermost
+// acquisitions with their outcome (Acquisition, AcquireResult, Outcome,
+// Classify), releases, renewals, holds at risk and every hold's end with
+// its cause (HoldInfo, LostCause). Engines take an Observer through an
+// option (redis.WithObserver, ...); package telemetry implements one.
+package observe
 
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"time"
+
+	"github.com/orthrus-go/orthrus/locker"
 )
 
-// Observer is told what a Core does, for metrics and traces: outermost
-// acquisitions with their outcome and wait, releases, renewals, and every
-// hold from its grant to its end (released or lost, with the cause).
-// Engines take one through an option (redis.WithObserver, ...); package
-// telemetry implements it with OpenTelemetry. Without an Observer a Core
-// does no observation work: no clock reads, no allocations.
+// Observer is told what an engine's driver.Core does, for metrics and
+// traces: outermost acquisitions with their outcome and wait, releases,
+// renewals, and every hold from its grant to its end (released or lost,
+// with the cause). Engines take one through an option (redis.WithObserver,
+// ...); package telemetry implements it with OpenTelemetry. Without an
+// Observer a Core does no observation work: no clock reads, no
+// allocations.
 //
 // Methods run synchronously on the path they observe (the caller's
 // goroutine, the renewal loop, an engine's session watcher), some under
@@ -28,7 +35,7 @@ type Observer interface {
 	AcquireEnd(ctx context.Context, a Acquisition, r AcquireResult)
 	// ReleaseStart and ReleaseEnd surround the round trip of an Unlock
 	// that frees the lock. err is the engine's answer; one wrapping
-	// ErrLockLost means the hold was already gone (HoldEnd says so too).
+	// locker.ErrLockLost means the hold was already gone (HoldEnd says so too).
 	ReleaseStart(ctx context.Context, h HoldInfo) context.Context
 	ReleaseEnd(ctx context.Context, h HoldInfo, err error)
 	// Renewed is called for each hold of a renewal round trip, with nil
@@ -81,7 +88,7 @@ const (
 	OutcomeContended   Outcome = "contended"   // TryLock: another owner holds it
 	OutcomeTimeout     Outcome = "timeout"     // the caller's deadline passed while another owner held it
 	OutcomeCancelled   Outcome = "cancelled"   // the caller's context was cancelled (or a switch moved the wait)
-	OutcomeUnavailable Outcome = "unavailable" // the engine failed or did not answer (ErrUnavailable)
+	OutcomeUnavailable Outcome = "unavailable" // the engine failed or did not answer (locker.ErrUnavailable)
 	OutcomeError       Outcome = "error"       // anything else: closed engine, lost hold on re-entry
 )
 
@@ -98,7 +105,7 @@ func Classify(ok bool, err error) Outcome {
 		return OutcomeContended
 	case errors.Is(err, context.Canceled):
 		return OutcomeCancelled
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, locker.ErrUnavailable):
 		return OutcomeUnavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		return OutcomeTimeout
@@ -119,104 +126,17 @@ const (
 	LostClosed   LostCause = "closed"    // the engine was closed while it was held
 )
 
-// CoreOption configures a Core.
-type CoreOption func(*Core)
-
-// ObservedBy makes the Core report to o; a nil o observes nothing.
-func ObservedBy(o Observer) CoreOption { return func(c *Core) { c.obs = o } }
-
-// ReleaseWait sets how long Unlock waits for the engine's answer (at most
-// the lock's release timeout): an engine over a cluster passes its
-// ride-through window, so that an Unlock during an election waits for the
-// new leader. Default: DefaultReleaseWait (1s); shorter values are raised
-// to it.
-func ReleaseWait(d time.Duration) CoreOption {
-	return func(c *Core) { c.releaseWait = max(d, DefaultReleaseWait) }
-}
-
-// holdObs is what an observed hold carries for its Observer.
-type holdObs struct {
-	core    *Core
-	granted atomic.Int64 // monotonic nanoseconds since clockBase at the grant; 0 before
-	ended   atomic.Bool  // HoldEnd has been called
-}
-
-// clockBase makes monotonic instants fit an atomic integer.
-var clockBase = time.Now()
-
-func monoNow() int64 { return int64(time.Since(clockBase)) + 1 }
-
-func (h *Hold) info(engine string) HoldInfo {
-	return HoldInfo{Engine: engine, Name: h.Name, Owner: h.Owner, Token: h.Token}
-}
-
-// markLost reports cause, then closes Lost, once per hold: whoever wakes
-// on Lost finds the loss already counted.
-func (h *Hold) markLost(cause LostCause) {
-	h.lostOnce.Do(func() {
-		h.obs.end(h, cause)
-		close(h.lost)
-	})
-}
-
-// end reports the end of h once; o may be nil (h is not observed).
-func (o *holdObs) end(h *Hold, cause LostCause) {
-	if o == nil || !o.ended.CompareAndSwap(false, true) {
-		return
-	}
-	var held time.Duration
-	if g := o.granted.Load(); g > 0 {
-		held = time.Duration(monoNow() - g)
-	}
-	o.core.obs.HoldEnd(h.info(o.core.engine), held, cause)
-}
-
-// renewed reports a renewal result of h, when h is observed.
-func (h *Hold) renewed(err error) {
-	if h.obs != nil {
-		h.obs.core.obs.Renewed(h.info(h.obs.core.engine), err)
-	}
-}
-
-// lostCause is the cause of a hold the renewal loop gives up on.
-func lostCause(err error) LostCause {
-	if errors.Is(err, ErrLockLost) {
-		return LostGone
-	}
-	return LostExpired
-}
-
-// acquireStart begins observing an acquisition of h; c.obs is not nil.
-func (c *Core) acquireStart(ctx context.Context, h *Hold, wait bool) (context.Context, Acquisition, time.Time) {
-	h.obs = &holdObs{core: c}
-	a := Acquisition{Engine: c.engine, Name: h.Name, Owner: h.Owner, Wait: wait}
-	return c.obs.AcquireStart(ctx, a), a, time.Now()
-}
-
-// acquireEnd reports the outcome of an acquisition of h that returned ok
-// and err.
-func (c *Core) acquireEnd(ctx context.Context, a Acquisition, start time.Time, h *Hold, ok bool, err error) {
-	r := AcquireResult{Outcome: Classify(ok, err), Engine: c.engine, Waited: time.Since(start)}
-	switch r.Outcome {
-	case OutcomeGranted:
-		r.Token = h.Token
-	case OutcomeUnavailable, OutcomeError:
-		r.Err = err
-	}
-	c.obs.AcquireEnd(ctx, a, r)
-}
-
-// observeRelease releases h on the engine, reporting the round trip and
-// the end of the hold.
-func (c *Core) observeRelease(ctx context.Context, h *Hold) error {
-	info := h.info(c.engine)
-	ctx = c.obs.ReleaseStart(ctx, info)
-	err := c.backend.Release(ctx, h)
-	c.obs.ReleaseEnd(ctx, info, err)
-	if errors.Is(err, ErrLockLost) {
-		h.markLost(LostGone)
-	} else {
-		h.obs.end(h, LostNone) // released, or left to expire on an engine that did not answer
-	}
-	return err
+// RiskObserver is implemented by an Observer that also wants to know when
+// a hold is at risk: the engine failed to keep it alive while its lease
+// still runs, so it is lost when the lease runs out unless a retry gets
+// through first. That is the moment to stop starting work that a loss
+// would leave half done; Lost closing is the moment the lock is gone.
+// Package telemetry implements it.
+type RiskObserver interface {
+	// AtRisk is called when a renewal of h fails while h still lives:
+	// left is the time h has before it is lost, err the failure. It is
+	// called once per streak of failures (again only after a renewal got
+	// through), and always before HoldEnd. It runs on the renewal path:
+	// it must be quick and must not block.
+	AtRisk(h HoldInfo, left time.Duration, err error)
 }

@@ -1,4 +1,4 @@
-package locker
+package driver
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orthrus-go/orthrus/locker"
 	"go.uber.org/goleak"
 )
 
@@ -30,7 +31,7 @@ func TestValidateName(t *testing.T) {
 		{"a\x00b", false},
 	} {
 		err := ValidateName(tc.name)
-		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, ErrInvalidName)) {
+		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, locker.ErrInvalidName)) {
 			t.Errorf("ValidateName(%.20q) = %v; want ok=%v", tc.name, err, tc.ok)
 		}
 	}
@@ -45,12 +46,12 @@ func TestResolve(t *testing.T) {
 	if s.Owner == s2.Owner {
 		t.Errorf("two Resolve() calls gave the same owner %q; want unique owners", s.Owner)
 	}
-	s, err = Resolve(WithTTL(time.Second), WithLease(2*time.Second), WithOwner("job-7"))
+	s, err = Resolve(locker.WithTTL(time.Second), locker.WithLease(2*time.Second), locker.WithOwner("job-7"))
 	if err != nil || s.TTL != 2*time.Second || s.Renew || s.Owner != "job-7" {
 		t.Errorf("Resolve(WithTTL, WithLease, WithOwner) = %+v, %v; want the lease to win", s, err)
 	}
-	if _, err := Resolve(WithOwner(strings.Repeat("o", maxOwnerLen+1))); !errors.Is(err, ErrInvalidArgument) {
-		t.Errorf("Resolve(WithOwner(too long)) = %v; want ErrInvalidArgument", err)
+	if _, err := Resolve(locker.WithOwner(strings.Repeat("o", 257) /* over the limit of 256 */)); !errors.Is(err, locker.ErrInvalidArgument) {
+		t.Errorf("Resolve(locker.WithOwner(too long)) = %v; want locker.ErrInvalidArgument", err)
 	}
 }
 
@@ -129,7 +130,7 @@ func TestSchedulerMarksLost(t *testing.T) {
 	r := newRecorder(func(h *Hold) error {
 		switch h.Name {
 		case "vanished":
-			return ErrLockLost
+			return locker.ErrLockLost
 		case "unreachable":
 			return gone
 		}
@@ -445,7 +446,7 @@ func TestSchedulerBacksOffFailedRenewals(t *testing.T) {
 		mu.Lock()
 		attempts++
 		mu.Unlock()
-		return ErrUnavailable
+		return locker.ErrUnavailable
 	})
 	s := newScheduler(r, func(*Hold) {}, slog.Default())
 	defer s.close()
