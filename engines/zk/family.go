@@ -20,38 +20,19 @@ import (
 	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
-// Every kind queues protected ephemeral sequential nodes (Curator's),
-// "_c_<guid><marker><sequence>", whose marker says what they hold, so that
-// one listing is enough to decide every grant (internal/lockrule):
-//
-//	-lock-    a mutex
-//	-r-       a reader
-//	-w-       a writer
-//	-d<tok>-  a reader created while its owner held the write side (a
-//	          downgrade), tok being that write hold's token
-//	-p<n>-    n permits of a semaphore
-//
-// The guid, new for every node, lets the engine find its node after a
-// create whose reply was lost.
+// The markers of the node names and the parents of each kind: see the
+// package documentation's "Nodes". zkconn.EscapeName writes every '%' of a
+// name as "%25", so no mutex name maps to "%rw" or "%sem".
 const (
 	lockMarker = "-lock-"
 	markRead   = 'r'
 	markWrite  = 'w'
 	markDown   = 'd'
 	markPermit = 'p'
-)
 
-// A mutex's parent is <prefix>/<escaped name>; the read-write locks and the
-// semaphores live in namespaces of their own beside them:
-// <prefix>/%rw/<escaped name> and <prefix>/%sem/<escaped name>.
-// zkconn.EscapeName writes every '%' of a name as "%25", so no mutex name
-// maps to "%rw" or "%sem".
-const (
-	rwSpace  = "%rw"
-	semSpace = "%sem"
-	// permitsNode is the persistent child of a semaphore's parent that
-	// stores its permit count, in decimal.
-	permitsNode = "permits"
+	rwSpace     = "%rw"
+	semSpace    = "%sem"
+	permitsNode = "permits" // a semaphore's stored count
 )
 
 // path is the parent node of the nodes of a lock of kind k.

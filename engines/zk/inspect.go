@@ -40,12 +40,10 @@ type queued struct {
 }
 
 // Inspect reports who holds the mutex name and who waits for it, first in
-// line first: one listing of the lock's nodes, sorted by sequence as the
-// engine's acquisitions sort them, then one read of each node, in
-// parallel. Owner is a node's data, Token its czxid (a waiter's is the
-// token it holds with once granted). TTL is 0: the owner's session, not a
-// per-hold TTL, keeps a hold. A node deleted between the listing and its
-// read is left out.
+// line first: one listing of the lock's nodes, then one read of each node,
+// in parallel; a node deleted in between is left out. Owner is a node's
+// data, Token its czxid (a waiter's is the token it holds with once
+// granted). TTL is 0: the owner's session keeps a hold.
 func (e *Engine) Inspect(ctx context.Context, name string) (inspect.Inspection, error) {
 	if err := e.check("inspect", name); err != nil {
 		return inspect.Inspection{}, err
@@ -68,12 +66,9 @@ func (e *Engine) Inspect(ctx context.Context, name string) (inspect.Inspection, 
 }
 
 // ForceUnlock removes the current hold of the mutex name, whoever owns it,
-// and returns the hold it removed; ErrNotHeld when the name is free. It
-// deletes the lowest lock node only if it still has the version read, as
-// ForceUnlockFamily does. The next waiter, watching that node, takes the
-// lock; the forced-out owner's engine learns of it at once from its watch
-// on the node, set at the grant: Lost closes and Unlock returns
-// ErrLockLost. For operators clearing a stuck hold.
+// as ForceUnlockFamily does, and returns it; ErrNotHeld when the name is
+// free. The next waiter takes the lock. For operators clearing a stuck
+// hold.
 func (e *Engine) ForceUnlock(ctx context.Context, name string) (inspect.Holder, error) {
 	if err := e.check("force unlock", name); err != nil {
 		return inspect.Holder{}, err
@@ -85,12 +80,10 @@ func (e *Engine) ForceUnlock(ctx context.Context, name string) (inspect.Holder, 
 	return ended[0].Holder, nil
 }
 
-// InspectFamily reports the holds and the waiters of the read-write lock
-// (kind KindRead or KindWrite) or the semaphore (KindPermit) name, in the
-// order of their queue: one listing, one read of each node, in parallel,
-// and for a semaphore one read of its count. Which nodes hold follows from
-// the queue as the engine's acquisitions decide it; a downgraded reader's
-// token is its write hold's. TTL is 0: the owner's session keeps a hold.
+// InspectFamily is Inspect for the read-write lock (kind KindRead or
+// KindWrite) or the semaphore (KindPermit) name, with a semaphore's stored
+// count; which nodes hold follows from the queue as the engine's
+// acquisitions decide it. A downgraded reader's token is its write hold's.
 func (e *Engine) InspectFamily(ctx context.Context, kind inspect.Kind, name string) (inspect.FamilyInspection, error) {
 	if err := e.checkFamily("inspect", kind, name); err != nil {
 		return inspect.FamilyInspection{}, err
@@ -117,14 +110,11 @@ func (e *Engine) InspectFamily(ctx context.Context, kind inspect.Kind, name stri
 // (KindPermit) name whose token is token, or every hold when token is 0,
 // and returns them in line order; ErrNotHeld when none matched. A
 // downgraded reader's token is its write hold's, so that token ends both.
-// It looks as InspectFamily does and deletes each matching hold's node
-// only if it still has the version read (a semaphore hold changes its
-// data once, to wake its successor: then it reads the node again), so
-// that it never ends a hold granted after the look: waiters stay queued
-// and take their turn as after a release. When every hold it found went
-// before its delete, it looks again. The forced-out owners' engines learn
-// of it as ForceUnlock's owner does: Lost closes and Unlock returns
-// ErrLockLost. On an error, the holds it ended before come with it.
+// It looks as InspectFamily does and deletes each matching node only if
+// it still has the version read, so that it never ends a hold granted
+// after the look. The forced-out owners' engines learn of it at once from
+// their watch on the node: Lost closes and Unlock returns ErrLockLost. On
+// an error, the holds it ended before come with it.
 func (e *Engine) ForceUnlockFamily(ctx context.Context, kind inspect.Kind, name string, token uint64) ([]inspect.FamilyHolder, error) {
 	if err := e.checkFamily("force unlock", kind, name); err != nil {
 		return nil, err
@@ -225,9 +215,6 @@ func (e *Engine) check(op, name string) error {
 // checkFamily is check for a read-write lock or a semaphore: it checks the
 // kind too.
 func (e *Engine) checkFamily(op string, kind inspect.Kind, name string) error {
-	if err := driver.ValidateName(name); err != nil {
-		return fmt.Errorf("zk: %s: %w", op, err)
-	}
 	if kind != inspect.KindRead && kind != inspect.KindWrite && kind != inspect.KindPermit {
 		return fmt.Errorf("zk: %s %q: %w: kind %v, want read, write or permit", op, name, locker.ErrInvalidArgument, kind)
 	}

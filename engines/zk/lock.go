@@ -187,15 +187,6 @@ func (e *Engine) awaitBlockers(ctx context.Context, h *driver.Hold, n *node, vd 
 	return errRestart
 }
 
-// watch sets a watch on a node that exists: the channel gets its deletion
-// (or a change). It returns ErrNoNode, and sets no watch, when it is gone.
-func (e *Engine) watch(ctx context.Context, path string) (<-chan gozk.Event, error) {
-	return zkconn.Do(ctx, e.zc, func() (<-chan gozk.Event, error) {
-		_, _, ch, err := e.conn.GetW(path)
-		return ch, err
-	})
-}
-
 // get reads a node: its data and its Stat.
 func (e *Engine) get(ctx context.Context, path string) ([]byte, *gozk.Stat, error) {
 	type got struct {
@@ -220,33 +211,40 @@ var errStale = errors.New("zk: changed since the look")
 // changed since the look.
 func (e *Engine) watchAll(ctx context.Context, parent string, names []string, watches map[string]<-chan gozk.Event, stale func(string, []byte, *gozk.Stat) bool) ([]<-chan gozk.Event, error) {
 	var changed atomic.Bool
-	getW := func(name string) (<-chan gozk.Event, error) {
-		data, st, ch, err := e.conn.GetW(parent + "/" + name)
-		if err == nil && stale != nil && stale(name, data, st) {
-			changed.Store(true)
+	getW := func(name string) func() (<-chan gozk.Event, error) {
+		return func() (<-chan gozk.Event, error) {
+			data, st, ch, err := e.conn.GetW(parent + "/" + name)
+			if err == nil && stale != nil && stale(name, data, st) {
+				changed.Store(true)
+			}
+			return ch, err
 		}
-		return ch, err
 	}
 	var missing []string
+	var set []*async.Pending[<-chan gozk.Event]
 	for _, name := range names {
 		if _, ok := watches[name]; !ok {
 			missing = append(missing, name)
+			set = append(set, zkconn.Start(e.zc, getW(name), nil))
 		}
 	}
-	switch len(missing) {
-	case 0:
-	case 1:
-		ch, err := zkconn.Do(ctx, e.zc, func() (<-chan gozk.Event, error) { return getW(missing[0]) })
-		if err != nil {
-			return nil, err
+	deadline := time.Now().Add(e.connectTimeout)
+	var first error
+	for i, p := range set {
+		ch, err := p.WaitUntil(ctx, deadline)
+		if err != nil && zkconn.Retryable(err) {
+			ch, err = zkconn.Do(ctx, e.zc, getW(missing[i]))
 		}
-		watches[missing[0]] = ch
-	default:
-		if err := e.watchMany(ctx, missing, watches, getW); err != nil {
-			return nil, err
+		if err == nil {
+			watches[missing[i]] = ch
+		} else if first == nil || errors.Is(first, gozk.ErrNoNode) {
+			first = err
 		}
 	}
-	if changed.Load() {
+	switch {
+	case first != nil:
+		return nil, first
+	case changed.Load():
 		return nil, errStale
 	}
 	chans := make([]<-chan gozk.Event, len(names))
@@ -254,28 +252,6 @@ func (e *Engine) watchAll(ctx context.Context, parent string, names []string, wa
 		chans[i] = watches[name]
 	}
 	return chans, nil
-}
-
-// watchMany is watchAll's for more than one node, all requests at once.
-func (e *Engine) watchMany(ctx context.Context, names []string, watches map[string]<-chan gozk.Event, getW func(string) (<-chan gozk.Event, error)) error {
-	set := make([]*async.Pending[<-chan gozk.Event], len(names))
-	for i, name := range names {
-		set[i] = zkconn.Start(e.zc, func() (<-chan gozk.Event, error) { return getW(name) }, nil)
-	}
-	deadline := time.Now().Add(e.connectTimeout)
-	var first error
-	for i, p := range set {
-		ch, err := p.WaitUntil(ctx, deadline)
-		if err != nil && zkconn.Retryable(err) && !zkconn.IsCtx(err) {
-			ch, err = zkconn.Do(ctx, e.zc, func() (<-chan gozk.Event, error) { return getW(names[i]) })
-		}
-		if err == nil {
-			watches[names[i]] = ch
-		} else if first == nil || errors.Is(first, gozk.ErrNoNode) {
-			first = err
-		}
-	}
-	return first
 }
 
 // await waits for ch while n, h's node, waits in line: it returns
@@ -333,8 +309,12 @@ func (e *Engine) armSoon(n *node, first func()) {
 			first()
 		}
 		// Do is bounded by the connect timeout and Close; a failure to
-		// reach the ensemble is left to the session monitor.
-		_, err := e.watch(ctx, n.path)
+		// reach the ensemble is left to the session monitor. ErrNoNode:
+		// no watch set, the node is gone.
+		_, err := zkconn.Do(ctx, e.zc, func() (<-chan gozk.Event, error) {
+			_, _, ch, err := e.conn.GetW(n.path)
+			return ch, err
+		})
 		switch {
 		case err == nil:
 			n.watched.Store(true)

@@ -29,11 +29,16 @@ type node struct {
 	marker int32
 }
 
-// forgetLocked stops tracking n. Called with e.mu held.
-func (e *Engine) forgetLocked(n *node) {
+// forgetLocked stops tracking n, and reports whether it was still
+// tracked. Called with e.mu held.
+func (e *Engine) forgetLocked(n *node) bool {
+	if e.nodes[n.path] != n {
+		return false
+	}
 	delete(e.nodes, n.path)
 	e.zc.ParentLeft(n.parent)
 	close(n.gone)
+	return true
 }
 
 // epochLost gives up every node of ep, which ended (zkconn.Config's
@@ -107,11 +112,7 @@ func (e *Engine) nodeChanged(path string) {
 func (e *Engine) lostNode(n *node, why string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.nodes[n.path] != n {
-		return
-	}
-	e.forgetLocked(n)
-	if n.hold != nil {
+	if e.forgetLocked(n) && n.hold != nil {
 		n.hold.MarkGone()
 		driver.WarnLost(e.log, "zk", []*driver.Hold{n.hold}, errors.New(why))
 	}
@@ -139,11 +140,7 @@ func (e *Engine) track(path, parent string, version int32) *node {
 func (e *Engine) untrack(n *node) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.nodes[n.path] != n {
-		return false
-	}
-	e.forgetLocked(n)
-	return true
+	return e.forgetLocked(n)
 }
 
 // grant makes n the node of hold h, with token czxid, unless n is no longer

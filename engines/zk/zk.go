@@ -322,9 +322,7 @@ func newSettings(servers []string, opts []Option) (settings, error) {
 			s.window = s.conn.SessionTimeout * 2 / 3
 		}
 	}
-	if len(servers) > 1 {
-		s.conn.StallTimeout = stallTimeout
-	}
+	s.conn.StallTimeout = stallTimeout // zkconn: with several servers only
 	return s, nil
 }
 

@@ -60,11 +60,11 @@ func Answered(err error) bool {
 // or no server could be reached, and the request may succeed once the
 // client has reconnected. Answers, Close and time running out are final.
 func Retryable(err error) bool {
-	return !Answered(err) && !IsCtx(err) && !errors.Is(err, ErrClosed) && !errors.Is(err, async.ErrTimedOut)
+	return !Answered(err) && !isCtx(err) && !errors.Is(err, ErrClosed) && !errors.Is(err, async.ErrTimedOut)
 }
 
-// IsCtx reports whether err is a context's.
-func IsCtx(err error) bool {
+// isCtx reports whether err is a context's.
+func isCtx(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
@@ -139,10 +139,10 @@ func retry[T any](ctx context.Context, c *Conn, f func() (T, error), fast, gate 
 	for {
 		v, err := start(c, f, nil, gate).WaitUntil(ctx, deadline)
 		switch {
-		case err == nil, !Retryable(err) && !IsCtx(err) && err != async.ErrTimedOut:
+		case err == nil, !Retryable(err) && !isCtx(err) && err != async.ErrTimedOut:
 			return v, err
 		case ctx.Err() != nil, err == async.ErrTimedOut, !time.Now().Before(deadline):
-			return v, c.StepErr(ctx, err)
+			return v, c.stepErr(ctx, err)
 		case fast && c.Refused():
 			// No server to try again on: say so now, not at the deadline.
 			return v, fmt.Errorf("%w: %w", ErrNoServer, c.Explain(err))
@@ -157,7 +157,7 @@ func retry[T any](ctx context.Context, c *Conn, f func() (T, error), fast, gate 
 			ready = closedChan
 		}
 		if perr := c.pause(ctx, deadline, &backoff, ready); perr != nil {
-			return v, c.StepErr(ctx, perr)
+			return v, c.stepErr(ctx, perr)
 		}
 	}
 }
@@ -165,9 +165,9 @@ func retry[T any](ctx context.Context, c *Conn, f func() (T, error), fast, gate 
 // closedChan is ready at once.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// StepErr explains why a request gave up: the caller's context, Close, or
+// stepErr explains why a request gave up: the caller's context, Close, or
 // the connect timeout. last is the request's last error.
-func (c *Conn) StepErr(ctx context.Context, last error) error {
+func (c *Conn) stepErr(ctx context.Context, last error) error {
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
@@ -183,19 +183,14 @@ func (c *Conn) StepErr(ctx context.Context, last error) error {
 // GiveUp is the error of a step that failed with err: ctx's error,
 // ErrClosed or ErrNoAnswer when it is why, or err itself.
 func (c *Conn) GiveUp(ctx context.Context, err error) error {
-	if ctx.Err() != nil || c.Closing() || IsCtx(err) {
-		return c.StepErr(ctx, err)
+	if ctx.Err() != nil || c.Closing() || isCtx(err) {
+		return c.stepErr(ctx, err)
 	}
 	return err
 }
 
-// Pause waits for a connected session, then for the backoff, which it
-// doubles, within ctx and deadline (none when zero).
-func (c *Conn) Pause(ctx context.Context, deadline time.Time, backoff *time.Duration) error {
-	return c.pause(ctx, deadline, backoff, c.Up())
-}
-
-// pause is Pause, waiting for ready rather than a session.
+// pause waits for ready (a connected session, say), then for the backoff,
+// which it doubles, within ctx and deadline (none when zero).
 func (c *Conn) pause(ctx context.Context, deadline time.Time, backoff *time.Duration, ready <-chan struct{}) error {
 	var late <-chan time.Time
 	if !deadline.IsZero() {

@@ -67,21 +67,12 @@ type Config struct {
 	Auth           []Credential
 	TLS            *tls.Config // nil: plain TCP
 	Logger         *slog.Logger
-	// ParentLinger is how long a parent stays once the caller's last node
-	// under it is gone; 0 leaves parents to the server (see ParentUsed).
+	// ParentLinger: see ParentUsed; 0 leaves parents to the server.
 	ParentLinger time.Duration
-	// Lazy makes Dial return without waiting for a session, so that a
-	// connection can be made while the ensemble is down: the first session
-	// comes, and is authenticated, whenever the ensemble answers, until
-	// Close. Requests fail with ErrNoSession (retryable) until then. A
-	// failed AddAuth is logged and tried again at the next session.
+	// Lazy makes Dial return without waiting for a session (see
+	// startLater); requests fail with ErrNoSession (retryable) until then.
 	Lazy bool
-	// StallTimeout, with several servers, is how long the server of the
-	// session may leave a request unanswered before its socket is closed,
-	// so that go-zookeeper moves the session to the next server and the
-	// requests are sent again there (see stallWatch). 0: never; the
-	// session then stays on a frozen server for go-zookeeper's receive
-	// timeout, two thirds of the session timeout.
+	// StallTimeout: see stallWatch; 0 never moves the session.
 	StallTimeout time.Duration
 
 	// OnEpochLost is told that ep ended: the session expired (reap false),
@@ -155,10 +146,10 @@ func (ep *Epoch) IsLost() bool { return isClosed(ep.lost) }
 
 // Dial connects to cfg.Servers and waits for a session, at most
 // cfg.ConnectTimeout and ctx, then authenticates it with cfg.Auth (again
-// after each reconnection: go-zookeeper replays it). A server that accepts
-// a connection but does not answer the handshake within the connect
-// timeout (or two thirds of the session timeout, if shorter, but at least a
-// second) is left for the next one. A failed AddAuth gives an *AuthError.
+// after each reconnection: go-zookeeper replays it); a failed AddAuth
+// gives an *AuthError. A server that does not answer the handshake within
+// the connect timeout (or two thirds of the session timeout, if shorter,
+// but at least a second) is left for the next one.
 func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 	switch {
 	case len(cfg.Servers) == 0:
@@ -199,36 +190,26 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 	c.client, c.events = client, events
 	c.ptr.Store(client)
 	c.sync(client) // events before the Store were not acted on
-	if cfg.Lazy {
-		c.wg.Add(4)
-		go c.startLater()
-		go c.monitor()
-		go c.reaper()
-		go c.sweeper()
-		c.startStallWatch()
-		return c, nil
-	}
-	if err := c.start(ctx); err != nil {
-		_ = c.Close()
-		return nil, err
-	}
-	return c, nil
-}
-
-// start waits for the session, authenticates it and starts the goroutines.
-func (c *Conn) start(ctx context.Context) error {
-	if err := c.waitSession(ctx); err != nil {
-		return err
-	}
-	if err := c.authenticate(ctx); err != nil {
-		return err
-	}
 	c.wg.Add(3)
 	go c.monitor()
 	go c.reaper()
 	go c.sweeper()
+	if cfg.Lazy {
+		c.wg.Add(1)
+		go c.startLater()
+		c.startStallWatch()
+		return c, nil
+	}
+	err = c.waitSession(ctx)
+	if err == nil {
+		err = c.authenticate(ctx)
+	}
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
 	c.startStallWatch()
-	return nil
+	return c, nil
 }
 
 // authenticate adds the credentials to the session (go-zookeeper sends
@@ -247,8 +228,8 @@ func (c *Conn) authenticate(ctx context.Context) error {
 	return nil
 }
 
-// startLater is start for a Lazy connection, whose goroutines run already:
-// it waits for sessions until one is authenticated, or until Close.
+// startLater authenticates a Lazy connection's session: it waits for
+// sessions until one is authenticated, or until Close.
 func (c *Conn) startLater() {
 	defer c.wg.Done()
 	backoff := time.Second

@@ -83,7 +83,7 @@ func (c *Conn) CreateProtected(ctx context.Context, p Protected) (Created, error
 			return cr, err
 		case errors.Is(err, gozk.ErrNoNode) && madeParent < 2:
 			madeParent++
-			if err := c.makeContainer(step, p.Parent, p.ACL); err != nil {
+			if err := c.EnsureContainer(step, p.Parent, p.ACL); err != nil {
 				return Created{}, c.GiveUp(ctx, err)
 			}
 			continue
@@ -100,10 +100,10 @@ func (c *Conn) CreateProtected(ctx context.Context, p Protected) (Created, error
 		case path != "":
 			return Created{Path: path, Czxid: st.Czxid, PVersion: -1}, nil
 		case step.Err() != nil:
-			return Created{}, c.StepErr(ctx, err)
+			return Created{}, c.stepErr(ctx, err)
 		}
-		if perr := c.Pause(step, time.Time{}, &backoff); perr != nil {
-			return Created{}, c.StepErr(ctx, err)
+		if perr := c.pause(step, time.Time{}, &backoff, c.Up()); perr != nil {
+			return Created{}, c.stepErr(ctx, err)
 		}
 	}
 }
@@ -132,42 +132,30 @@ func (c *Conn) multi(ops []any, check func(string) error) (Created, error) {
 	return cr, nil
 }
 
-// EnsureContainer creates parent as a container node, and its missing
-// ancestors as persistent nodes, when it is missing.
-func (c *Conn) EnsureContainer(ctx context.Context, parent string, acl []gozk.ACL) error {
-	return c.makeContainer(ctx, parent, acl)
-}
-
-// makeContainer creates parent as a container node, which the server
+// EnsureContainer creates parent as a container node, which the server
 // deletes once its last child is gone, and its missing ancestors as
 // persistent nodes.
-func (c *Conn) makeContainer(ctx context.Context, parent string, acl []gozk.ACL) error {
-	mk := func() error {
+func (c *Conn) EnsureContainer(ctx context.Context, parent string, acl []gozk.ACL) error {
+	mk := func(path string, flags int32) error {
 		_, err := Do(ctx, c, func() (string, error) {
-			return c.client.CreateContainer(parent, nil, gozk.FlagContainer, acl)
+			if flags == gozk.FlagContainer {
+				return c.client.CreateContainer(path, nil, flags, acl)
+			}
+			return c.client.Create(path, nil, flags, acl)
 		})
 		if errors.Is(err, gozk.ErrNodeExists) {
 			return nil
 		}
 		return err
 	}
-	err := mk()
-	if errors.Is(err, gozk.ErrNoNode) {
-		if err = c.makePath(ctx, Ancestors(parent), acl); err == nil {
-			err = mk()
-		}
+	err := mk(parent, gozk.FlagContainer)
+	if !errors.Is(err, gozk.ErrNoNode) {
+		return err
 	}
-	return err
-}
-
-// makePath creates the nodes of paths that are missing, in order, as
-// persistent nodes.
-func (c *Conn) makePath(ctx context.Context, paths []string, acl []gozk.ACL) error {
-	for _, p := range paths {
-		_, err := Do(ctx, c, func() (string, error) { return c.client.Create(p, nil, gozk.FlagPersistent, acl) })
-		if err != nil && !errors.Is(err, gozk.ErrNodeExists) {
+	for _, p := range Ancestors(parent) {
+		if err := mk(p, gozk.FlagPersistent); err != nil {
 			return err
 		}
 	}
-	return nil
+	return mk(parent, gozk.FlagContainer)
 }

@@ -9,15 +9,6 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// Parents: the caller creates the parents of its ephemeral nodes as
-// container nodes, and counts its nodes under each (ParentUsed,
-// ParentLeft). Once its last node under a parent has been gone for
-// Config.ParentLinger, the connection deletes the parent, if it still has
-// the data version the caller's latest create under it returned: the
-// delete fails, harmlessly, when any process used the parent since or when
-// it has children, so it cannot race with a waiter. The server's container
-// reaper (about 10k a minute) stays the backstop.
-
 // Deleting empty parents: at most sweepBatch taken at once, deleted by
 // sweepWorkers requests in flight.
 const (
@@ -42,7 +33,12 @@ type idleParent struct {
 }
 
 // ParentUsed counts a new node of the caller's under parent, created with
-// the parent at version (-1 when not known).
+// the parent at version (-1 when not known). Once the caller's last node
+// under a parent has been gone for Config.ParentLinger, the sweeper
+// deletes the parent if it still has that version: the delete fails,
+// harmlessly, when any process used the parent since or when it has
+// children, so it cannot race with a waiter. The server's container
+// reaper (about 10k a minute) stays the backstop.
 func (c *Conn) ParentUsed(parent string, version int32) {
 	c.pmu.Lock()
 	defer c.pmu.Unlock()
