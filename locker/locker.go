@@ -92,9 +92,9 @@ type Semaphore interface {
 	// Acquire waits until n permits are free and takes them, or returns
 	// ctx.Err() leaving nothing behind.
 	Acquire(ctx context.Context, n int) (Handle, error)
-	// TryAcquire makes one attempt: (nil, nil) when fewer than n permits are
-	// free.
-	TryAcquire(n int) (Handle, error)
+	// TryAcquire makes one attempt, like TryLock: ok is false (and h nil)
+	// when fewer than n permits are free; err is non-nil only for a failure.
+	TryAcquire(n int) (h Handle, ok bool, err error)
 	// NewPermit returns a new owner's Handle on n permits, not yet taken:
 	// its Lock, LockCtx, TryLock and TryLockTimeout take them (re-entering
 	// counts the hold, it takes no more permits) and Unlock returns them.

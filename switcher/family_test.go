@@ -62,9 +62,9 @@ func TestFamilyStaysPinned(t *testing.T) {
 	if err := rw.WriteLock().Lock(); err != nil {
 		t.Fatal(err)
 	}
-	permit, err := sem.TryAcquire(1)
-	if err != nil || permit == nil {
-		t.Fatalf("TryAcquire(1) = %v, %v", permit, err)
+	permit, ok, err := sem.TryAcquire(1)
+	if err != nil || !ok {
+		t.Fatalf("TryAcquire(1) = %v, %v", ok, err)
 	}
 	wtok := rw.WriteLock().Token()
 	if _, err := sw.SwitchEngineTo("secondary"); err != nil {
@@ -87,9 +87,9 @@ func TestFamilyStaysPinned(t *testing.T) {
 	if tok := other.WriteLock().Token(); tok <= wtok {
 		t.Errorf("writer after the switch has token %d; want above %d (the switch epoch)", tok, wtok)
 	}
-	next, err := sem.TryAcquire(1)
-	if err != nil || next == nil || next.Engine() != "secondary" || permit.Engine() != "primary" {
-		t.Fatalf("permits: old on %q, new %v, %v; want old on primary, new granted on secondary", permit.Engine(), next, err)
+	next, ok, err := sem.TryAcquire(1)
+	if err != nil || !ok || next.Engine() != "secondary" || permit.Engine() != "primary" {
+		t.Fatalf("permits: old on %q, new %v, %v; want old on primary, new granted on secondary", permit.Engine(), ok, err)
 	}
 	for _, l := range []locker.Locker{rw.WriteLock(), rw.ReadLock(), other.WriteLock(), permit, next} {
 		if err := l.Unlock(); err != nil {

@@ -36,9 +36,9 @@ func testFamilyOps(t *testing.T, path string, e locker.Engine) {
 	if err != nil {
 		t.Fatalf("NewSemaphore() = %v", err)
 	}
-	p, err := sem.TryAcquire(2)
-	if err != nil || p == nil {
-		t.Fatalf("TryAcquire(2) = %v, %v", p, err)
+	p, ok, err := sem.TryAcquire(2)
+	if err != nil || !ok {
+		t.Fatalf("TryAcquire(2) = %v, %v", ok, err)
 	}
 	defer p.Unlock()
 	if code, _, errOut := lockctlRun(t, "", "permits", "--config", path, "--engine", e.Name(), name, "0"); code == 0 || !strings.Contains(errOut, "N:") {
@@ -55,8 +55,8 @@ func testFamilyOps(t *testing.T, path string, e locker.Engine) {
 		}
 	}
 	// The stored count now admits a third permit.
-	if q, err := sem.TryAcquire(1); err != nil || q == nil {
-		t.Errorf("TryAcquire(1) after permits 3 = %v, %v; want granted", q, err)
+	if q, ok, err := sem.TryAcquire(1); err != nil || !ok {
+		t.Errorf("TryAcquire(1) after permits 3 = %v, %v; want granted", ok, err)
 	} else {
 		_ = q.Unlock()
 	}

@@ -56,16 +56,16 @@ func ExampleEngine_NewSemaphore() {
 	// come back if it dies (its TTL), and carry a fencing token.
 	exports, _ := engine.NewSemaphore("exports", 3)
 	big, _ := exports.Acquire(context.Background(), 2)
-	small, _ := exports.TryAcquire(1)
-	none, _ := exports.TryAcquire(1)
-	fmt.Println("big:", big != nil, "small:", small != nil, "another:", none != nil)
+	small, _, _ := exports.TryAcquire(1)
+	_, another, _ := exports.TryAcquire(1)
+	fmt.Println("big:", big != nil, "small:", small != nil, "another:", another)
 	_ = big.Unlock()
 	_ = small.Unlock()
 
 	// The count is stored in etcd with the semaphore, on no lease: opening
 	// it with another count fails, until an operator changes it.
 	wrong, _ := engine.NewSemaphore("exports", 5)
-	_, err := wrong.TryAcquire(1)
+	_, _, err := wrong.TryAcquire(1)
 	fmt.Println("mismatch:", errors.Is(err, locker.ErrPermitsMismatch))
 	in, _ := engine.InspectFamily(context.Background(), inspect.KindPermit, "exports")
 	fmt.Println("stored:", in.Permits)

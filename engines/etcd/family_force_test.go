@@ -156,9 +156,9 @@ func TestFamilyForceUnlockRewritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stuck, err := sem.TryAcquire(1)
-	if stuck == nil || err != nil {
-		t.Fatalf("TryAcquire(1) = %v, %v; want a permit", stuck, err)
+	stuck, ok, err := sem.TryAcquire(1)
+	if !ok || err != nil {
+		t.Fatalf("TryAcquire(1) = %v, %v; want a permit", ok, err)
 	}
 	waiter, err := op.NewSemaphore(name, 1, locker.WithOwner("waiter"))
 	if err != nil {

@@ -188,9 +188,9 @@ func TestSemaphoreNoHerd(t *testing.T) {
 	}
 	var held []locker.Handle
 	for range 2 {
-		p, err := sems[0].TryAcquire(1)
-		if p == nil || err != nil {
-			t.Fatalf("TryAcquire(1) = %v, %v; want a permit", p, err)
+		p, ok, err := sems[0].TryAcquire(1)
+		if !ok || err != nil {
+			t.Fatalf("TryAcquire(1) = %v, %v; want a permit", ok, err)
 		}
 		held = append(held, p)
 	}
@@ -246,15 +246,15 @@ func TestSemaphoreFIFO(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := s.TryAcquire(1)
-	if first == nil || err != nil {
-		t.Fatalf("TryAcquire(1) = %v, %v", first, err)
+	first, ok, err := s.TryAcquire(1)
+	if !ok || err != nil {
+		t.Fatalf("TryAcquire(1) = %v, %v", ok, err)
 	}
 	two, _ := s.NewPermit(2)
 	twoDone := lockAsync(two, 30*time.Second)
 	awaitFamily(t, e, inspect.KindPermit, name, "waiter for two queued", waiters(1))
-	if p, err := s.TryAcquire(1); p != nil || err != nil {
-		t.Errorf("TryAcquire(1) behind a waiter = %v, %v; want nil, nil (FIFO)", p, err)
+	if _, ok, err := s.TryAcquire(1); ok || err != nil {
+		t.Errorf("TryAcquire(1) behind a waiter = %v, %v; want false, nil (FIFO)", ok, err)
 	}
 	one, _ := s.NewPermit(1)
 	oneDone := lockAsync(one, 30*time.Second)
@@ -280,9 +280,9 @@ func TestSemaphoreCountStored(t *testing.T) {
 	name := familyName(t)
 	e := newEngine(t, c)
 	s, _ := e.NewSemaphore(name, 3)
-	p, err := s.TryAcquire(1)
-	if p == nil || err != nil {
-		t.Fatalf("TryAcquire(1) = %v, %v", p, err)
+	p, ok, err := s.TryAcquire(1)
+	if !ok || err != nil {
+		t.Fatalf("TryAcquire(1) = %v, %v", ok, err)
 	}
 	if err := p.Unlock(); err != nil {
 		t.Fatal(err)
@@ -318,9 +318,9 @@ func TestSemaphoreSetPermitsLower(t *testing.T) {
 	s, _ := e.NewSemaphore(name, 3)
 	var held []locker.Handle
 	for range 3 {
-		p, err := s.TryAcquire(1)
-		if p == nil || err != nil {
-			t.Fatalf("TryAcquire(1) = %v, %v", p, err)
+		p, ok, err := s.TryAcquire(1)
+		if !ok || err != nil {
+			t.Fatalf("TryAcquire(1) = %v, %v", ok, err)
 		}
 		held = append(held, p)
 	}
@@ -347,9 +347,9 @@ func TestSemaphoreSetPermitsLower(t *testing.T) {
 	if err := e.SetPermits(ctx, name, 2); err != nil {
 		t.Fatalf("SetPermits(2) = %v", err)
 	}
-	p, err := s.TryAcquire(1)
-	if p == nil || err != nil {
-		t.Errorf("TryAcquire(1) with 1 of 2 out = %v, %v; want a permit", p, err)
+	p, ok, err := s.TryAcquire(1)
+	if !ok || err != nil {
+		t.Errorf("TryAcquire(1) with 1 of 2 out = %v, %v; want a permit", ok, err)
 	} else if err := p.Unlock(); err != nil {
 		t.Error(err)
 	}
@@ -367,9 +367,9 @@ func TestSemaphoreSetPermitsRaiseWakesFirstWaiter(t *testing.T) {
 	e := newEngine(t, newClient(t, endpoint))
 	name := familyName(t)
 	s, _ := e.NewSemaphore(name, 5, locker.WithTTL(time.Minute))
-	held, err := s.TryAcquire(1)
-	if held == nil || err != nil {
-		t.Fatalf("TryAcquire(1) = %v, %v", held, err)
+	held, ok, err := s.TryAcquire(1)
+	if !ok || err != nil {
+		t.Fatalf("TryAcquire(1) = %v, %v", ok, err)
 	}
 	ctx := context.Background()
 	if err := e.SetPermits(ctx, name, 1); err != nil {

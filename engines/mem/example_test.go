@@ -145,15 +145,15 @@ func ExampleEngine_NewSemaphore() {
 	// come back if it dies (TTL), and carry a fencing token.
 	exports, _ := e.NewSemaphore("exports", 3)
 	big, _ := exports.Acquire(context.Background(), 2)
-	small, _ := exports.TryAcquire(1)
-	none, _ := exports.TryAcquire(1)
-	fmt.Println("big:", big != nil, "small:", small != nil, "another:", none != nil)
+	small, _, _ := exports.TryAcquire(1)
+	_, another, _ := exports.TryAcquire(1)
+	fmt.Println("big:", big != nil, "small:", small != nil, "another:", another)
 	_ = big.Unlock()
 	_ = small.Unlock()
 
 	// The count is stored with the semaphore: opening it with another fails.
 	wrong, _ := e.NewSemaphore("exports", 5)
-	_, err := wrong.TryAcquire(1)
+	_, _, err := wrong.TryAcquire(1)
 	fmt.Println(errors.Is(err, locker.ErrPermitsMismatch))
 	// Output:
 	// big: true small: true another: false

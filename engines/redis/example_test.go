@@ -181,18 +181,18 @@ func ExampleEngine_NewSemaphore() {
 	ctx := context.Background()
 	first, _ := api.Acquire(ctx, 1)
 	second, _ := api.Acquire(ctx, 1)
-	third, err := api.TryAcquire(1)
-	fmt.Println("third permit:", third != nil, err)
+	_, ok, err := api.TryAcquire(1)
+	fmt.Println("third permit:", ok, err)
 	_ = first.Unlock()
-	third, _ = api.TryAcquire(1)
-	fmt.Println("after a release:", third != nil)
+	third, ok, _ := api.TryAcquire(1)
+	fmt.Println("after a release:", ok)
 	_ = second.Unlock()
 	_ = third.Unlock()
 
 	// The count is stored with the semaphore: opening it with another
 	// count is refused at the first acquisition.
 	wrong, _ := engine.NewSemaphore("partner-api", 5)
-	_, err = wrong.TryAcquire(1)
+	_, _, err = wrong.TryAcquire(1)
 	fmt.Println(errors.Is(err, locker.ErrPermitsMismatch))
 	// Output:
 	// third permit: false <nil>

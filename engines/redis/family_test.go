@@ -458,19 +458,19 @@ func TestSemaphoreMismatchError(t *testing.T) {
 	s3, _ := e.NewSemaphore(name, 3)
 	p := lockertestTry(t, s3)
 	s5, _ := e.NewSemaphore(name, 5)
-	_, err := s5.TryAcquire(1)
-	if !errors.Is(err, locker.ErrPermitsMismatch) || errors.Is(err, locker.ErrUnavailable) ||
+	_, ok, err := s5.TryAcquire(1)
+	if ok || !errors.Is(err, locker.ErrPermitsMismatch) || errors.Is(err, locker.ErrUnavailable) ||
 		!strings.Contains(err.Error(), "5") || !strings.Contains(err.Error(), "3") {
-		t.Errorf("TryAcquire() on a mismatched count = %v; want ErrPermitsMismatch naming 5 and 3, not ErrUnavailable", err)
+		t.Errorf("TryAcquire() on a mismatched count = %v, %v; want false, ErrPermitsMismatch naming 5 and 3, not ErrUnavailable", ok, err)
 	}
 	unlockNow(t, p)
 }
 
 func lockertestTry(t *testing.T, s locker.Semaphore) locker.Handle {
 	t.Helper()
-	p, err := s.TryAcquire(1)
-	if p == nil || err != nil {
-		t.Fatalf("TryAcquire(1) = %v, %v; want a permit", p, err)
+	p, ok, err := s.TryAcquire(1)
+	if !ok || err != nil {
+		t.Fatalf("TryAcquire(1) = %v, %v; want a permit", ok, err)
 	}
 	return p
 }

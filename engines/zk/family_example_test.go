@@ -67,16 +67,16 @@ func ExampleEngine_NewSemaphore() {
 		fmt.Println(err)
 		return
 	}
-	small, _ := exports.TryAcquire(1)
-	fmt.Println("third permit:", small != nil)
-	none, _ := exports.TryAcquire(1)
-	fmt.Println("fourth permit:", none != nil)
+	small, ok, _ := exports.TryAcquire(1)
+	fmt.Println("third permit:", ok)
+	_, ok, _ = exports.TryAcquire(1)
+	fmt.Println("fourth permit:", ok)
 	_ = small.Unlock()
 	_ = big.Unlock()
 
 	// A process opening it with another count is told.
 	wrong, _ := e.NewSemaphore("exports", 5)
-	_, err = wrong.TryAcquire(1)
+	_, _, err = wrong.TryAcquire(1)
 	fmt.Println(errors.Is(err, locker.ErrPermitsMismatch))
 	// Output:
 	// third permit: true

@@ -251,8 +251,8 @@ func TestSemaphoreFIFO(t *testing.T) {
 	big, _ := s1.NewPermit(2)
 	dbig := lockAsync(ctx, big)
 	waitQueued(t, c, parent, 2)
-	if p, err := s0.TryAcquire(1); p != nil || err != nil {
-		t.Errorf("TryAcquire(1) behind a waiter = %v, %v; want nil, nil", p, err)
+	if _, ok, err := s0.TryAcquire(1); ok || err != nil {
+		t.Errorf("TryAcquire(1) behind a waiter = %v, %v; want false, nil", ok, err)
 	}
 	small, _ := s0.NewPermit(1)
 	dsmall := lockAsync(ctx, small)
@@ -289,9 +289,9 @@ func TestSemaphoreCount(t *testing.T) {
 		t.Fatalf("stored count = %q, %v; want \"2\"", data, err)
 	}
 	s5 := semaphore(t, es[1], name, 5)
-	_, err = s5.TryAcquire(1)
-	if !errors.Is(err, locker.ErrPermitsMismatch) || errors.Is(err, locker.ErrUnavailable) {
-		t.Fatalf("TryAcquire() with another count = %v; want ErrPermitsMismatch, not ErrUnavailable", err)
+	_, ok, err := s5.TryAcquire(1)
+	if ok || !errors.Is(err, locker.ErrPermitsMismatch) || errors.Is(err, locker.ErrUnavailable) {
+		t.Fatalf("TryAcquire() with another count = %v, %v; want false, ErrPermitsMismatch, not ErrUnavailable", ok, err)
 	}
 	if msg := err.Error(); !strings.Contains(msg, "2") || !strings.Contains(msg, "5") {
 		t.Errorf("error %q; want both counts named", msg)
@@ -308,14 +308,14 @@ func TestSemaphoreCount(t *testing.T) {
 	// The opener of 2 honours the stored 5 from now on.
 	var held []locker.Handle
 	for range 5 {
-		p, err := s2.TryAcquire(1)
-		if p == nil || err != nil {
-			t.Fatalf("TryAcquire(1) with 5 stored, %d held = %v, %v", len(held), p, err)
+		p, ok, err := s2.TryAcquire(1)
+		if !ok || err != nil {
+			t.Fatalf("TryAcquire(1) with 5 stored, %d held = %v, %v", len(held), ok, err)
 		}
 		held = append(held, p)
 	}
-	if p, err := s2.TryAcquire(1); p != nil || err != nil {
-		t.Errorf("sixth TryAcquire(1) = %v, %v; want nil, nil", p, err)
+	if _, ok, err := s2.TryAcquire(1); ok || err != nil {
+		t.Errorf("sixth TryAcquire(1) = %v, %v; want false, nil", ok, err)
 	}
 	in, err := es[0].InspectFamily(ctx, inspect.KindPermit, name)
 	if err != nil || in.Permits != 5 || len(in.Holders) != 5 || len(in.Waiters) != 0 {
@@ -326,8 +326,8 @@ func TestSemaphoreCount(t *testing.T) {
 	}
 	// A fresh opener of the stored count is fine; the count outlives the
 	// holds.
-	if p, err := semaphore(t, es[1], name, 5).TryAcquire(5); p == nil || err != nil {
-		t.Errorf("TryAcquire(5) = %v, %v", p, err)
+	if p, ok, err := semaphore(t, es[1], name, 5).TryAcquire(5); !ok || err != nil {
+		t.Errorf("TryAcquire(5) = %v, %v", ok, err)
 	} else {
 		unlock(t, p)
 	}

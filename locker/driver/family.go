@@ -132,13 +132,13 @@ func (s *permitSet) Acquire(ctx context.Context, n int) (locker.Handle, error) {
 	return p, nil
 }
 
-func (s *permitSet) TryAcquire(n int) (locker.Handle, error) {
+func (s *permitSet) TryAcquire(n int) (locker.Handle, bool, error) {
 	p, err := s.NewPermit(n)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if ok, err := p.TryLock(); !ok {
-		return nil, err
+		return nil, false, err
 	}
-	return p, nil
+	return p, true, nil
 }

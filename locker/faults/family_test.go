@@ -36,8 +36,8 @@ func TestFamilyFails(t *testing.T) {
 	if ok, err := rw.ReadLock().TryLock(); ok || !errors.Is(err, locker.ErrUnavailable) {
 		t.Errorf("read TryLock() on a failing engine = %v, %v; want false, ErrUnavailable", ok, err)
 	}
-	if p, err := sem.TryAcquire(1); p != nil || !errors.Is(err, locker.ErrUnavailable) {
-		t.Errorf("TryAcquire(1) on a failing engine = %v, %v; want nil, ErrUnavailable", p, err)
+	if _, ok, err := sem.TryAcquire(1); ok || !errors.Is(err, locker.ErrUnavailable) {
+		t.Errorf("TryAcquire(1) on a failing engine = %v, %v; want false, ErrUnavailable", ok, err)
 	}
 	w.Heal()
 	if ok, err := rw.WriteLock().TryLock(); !ok || err != nil {

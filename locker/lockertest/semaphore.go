@@ -50,9 +50,9 @@ func newSem(t *testing.T, e locker.Engine, name string, permits int, opts ...loc
 // tryAcquire wants TryAcquire(n) to succeed or not, and returns the permit.
 func tryAcquire(t *testing.T, s locker.Semaphore, n int, want bool) locker.Handle {
 	t.Helper()
-	p, err := s.TryAcquire(n)
-	if err != nil || (p != nil) != want {
-		t.Fatalf("TryAcquire(%d) = %v, %v; want granted %v, nil", n, p, err, want)
+	p, ok, err := s.TryAcquire(n)
+	if err != nil || ok != want || (p != nil) != ok {
+		t.Fatalf("TryAcquire(%d) = %v, %v, %v; want granted %v, nil", n, p, ok, err, want)
 	}
 	return p
 }
@@ -105,8 +105,8 @@ func testSemStoredCount(t *testing.T, f Factory) {
 	s3 := newSem(t, e1, name, 3)
 	first := tryAcquire(t, s3, 1, true)
 	s5 := newSem(t, e2, name, 5)
-	if p, err := s5.TryAcquire(1); p != nil || !errors.Is(err, locker.ErrPermitsMismatch) {
-		t.Fatalf("TryAcquire on a semaphore opened with 5, stored 3 = %v, %v; want nil, ErrPermitsMismatch", p, err)
+	if _, ok, err := s5.TryAcquire(1); ok || !errors.Is(err, locker.ErrPermitsMismatch) {
+		t.Fatalf("TryAcquire on a semaphore opened with 5, stored 3 = %v, %v; want false, ErrPermitsMismatch", ok, err)
 	}
 	if p, err := s5.Acquire(context.Background(), 1); p != nil || !errors.Is(err, locker.ErrPermitsMismatch) || errors.Is(err, locker.ErrUnavailable) {
 		t.Fatalf("Acquire on a mismatched semaphore = %v, %v; want nil, ErrPermitsMismatch and not ErrUnavailable", p, err)
@@ -264,8 +264,8 @@ func testSemBadArguments(t *testing.T, f Factory) {
 	}
 	s := newSem(t, e, name, 2)
 	for _, n := range []int{0, 3} {
-		if p, err := s.TryAcquire(n); p != nil || !errors.Is(err, locker.ErrInvalidArgument) {
-			t.Errorf("TryAcquire(%d) of 2 = %v, %v; want nil, ErrInvalidArgument", n, p, err)
+		if _, ok, err := s.TryAcquire(n); ok || !errors.Is(err, locker.ErrInvalidArgument) {
+			t.Errorf("TryAcquire(%d) of 2 = %v, %v; want false, ErrInvalidArgument", n, ok, err)
 		}
 	}
 	//lint:ignore SA1012 checking that a nil context is refused, not a panic
