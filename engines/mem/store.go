@@ -112,8 +112,9 @@ func (s *Store) lookup(k lockKey) *lock {
 	}
 	// From the back: a removal grants only fresh holds and shifts only
 	// the entries after it.
+	now := s.now()
 	for i := len(l.queue) - 1; i >= 0; i-- {
-		if e := l.queue[i]; e.held && !s.now().Before(e.deadline) {
+		if e := l.queue[i]; e.held && !now.Before(e.deadline) {
 			s.remove(l, e)
 			e.hold.MarkLost()
 		}
@@ -141,9 +142,10 @@ func (l *lock) rules(buf []lockrule.Entry) []lockrule.Entry {
 
 // grant makes e a holder until its life (TTL and lock delay) runs out.
 func (s *Store) grant(e *entry) {
+	life := e.hold.Life()
 	e.held = true
-	e.deadline = s.now().Add(e.hold.Life())
-	e.timer = s.clock.AfterFunc(e.hold.Life(), func() { s.expire(e.key) })
+	e.deadline = s.now().Add(life)
+	e.timer = s.clock.AfterFunc(life, func() { s.expire(e.key) })
 }
 
 // remove takes e, a hold or a waiter, out of l, grants the waiters the

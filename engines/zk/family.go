@@ -52,11 +52,11 @@ func marker(h *driver.Hold) string {
 	case inspect.KindMutex:
 		return lockMarker
 	case inspect.KindWrite:
-		return "-w-"
+		return "-" + string(markWrite) + "-"
 	case inspect.KindPermit:
-		return "-p" + strconv.Itoa(h.Permits) + "-"
+		return "-" + string(markPermit) + strconv.Itoa(h.Permits) + "-"
 	}
-	return "-r-"
+	return "-" + string(markRead) + "-"
 }
 
 // entry is one node of a queue, as its name tells.
@@ -150,14 +150,15 @@ type verdict struct {
 }
 
 // decide applies lockrule to the node own of v; held names the semaphore
-// nodes seen granted (their data written) by this acquisition.
+// nodes seen granted (their data written) by this acquisition (nil for
+// the other kinds).
 func (v *view) decide(own string, held *sync.Map) verdict {
 	i := slices.IndexFunc(v.nodes, func(en entry) bool { return en.name == own })
 	if i < 0 {
 		return verdict{}
 	}
 	d := lockrule.Decide(v.rule, i, v.count)
-	if _, ok := held.Load(v.nodes[max(i-1, 0)].name); ok && i > 0 && !d.Granted && !d.Count && v.rule[i].Kind == inspect.KindPermit {
+	if i > 0 && !d.Granted && !d.Count && v.rule[i].Kind == inspect.KindPermit && wasGranted(held, v.nodes[i-1].name) {
 		// The node before holds already (granted under a higher count)
 		// and will not tell this one when it may go: the nodes before
 		// it will, by going, as for the head.
@@ -193,6 +194,12 @@ func (v *view) decide(own string, held *sync.Map) verdict {
 		}
 	}
 	return vd
+}
+
+// wasGranted reports whether the semaphore node name was seen granted.
+func wasGranted(held *sync.Map, name string) bool {
+	_, ok := held.Load(name)
+	return ok
 }
 
 // look lists the queue under parent, and for a semaphore reads its

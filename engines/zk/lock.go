@@ -75,7 +75,10 @@ func (e *Engine) attempt(ctx context.Context, h *driver.Hold, parent string, wai
 		return false, e.fail("acquire", h.Name, err)
 	}
 	watches := make(map[string]<-chan gozk.Event)
-	var held sync.Map // semaphore nodes seen granted, by name
+	var held *sync.Map // semaphore nodes seen granted, by name; only a semaphore's
+	if h.Kind == inspect.KindPermit {
+		held = new(sync.Map)
+	}
 	for arrival := true; ; arrival = false {
 		if v == nil {
 			h.Asking()
@@ -83,7 +86,7 @@ func (e *Engine) attempt(ctx context.Context, h *driver.Hold, parent string, wai
 				return false, e.abandon(ctx, h, n, err)
 			}
 		}
-		vd, err := e.decide(ctx, h, n, v, arrival, &held)
+		vd, err := e.decide(ctx, h, n, v, arrival, held)
 		v = nil
 		switch {
 		case err != nil:

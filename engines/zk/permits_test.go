@@ -9,6 +9,7 @@ import (
 	"github.com/orthrus-go/orthrus/engines/zk"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/locker/inspect"
+	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
 // A request larger than the stored count waits for SetPermits to raise
@@ -73,11 +74,12 @@ func granted(t *testing.T, done <-chan error, w locker.Locker, what string) {
 	unlock(t, w)
 }
 
-// grantedAfterSetPermits stores n as the count of semaphore name with e,
-// wants the waiter w, whose Lock reports to done, granted then, and
-// releases it.
+// grantedAfterSetPermits wants the waiter w, whose Lock reports to done,
+// still waiting; then stores n as the count of semaphore name with e,
+// wants w granted, and releases it.
 func grantedAfterSetPermits(t *testing.T, e *zk.Engine, name string, n int, w locker.Locker, done <-chan error) {
 	t.Helper()
+	lockertest.WantPending(t, done, "waiter before SetPermits raised the count")
 	setPermits(t, e, name, n)
 	granted(t, done, w, fmt.Sprintf("waiter after SetPermits(%d)", n))
 }
