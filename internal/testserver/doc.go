@@ -1,4 +1,5 @@
-// Package testserver starts real Redis, ZooKeeper and etcd servers for tests,
+// Package testserver starts real Redis, ZooKeeper, etcd and PostgreSQL servers
+// for tests,
 // in the spirit of net/http/httptest.
 //
 // Every server is a child process of the test binary, listening on a free
@@ -8,8 +9,9 @@
 // process and leaves no goroutine behind, so packages can use
 // go.uber.org/goleak in TestMain.
 //
-// The binaries come from Debian packages: redis-server, etcd-server and
-// zookeeper (run with /usr/bin/java). The testing wrappers (Redis, ZooKeeper,
+// The binaries come from Debian packages: redis-server, etcd-server,
+// zookeeper (run with /usr/bin/java) and postgresql (initdb and postgres,
+// run as the postgres user when the tests run as root). The testing wrappers (Redis, ZooKeeper,
 // Etcd, ...) skip the test with the apt-get command to run when a binary is
 // missing, except when CI=true, where a missing binary fails the test. The
 // constructors (NewRedis, NewZooKeeper, NewEtcd, ...) return an error wrapping

@@ -52,6 +52,15 @@ func EtcdCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	return clusterFor(t, c, err, "etcd-server")
 }
 
+// Postgres starts a PostgreSQL server for the test; see NewPostgres. Run
+// as root, Stop removes its directory, so it cannot be restarted after
+// Stop (Kill and Restart keep it).
+func Postgres(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	s, err := NewPostgres(append(opts[:len(opts):len(opts)], withBase(t.TempDir()))...)
+	return serverFor(t, s, err, "postgresql")
+}
+
 func serverFor(t testing.TB, s *Server, err error, pkg string) *Server {
 	t.Helper()
 	check(t, err, pkg)

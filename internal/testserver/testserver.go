@@ -110,6 +110,14 @@ type Server struct {
 	env     []string
 	timeout time.Duration
 	owned   bool // Stop removes root
+	// cred runs the process as another user (PostgreSQL refuses root).
+	cred *syscall.Credential
+	// group: the server is a process and its children (PostgreSQL's
+	// postmaster and backends), which signals reach as a whole: a pause
+	// of the postmaster alone would leave its backends answering.
+	group bool
+	// stopSignal asks the server to stop (SIGTERM unless set).
+	stopSignal syscall.Signal
 
 	// probe tells whether the server is ready; Restart and the
 	// constructors poll it.
@@ -202,6 +210,7 @@ func (s *Server) start() error {
 	cmd.Stdout = f // an *os.File: exec starts no copying goroutine
 	cmd.Stderr = f
 	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr.Credential = s.cred
 	err = cmd.Start()
 	f.Close()
 	if err != nil {
@@ -257,21 +266,43 @@ func (s *Server) halt(sig syscall.Signal) error {
 		return nil
 	}
 	s.live.Store(false)
-	_ = p.cmd.Process.Signal(sig)
+	if sig == syscall.SIGTERM && s.stopSignal != 0 {
+		sig = s.stopSignal
+	}
+	_ = s.signal(sig)
 	if s.paused {
-		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		_ = s.signal(syscall.SIGCONT)
 	}
 	t := time.NewTimer(stopTimeout)
 	defer t.Stop()
 	select {
 	case <-p.done:
 	case <-t.C:
-		_ = p.cmd.Process.Kill()
+		_ = s.signal(syscall.SIGKILL)
 		<-p.done
 	}
 	s.proc = nil
 	s.paused = false
 	return nil
+}
+
+// signal sends sig to the server's process and, for a group, to its
+// children, listed before the parent is signalled (a killed parent's
+// children are another's at once) and after (a child forked meanwhile).
+// s.mu must be held and the server running.
+func (s *Server) signal(sig syscall.Signal) error {
+	pid := s.proc.cmd.Process.Pid
+	var kids []int
+	if s.group {
+		kids = children(pid)
+	}
+	err := s.proc.cmd.Process.Signal(sig)
+	if s.group {
+		for _, kid := range append(kids, children(pid)...) {
+			_ = syscall.Kill(kid, sig) // it may have exited meanwhile
+		}
+	}
+	return err
 }
 
 // Stop terminates the server (SIGTERM, then SIGKILL after 10s) and waits for
@@ -312,7 +343,7 @@ func (s *Server) Pause() error {
 	if s.proc == nil {
 		return fmt.Errorf("testserver: pause %s: not running", s)
 	}
-	if err := s.proc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := s.signal(syscall.SIGSTOP); err != nil {
 		return fmt.Errorf("testserver: pause %s: %w", s, err)
 	}
 	// Frozen when Pause returns: no request sent after it is answered.
@@ -334,7 +365,7 @@ func (s *Server) Resume() error {
 	if s.proc == nil {
 		return fmt.Errorf("testserver: resume %s: not running", s)
 	}
-	if err := s.proc.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := s.signal(syscall.SIGCONT); err != nil {
 		return fmt.Errorf("testserver: resume %s: %w", s, err)
 	}
 	s.paused = false

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
@@ -361,5 +362,71 @@ func TestSentinelRejoin(t *testing.T) {
 	}
 	if err := s.Rejoin(s.Replicas[0], 30*time.Second); err == nil {
 		t.Error("Rejoin(the master) = nil; want an error")
+	}
+}
+
+// PostgreSQL keeps its data over Kill and Restart, and a pause freezes the
+// backends too: a query on a connection opened before it gets no answer.
+func TestPostgresKillPauseRestart(t *testing.T) {
+	s := Postgres(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	conn, err := pgx.Connect(ctx, s.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "CREATE TABLE t (v int); INSERT INTO t VALUES (7)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	qctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = conn.Exec(qctx, "SELECT 1")
+	cancel()
+	if err == nil {
+		t.Fatal("a backend answered while the server was paused")
+	}
+	if err := s.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := pgx.Connect(ctx, s.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close(context.Background())
+	var v int
+	if err := again.QueryRow(ctx, "SELECT v FROM t").Scan(&v); err != nil || v != 7 {
+		t.Fatalf("after Kill and Restart: SELECT = %d, %v; want 7", v, err)
+	}
+}
+
+// With TLS, a client presenting a certificate of the test CA is let in.
+func TestPostgresTLS(t *testing.T) {
+	certs := TestCerts(t)
+	s := Postgres(t, WithTLS(certs))
+	ctx := ctxTimeout(t, 30*time.Second)
+	cfg, err := pgx.ParseConfig("postgres://postgres@" + s.TLSAddr() + "/postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.TLSConfig, err = certs.ClientConfig(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Fallbacks = nil
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var ssl bool
+	if err := conn.QueryRow(ctx, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl); err != nil || !ssl {
+		t.Fatalf("pg_stat_ssl.ssl = %v, %v; want true", ssl, err)
 	}
 }
