@@ -1,6 +1,5 @@
-// Package testserver starts real Redis, ZooKeeper, etcd and PostgreSQL servers
-// for tests,
-// in the spirit of net/http/httptest.
+// Package testserver starts real Redis, ZooKeeper, etcd and PostgreSQL
+// servers for tests, in the spirit of net/http/httptest.
 //
 // Every server is a child process of the test binary, listening on a free
 // loopback port and keeping its data and log in a temporary directory. The
