@@ -18,6 +18,8 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	redsyncgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidislock"
 
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/locker/driver"
@@ -110,6 +112,34 @@ func redislockImpl(b *testing.B) func(*testing.B, string) lockertest.Mutex {
 	}
 }
 
+// rueidislockImpl is github.com/redis/rueidis/rueidislock, the fastest Go
+// Redis lock by its README, over one node (a majority of one key) with
+// keys as valid as the others' TTL. Its release is the cancel of the
+// context a Lock returns.
+func rueidislockImpl(b *testing.B) func(*testing.B, string) lockertest.Mutex {
+	l, err := rueidislock.NewLocker(rueidislock.LockerOption{
+		ClientOption: rueidis.ClientOption{InitAddress: []string{redisAddr}},
+		KeyMajority:  1,
+		KeyValidity:  benchTTL,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(l.Close)
+	ctx := context.Background()
+	return func(b *testing.B, name string) lockertest.Mutex {
+		key := "bench:rueidislock:" + name
+		var release context.CancelFunc
+		return owner{
+			lock: func() (err error) {
+				_, release, err = l.WithContext(ctx, key)
+				return err
+			},
+			unlock: func() error { release(); return nil },
+		}
+	}
+}
+
 // redsyncImpl is github.com/go-redsync/redsync/v4 over one pool, with its
 // defaults except the number of tries, unbounded so that a contended Lock
 // waits as the others do.
@@ -125,7 +155,7 @@ func redsyncImpl(b *testing.B) func(*testing.B, string) lockertest.Mutex {
 // there is no waiting. scripts/bench rotates their order from round to round
 // (ORTHRUS_BENCH_ROUND), so that none always runs first.
 func implementations(withFloor bool) []string {
-	names := []string{"orthrus", "orthrus-ctx", "floor", "redislock", "redsync"}
+	names := []string{"orthrus", "orthrus-ctx", "floor", "redislock", "rueidislock", "redsync"}
 	if !withFloor {
 		names = slices.Delete(names, 2, 3)
 	}
@@ -148,6 +178,8 @@ func implementation(b *testing.B, name string) func(*testing.B, string) lockerte
 		return floorImpl(b)
 	case "redislock":
 		return redislockImpl(b)
+	case "rueidislock":
+		return rueidislockImpl(b)
 	case "redsync":
 		return redsyncImpl(b)
 	}
