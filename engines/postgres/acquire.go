@@ -33,6 +33,7 @@ type entry struct {
 	kind      inspect.Kind
 	permits   int
 	downgrade bool
+	granted   bool // by SetPermits
 	left      time.Duration // until it expires, by the database's clock
 	mine      bool
 }
@@ -89,7 +90,7 @@ func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, 
 			continue
 		}
 		v := lockrule.Decide(q.entries(), q.own, q.count)
-		if v.Granted {
+		if v.Granted || q.rows[q.own].granted {
 			e.grant(ctx, h, st, waited)
 			return true, nil
 		}
@@ -209,7 +210,7 @@ func readQueue(rows pgx.Rows, limit int) (queue, error) {
 			left  float64
 			count *int32
 		)
-		if err := rows.Scan(&r.seq, &kind, &perm, &r.downgrade, &left, &r.mine, &count); err != nil {
+		if err := rows.Scan(&r.seq, &kind, &perm, &r.downgrade, &r.granted, &left, &r.mine, &count); err != nil {
 			rows.Close()
 			return queue{}, err
 		}

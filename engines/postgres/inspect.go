@@ -38,21 +38,33 @@ func (e *Engine) look(ctx context.Context, fam int16, name string) ([]shown, int
 	if err := e.ready(rctx); err != nil {
 		return nil, 0, err
 	}
-	rows, _ := e.pool.Query(rctx, e.sql.inspect, fam, name)
+	return e.read(rctx, e.pool, fam, name)
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// read is look's query, through q.
+func (e *Engine) read(ctx context.Context, q querier, fam int16, name string) ([]shown, int, error) {
+	rows, _ := q.Query(ctx, e.sql.inspect, fam, name)
 	var (
 		out     []shown
 		entries []lockrule.Entry
+		held    []bool
 	)
 	for rows.Next() {
 		var (
-			s          shown
-			kind       int16
-			perm       int32
-			token      int64
-			left       float64
-			downgraded bool
+			s                   shown
+			kind                int16
+			perm                int32
+			token               int64
+			left                float64
+			downgraded, granted bool
 		)
-		if err := rows.Scan(&s.seq, &kind, &s.holder.Owner, &perm, &token, &left, &downgraded); err != nil {
+		if err := rows.Scan(&s.seq, &kind, &s.holder.Owner, &perm, &token, &left, &downgraded, &granted); err != nil {
 			rows.Close()
 			return nil, 0, err
 		}
@@ -60,18 +72,18 @@ func (e *Engine) look(ctx context.Context, fam int16, name string) ([]shown, int
 		s.holder.TTL = time.Duration(left * float64(time.Second))
 		out = append(out, s)
 		entries = append(entries, lockrule.Entry{Kind: s.holder.Kind, Permits: int(perm), Downgrade: downgraded})
+		held = append(held, granted)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, 0, err
 	}
 	count := 0
 	if fam == famPermit {
-		if err := e.pool.QueryRow(rctx, "SELECT permits FROM "+e.schema+".counts WHERE name = $1", name).Scan(&count); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if err := q.QueryRow(ctx, "SELECT permits FROM "+e.schema+".counts WHERE name = $1", name).Scan(&count); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return nil, 0, err
 		}
 	}
 	// A downgraded reader's token is its writer's, which it proves held.
-	held := make([]bool, len(out))
 	for _, d := range out {
 		for i := range out {
 			held[i] = held[i] || d.holder.Kind == inspect.KindRead && entries[i].Kind == inspect.KindWrite && d.holder.Token == uint64(out[i].seq)
@@ -198,8 +210,10 @@ func familyKind(kind inspect.Kind) error {
 	return nil
 }
 
-// SetPermits implements inspect.FamilyInspector: the count changes, and
-// the semaphore's waiters are woken to read it.
+// SetPermits implements inspect.FamilyInspector. Under the name's
+// advisory lock, the rows the rule grants at the old count are marked
+// granted (a lowered count keeps its holders, and a waiter granted but not
+// yet told), the count changes, and the semaphore's waiters are woken.
 func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 	if n < 1 {
 		return fmt.Errorf("postgres: SetPermits(%q, %d): %w: want at least 1", name, n, locker.ErrInvalidArgument)
@@ -212,7 +226,24 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 	if err := e.ready(rctx); err != nil {
 		return e.fail("set-permits", name, err)
 	}
-	if _, err := e.pool.Exec(rctx, e.sql.setPermits, name, n); err != nil {
+	err := pgx.BeginFunc(rctx, e.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(rctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", e.lockKey(famPermit, name)); err != nil {
+			return err
+		}
+		rows, _, err := e.read(rctx, tx, famPermit, name)
+		if err != nil {
+			return err
+		}
+		var granted []int64
+		for _, r := range rows {
+			if r.granted {
+				granted = append(granted, r.seq)
+			}
+		}
+		_, err = tx.Exec(rctx, e.sql.setPermits, name, n, granted)
+		return err
+	})
+	if err != nil {
 		return e.fail("set-permits", name, err)
 	}
 	return nil

@@ -24,6 +24,7 @@ CREATE TABLE IF NOT EXISTS S.holds (
 	permits integer NOT NULL,
 	downgrade boolean NOT NULL,
 	token bigint NOT NULL,
+	granted boolean NOT NULL DEFAULT false,
 	expires timestamptz NOT NULL,
 	PRIMARY KEY (fam, name, seq)
 );
@@ -46,10 +47,12 @@ type statements struct {
 	inspect, force, setPermits, epochGet, epochInit, epochSwap                           string
 }
 
-// row is what the engine reads of a hold or waiter: left is the time to
-// its expiry in seconds, by the database's clock; mine marks the caller's
-// own row; count is the semaphore's stored count (NULL elsewhere).
-const rowCols = `seq, kind, permits, downgrade, extract(epoch FROM expires - clock_timestamp())::float8`
+// row is what the engine reads of a hold or waiter: granted marks a permit
+// row granted before SetPermits lowered the count (a grant is never taken
+// back); left is the time to its expiry in seconds, by the database's
+// clock; mine marks the caller's own row; count is the semaphore's stored
+// count (NULL elsewhere).
+const rowCols = `seq, kind, permits, downgrade, granted, extract(epoch FROM expires - clock_timestamp())::float8`
 
 func newStatements(schema string) statements {
 	q := func(s string) string {
@@ -92,11 +95,14 @@ RETURNING h.seq`),
 		reap: q(`DELETE FROM S.holds WHERE ctid = ANY(ARRAY(
 	SELECT ctid FROM S.holds WHERE expires < clock_timestamp() - make_interval(secs => $1) LIMIT 1000))`),
 		countInit: q(`INSERT INTO S.counts (name, permits) VALUES ($1, $2) ON CONFLICT DO NOTHING`),
-		inspect: q(`SELECT seq, kind, owner, permits, token, extract(epoch FROM expires - clock_timestamp())::float8, downgrade
+		inspect: q(`SELECT seq, kind, owner, permits, token, extract(epoch FROM expires - clock_timestamp())::float8, downgrade, granted
 FROM S.holds WHERE fam = $1 AND name = $2 AND expires > clock_timestamp() ORDER BY seq`),
 		force: q(`WITH d AS (DELETE FROM S.holds WHERE fam = $1 AND name = $2 AND seq = ANY($3::bigint[]) RETURNING seq)
 SELECT pg_notify('CHAN', $1 || ':' || seq || ':' || $2) FROM d`),
-		setPermits: q(`WITH c AS (INSERT INTO S.counts (name, permits) VALUES ($1, $2)
+		// Under the name's advisory lock, after the rule marked the rows
+		// it grants at the old count.
+		setPermits: q(`WITH g AS (UPDATE S.holds SET granted = true WHERE fam = 2 AND name = $1 AND seq = ANY($3::bigint[])),
+c AS (INSERT INTO S.counts (name, permits) VALUES ($1, $2)
 	ON CONFLICT (name) DO UPDATE SET permits = excluded.permits RETURNING 1)
 SELECT pg_notify('CHAN', '2:0:' || $1) FROM c`),
 		epochGet:  q(`SELECT epoch FROM S.epochs WHERE fleet = $1`),
