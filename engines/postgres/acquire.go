@@ -33,7 +33,7 @@ type entry struct {
 	kind      inspect.Kind
 	permits   int
 	downgrade bool
-	granted   bool // by SetPermits
+	granted   bool          // by SetPermits
 	left      time.Duration // until it expires, by the database's clock
 	mine      bool
 }
