@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -342,8 +343,14 @@ func isPermission(err *pgconn.PgError) bool {
 }
 
 // refused tells a server that is certainly down: it refused or reset the
-// connection, or closed it under a request (a killed server's sockets).
+// connection, closed it under a request (a killed server's sockets), or
+// said it is going down or not up (SQLSTATE 57P01-57P03: a killed
+// postmaster's backends say so as they exit).
 func refused(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return strings.HasPrefix(pgErr.Code, "57P")
+	}
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
