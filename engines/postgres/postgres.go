@@ -276,18 +276,24 @@ func (e *Engine) ready(ctx context.Context) error {
 	if e.schemaOK {
 		return nil
 	}
-	var found bool
-	if err := e.pool.QueryRow(ctx, e.sql.exists).Scan(&found); err != nil {
+	var schema, tables bool
+	if err := e.pool.QueryRow(ctx, e.sql.exists).Scan(&schema, &tables); err != nil {
 		return err
 	}
-	if !found {
+	if !tables {
 		if !e.create {
 			return fmt.Errorf("%w: schema %q has no lock tables and WithoutSchemaCreation forbids making them (see SchemaSQL)", errNoSchema, e.schema)
+		}
+		stmts := SchemaSQL(e.schema)
+		if schema {
+			// CREATE SCHEMA checks the right to create schemas before it
+			// looks for this one: a role given only its own schema fails.
+			_, stmts, _ = strings.Cut(stmts, "\n")
 		}
 		// One simple-protocol call: one implicit transaction, serialised
 		// by an advisory lock, since concurrent CREATE ... IF NOT EXISTS
 		// can still collide in the catalogue.
-		if _, err := e.pool.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('orthrus schema', 0));\n"+SchemaSQL(e.schema)); err != nil {
+		if _, err := e.pool.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('orthrus schema', 0));\n"+stmts); err != nil {
 			return err
 		}
 	}

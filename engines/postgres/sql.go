@@ -61,7 +61,7 @@ func newStatements(schema string) statements {
 	const count = `(SELECT permits FROM S.counts WHERE name = $2)`
 	return statements{
 		channel: schema + "_locks",
-		exists:  q(`SELECT to_regclass('S.holds') IS NOT NULL AND to_regclass('S.counts') IS NOT NULL AND to_regclass('S.epochs') IS NOT NULL AND to_regclass('S.seq') IS NOT NULL`),
+		exists:  q(`SELECT to_regnamespace('` + schema + `') IS NOT NULL, to_regclass('S.holds') IS NOT NULL AND to_regclass('S.counts') IS NOT NULL AND to_regclass('S.epochs') IS NOT NULL AND to_regclass('S.seq') IS NOT NULL`),
 		// The advisory lock before it (same batch, one transaction) makes
 		// seq order the commit order of a name's rows, and this
 		// statement's snapshot, taken after it, sees every earlier row.
