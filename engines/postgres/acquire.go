@@ -322,9 +322,6 @@ func (e *Engine) Release(ctx context.Context, h *driver.Hold) error {
 	return nil
 }
 
-// maxRenew is the most holds the scheduler hands to Renew at once.
-const maxRenew = 128
-
 // Renew implements driver.Renewer: one statement extends every hold by its
 // life; a hold whose row is gone or expired is lost.
 func (e *Engine) Renew(ctx context.Context, holds []*driver.Hold) []error {
