@@ -40,6 +40,9 @@ type Engine struct {
 	sql  statements
 	hub  *hub
 
+	heldMu sync.Mutex
+	held   map[int64]*driver.Hold // by seq: holds a notification may say are gone
+
 	schemaMu sync.Mutex
 	schemaOK bool // the tables exist (found or created)
 
@@ -158,7 +161,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Engine, error) {
 		}
 	}
 	s.log = s.log.With("engine", s.name)
-	e := &Engine{settings: s, pool: pool, sql: newStatements(s.schema), hub: newHub()}
+	e := &Engine{settings: s, pool: pool, sql: newStatements(s.schema), hub: newHub(), held: make(map[int64]*driver.Hold)}
 	e.life, e.stop = context.WithCancel(context.Background())
 	e.done = e.life.Done()
 	e.core = driver.NewCore(s.name, e, s.log, driver.ObservedBy(s.observer))
