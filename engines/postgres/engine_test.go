@@ -237,3 +237,43 @@ func TestTLS(t *testing.T) {
 		}
 	})
 }
+
+// The listening connection killed by the server (pg_terminate_backend):
+// the engine listens again, and a hand-off is still woken by NOTIFY, not
+// by the 10s fallback.
+func TestListenerReconnects(t *testing.T) {
+	p := newPool(t, dsn)
+	e := newEngine(t, p, postgres.WithSchema("relisten"))
+	name := uniqueName(t)
+	holder, waiter := newLocker(t, e, name), newLocker(t, e, name)
+	if err := holder.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	listener := func() int {
+		var pid int
+		_ = p.QueryRow(context.Background(), "SELECT pid FROM pg_stat_activity WHERE query = 'LISTEN \"relisten_locks\"' AND state = 'idle'").Scan(&pid)
+		return pid
+	}
+	var old int
+	eventually(t, 10*time.Second, "the engine listening", func() bool { old = listener(); return old != 0 })
+	if _, err := p.Exec(context.Background(), "SELECT pg_terminate_backend($1)", old); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the engine listening again", func() bool { pid := listener(); return pid != 0 && pid != old })
+	done := lockAsync(waiter, context.Background())
+	waitRows(t, p, "relisten", name, 2)
+	if err := holder.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("waiter's LockCtx() = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter not granted 5s after the release: the engine did not listen again")
+	}
+	if err := waiter.Unlock(); err != nil {
+		t.Error(err)
+	}
+}
