@@ -122,6 +122,10 @@ func TestMultiConformance(t *testing.T) { lockertest.RunMulti(t, harness) }
 
 func TestLockDelay(t *testing.T) { lockertest.RunLockDelay(t, harness) }
 
+func TestElectionConformance(t *testing.T) { lockertest.RunElection(t, harness) }
+
+func TestRunOnceConformance(t *testing.T) { lockertest.RunOnce(t, harness) }
+
 // TestModel checks the engine against the lock family's rule, every kind
 // and SetPermits included: two engines, each on a pool of its own, as two
 // processes.
