@@ -271,3 +271,33 @@ func TestListenerReconnects(t *testing.T) {
 	eventually(t, 10*time.Second, "the engine listening again", func() bool { pid := listener(); return pid != 0 && pid != old })
 	handOff(t, p, "relisten", holder, waiter)
 }
+
+// A dead owner's row, which no release will notify, blocks until it
+// expires; the waiter wakes then (its fallback timer is the soonest of its
+// blockers' expiries), not a third of its TTL later.
+func TestWaiterWakesAtBlockersExpiry(t *testing.T) {
+	p := newPool(t, dsn)
+	e := newEngine(t, p, postgres.WithSchema("expiry"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.Ping(ctx); err != nil { // makes the tables
+		t.Fatal(err)
+	}
+	name := uniqueName(t)
+	const life = 500 * time.Millisecond
+	if _, err := p.Exec(ctx, `INSERT INTO expiry.holds (fam, name, seq, kind, owner, nonce, permits, downgrade, token, expires)
+		VALUES (0, $1, nextval('expiry.seq'), 0, 'dead', 0, 1, false, 0, clock_timestamp() + make_interval(secs => $2))`, name, life.Seconds()); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	l := newLocker(t, e, name)
+	if err := l.LockCtx(ctx); err != nil {
+		t.Fatalf("LockCtx() behind a dead owner's row = %v; want it granted at the row's expiry", err)
+	}
+	if d := time.Since(start); d < life-100*time.Millisecond {
+		t.Errorf("granted %v after the dead owner's row was written; want after its expiry (%v)", d, life)
+	}
+	if err := l.Unlock(); err != nil {
+		t.Error(err)
+	}
+}
