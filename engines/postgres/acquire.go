@@ -99,7 +99,12 @@ func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, 
 			return false, nil
 		}
 		if err := e.await(ctx, w, q, v, h); err != nil {
-			e.withdrawLater(h, st)
+			if ctx.Err() != nil {
+				e.withdrawLater(h, st)
+			} else {
+				// Closing: the Core's workers may no longer start.
+				e.withdraw(ctx, h, st)
+			}
 			return false, err
 		}
 		waited = true

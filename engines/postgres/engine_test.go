@@ -301,3 +301,26 @@ func TestWaiterWakesAtBlockersExpiry(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// Close makes a waiting acquisition return ErrClosed and deletes its row.
+func TestCloseWithdrawsWaiters(t *testing.T) {
+	p := newPool(t, dsn)
+	holding, waiting := newEngine(t, p, postgres.WithSchema("closing")), newEngine(t, p, postgres.WithSchema("closing"))
+	name := uniqueName(t)
+	holder := newLocker(t, holding, name)
+	if err := holder.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	done := lockAsync(newLocker(t, waiting, name), context.Background())
+	waitRows(t, p, "closing", name, 2)
+	if err := waiting.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	if err := <-done; !errors.Is(err, locker.ErrClosed) {
+		t.Errorf("LockCtx() across Close = %v; want ErrClosed", err)
+	}
+	waitRows(t, p, "closing", name, 1)
+	if err := holder.Unlock(); err != nil {
+		t.Error(err)
+	}
+}
