@@ -363,14 +363,15 @@ func isPermission(err *pgconn.PgError) bool {
 }
 
 // refused tells a server that is certainly down: it refused or reset the
-// connection, closed it under a request (a killed server's sockets), or
-// said it is going down or not up (SQLSTATE 57P01-57P03: a killed
-// postmaster's backends say so as they exit).
+// connection, closed it under a request or while the pool kept it (a
+// killed server's sockets; a connection our own deadline closed is never
+// handed out again), or said it is going down or not up (SQLSTATE
+// 57P01-57P03: a killed postmaster's backends say so as they exit).
 func refused(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		return strings.HasPrefix(pgErr.Code, "57P")
 	}
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, pgconn.ErrConnClosed) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
