@@ -99,7 +99,12 @@ func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, 
 			return false, nil
 		}
 		if err := e.await(ctx, w, q, v, h); err != nil {
-			e.withdrawLater(h, st)
+			if ctx.Err() != nil {
+				e.withdrawLater(h, st)
+			} else {
+				// Closing: the Core's workers may no longer start.
+				e.withdraw(ctx, h, st)
+			}
 			return false, err
 		}
 		waited = true
@@ -132,17 +137,20 @@ func (e *Engine) grant(ctx context.Context, h *driver.Hold, st *holdState, waite
 		h.Token = h.Writer.Token
 	}
 	h.State = st
+	// A fixed lease with a lock delay is forgotten by the Core without a
+	// release: it would stay in held for good.
+	if h.Renew || h.Delay == 0 {
+		e.heldMu.Lock()
+		e.held[st.seq] = h
+		e.heldMu.Unlock()
+	}
 	if waited && h.Kind == inspect.KindPermit {
 		rctx, cancel := e.cleanupContext(ctx)
 		defer cancel()
-		if _, err := e.pool.Exec(rctx, e.sql.notify, payload(st.fam, st.seq, h.Name)); err != nil {
+		if _, err := e.pool.Exec(rctx, e.sql.notify, strconv.Itoa(int(st.fam))+"g:"+strconv.FormatInt(st.seq, 10)+":"+h.Name); err != nil {
 			e.log.Debug("postgres: telling the next permit waiter failed; it wakes by its timer", "name", h.Name, "err", err)
 		}
 	}
-}
-
-func payload(fam int16, seq int64, name string) string {
-	return strconv.Itoa(int(fam)) + ":" + strconv.FormatInt(seq, 10) + ":" + name
 }
 
 // enqueue inserts the caller's row and reads the name's queue, in one
@@ -307,6 +315,7 @@ func (e *Engine) Release(ctx context.Context, h *driver.Hold) error {
 	if !ok {
 		return e.fail("release", h.Name, fmt.Errorf("%w: no row", errGone))
 	}
+	e.forget(st.seq) // before its own notification comes back
 	rctx, cancel := e.bound(ctx)
 	defer cancel()
 	var alive bool
@@ -341,6 +350,7 @@ func (e *Engine) Renew(ctx context.Context, holds []*driver.Hold) []error {
 	defer cancel()
 	rows, _ := e.pool.Query(rctx, e.sql.renew, fams, names, seqs, lives)
 	kept, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	slices.Sort(kept)
 	if err != nil {
 		for i, h := range holds {
 			errs[i] = e.fail("renew", h.Name, err)
@@ -348,9 +358,31 @@ func (e *Engine) Renew(ctx context.Context, holds []*driver.Hold) []error {
 		return errs
 	}
 	for i, h := range holds {
-		if !slices.Contains(kept, seqs[i]) {
+		if _, found := slices.BinarySearch(kept, seqs[i]); !found {
+			e.forget(seqs[i])
 			errs[i] = e.fail("renew", h.Name, errGone)
 		}
 	}
 	return errs
+}
+
+// forget drops seq from the holds that notifications are checked against.
+func (e *Engine) forget(seq int64) {
+	e.heldMu.Lock()
+	delete(e.held, seq)
+	e.heldMu.Unlock()
+}
+
+// gone marks lost the hold of seq, if this engine has it: a notification
+// said its row went, and its owner did not release it (a release forgets
+// it first). ForceUnlock and the operator's DELETE that notifies so (see
+// the package doc) are noticed at once, not at the next renewal.
+func (e *Engine) gone(seq int64) {
+	e.heldMu.Lock()
+	h := e.held[seq]
+	delete(e.held, seq)
+	e.heldMu.Unlock()
+	if h != nil {
+		h.MarkGone()
+	}
 }

@@ -53,6 +53,14 @@
 // whose verdict names the row that went. When the listening connection
 // fails, every waiter is woken and the engine reconnects with backoff.
 //
+// An operator who deletes a hold's row by hand can have its owner notice at
+// once, rather than at its next renewal, by notifying in the same statement
+// as the engine does, with the payload "<fam>:<seq>:<name>" (fam 0 for a
+// mutex, 1 for a read-write lock, 2 for a semaphore):
+//
+//	WITH d AS (DELETE FROM orthrus.holds WHERE fam = 0 AND name = 'orders/42' RETURNING fam, seq, name)
+//	SELECT pg_notify('orthrus_locks', fam || ':' || seq || ':' || name) FROM d;
+//
 // A row whose expires has passed counts as absent in every statement; a
 // reaper deletes rows expired for over a minute, every minute, a thousand
 // at a time, until Close.
@@ -71,9 +79,10 @@
 //     ErrPermitsMismatch), changed by SetPermits, which keeps the holds
 //     already granted. The grant order is internal/lockrule's.
 //   - Holds are renewed every TTL/3, up to 128 in one UPDATE; a hold whose
-//     row is gone or expired is lost (Lost closes) at its next renewal, so
-//     a row deleted by hand is noticed within a third of the TTL. With a
-//     lock delay, rows live TTL + delay.
+//     row is gone or expired is lost (Lost closes) at its next renewal, or
+//     at once when a notification says its row went (ForceUnlock, or a
+//     DELETE that notifies as above). With a lock delay, rows live TTL +
+//     delay.
 //   - Cancellation: a cancelled wait returns at once, and its row is
 //     deleted on the engine's worker (retried while the database does not
 //     answer, within the release timeout) or expires by its TTL.

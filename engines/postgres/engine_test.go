@@ -110,12 +110,20 @@ func TestHandoffByNotify(t *testing.T) {
 	p := newPool(t, dsn)
 	a, b := newEngine(t, p, postgres.WithSchema("handoff")), newEngine(t, newPool(t, dsn), postgres.WithSchema("handoff"))
 	name := uniqueName(t)
-	holder, waiter := newLocker(t, a, name), newLocker(t, b, name)
+	holder := newLocker(t, a, name)
 	if err := holder.Lock(); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("hand-off took %v", handOff(t, p, "handoff", holder, newLocker(t, b, name)))
+}
+
+// handOff queues waiter behind holder, releases holder and wants waiter
+// granted within 5s, half its fallback timer (a third of the 30s TTL):
+// a notification's work. It returns how long the hand-off took.
+func handOff(t *testing.T, p *pgxpool.Pool, schema string, holder, waiter locker.Handle) time.Duration {
+	t.Helper()
 	done := lockAsync(waiter, context.Background())
-	waitRows(t, p, "handoff", name, 2)
+	waitRows(t, p, schema, holder.Name(), 2)
 	start := time.Now()
 	if err := holder.Unlock(); err != nil {
 		t.Fatal(err)
@@ -128,10 +136,11 @@ func TestHandoffByNotify(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("waiter not granted 5s after the release; the fallback is 10s: no notification woke it")
 	}
-	t.Logf("hand-off took %v", time.Since(start))
+	took := time.Since(start)
 	if err := waiter.Unlock(); err != nil {
 		t.Error(err)
 	}
+	return took
 }
 
 // waitRows waits until a mutex name has n rows: a holder and n-1 waiters.
@@ -236,4 +245,82 @@ func TestTLS(t *testing.T) {
 			t.Errorf("Ping() without a client certificate = nil; want an error")
 		}
 	})
+}
+
+// The listening connection killed by the server (pg_terminate_backend):
+// the engine listens again, and a hand-off is still woken by NOTIFY, not
+// by the 10s fallback.
+func TestListenerReconnects(t *testing.T) {
+	p := newPool(t, dsn)
+	e := newEngine(t, p, postgres.WithSchema("relisten"))
+	name := uniqueName(t)
+	holder, waiter := newLocker(t, e, name), newLocker(t, e, name)
+	if err := holder.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	listener := func() int {
+		var pid int
+		_ = p.QueryRow(context.Background(), "SELECT pid FROM pg_stat_activity WHERE query = 'LISTEN \"relisten_locks\"' AND state = 'idle'").Scan(&pid)
+		return pid
+	}
+	var old int
+	eventually(t, 10*time.Second, "the engine listening", func() bool { old = listener(); return old != 0 })
+	if _, err := p.Exec(context.Background(), "SELECT pg_terminate_backend($1)", old); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the engine listening again", func() bool { pid := listener(); return pid != 0 && pid != old })
+	handOff(t, p, "relisten", holder, waiter)
+}
+
+// A dead owner's row, which no release will notify, blocks until it
+// expires; the waiter wakes then (its fallback timer is the soonest of its
+// blockers' expiries), not a third of its TTL later.
+func TestWaiterWakesAtBlockersExpiry(t *testing.T) {
+	p := newPool(t, dsn)
+	e := newEngine(t, p, postgres.WithSchema("expiry"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.Ping(ctx); err != nil { // makes the tables
+		t.Fatal(err)
+	}
+	name := uniqueName(t)
+	const life = 500 * time.Millisecond
+	if _, err := p.Exec(ctx, `INSERT INTO expiry.holds (fam, name, seq, kind, owner, nonce, permits, downgrade, token, expires)
+		VALUES (0, $1, nextval('expiry.seq'), 0, 'dead', 0, 1, false, 0, clock_timestamp() + make_interval(secs => $2))`, name, life.Seconds()); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	l := newLocker(t, e, name)
+	if err := l.LockCtx(ctx); err != nil {
+		t.Fatalf("LockCtx() behind a dead owner's row = %v; want it granted at the row's expiry", err)
+	}
+	if d := time.Since(start); d < life-100*time.Millisecond {
+		t.Errorf("granted %v after the dead owner's row was written; want after its expiry (%v)", d, life)
+	}
+	if err := l.Unlock(); err != nil {
+		t.Error(err)
+	}
+}
+
+// Close makes a waiting acquisition return ErrClosed and deletes its row.
+func TestCloseWithdrawsWaiters(t *testing.T) {
+	p := newPool(t, dsn)
+	holding, waiting := newEngine(t, p, postgres.WithSchema("closing")), newEngine(t, p, postgres.WithSchema("closing"))
+	name := uniqueName(t)
+	holder := newLocker(t, holding, name)
+	if err := holder.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	done := lockAsync(newLocker(t, waiting, name), context.Background())
+	waitRows(t, p, "closing", name, 2)
+	if err := waiting.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	if err := <-done; !errors.Is(err, locker.ErrClosed) {
+		t.Errorf("LockCtx() across Close = %v; want ErrClosed", err)
+	}
+	waitRows(t, p, "closing", name, 1)
+	if err := holder.Unlock(); err != nil {
+		t.Error(err)
+	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/orthrus-go/orthrus/engines/postgres"
 	"github.com/orthrus-go/orthrus/internal/testserver"
+	"github.com/orthrus-go/orthrus/locker/driver"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
@@ -36,4 +37,20 @@ func TestFaults(t *testing.T) {
 			RequestTimeout: timeout,
 		}
 	})
+}
+
+// TryLock on a frozen server, at the engine's defaults, returns
+// ErrUnavailable within driver.DefaultRequestTimeout.
+func TestTryLockFrozenWithinRequestTimeout(t *testing.T) {
+	s := testserver.Postgres(t)
+	e := newEngine(t, newPool(t, s.DSN()))
+	lockertest.TryLockFrozen(t, e, s.Pause, s.Resume, driver.DefaultRequestTimeout)
+}
+
+// A frozen server: the hold is reported at risk before it is lost.
+func TestAtRiskBeforeLost(t *testing.T) {
+	s := testserver.Postgres(t)
+	causes := &lockertest.Causes{}
+	e := newEngine(t, newPool(t, s.DSN()), postgres.WithRequestTimeout(300*time.Millisecond), postgres.WithObserver(causes))
+	lockertest.AtRiskBeforeLost(t, e, causes, 2*time.Second, s.Pause, s.Resume)
 }

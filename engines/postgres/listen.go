@@ -106,13 +106,15 @@ func poke(w *waiter) {
 	}
 }
 
-// parsePayload reads "fam:seq:name".
-func parsePayload(p string) (fam int16, seq int64, name string, ok bool) {
+// parsePayload reads "fam:seq:name": the row seq went; or
+// "famg:seq:name": the row seq was granted (a permit, see grant).
+func parsePayload(p string) (fam int16, seq int64, name string, granted, ok bool) {
 	f, rest, ok1 := strings.Cut(p, ":")
+	f, granted = strings.CutSuffix(f, "g")
 	s, name, ok2 := strings.Cut(rest, ":")
 	fv, err1 := strconv.Atoi(f)
 	sv, err2 := strconv.ParseInt(s, 10, 64)
-	return int16(fv), sv, name, ok1 && ok2 && err1 == nil && err2 == nil
+	return int16(fv), sv, name, granted, ok1 && ok2 && err1 == nil && err2 == nil
 }
 
 // Bounds of the listener's reconnection backoff.
@@ -171,7 +173,10 @@ func (e *Engine) listenOnce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if fam, seq, name, ok := parsePayload(n.Payload); ok {
+		if fam, seq, name, granted, ok := parsePayload(n.Payload); ok {
+			if !granted {
+				e.gone(seq)
+			}
 			e.hub.deliver(fam, name, seq)
 		}
 	}

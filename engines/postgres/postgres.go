@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,8 +41,11 @@ type Engine struct {
 	sql  statements
 	hub  *hub
 
-	schemaMu sync.Mutex
-	schemaOK bool // the tables exist (found or created)
+	heldMu sync.Mutex
+	held   map[int64]*driver.Hold // by seq: holds a notification may say are gone
+
+	schemaTurn chan struct{} // a token: whose turn it is to look for the tables
+	schemaOK   atomic.Bool   // the tables exist (found or created)
 
 	life     context.Context // ended by Close
 	stop     context.CancelFunc
@@ -158,7 +162,8 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Engine, error) {
 		}
 	}
 	s.log = s.log.With("engine", s.name)
-	e := &Engine{settings: s, pool: pool, sql: newStatements(s.schema), hub: newHub()}
+	e := &Engine{settings: s, pool: pool, sql: newStatements(s.schema), hub: newHub(),
+		held: make(map[int64]*driver.Hold), schemaTurn: make(chan struct{}, 1)}
 	e.life, e.stop = context.WithCancel(context.Background())
 	e.done = e.life.Done()
 	e.core = driver.NewCore(s.name, e, s.log, driver.ObservedBy(s.observer))
@@ -271,9 +276,18 @@ func (e *Engine) cleanupContext(ctx context.Context) (context.Context, context.C
 // missing unless WithoutSchemaCreation; a failure is tried again by the
 // next request.
 func (e *Engine) ready(ctx context.Context) error {
-	e.schemaMu.Lock()
-	defer e.schemaMu.Unlock()
-	if e.schemaOK {
+	if e.schemaOK.Load() {
+		return nil
+	}
+	// A turn taken within ctx: a database that does not answer the one
+	// looking must not hold the others past their contexts.
+	select {
+	case e.schemaTurn <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-e.schemaTurn }()
+	if e.schemaOK.Load() {
 		return nil
 	}
 	var schema, tables bool
@@ -297,7 +311,7 @@ func (e *Engine) ready(ctx context.Context) error {
 			return err
 		}
 	}
-	e.schemaOK = true
+	e.schemaOK.Store(true)
 	return nil
 }
 
@@ -349,14 +363,15 @@ func isPermission(err *pgconn.PgError) bool {
 }
 
 // refused tells a server that is certainly down: it refused or reset the
-// connection, closed it under a request (a killed server's sockets), or
-// said it is going down or not up (SQLSTATE 57P01-57P03: a killed
-// postmaster's backends say so as they exit).
+// connection, closed it under a request or while the pool kept it (a
+// killed server's sockets; a connection our own deadline closed is never
+// handed out again), or said it is going down or not up (SQLSTATE
+// 57P01-57P03: a killed postmaster's backends say so as they exit).
 func refused(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		return strings.HasPrefix(pgErr.Code, "57P")
 	}
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, pgconn.ErrConnClosed) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }

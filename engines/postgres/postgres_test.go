@@ -92,6 +92,18 @@ func harnessOn(t *testing.T, dsn string) lockertest.Harness {
 				(SELECT min(seq) FROM conformance.holds WHERE fam = 0 AND name = $1 AND expires > clock_timestamp())`, name)
 			return err
 		},
+		// As an operator would by hand, with the notification the package
+		// doc gives, so that the holder notices at once.
+		Delete: func(ctx context.Context, kind inspect.Kind, name string, token uint64) error {
+			fam := map[inspect.Kind]int{inspect.KindMutex: 0, inspect.KindRead: 1, inspect.KindWrite: 1, inspect.KindPermit: 2}[kind]
+			tag, err := p.Exec(ctx, `WITH d AS (DELETE FROM conformance.holds WHERE fam = $1 AND name = $2 AND token = $3 RETURNING seq)
+				SELECT pg_notify('conformance_locks', $1 || ':' || seq || ':' || $2) FROM d`, fam, name, int64(token))
+			if err == nil && tag.RowsAffected() != 1 {
+				err = fmt.Errorf("%d rows of %v %q with token %d", tag.RowsAffected(), kind, name, token)
+			}
+			return err
+		},
+		NoticeDeleted: 2 * time.Second,
 		// Every row but the holder's is a waiter's.
 		Residue: func(ctx context.Context, name string) (int, error) {
 			n, err := rowCount(ctx, p, "conformance", name)
@@ -109,6 +121,10 @@ func TestSemaphoreConformance(t *testing.T) { lockertest.RunSemaphore(t, harness
 func TestMultiConformance(t *testing.T) { lockertest.RunMulti(t, harness) }
 
 func TestLockDelay(t *testing.T) { lockertest.RunLockDelay(t, harness) }
+
+func TestElectionConformance(t *testing.T) { lockertest.RunElection(t, harness) }
+
+func TestRunOnceConformance(t *testing.T) { lockertest.RunOnce(t, harness) }
 
 // TestModel checks the engine against the lock family's rule, every kind
 // and SetPermits included: two engines, each on a pool of its own, as two
