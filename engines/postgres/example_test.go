@@ -51,6 +51,6 @@ func ExampleSchemaSQL() {
 	// and the engine gets WithoutSchemaCreation.
 	lines := strings.Split(postgres.SchemaSQL("app_locks"), "\n")
 	fmt.Println(strings.Join(lines[:2], "\n"))
-	// Output: CREATE SCHEMA IF NOT EXISTS app_locks;
-	// CREATE SEQUENCE IF NOT EXISTS app_locks.seq;
+	// Output: CREATE SCHEMA IF NOT EXISTS "app_locks";
+	// CREATE SEQUENCE IF NOT EXISTS "app_locks".seq;
 }

@@ -96,18 +96,36 @@ func WithName(name string) Option {
 	return check(name != "", "WithName", "name is empty", func(s *settings) { s.name = name })
 }
 
-// identifier is what WithSchema accepts: an SQL identifier that needs no
-// quoting, short enough that the notification channel derived from it
-// (schema + "_locks") stays within PostgreSQL's 63 bytes.
-var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,56}$`)
+// schemaName is what WithSchema accepts: names the engine quotes (so
+// upper case and '-' are kept, as lockctl's drill prefixes have them),
+// short enough that the notification channel derived from one (schema +
+// "_locks") stays within PostgreSQL's 63 bytes.
+var schemaName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,57}$`)
+
+// CheckSchema reports why schema cannot be an engine's schema, nil if it
+// can: 1 to 57 letters, digits, '_' and '-', not starting with "pg_"
+// (PostgreSQL keeps those for itself). config validates with it.
+func CheckSchema(schema string) error {
+	switch {
+	case !schemaName.MatchString(schema):
+		return fmt.Errorf("%q: want 1 to 57 letters, digits, '_' or '-'", schema)
+	case strings.HasPrefix(schema, "pg_"):
+		return fmt.Errorf("%q: names starting with \"pg_\" are PostgreSQL's", schema)
+	}
+	return nil
+}
 
 // WithSchema sets the schema of the engine's tables and sequence, so that
-// applications sharing a database do not collide: lower-case letters,
-// digits and '_', not starting with a digit, at most 57 bytes.
+// applications sharing a database do not collide; see CheckSchema for
+// what it may be. The engine quotes it: "App" and "app" are two schemas.
 // Default: DefaultSchema.
 func WithSchema(schema string) Option {
-	return check(identifier.MatchString(schema), fmt.Sprintf("WithSchema(%q)", schema),
-		"want an unquoted SQL identifier: [a-z_][a-z0-9_]*, at most 57 bytes", func(s *settings) { s.schema = schema })
+	err := CheckSchema(schema)
+	why := ""
+	if err != nil {
+		why = err.Error()
+	}
+	return check(err == nil, "WithSchema", why, func(s *settings) { s.schema = schema })
 }
 
 // WithRequestTimeout bounds every round trip to the database, whatever the

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orthrus-go/orthrus/engines/postgres"
@@ -70,7 +71,7 @@ func newLocker(t testing.TB, e locker.Engine, name string, opts ...locker.Option
 // rowCount counts the live and expired rows of a mutex name.
 func rowCount(ctx context.Context, p *pgxpool.Pool, schema, name string) (int, error) {
 	var n int
-	err := p.QueryRow(ctx, "SELECT count(*) FROM "+schema+".holds WHERE fam = 0 AND name = $1", name).Scan(&n)
+	err := p.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{schema}.Sanitize()+".holds WHERE fam = 0 AND name = $1", name).Scan(&n)
 	return n, err
 }
 
@@ -147,7 +148,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"empty name", p, postgres.WithName(""), "WithName"},
 		{"empty schema", p, postgres.WithSchema(""), "WithSchema"},
 		{"quoted schema", p, postgres.WithSchema(`a"b`), "WithSchema"},
-		{"upper-case schema", p, postgres.WithSchema("App"), "WithSchema"},
+		{"system schema", p, postgres.WithSchema("pg_locks"), "WithSchema"},
 		{"long schema", p, postgres.WithSchema(strings.Repeat("a", 58)), "WithSchema"},
 		{"zero request timeout", p, postgres.WithRequestTimeout(0), "WithRequestTimeout"},
 		{"nil logger", p, postgres.WithLogger(nil), "WithLogger"},
@@ -225,4 +226,24 @@ func TestInspectOtherEngine(t *testing.T) {
 		t.Fatalf("Inspect() = %+v, %v; want the holder with token %d", in, err, l.Token())
 	}
 	var _ inspect.Inspector = b
+}
+
+// A schema that needs quoting (upper case, '-', as lockctl's drill
+// prefixes are) works in every statement, the notification channel
+// included: a waiter is handed the lock by NOTIFY, well before its timer.
+func TestQuotedSchema(t *testing.T) {
+	p := newPool(t, dsn)
+	schema := fmt.Sprintf("App-locks-%d", time.Now().UnixNano()%1e6)
+	e := newEngine(t, p, postgres.WithSchema(schema))
+	holder, waiter := newLocker(t, e, "q"), newLocker(t, e, "q")
+	if err := holder.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	if d := handOff(t, p, schema, holder, waiter); d > time.Second {
+		t.Errorf("hand-off in schema %q took %v; want it woken by NOTIFY", schema, d)
+	}
+	var n int
+	if err := p.QueryRow(context.Background(), "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema).Scan(&n); err != nil || n != 1 {
+		t.Errorf("schema %q exists %d times (%v); want once, by its exact name", schema, n, err)
+	}
 }

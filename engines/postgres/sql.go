@@ -1,6 +1,10 @@
 package postgres
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // SchemaSQL returns the statements that make the engine's tables in
 // schema, for an administrator to run where the engine's role may not
@@ -12,7 +16,8 @@ import "strings"
 //	GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA orthrus TO app;
 //	GRANT USAGE ON ALL SEQUENCES IN SCHEMA orthrus TO app;
 func SchemaSQL(schema string) string {
-	return strings.NewReplacer("S;", schema+";", "S.", schema+".").Replace(`CREATE SCHEMA IF NOT EXISTS S;
+	s := pgx.Identifier{schema}.Sanitize()
+	return strings.NewReplacer("S;", s+";", "S.", s+".").Replace(`CREATE SCHEMA IF NOT EXISTS S;
 CREATE SEQUENCE IF NOT EXISTS S.seq;
 CREATE TABLE IF NOT EXISTS S.holds (
 	fam smallint NOT NULL,
@@ -54,14 +59,17 @@ type statements struct {
 // count (NULL elsewhere).
 const rowCols = `seq, kind, permits, downgrade, granted, extract(epoch FROM expires - clock_timestamp())::float8`
 
+// newStatements fills in schema, a name CheckSchema accepts: quoted as an
+// identifier, and within literals as it is (it holds no quote).
 func newStatements(schema string) statements {
+	quoted := pgx.Identifier{schema}.Sanitize()
 	q := func(s string) string {
-		return strings.NewReplacer("S.", schema+".", "CHAN", schema+"_locks", "ROW", rowCols).Replace(s)
+		return strings.NewReplacer("S.", quoted+".", "CHAN", schema+"_locks", "ROW", rowCols).Replace(s)
 	}
 	const count = `(SELECT permits FROM S.counts WHERE name = $2)`
 	return statements{
 		channel: schema + "_locks",
-		exists:  q(`SELECT to_regnamespace('` + schema + `') IS NOT NULL, to_regclass('S.holds') IS NOT NULL AND to_regclass('S.counts') IS NOT NULL AND to_regclass('S.epochs') IS NOT NULL AND to_regclass('S.seq') IS NOT NULL`),
+		exists:  q(`SELECT to_regnamespace('` + quoted + `') IS NOT NULL, to_regclass('S.holds') IS NOT NULL AND to_regclass('S.counts') IS NOT NULL AND to_regclass('S.epochs') IS NOT NULL AND to_regclass('S.seq') IS NOT NULL`),
 		// The advisory lock before it (same batch, one transaction) makes
 		// seq order the commit order of a name's rows, and this
 		// statement's snapshot, taken after it, sees every earlier row.
