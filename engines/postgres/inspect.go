@@ -79,7 +79,7 @@ func (e *Engine) read(ctx context.Context, q querier, fam int16, name string) ([
 	}
 	count := 0
 	if fam == famPermit {
-		if err := q.QueryRow(ctx, "SELECT permits FROM "+e.schema+".counts WHERE name = $1", name).Scan(&count); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if err := q.QueryRow(ctx, e.sql.countGet, name).Scan(&count); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return nil, 0, err
 		}
 	}

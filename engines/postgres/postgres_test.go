@@ -242,8 +242,25 @@ func TestQuotedSchema(t *testing.T) {
 	if d := handOff(t, p, schema, holder, waiter); d > time.Second {
 		t.Errorf("hand-off in schema %q took %v; want it woken by NOTIFY", schema, d)
 	}
+	// The family's statements too: a semaphore's count set and inspected.
+	ctx := context.Background()
+	sem, err := e.NewSemaphore("q", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	permit, err := sem.Acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = permit.Unlock() }()
+	if err := e.SetPermits(ctx, "q", 3); err != nil {
+		t.Fatalf("SetPermits() = %v", err)
+	}
+	if fi, err := e.InspectFamily(ctx, inspect.KindPermit, "q"); err != nil || fi.Permits != 3 || len(fi.Holders) != 1 {
+		t.Errorf("InspectFamily() = %+v, %v; want a count of 3 and one holder", fi, err)
+	}
 	var n int
-	if err := p.QueryRow(context.Background(), "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema).Scan(&n); err != nil || n != 1 {
+	if err := p.QueryRow(ctx, "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema).Scan(&n); err != nil || n != 1 {
 		t.Errorf("schema %q exists %d times (%v); want once, by its exact name", schema, n, err)
 	}
 }
