@@ -43,6 +43,8 @@ func Security(e *config.Engine) string {
 		parts = append(parts, "password from file")
 	case e.Password != "":
 		parts = append(parts, "password")
+	case dsn != nil && dsn.password:
+		parts = append(parts, "password in dsn")
 	}
 	if e.Auth.Scheme != "" {
 		user, _, _ := strings.Cut(e.Auth.Credentials, ":")
@@ -59,6 +61,7 @@ func Security(e *config.Engine) string {
 type dsnView struct {
 	hosts     []string // host:port, the fallback hosts too
 	user, tls string
+	password  bool
 }
 
 // postgresDSN reads the DSN of a postgres engine, nil for another type or
@@ -71,7 +74,7 @@ func postgresDSN(e *config.Engine) *dsnView {
 	if err != nil {
 		return nil
 	}
-	v := &dsnView{user: c.User, tls: "no tls"}
+	v := &dsnView{user: c.User, tls: "no tls", password: c.Password != ""}
 	switch {
 	case c.TLSConfig == nil:
 	case len(c.Fallbacks) > 0 && c.Fallbacks[len(c.Fallbacks)-1].TLSConfig == nil:
