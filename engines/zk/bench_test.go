@@ -1,6 +1,9 @@
 package zk_test
 
 import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
 	"testing"
 
 	gozk "github.com/go-zookeeper/zk"
@@ -21,6 +24,50 @@ func BenchmarkLockUnlock(b *testing.B) {
 	b.Run("gozk", func(b *testing.B) {
 		c := admin(b)
 		lockUnlock(b, gozk.NewLock(c, "/bench-gozk/uncontended", gozk.WorldACL(gozk.PermAll)))
+	})
+}
+
+// BenchmarkLockUnlockParallel: eight goroutines, each taking and releasing
+// a name of its own, uncontended, over one session: orthrus's engine and
+// go-zookeeper's lock recipe on one shared connection.
+func BenchmarkLockUnlockParallel(b *testing.B) {
+	b.Run("orthrus", func(b *testing.B) {
+		e := newEngine(b, []string{zkAddr}, zk.WithPrefix("/bench"))
+		defer e.Close()
+		parallel(b, func(name string) lockertest.Mutex {
+			l, _ := e.NewLocker(name)
+			return l
+		})
+	})
+	b.Run("gozk", func(b *testing.B) {
+		c := admin(b)
+		parallel(b, func(name string) lockertest.Mutex {
+			return gozk.NewLock(c, "/bench-gozk/"+name, gozk.WorldACL(gozk.PermAll))
+		})
+	})
+}
+
+// goroutines is how many owners BenchmarkLockUnlockParallel runs, whatever
+// GOMAXPROCS, so that runs on different machines compare.
+const goroutines = 8
+
+// parallel runs lockUnlock on goroutines owners, each made by mk for a
+// name of its own.
+func parallel(b *testing.B, mk func(name string) lockertest.Mutex) {
+	var ids atomic.Int64
+	b.SetParallelism((goroutines + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	b.RunParallel(func(pb *testing.PB) {
+		m := mk(fmt.Sprintf("parallel-%d", ids.Add(1)))
+		for pb.Next() {
+			if err := m.Lock(); err != nil {
+				b.Error(err)
+				return
+			}
+			if err := m.Unlock(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
 	})
 }
 
