@@ -211,7 +211,9 @@ type wireConn struct {
 func (c *wireConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if err != nil && c.nhdr == 0 {
-		c.w.failure.Store(&err) // e.g. the server refused our client certificate
+		// A copy: storing &err would put err on the heap on every read.
+		why := err
+		c.w.failure.Store(&why) // e.g. the server refused our client certificate
 	}
 	if err != nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) && !c.ended {
 		c.ended = true // the server closed it, or died
