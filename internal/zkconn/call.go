@@ -102,8 +102,8 @@ func start[T any](c *Conn, f func() (T, error), orphan func(T, error), gate bool
 	return p
 }
 
-// waitNotify is p.Wait, calling onSent if sent is closed meanwhile.
-func waitNotify[T any](ctx context.Context, p *async.Pending[T], sent <-chan struct{}, onSent func()) (T, error) {
+// waitNotify is p.WaitUntil, calling onSent if sent is closed meanwhile.
+func waitNotify[T any](ctx context.Context, deadline time.Time, p *async.Pending[T], sent <-chan struct{}, onSent func()) (T, error) {
 	if sent != nil {
 		select {
 		case r := <-p.Answer():
@@ -113,7 +113,7 @@ func waitNotify[T any](ctx context.Context, p *async.Pending[T], sent <-chan str
 		case <-ctx.Done():
 		}
 	}
-	return p.Wait(ctx)
+	return p.WaitUntil(ctx, deadline)
 }
 
 // Do runs the request f, and runs it again after a transient failure (a
@@ -183,7 +183,7 @@ func (c *Conn) stepErr(ctx context.Context, last error) error {
 // GiveUp is the error of a step that failed with err: ctx's error,
 // ErrClosed or ErrNoAnswer when it is why, or err itself.
 func (c *Conn) GiveUp(ctx context.Context, err error) error {
-	if ctx.Err() != nil || c.Closing() || isCtx(err) {
+	if ctx.Err() != nil || c.Closing() || isCtx(err) || errors.Is(err, async.ErrTimedOut) {
 		return c.stepErr(ctx, err)
 	}
 	return err
