@@ -311,13 +311,17 @@ func (e *Engine) armSoon(n *node, first func()) {
 		if first != nil {
 			first()
 		}
-		// Do is bounded by the connect timeout and Close; a failure to
-		// reach the ensemble is left to the session monitor. ErrNoNode:
-		// no watch set, the node is gone.
-		_, err := zkconn.Do(ctx, e.zc, func() (<-chan gozk.Event, error) {
-			_, _, ch, err := e.conn.GetW(n.path)
-			return ch, err
-		})
+		// On a worker already, the first try needs no other: only a
+		// retry goes through Do, bounded by the connect timeout and
+		// Close; a failure to reach the ensemble is left to the session
+		// monitor. ErrNoNode: no watch set, the node is gone.
+		_, _, _, err := e.conn.GetW(n.path)
+		if err != nil && zkconn.Retryable(err) {
+			_, err = zkconn.Do(ctx, e.zc, func() (<-chan gozk.Event, error) {
+				_, _, ch, err := e.conn.GetW(n.path)
+				return ch, err
+			})
+		}
 		switch {
 		case err == nil:
 			n.watched.Store(true)
