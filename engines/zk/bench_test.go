@@ -1,10 +1,15 @@
 package zk_test
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	gozk "github.com/go-zookeeper/zk"
 
@@ -56,6 +61,7 @@ const goroutines = 8
 func parallel(b *testing.B, mk func(name string) lockertest.Mutex) {
 	var ids atomic.Int64
 	b.SetParallelism((goroutines + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	defer cpuPerOp(b)()
 	b.RunParallel(func(pb *testing.PB) {
 		m := mk(fmt.Sprintf("parallel-%d", ids.Add(1)))
 		for pb.Next() {
@@ -105,3 +111,35 @@ func BenchmarkHandoff(b *testing.B) {
 		lockertest.Handoff(b, ms)
 	})
 }
+
+// cpuPerOp reports, when the returned function is called, the CPU time per
+// operation this process (client-µs) and the ZooKeeper server (server-µs)
+// spent since: on a machine of few cores the two compete, and wall time
+// alone does not tell which side a change saved.
+func cpuPerOp(b *testing.B) func() {
+	client, server := processCPU(b, os.Getpid()), processCPU(b, standalone.Pid())
+	return func() {
+		n := float64(b.N) * float64(time.Microsecond)
+		b.ReportMetric(float64(processCPU(b, os.Getpid())-client)/n, "client-µs/op")
+		b.ReportMetric(float64(processCPU(b, standalone.Pid())-server)/n, "server-µs/op")
+	}
+}
+
+// processCPU is the user and system time of process pid so far, from
+// /proc (Linux only, as the test servers are).
+func processCPU(b *testing.B, pid int) time.Duration {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command, which may hold spaces, in brackets:
+	// utime and stime are the 14th and 15th of the line, in clock ticks.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// clockTicks is USER_HZ, the unit of /proc's times: 100 on every Linux
+// architecture Go supports.
+const clockTicks = 100
