@@ -68,20 +68,23 @@ func newWire(handshake time.Duration, conf *tls.Config) *wire {
 }
 
 // expect returns a channel closed once a request naming a protected node
-// of guid has been written, and a function that forgets guid.
-func (w *wire) expect(guid string) (<-chan struct{}, func()) {
+// of guid has been written; forget(guid) forgets it.
+func (w *wire) expect(guid string) <-chan struct{} {
 	ch := make(chan struct{})
 	w.gmu.Lock()
 	w.guids[guid] = ch
 	w.nguids.Add(1)
 	w.gmu.Unlock()
-	return ch, func() {
-		w.gmu.Lock()
-		defer w.gmu.Unlock()
-		if _, ok := w.guids[guid]; ok {
-			delete(w.guids, guid)
-			w.nguids.Add(-1)
-		}
+	return ch
+}
+
+// forget forgets guid, unless written did already.
+func (w *wire) forget(guid string) {
+	w.gmu.Lock()
+	defer w.gmu.Unlock()
+	if _, ok := w.guids[guid]; ok {
+		delete(w.guids, guid)
+		w.nguids.Add(-1)
 	}
 }
 
