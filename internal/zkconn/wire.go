@@ -1,6 +1,7 @@
 package zkconn
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -148,7 +149,7 @@ func (w *wire) dial(network, addr string, timeout time.Duration) (net.Conn, erro
 		return nil, err
 	}
 	w.refusals.Store(0)
-	wc := &wireConn{Conn: c, w: w}
+	wc := &wireConn{Conn: c, w: w, in: bufio.NewReaderSize(c, readBuffer)}
 	wc.silent = time.AfterFunc(w.handshake, func() { c.Close() })
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -198,9 +199,15 @@ func (w *wire) close() {
 	}
 }
 
+// readBuffer is the size of a socket's read buffer: go-zookeeper reads a
+// reply's length, then the reply, each with a read of its own; buffered,
+// one system call reads both, and the replies that came with them.
+const readBuffer = 4096
+
 // wireConn is one socket to a server.
 type wireConn struct {
 	net.Conn
+	in     *bufio.Reader // over Conn: go-zookeeper reads through it
 	w      *wire
 	silent *time.Timer // closes the socket if the handshake gets no answer
 	// The start of the first packet the server sends, the connect
@@ -212,7 +219,7 @@ type wireConn struct {
 }
 
 func (c *wireConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
+	n, err := c.in.Read(b)
 	if err != nil && c.nhdr == 0 {
 		// A copy: storing &err would put err on the heap on every read.
 		why := err
