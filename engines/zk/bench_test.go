@@ -65,11 +65,7 @@ func parallel(b *testing.B, mk func(name string) lockertest.Mutex) {
 	b.RunParallel(func(pb *testing.PB) {
 		m := mk(fmt.Sprintf("parallel-%d", ids.Add(1)))
 		for pb.Next() {
-			if err := m.Lock(); err != nil {
-				b.Error(err)
-				return
-			}
-			if err := m.Unlock(); err != nil {
+			if err := cycle(m); err != nil {
 				b.Error(err)
 				return
 			}
@@ -77,12 +73,17 @@ func parallel(b *testing.B, mk func(name string) lockertest.Mutex) {
 	})
 }
 
+// cycle locks m and unlocks it.
+func cycle(m lockertest.Mutex) error {
+	if err := m.Lock(); err != nil {
+		return err
+	}
+	return m.Unlock()
+}
+
 func lockUnlock(b *testing.B, m lockertest.Mutex) {
 	for b.Loop() {
-		if err := m.Lock(); err != nil {
-			b.Fatal(err)
-		}
-		if err := m.Unlock(); err != nil {
+		if err := cycle(m); err != nil {
 			b.Fatal(err)
 		}
 	}

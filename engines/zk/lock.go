@@ -109,13 +109,10 @@ func (e *Engine) attempt(ctx context.Context, h *driver.Hold, parent string, wai
 // enqueue creates and tracks the attempt's node, and returns its token and
 // the look sent right behind the create (nil when it missed the node).
 func (e *Engine) enqueue(ctx context.Context, h *driver.Hold, parent string) (*node, int64, *view, error) {
-	guid := zkconn.NewGUID()
-	sent := e.zc.Sent(guid)
 	var early *async.Pending[*view]
-	c, err := e.create(ctx, zkconn.Protected{Parent: parent, GUID: guid, Suffix: marker(h), Data: []byte(h.Owner), Sent: sent, OnSent: func() {
+	c, err := e.create(ctx, zkconn.Protected{Parent: parent, GUID: zkconn.NewGUID(), Suffix: marker(h), Data: []byte(h.Owner), OnSent: func() {
 		early = zkconn.Start(e.zc, func() (*view, error) { return e.look(h.Kind, parent) }, nil)
 	}})
-	e.zc.Unsent(guid)
 	if err != nil {
 		return nil, 0, nil, err
 	}

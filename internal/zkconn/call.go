@@ -102,20 +102,6 @@ func start[T any](c *Conn, f func() (T, error), orphan func(T, error), gate bool
 	return p
 }
 
-// waitNotify is p.WaitUntil, calling onSent if sent is closed meanwhile.
-func waitNotify[T any](ctx context.Context, deadline time.Time, p *async.Pending[T], sent <-chan struct{}, onSent func()) (T, error) {
-	if sent != nil {
-		select {
-		case r := <-p.Answer():
-			return r.Value, r.Err
-		case <-sent:
-			onSent()
-		case <-ctx.Done():
-		}
-	}
-	return p.WaitUntil(ctx, deadline)
-}
-
 // Do runs the request f, and runs it again after a transient failure (a
 // dropped connection, no server reachable), within ctx and the connect
 // timeout. f must be safe to repeat. It returns f's error, ctx.Err(),

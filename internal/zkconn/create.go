@@ -18,9 +18,11 @@ type Protected struct {
 	Suffix string
 	Data   []byte
 	ACL    []gozk.ACL
-	// OnSent is called, once, on the caller's goroutine, if Sent is
-	// closed while the first create is in flight.
-	Sent   <-chan struct{}
+	// OnSent, if not nil, is called once the create has been written to
+	// a socket, before CreateProtected returns (or not at all), on
+	// go-zookeeper's send loop: it must not block. A session's requests
+	// are answered in order, so a request sent from it is answered after
+	// the create, without waiting for the create's reply.
 	OnSent func()
 	// Requires, if not "", is a node that must exist for the create to
 	// happen, checked in the same transaction: ErrRequiredGone otherwise.
@@ -72,8 +74,12 @@ func (c *Conn) CreateProtected(ctx context.Context, p Protected) (Created, error
 	// The parent is made at most twice: a process that saw it empty may
 	// delete it again between our making it and our create (parents.go).
 	madeParent := 0
-	for sent := p.Sent; ; sent = nil {
-		cr, err := waitNotify(ctx, deadline, Start(c, t.run, t.orphan), sent, p.OnSent)
+	if p.OnSent != nil {
+		c.wire.expect(p.GUID, p.OnSent)
+		defer c.wire.forget(p.GUID)
+	}
+	for {
+		cr, err := Start(c, t.run, t.orphan).WaitUntil(ctx, deadline)
 		switch {
 		case err == nil, errors.Is(err, ErrRequiredGone):
 			return cr, err

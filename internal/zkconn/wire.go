@@ -39,10 +39,10 @@ type wire struct {
 	conns  map[*wireConn]struct{}
 	closed bool
 
-	// The guids of creates in flight, and a channel closed once the
-	// create carrying it has been written to a socket.
+	// The guids of creates in flight, and what to call once the create
+	// carrying it has been written to a socket.
 	gmu    sync.Mutex
-	guids  map[string]chan struct{}
+	guids  map[string]func()
 	nguids atomic.Int32
 }
 
@@ -64,22 +64,20 @@ func newWire(handshake time.Duration, conf *tls.Config) *wire {
 		handshake: handshake,
 		tls:       conf,
 		conns:     make(map[*wireConn]struct{}),
-		guids:     make(map[string]chan struct{}),
+		guids:     make(map[string]func()),
 	}
 }
 
-// expect returns a channel closed once a request naming a protected node
-// of guid has been written; forget(guid) forgets it.
-func (w *wire) expect(guid string) <-chan struct{} {
-	ch := make(chan struct{})
+// expect has sent called once a request naming a protected node of guid
+// has been written, unless forget(guid) came first.
+func (w *wire) expect(guid string, sent func()) {
 	w.gmu.Lock()
-	w.guids[guid] = ch
+	w.guids[guid] = sent
 	w.nguids.Add(1)
 	w.gmu.Unlock()
-	return ch
 }
 
-// forget forgets guid, unless written did already.
+// forget forgets guid: once it returns, its sent has run or never will.
 func (w *wire) forget(guid string) {
 	w.gmu.Lock()
 	defer w.gmu.Unlock()
@@ -93,7 +91,7 @@ var nodeMark = []byte("/" + ProtectedPrefix)
 
 // written signals the guids named in a request just written: node names
 // "_c_<guid>...". A false match, a path that looks like a protected node's,
-// only signals early.
+// only signals early. It runs on go-zookeeper's send loop.
 func (w *wire) written(b []byte) {
 	w.gmu.Lock()
 	defer w.gmu.Unlock()
@@ -106,8 +104,8 @@ func (w *wire) written(b []byte) {
 		if len(b) < GUIDLen {
 			return
 		}
-		if ch, ok := w.guids[string(b[:GUIDLen])]; ok {
-			close(ch)
+		if sent, ok := w.guids[string(b[:GUIDLen])]; ok {
+			sent()
 			delete(w.guids, string(b[:GUIDLen]))
 			w.nguids.Add(-1)
 		}
