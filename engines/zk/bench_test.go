@@ -64,11 +64,12 @@ func parallel(b *testing.B, mk func(name string) lockertest.Mutex) {
 	defer cpuPerOp(b)()
 	b.RunParallel(func(pb *testing.PB) {
 		m := mk(fmt.Sprintf("parallel-%d", ids.Add(1)))
-		for pb.Next() {
-			if err := cycle(m); err != nil {
-				b.Error(err)
-				return
-			}
+		var err error
+		for err == nil && pb.Next() {
+			err = cycle(m)
+		}
+		if err != nil {
+			b.Error(err)
 		}
 	})
 }
