@@ -98,11 +98,28 @@ type pglockOwner struct {
 	c    *pglock.Client
 	name string
 	l    *pglock.Lock
+	// settle makes Lock wait out the heartbeat that Acquire starts at
+	// once: a Release during it cancels its UPDATE, which may still
+	// commit, then deletes by the old version and fails with
+	// ErrLockAlreadyReleased, leaving the row until it expires. A
+	// hand-off releases milliseconds after the grant, in that window.
+	settle bool
 }
 
 func (o *pglockOwner) Lock() (err error) {
-	o.l, err = o.c.Acquire(o.name)
-	return err
+	if o.l, err = o.c.Acquire(o.name); err != nil || !o.settle {
+		return err
+	}
+	// The heartbeat gives the lock a new record version once it commits;
+	// then it sleeps for 5s, and a Release cancels it harmlessly. pglock
+	// tells of neither: this polls.
+	for acquired := o.l.RecordVersionNumber(); o.l.RecordVersionNumber() == acquired; {
+		if o.l.IsReleased() {
+			return fmt.Errorf("pglock: the first heartbeat of %q failed", o.name)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	return nil
 }
 
 func (o *pglockOwner) Unlock() error { return o.c.Release(o.l) }
@@ -143,7 +160,7 @@ func pglockContender(b *testing.B, owners int) contender {
 		if err := cl.TryCreateTable(); err != nil {
 			b.Fatal(err)
 		}
-		c.owners = append(c.owners, &pglockOwner{c: cl, name: name})
+		c.owners = append(c.owners, &pglockOwner{c: cl, name: name, settle: owners > 1})
 	}
 	c.parked = func(_ *testing.B, i int) { <-logs[i].waiting }
 	return c
