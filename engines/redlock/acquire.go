@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -73,9 +74,18 @@ func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, 
 			e.hub.leave(w)
 		}
 	}()
+	var silent time.Time // since when a majority has not answered
 	for {
-		r := e.attempt(ctx, h, st)
+		r := e.attempt(ctx, h, st, silent.IsZero())
+		if r.err != nil && r.silent && silent.IsZero() {
+			silent = time.Now()
+		}
 		switch {
+		case r.err != nil && r.silent && ctx.Err() == nil && time.Since(silent) < requestTimeout:
+			if err := pause(ctx, e.timeout-r.took); err != nil {
+				return false, r.err
+			}
+			continue // a majority may yet answer within the caller's budget
 		case r.err != nil:
 			return false, r.err
 		case r.granted:
@@ -93,6 +103,29 @@ func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, 
 		if err := w.await(ctx, r); err != nil {
 			return false, err
 		}
+		silent = time.Time{}
+	}
+}
+
+// requestTimeout bounds how long an acquisition goes on trying while a
+// majority of the nodes does not answer (rather than refusing, which ends
+// it at once): long enough that a caller's wait shorter than
+// driver.OutageAfter only runs out of time, as on a held name, and that
+// TryLock on a frozen majority fails within the single-node engine's
+// request timeout.
+const requestTimeout = driver.DefaultRequestTimeout
+
+// pause waits d (the rest of a node timeout after a failed attempt, so that
+// nodes failing at once are not asked in a busy loop), or until ctx is
+// done.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(max(d, time.Millisecond))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -105,14 +138,23 @@ type outcome struct {
 	// split: the attempt got some nodes but not a majority, as may every
 	// contender of a race; they all let go and try again, apart.
 	split bool
+	// silent: err says that fewer than a majority answered, and not
+	// because they refused the connection (nodes down).
+	silent bool
+	took   time.Duration
 }
 
 // attempt is one acquisition: phase 1 on every node; with a majority, the
 // token (the majority's highest counter) written back to a majority in
 // phase 2, and the validity checked. A failed attempt lets go of the
 // nodes it got.
-func (e *Engine) attempt(ctx context.Context, h *driver.Hold, st *hold) outcome {
-	h.Asking()
+//
+// asking says that the previous attempt got its answers: the Core then
+// dates the request from this one (see driver.Hold.Asking).
+func (e *Engine) attempt(ctx context.Context, h *driver.Hold, st *hold, asking bool) outcome {
+	if asking {
+		h.Asking()
+	}
 	start := time.Now()
 	life := h.Life().Milliseconds()
 	answers := fanOut(ctx, e, e.all, func(ctx context.Context, i int) (int64, error) {
@@ -144,7 +186,8 @@ func (e *Engine) attempt(ctx context.Context, h *driver.Hold, st *hold) outcome 
 		e.letGo(ctx, h, st)
 	}
 	if ok < e.quorum || (len(answers) < len(e.nodes) && ctx.Err() != nil) {
-		return outcome{err: e.unavailable(ctx, "acquire", h.Name, ok, errs)}
+		err := e.unavailable(ctx, "acquire", h.Name, ok, errs)
+		return outcome{err: err, silent: !errors.Is(err, locker.ErrRefused), took: time.Since(start)}
 	}
 	return outcome{soonest: soonest, split: granted > 0}
 }
