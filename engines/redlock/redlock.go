@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"syscall"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -15,7 +14,6 @@ import (
 	"github.com/orthrus-go/orthrus/internal/async"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/locker/driver"
-	"github.com/orthrus-go/orthrus/locker/observe"
 )
 
 // Engine is the Redlock engine over independent Redis masters. It
@@ -41,69 +39,6 @@ var (
 	_ driver.MinTTLer         = (*Engine)(nil)
 	_ driver.DeadlineHonourer = (*Engine)(nil)
 )
-
-type settings struct {
-	name     string
-	prefix   string
-	timeout  time.Duration
-	logger   *slog.Logger
-	observer observe.Observer
-}
-
-// Option configures an Engine.
-type Option func(*settings) error
-
-// check is an Option that applies set when ok, and otherwise refuses with
-// an error naming the option and why.
-func check(ok bool, opt, why string, set func(*settings)) Option {
-	return func(s *settings) error {
-		if !ok {
-			return fmt.Errorf("redlock: %s: %w: %s", opt, locker.ErrInvalidArgument, why)
-		}
-		set(s)
-		return nil
-	}
-}
-
-// WithName names the engine in Lease.Engine, logs and the switcher.
-// Default: "redlock".
-func WithName(name string) Option {
-	return check(name != "", "WithName", "name is empty", func(s *settings) { s.name = name })
-}
-
-// WithPrefix sets the namespace of every key on every node. Default:
-// "orthrus".
-func WithPrefix(prefix string) Option {
-	return check(prefix != "", fmt.Sprintf("WithPrefix(%q)", prefix), "prefix is empty", func(s *settings) { s.prefix = prefix })
-}
-
-// DefaultNodeTimeout bounds each request to one node: see WithNodeTimeout.
-const DefaultNodeTimeout = 100 * time.Millisecond
-
-// WithNodeTimeout bounds each request to one node. A node that has not
-// answered by then is counted as failed for that request, so it bounds
-// what a frozen or unreachable node adds to every acquisition, release and
-// renewal. It must be small against the TTL (an acquisition spends up to
-// twice it, which the grant's validity pays), and large enough for a
-// loaded host's scheduling hiccups: Redis answers a loopback or LAN request
-// in well under a millisecond, but a GC pause, a -race build or a busy
-// two-core host delays one by tens of milliseconds, and a node counted as
-// failed because of that makes a majority harder to reach. Default:
-// DefaultNodeTimeout (100ms: a 30s TTL's drift allowance is 302ms).
-func WithNodeTimeout(d time.Duration) Option {
-	return check(d > 0, fmt.Sprintf("WithNodeTimeout(%v)", d), "timeout must be positive", func(s *settings) { s.timeout = d })
-}
-
-// WithLogger sets the logger. Default: slog.Default().
-func WithLogger(l *slog.Logger) Option {
-	return check(l != nil, "WithLogger", "logger is nil", func(s *settings) { s.logger = l })
-}
-
-// WithObserver reports the engine's acquisitions, releases, renewals and
-// holds to o. Default: none, and no observation cost.
-func WithObserver(o observe.Observer) Option {
-	return check(o != nil, "WithObserver", "observer is nil", func(s *settings) { s.observer = o })
-}
 
 // MinNodes is the fewest nodes New accepts: with fewer, a majority is every
 // node, and one failure stops the engine.
@@ -243,29 +178,3 @@ const (
 )
 
 var nameEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
-
-// errNoAnswer is the failure of the nodes that did not answer at all.
-var errNoAnswer = errors.New("no answer")
-
-// unavailable is the error of a request that fewer than a quorum of nodes
-// answered (ok of them), with their errors: ErrUnavailable, and ErrRefused
-// too when every failed node refused the connection.
-func (e *Engine) unavailable(ctx context.Context, op, name string, ok int, errs []error) error {
-	classes := []error{locker.ErrUnavailable}
-	silent := len(e.nodes) - ok - len(errs)
-	refused := len(errs) > 0 && silent == 0
-	for _, err := range errs {
-		refused = refused && (errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET))
-	}
-	if refused {
-		classes = append(classes, locker.ErrRefused)
-	}
-	if silent > 0 {
-		errs = append(errs, fmt.Errorf("%d nodes: %w within the node timeout (%v)", silent, errNoAnswer, e.timeout))
-	}
-	cause := fmt.Errorf("%d of %d nodes answered, %d needed: %w", ok, len(e.nodes), e.quorum, errors.Join(errs...))
-	if ctx.Err() != nil {
-		cause = fmt.Errorf("%w (%w)", cause, ctx.Err())
-	}
-	return &locker.EngineError{Engine: "redlock", Op: op, Name: name, Classes: classes, Err: cause}
-}

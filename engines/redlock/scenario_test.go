@@ -20,14 +20,15 @@ type fenced struct {
 	high uint64
 }
 
-func (f *fenced) write(token uint64) bool {
+// write reports whether it took the write: token is at least the highest
+// seen.
+func (f *fenced) write(token uint64) (taken bool) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if token < f.high {
-		return false
+	if taken = token >= f.high; taken {
+		f.high = token
 	}
-	f.high = token
-	return true
+	f.mu.Unlock()
+	return taken
 }
 
 // scenarioTTL is the holds' TTL in the scenarios: short, so that expiry
@@ -75,10 +76,10 @@ func secondClient(t *testing.T, ss []*testserver.Server, name string) locker.Han
 func lost(l locker.Lease) bool {
 	select {
 	case <-l.Lost():
-		return true
 	default:
 		return false
 	}
+	return true
 }
 
 func awaitLost(t *testing.T, l locker.Lease, within time.Duration, who string) {
