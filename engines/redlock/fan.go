@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/orthrus-go/orthrus/locker"
@@ -16,12 +17,24 @@ type answer[T any] struct {
 	err  error
 }
 
-// fan collects the answers of one request sent to several nodes. Once its
-// caller has left, a worker's answer goes to the late handler instead.
+// fan collects the answers of one request sent to several nodes: the
+// worker of the last answer signals done, so that the caller wakes once,
+// not per node. Once the caller has left, a worker's answer goes to the
+// late handler instead.
 type fan[T any] struct {
 	mu   sync.Mutex
 	left bool
-	ch   chan answer[T] // buffered for every node: a worker never blocks
+	got  []answer[T]
+	done chan struct{} // buffered: signalled once every node answered, or enough did
+	want int
+	// enough: that many answers without an error end the wait (0: all).
+	enough, ok int
+
+	// ctx bounds every node's request by the node timeout: one context
+	// for them all, cancelled by the last worker to finish (running).
+	ctx     context.Context
+	cancel  context.CancelFunc
+	running atomic.Int32
 }
 
 // fanOut sends call to the nodes idx at once, on the engine's workers,
@@ -31,65 +44,78 @@ type fan[T any] struct {
 // comes after that hands a successful one to late, if not nil, on the
 // worker's goroutine: what the request did must then be undone there.
 func fanOut[T any](ctx context.Context, e *Engine, idx []int, call func(context.Context, int) (T, error), late func(context.Context, int, T)) []answer[T] {
-	f := &fan[T]{ch: make(chan answer[T], len(idx))}
+	return fanOutUntil(ctx, e, idx, 0, call, late)
+}
+
+// fanOutUntil is fanOut that returns as soon as enough nodes answered
+// without an error (0: all), leaving the others' requests to go on.
+func fanOutUntil[T any](ctx context.Context, e *Engine, idx []int, enough int, call func(context.Context, int) (T, error), late func(context.Context, int, T)) []answer[T] {
+	if len(idx) == 0 {
+		return nil
+	}
+	f := &fan[T]{got: make([]answer[T], 0, len(idx)), done: make(chan struct{}, 1), want: len(idx), enough: enough}
+	// Not under the workers' context: Close waits for them, and the node
+	// timeout ends them.
+	f.ctx, f.cancel = context.WithTimeout(context.Background(), e.timeout)
+	f.running.Store(int32(len(idx)))
 	for _, i := range idx {
 		if !e.work.Go(func(bg context.Context) { f.ask(bg, e.timeout, i, call, late) }) {
 			var zero T
-			f.ch <- answer[T]{node: i, val: zero, err: fmt.Errorf("node %d: %w", i, locker.ErrClosed)}
+			f.deliver(answer[T]{node: i, val: zero, err: fmt.Errorf("node %d: %w", i, locker.ErrClosed)})
+			f.finished()
 		}
-	}
-	got := make([]answer[T], 0, len(idx))
-	if len(idx) == 0 {
-		return got
 	}
 	timer := time.NewTimer(e.timeout)
 	defer timer.Stop()
-	for len(got) < len(idx) {
-		select {
-		case a := <-f.ch:
-			got = append(got, a)
-		case <-timer.C:
-			return f.leave(got)
-		case <-ctx.Done():
-			return f.leave(got)
-		}
+	select {
+	case <-f.done:
+	case <-timer.C:
+	case <-ctx.Done():
 	}
-	return got
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.left = true
+	return f.got
 }
 
 // ask runs call on node i and delivers its answer, or hands it to late
 // when the caller has left.
 func (f *fan[T]) ask(bg context.Context, timeout time.Duration, i int, call func(context.Context, int) (T, error), late func(context.Context, int, T)) {
-	ctx, cancel := context.WithTimeout(bg, timeout)
-	v, err := call(ctx, i)
-	cancel()
-	f.mu.Lock()
-	gone := f.left
-	if !gone {
-		f.ch <- answer[T]{node: i, val: v, err: err}
-	}
-	f.mu.Unlock()
-	if gone && err == nil && late != nil {
+	v, err := call(f.ctx, i)
+	f.finished()
+	if !f.deliver(answer[T]{node: i, val: v, err: err}) && err == nil && late != nil {
 		ctx, cancel := context.WithTimeout(bg, timeout)
 		late(ctx, i, v)
 		cancel()
 	}
 }
 
-// leave marks the caller gone and returns got with the answers that came
-// in meanwhile.
-func (f *fan[T]) leave(got []answer[T]) []answer[T] {
+// finished counts a worker's request done; the last one ends the shared
+// context.
+func (f *fan[T]) finished() {
+	if f.running.Add(-1) == 0 {
+		f.cancel()
+	}
+}
+
+// deliver records a, and reports false when the caller had left.
+func (f *fan[T]) deliver(a answer[T]) bool {
 	f.mu.Lock()
-	f.left = true
-	f.mu.Unlock()
-	for {
+	defer f.mu.Unlock()
+	if f.left {
+		return false
+	}
+	f.got = append(f.got, a)
+	if a.err == nil {
+		f.ok++
+	}
+	if len(f.got) == f.want || (f.enough > 0 && f.ok == f.enough) {
 		select {
-		case a := <-f.ch:
-			got = append(got, a)
-		default:
-			return got
+		case f.done <- struct{}{}:
+		default: // signalled already
 		}
 	}
+	return true
 }
 
 // tally counts the answers without an error and returns the errors, each

@@ -31,7 +31,9 @@ func (e *Engine) Release(ctx context.Context, h *driver.Hold) error {
 		return fmt.Errorf("redlock: release %q: %w", h.Name, locker.ErrLockLost)
 	}
 	idx := st.held()
-	answers := fanOut(ctx, e, idx, func(ctx context.Context, i int) (struct{}, error) {
+	// Done once a majority deleted it: no one can take it from the others
+	// before they delete it too, or it expires there.
+	answers := fanOutUntil(ctx, e, idx, e.quorum, func(ctx context.Context, i int) (struct{}, error) {
 		return struct{}{}, e.releaseOn(ctx, i, st, h.Owner, st.token, st.toks[i])
 	}, nil)
 	deleted, gone := 0, 0

@@ -47,6 +47,7 @@ func splitHold(t *testing.T, ss []*testserver.Server, name string) (locker.Handl
 		t.Fatal(err)
 	}
 	_ = warm.Unlock()
+	awaitGone(t, ss, e1.LockKey(name)) // Unlock returns once a majority deleted it
 	for _, s := range ss[3:] {
 		if err := s.Pause(); err != nil {
 			t.Fatal(err)
@@ -181,4 +182,20 @@ func TestEarlyExpiry(t *testing.T) {
 	}
 	checkFenced(t, l1, l2)
 	awaitLost(t, l1, 2*scenarioTTL, "client 1")
+}
+
+// awaitGone waits until no node has key.
+func awaitGone(t *testing.T, ss []*testserver.Server, key string) {
+	t.Helper()
+	for _, s := range ss {
+		c := goredis.NewClient(&goredis.Options{Addr: s.Addr()})
+		deadline := time.Now().Add(5 * time.Second)
+		for c.Exists(context.Background(), key).Val() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s still has %s 5s after Unlock", s, key)
+			}
+			time.Sleep(time.Millisecond) // polling a server's state
+		}
+		_ = c.Close()
+	}
 }
