@@ -25,7 +25,9 @@
 // random 1-11ms pause. A node's grant that comes after the attempt was
 // decided is deleted by the engine's worker that receives it. Release
 // deletes the hold on every node that granted it (comparing the owner and
-// token) and publishes a wake-up there. Renewal extends the hold on the
+// token) and publishes a wake-up there; it returns once a majority has
+// deleted it, the other nodes' requests going on in the background (a node
+// that does not get its request keeps its copy until its TTL). Renewal extends the hold on the
 // nodes that granted it; it is renewed when a majority renewed it, and lost
 // (Lost closes, Unlock returns ErrLockLost) when so many nodes answered
 // that it is gone that a majority no longer can, or when no renewal reached
