@@ -78,7 +78,7 @@
 //     acquisition (a Semaphore opened with another count fails with
 //     ErrPermitsMismatch), changed by SetPermits, which keeps the holds
 //     already granted. The grant order is internal/lockrule's.
-//   - Holds are renewed every TTL/3, up to 128 in one UPDATE; a hold whose
+//   - Holds are renewed every TTL/3, up to 1024 in one UPDATE; a hold whose
 //     row is gone or expired is lost (Lost closes) at its next renewal, or
 //     at once when a notification says its row went (ForceUnlock, or a
 //     DELETE that notifies as above). With a lock delay, rows live TTL +
