@@ -335,16 +335,10 @@ func (e *Engine) Release(ctx context.Context, h *driver.Hold) error {
 // life; a hold whose row is gone or expired is lost.
 func (e *Engine) Renew(ctx context.Context, holds []*driver.Hold) []error {
 	errs := make([]error, len(holds))
-	fams := make([]int16, len(holds))
-	names := make([]string, len(holds))
-	seqs := make([]int64, len(holds))
+	fams, names, seqs := rowKeys(holds)
 	lives := make([]float64, len(holds))
 	for i, h := range holds {
-		st, _ := h.State.(*holdState)
-		if st == nil {
-			st = &holdState{}
-		}
-		fams[i], names[i], seqs[i], lives[i] = st.fam, h.Name, st.seq, h.Life().Seconds()
+		lives[i] = h.Life().Seconds()
 	}
 	rctx, cancel := e.bound(ctx)
 	defer cancel()
@@ -364,6 +358,19 @@ func (e *Engine) Renew(ctx context.Context, holds []*driver.Hold) []error {
 		}
 	}
 	return errs
+}
+
+// rowKeys returns the primary keys of the rows of holds, as arrays.
+func rowKeys(holds []*driver.Hold) (fams []int16, names []string, seqs []int64) {
+	fams, names, seqs = make([]int16, len(holds)), make([]string, len(holds)), make([]int64, len(holds))
+	for i, h := range holds {
+		st, _ := h.State.(*holdState)
+		if st == nil {
+			st = &holdState{}
+		}
+		fams[i], names[i], seqs[i] = st.fam, h.Name, st.seq
+	}
+	return fams, names, seqs
 }
 
 // forget drops seq from the holds that notifications are checked against.

@@ -272,6 +272,38 @@ func TestListenerReconnects(t *testing.T) {
 	handOff(t, p, "relisten", holder, waiter)
 }
 
+// A held row deleted while the engine did not listen (here by a DELETE
+// that notifies nobody, then the listening connection killed): the engine
+// looks for its holds' rows when it listens again, and the hold is lost at
+// once, not at its next renewal (a third of its 30s TTL).
+func TestDeletedWhileNotListening(t *testing.T) {
+	p := newPool(t, dsn)
+	e := newEngine(t, p, postgres.WithSchema("unheard"))
+	l := newLocker(t, e, uniqueName(t))
+	if err := l.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	listener := func() int {
+		var pid int
+		_ = p.QueryRow(ctx, "SELECT pid FROM pg_stat_activity WHERE query = 'LISTEN \"unheard_locks\"' AND state = 'idle'").Scan(&pid)
+		return pid
+	}
+	var pid int
+	eventually(t, 10*time.Second, "the engine listening", func() bool { pid = listener(); return pid != 0 })
+	if _, err := p.Exec(ctx, "DELETE FROM unheard.holds WHERE name = $1", l.Name()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lost() not closed 5s after the row went unheard and the listener reconnected")
+	}
+}
+
 // A dead owner's row, which no release will notify, blocks until it
 // expires; the waiter wakes then (its fallback timer is the soonest of its
 // blockers' expiries), not a third of its TTL later.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/orthrus-go/orthrus/locker/driver"
 )
 
 // waiter is one waiting acquisition, as the hub sees it.
@@ -168,6 +170,9 @@ func (e *Engine) listenOnce(ctx context.Context) error {
 		return err
 	}
 	e.hub.wakeAll()
+	if err := e.checkHeld(ctx); err != nil {
+		return err
+	}
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
@@ -180,6 +185,33 @@ func (e *Engine) listenOnce(ctx context.Context) error {
 			e.hub.deliver(fam, name, seq)
 		}
 	}
+}
+
+// checkHeld marks gone the engine's holds whose rows were deleted while it
+// did not listen (before its first LISTEN, or while it reconnected): the
+// notifications of those deletions were lost. It asks on a pooled
+// connection: the listening one stays idle in its LISTEN.
+func (e *Engine) checkHeld(ctx context.Context) error {
+	e.heldMu.Lock()
+	holds := make([]*driver.Hold, 0, len(e.held))
+	for _, h := range e.held {
+		holds = append(holds, h)
+	}
+	e.heldMu.Unlock()
+	for chunk := range slices.Chunk(holds, renewChunk) {
+		fams, names, seqs := rowKeys(chunk)
+		rctx, cancel := e.bound(ctx)
+		rows, _ := e.pool.Query(rctx, e.sql.missing, fams, names, seqs)
+		missing, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		cancel()
+		if err != nil {
+			return err
+		}
+		for _, seq := range missing {
+			e.gone(seq) // unless released meanwhile: Release forgets first
+		}
+	}
+	return nil
 }
 
 // reap deletes rows long expired, now and then, until Close: they count as

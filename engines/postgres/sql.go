@@ -49,7 +49,7 @@ const (
 // statements are the engine's SQL with its schema filled in.
 type statements struct {
 	channel, exists, enqueue, recheck, release, withdraw, renew, notify, reap, countInit string
-	countGet, inspect, force, setPermits, epochGet, epochInit, epochSwap                 string
+	countGet, inspect, force, setPermits, epochGet, epochInit, epochSwap, missing        string
 }
 
 // row is what the engine reads of a hold or waiter: granted marks a permit
@@ -102,7 +102,9 @@ RETURNING h.seq`),
 		notify: q(`SELECT pg_notify('CHAN', $1)`),
 		reap: q(`DELETE FROM S.holds WHERE ctid = ANY(ARRAY(
 	SELECT ctid FROM S.holds WHERE expires < clock_timestamp() - make_interval(secs => $1) LIMIT 1000))`),
-		countGet:  q(`SELECT permits FROM S.counts WHERE name = $1`),
+		countGet: q(`SELECT permits FROM S.counts WHERE name = $1`),
+		missing: q(`SELECT u.seq FROM unnest($1::smallint[], $2::text[], $3::bigint[]) AS u(fam, name, seq)
+WHERE NOT EXISTS (SELECT 1 FROM S.holds h WHERE h.fam = u.fam AND h.name = u.name AND h.seq = u.seq)`),
 		countInit: q(`INSERT INTO S.counts (name, permits) VALUES ($1, $2) ON CONFLICT DO NOTHING`),
 		inspect: q(`SELECT seq, kind, owner, permits, token, extract(epoch FROM expires - clock_timestamp())::float8, downgrade, granted
 FROM S.holds WHERE fam = $1 AND name = $2 AND expires > clock_timestamp() ORDER BY seq`),
