@@ -65,10 +65,9 @@ func (e *Engine) lockKey(fam int16, name string) string {
 // reads the queue, lockrule decides, and a waiter re-reads its queue when
 // a notification or its fallback timer wakes it.
 func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, error) {
-	if e.isClosed() {
+	if !e.start() {
 		return false, e.fail("acquire", h.Name, locker.ErrClosed)
 	}
-	e.start()
 	st := &holdState{fam: famOf(h.Kind), nonce: rand.Int64()}
 	var w *waiter
 	if wait {
@@ -162,7 +161,7 @@ func (e *Engine) enqueue(ctx context.Context, h *driver.Hold, st *holdState) (qu
 		return queue{}, err
 	}
 	b := &pgx.Batch{}
-	b.Queue("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", e.lockKey(st.fam, h.Name))
+	b.Queue(e.sql.lockName, e.lockKey(st.fam, h.Name))
 	if h.Kind == inspect.KindPermit {
 		b.Queue(e.sql.countInit, h.Name, h.Limit)
 	}
@@ -262,7 +261,7 @@ func (e *Engine) await(ctx context.Context, w *waiter, q queue, v lockrule.Verdi
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-e.done:
+	case <-e.life.Done():
 		return e.fail("acquire", h.Name, locker.ErrClosed)
 	}
 }

@@ -48,8 +48,8 @@ const (
 
 // statements are the engine's SQL with its schema filled in.
 type statements struct {
-	channel, exists, enqueue, recheck, release, withdraw, renew, notify, reap, countInit string
-	countGet, inspect, force, setPermits, epochGet, epochInit, epochSwap, missing        string
+	channel, exists, lockName, enqueue, recheck, release, withdraw, renew, notify, reap, countInit string
+	countGet, inspect, force, setPermits, epochGet, epochInit, epochSwap, missing                  string
 }
 
 // row is what the engine reads of a hold or waiter: granted marks a permit
@@ -70,6 +70,9 @@ func newStatements(schema string) statements {
 	return statements{
 		channel: schema + "_locks",
 		exists:  q(`SELECT to_regnamespace('` + quoted + `') IS NOT NULL, to_regclass('S.holds') IS NOT NULL AND to_regclass('S.counts') IS NOT NULL AND to_regclass('S.epochs') IS NOT NULL AND to_regclass('S.seq') IS NOT NULL`),
+		// A name's queue changes under this lock, held to the end of the
+		// transaction that takes it (lockKey names it).
+		lockName: `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
 		// The advisory lock before it (same batch, one transaction) makes
 		// seq order the commit order of a name's rows, and this
 		// statement's snapshot, taken after it, sees every earlier row.
