@@ -330,46 +330,43 @@ func (e *Engine) Release(ctx context.Context, h *driver.Hold) error {
 	return nil
 }
 
-// Renew implements driver.Renewer: one statement extends every hold by its
-// life; a hold whose row is gone or expired is lost.
+// Renew implements driver.Renewer: one statement per life (a chunk's
+// holds nearly always share one) extends the holds' rows; a hold whose
+// row is gone or expired is lost.
 func (e *Engine) Renew(ctx context.Context, holds []*driver.Hold) []error {
 	errs := make([]error, len(holds))
-	fams, names, seqs := rowKeys(holds)
-	lives := make([]float64, len(holds))
-	for i, h := range holds {
-		lives[i] = h.Life().Seconds()
-	}
 	rctx, cancel := e.bound(ctx)
 	defer cancel()
-	rows, _ := e.pool.Query(rctx, e.sql.renew, fams, names, seqs, lives)
-	kept, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	slices.Sort(kept)
-	if err != nil {
-		for i, h := range holds {
-			errs[i] = e.fail("renew", h.Name, err)
-		}
-		return errs
-	}
+	byLife := make(map[time.Duration][]int, 1)
 	for i, h := range holds {
-		if _, found := slices.BinarySearch(kept, seqs[i]); !found {
-			e.forget(seqs[i])
-			errs[i] = e.fail("renew", h.Name, errGone)
+		byLife[h.Life()] = append(byLife[h.Life()], i)
+	}
+	for life, idx := range byLife {
+		seqs := make([]int64, len(idx))
+		for k, i := range idx {
+			seqs[k] = holdSeq(holds[i])
+		}
+		rows, _ := e.pool.Query(rctx, e.sql.renew, seqs, life.Seconds())
+		missing, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		for k, i := range idx {
+			switch {
+			case err != nil:
+				errs[i] = e.fail("renew", holds[i].Name, err)
+			case slices.Contains(missing, seqs[k]):
+				e.forget(seqs[k])
+				errs[i] = e.fail("renew", holds[i].Name, errGone)
+			}
 		}
 	}
 	return errs
 }
 
-// rowKeys returns the primary keys of the rows of holds, as arrays.
-func rowKeys(holds []*driver.Hold) (fams []int16, names []string, seqs []int64) {
-	fams, names, seqs = make([]int16, len(holds)), make([]string, len(holds)), make([]int64, len(holds))
-	for i, h := range holds {
-		st, _ := h.State.(*holdState)
-		if st == nil {
-			st = &holdState{}
-		}
-		fams[i], names[i], seqs[i] = st.fam, h.Name, st.seq
+// holdSeq returns the seq of h's row, unique in the schema.
+func holdSeq(h *driver.Hold) int64 {
+	if st, _ := h.State.(*holdState); st != nil {
+		return st.seq
 	}
-	return fams, names, seqs
+	return 0
 }
 
 // forget drops seq from the holds that notifications are checked against.

@@ -206,9 +206,12 @@ func (e *Engine) checkHeld(ctx context.Context) error {
 	}
 	e.heldMu.Unlock()
 	for chunk := range slices.Chunk(holds, renewChunk) {
-		fams, names, seqs := rowKeys(chunk)
+		seqs := make([]int64, len(chunk))
+		for i, h := range chunk {
+			seqs[i] = holdSeq(h)
+		}
 		rctx, cancel := e.bound(ctx)
-		rows, _ := e.pool.Query(rctx, e.sql.missing, fams, names, seqs)
+		rows, _ := e.pool.Query(rctx, e.sql.missing, seqs)
 		missing, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 		cancel()
 		if err != nil {
