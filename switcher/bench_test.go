@@ -21,65 +21,63 @@ func cycle(b *testing.B, l locker.Locker) {
 
 // BenchmarkOverhead measures the switcher against the bare engine it
 // routes to, on the same Redis, cycle by cycle so that a busy machine slows
-// both alike: engine/switcher is the switcher's throughput relative to the
-// engine's (1 is free). "parallel" runs 8 goroutines on distinct names.
+// both alike: x-engine is the switcher's throughput relative to the
+// engine's (1 is free). scripts/bench runs it with the engines' benchmarks.
 //
 //	go test -run '^$' -bench Overhead -count 7 ./switcher/
 func BenchmarkOverhead(b *testing.B) {
-	b.Run("uncontended", func(b *testing.B) {
-		bare, _ := redisEngine(b, "bare", primaryAddr)
-		defer bare.Close()
-		sw, _ := newSwitcher(b, [2]string{primaryAddr, secondaryAddr})
-		le, _ := bare.NewLocker("bench-bare")
-		ls, _ := sw.NewLocker("bench-switched")
-		var engine, switched time.Duration
-		b.ReportAllocs()
-		b.ResetTimer()
-		for range b.N {
+	bare, _ := redisEngine(b, "bare", primaryAddr)
+	defer bare.Close()
+	sw, _ := newSwitcher(b, [2]string{primaryAddr, secondaryAddr})
+	le, _ := bare.NewLocker("bench-bare")
+	ls, _ := sw.NewLocker("bench-switched")
+	var engine, switched time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		cycle(b, le)
+		t1 := time.Now()
+		cycle(b, ls)
+		engine, switched = engine+t1.Sub(t0), switched+time.Since(t1)
+	}
+	b.ReportMetric(engine.Seconds()/switched.Seconds(), "x-engine")
+}
+
+// BenchmarkOverheadParallel is BenchmarkOverhead with 8 goroutines on
+// names of their own.
+func BenchmarkOverheadParallel(b *testing.B) {
+	bare, _ := redisEngine(b, "bare", primaryAddr)
+	defer bare.Close()
+	sw, _ := newSwitcher(b, [2]string{primaryAddr, secondaryAddr})
+	const workers = 8
+	var engine, switched time.Duration
+	b.ResetTimer()
+	// Rounds alternate: all workers on the engine, then all on the
+	// switcher, each round b.N/8/rounds cycles per worker.
+	const rounds = 10
+	per := max(b.N/workers/rounds, 1)
+	for r := range rounds {
+		for _, e := range []locker.Engine{bare, sw} {
+			var wg sync.WaitGroup
 			t0 := time.Now()
-			cycle(b, le)
-			t1 := time.Now()
-			cycle(b, ls)
-			engine, switched = engine+t1.Sub(t0), switched+time.Since(t1)
-		}
-		b.ReportMetric(engine.Seconds()/switched.Seconds(), "engine/switcher")
-	})
-	b.Run("parallel", func(b *testing.B) {
-		bare, _ := redisEngine(b, "bare", primaryAddr)
-		defer bare.Close()
-		sw, _ := newSwitcher(b, [2]string{primaryAddr, secondaryAddr})
-		const workers = 8
-		var mu sync.Mutex
-		var engine, switched time.Duration
-		b.ResetTimer()
-		// Rounds alternate: all workers on the engine, then all on the
-		// switcher, each round b.N/8/rounds cycles per worker.
-		const rounds = 10
-		per := max(b.N/workers/rounds, 1)
-		for r := range rounds {
-			for _, e := range []locker.Engine{bare, sw} {
-				var wg sync.WaitGroup
-				t0 := time.Now()
-				for w := range workers {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						l, _ := e.NewLocker(fmt.Sprintf("bench-par-%d-%d", r, w))
-						for range per {
-							cycle(b, l)
-						}
-					}()
-				}
-				wg.Wait()
-				mu.Lock()
-				if e == locker.Engine(bare) {
-					engine += time.Since(t0)
-				} else {
-					switched += time.Since(t0)
-				}
-				mu.Unlock()
+			for w := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					l, _ := e.NewLocker(fmt.Sprintf("bench-par-%d-%d", r, w))
+					for range per {
+						cycle(b, l)
+					}
+				}()
+			}
+			wg.Wait()
+			if e == locker.Engine(bare) {
+				engine += time.Since(t0)
+			} else {
+				switched += time.Since(t0)
 			}
 		}
-		b.ReportMetric(engine.Seconds()/switched.Seconds(), "engine/switcher")
-	})
+	}
+	b.ReportMetric(engine.Seconds()/switched.Seconds(), "x-engine")
 }
