@@ -18,9 +18,10 @@ import (
 
 // Engine types.
 const (
-	TypeRedis = "redis"
-	TypeZK    = "zk"
-	TypeEtcd  = "etcd"
+	TypeRedis    = "redis"
+	TypeZK       = "zk"
+	TypeEtcd     = "etcd"
+	TypePostgres = "postgres"
 )
 
 // Source types.
@@ -86,11 +87,12 @@ type Engine struct {
 	// Name identifies the engine in Lease.Engine, logs, active, and the
 	// environment overrides. Required, unique.
 	Name string `mapstructure:"name"`
-	// Type is redis, zk or etcd. Required.
+	// Type is redis, zk, etcd or postgres. Required.
 	Type string `mapstructure:"type"`
-	// Prefix is the namespace of the engine's keys or nodes, so that
-	// applications sharing a server do not collide. Default: the engine's
-	// ("orthrus" for redis and etcd, "/orthrus" for zk).
+	// Prefix is the namespace of the engine's keys or nodes (for postgres:
+	// the schema of its tables), so that applications sharing a server do
+	// not collide. Default: the engine's ("orthrus" for redis, etcd and
+	// postgres, "/orthrus" for zk).
 	Prefix string `mapstructure:"prefix"`
 
 	// Addrs are redis "host:port" addresses: one for a single node, several
@@ -127,23 +129,35 @@ type Engine struct {
 	// Endpoints are etcd client URLs or "host:port". Required for etcd.
 	Endpoints []string `mapstructure:"endpoints"`
 
+	// DSN is a PostgreSQL connection string, as a URL
+	// ("postgres://app@db:5432/app?sslmode=verify-full") or key=value
+	// pairs. Required for postgres, or DSNFile. Username, Password and TLS,
+	// when set, override the DSN's. postgres only.
+	DSN string `mapstructure:"dsn"`
+	// DSNFile names a file holding DSN instead (a trailing newline is
+	// dropped): a mounted secret. Not with dsn. postgres only.
+	DSNFile string `mapstructure:"dsn_file"`
+
 	// Username and Password authenticate to redis (ACL user; the password
-	// alone for requirepass) or etcd. Prefer the environment for the
-	// password: ORTHRUS_ENGINES_<NAME>_PASSWORD. redis and etcd.
+	// alone for requirepass), etcd or postgres. Prefer the environment for
+	// the password: ORTHRUS_ENGINES_<NAME>_PASSWORD. redis, etcd and
+	// postgres.
 	Username string `mapstructure:"username"`
 	Password string `mapstructure:"password"`
 	// PasswordFile names a file holding the password (a trailing newline
 	// is dropped), read by Load: a mounted secret instead of a password in
-	// the file. Not with password. redis and etcd.
+	// the file. Not with password. redis, etcd and postgres.
 	PasswordFile string `mapstructure:"password_file"`
-	// TLS secures the connections. redis, etcd and zk (the servers' secure
-	// client port).
+	// TLS secures the connections. redis, etcd, zk (the servers' secure
+	// client port) and postgres (instead of the DSN's sslmode: TLS
+	// required, the certificate verified unless insecure_skip_verify).
 	TLS TLS `mapstructure:"tls"`
 
 	// DialTimeout bounds one connection attempt (redis, etcd) or, for zk,
 	// the wait for a session and every request across reconnections (the
 	// engine's connect timeout). Default: the client's (redis 5s, etcd
-	// start_timeout, zk 2s with one server and 5s with several).
+	// start_timeout, zk 2s with one server and 5s with several, postgres
+	// start_timeout unless the DSN's connect_timeout says).
 	DialTimeout time.Duration `mapstructure:"dial_timeout"`
 }
 

@@ -10,7 +10,7 @@ import (
 )
 
 // The servers shared by the tests and examples.
-var redisAddr, zkAddr, etcdAddr string
+var redisAddr, zkAddr, etcdAddr, pgDSN string
 
 func TestMain(m *testing.M) {
 	testmain.Run(m, func() (func(), error) {
@@ -33,8 +33,15 @@ func TestMain(m *testing.M) {
 			_ = z.Stop()
 			return nil, err
 		}
-		redisAddr, zkAddr, etcdAddr = r.Addr(), z.Addr(), e.Addr()
-		return func() { _ = r.Stop(); _ = z.Stop(); _ = e.Stop() }, nil
+		p, err := testserver.NewPostgres()
+		if err != nil {
+			_ = r.Stop()
+			_ = z.Stop()
+			_ = e.Stop()
+			return nil, err
+		}
+		redisAddr, zkAddr, etcdAddr, pgDSN = r.Addr(), z.Addr(), e.Addr(), p.DSN()
+		return func() { _ = r.Stop(); _ = z.Stop(); _ = e.Stop(); _ = p.Stop() }, nil
 	})
 }
 

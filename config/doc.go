@@ -43,7 +43,7 @@
 // (servers on a redis engine) and every failed check are reported
 // together, each naming its field and what was expected:
 //
-//	config: /etc/myapp/orthrus.yaml: engines[1].type: unknown engine "rediss" (want redis, zk, etcd); lock.ttl: must be positive, got -1s
+//	config: /etc/myapp/orthrus.yaml: engines[1].type: unknown engine "rediss" (want redis, zk, etcd, postgres); lock.ttl: must be positive, got -1s
 //
 // The error is a *ValidationError of FieldErrors and wraps
 // locker.ErrInvalidArgument. A value of the wrong type is reported once,

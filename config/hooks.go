@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -39,6 +40,9 @@ func init() {
 		},
 		ZKConfig: func(c *Config, i int, log *slog.Logger) (zkconn.Config, error) {
 			return zkEngineConn(&c.Engines[i], engineField(i), log)
+		},
+		PostgresPool: func(c *Config, i int) (*pgxpool.Pool, error) {
+			return postgresPool(&c.Engines[i], engineField(i), c.StartTimeout)
 		},
 		CloseEtcd: closeEtcd,
 		ExplainTLS: func(ctx context.Context, err error, c *Config, i int) error {

@@ -230,8 +230,8 @@ engines:
 		msg     string // in the message
 	}{
 		{"unknown type", "engines:\n  - {name: a, type: redis, addrs: [x]}\n  - {name: b, type: rediss, addrs: [x]}\n",
-			"engines[1].type", `engines[1].type: unknown engine "rediss" (want redis, zk, etcd)`},
-		{"missing type", "engines:\n  - {name: a, addrs: [x]}\n", "engines[0].type", "engines[0].type: empty (want redis, zk, etcd)"},
+			"engines[1].type", `engines[1].type: unknown engine "rediss" (want redis, zk, etcd, postgres)`},
+		{"missing type", "engines:\n  - {name: a, addrs: [x]}\n", "engines[0].type", "engines[0].type: empty (want redis, zk, etcd, postgres)"},
 		{"no engines", "active: a\n", "engines", "engines: empty"},
 		{"empty engines", "engines: []\n", "engines", "engines: empty"},
 		{"duplicate name", "engines:\n  - {name: a, type: redis, addrs: [x]}\n  - {name: b, type: redis, addrs: [x]}\n  - {name: a, type: redis, addrs: [x]}\n",
@@ -242,6 +242,10 @@ engines:
 		{"blank addr", "engines:\n  - {name: a, type: redis, addrs: [x, ' ']}\n", "engines[0].addrs[1]", "engines[0].addrs[1]: empty address"},
 		{"no servers", "engines:\n  - {name: a, type: zk}\n", "engines[0].servers", "engines[0].servers: empty"},
 		{"no endpoints", "engines:\n  - {name: a, type: etcd}\n", "engines[0].endpoints", "engines[0].endpoints: empty"},
+		{"no dsn", "engines:\n  - {name: a, type: postgres}\n", "engines[0].dsn", "engines[0].dsn: empty (or set dsn_file)"},
+		{"dsn on redis", "engines:\n  - {name: a, type: redis, addrs: [x], dsn: 'postgres://x'}\n", "engines[0].dsn",
+			"engines[0].dsn: not a redis setting (only postgres)"},
+		{"postgres prefix", "engines:\n  - {name: a, type: postgres, dsn: 'postgres://x', prefix: 'pg_x'}\n", "engines[0].prefix", "pg_"},
 		{"negative ttl", "lock: {ttl: -1s}\n" + two, "lock.ttl", "lock.ttl: must be positive, got -1s"},
 		{"ttl below the minimum", "lock: {ttl: 1ns}\n" + two, "lock.ttl", `lock.ttl: 1ns is below 100ms, the minimum TTL of engine "a" (redis)`},
 		{"ttl below the largest minimum", "lock: {ttl: 500ms}\nengines:\n  - {name: r, type: redis, addrs: [x]}\n  - {name: e, type: etcd, endpoints: [x]}\n",

@@ -366,6 +366,8 @@ func buildEngine(c *Config, i int, log *slog.Logger, tel *telemetry.Telemetry) (
 		return buildZK(e, field, log, tel)
 	case TypeEtcd:
 		return buildEtcd(e, field, c.StartTimeout, log, tel)
+	case TypePostgres:
+		return buildPostgres(e, field, c.StartTimeout, log, tel)
 	}
 	return started{}, fmt.Errorf("%w: unknown engine type %q", locker.ErrInvalidArgument, e.Type)
 }

@@ -114,9 +114,10 @@ engines:
   - {name: redis, type: redis, addrs: [%q], prefix: config-test}
   - {name: zk, type: zk, servers: [%q], prefix: /config-test, session_timeout: 2s}
   - {name: etcd, type: etcd, endpoints: [%q], prefix: config-test}
+  - {name: postgres, type: postgres, dsn: %q, prefix: config-test}
 lock: {ttl: 20s}
 source: {type: none} # switched by hand below
-`, redisAddr, zkAddr, etcdAddr))
+`, redisAddr, zkAddr, etcdAddr, pgDSN))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	sw, err := config.Open(ctx, c, quiet)
@@ -129,7 +130,7 @@ source: {type: none} # switched by hand below
 	if sw.Name() != "test" || sw.Source() != nil {
 		t.Errorf("Name(), Source() = %q, %v; want test, nil", sw.Name(), sw.Source())
 	}
-	for _, name := range []string{"redis", "zk", "etcd"} {
+	for _, name := range []string{"redis", "zk", "etcd", "postgres"} {
 		if _, err := sw.SwitchEngineTo(name); err != nil {
 			t.Fatalf("SwitchEngineTo(%q) = %v", name, err)
 		}

@@ -38,6 +38,7 @@ func (c *Config) secretFiles() []secretFile {
 		not := func(key string) bool { return !contains(settingsOf[key], e.Type) }
 		out = append(out,
 			secretFile{f + "password", f + "password_file", &e.Password, &e.PasswordFile, not("password_file")},
+			secretFile{f + "dsn", f + "dsn_file", &e.DSN, &e.DSNFile, not("dsn_file")},
 			secretFile{f + "sentinel_password", f + "sentinel_password_file", &e.SentinelPassword, &e.SentinelPasswordFile, not("sentinel_password_file")},
 			secretFile{f + "auth.credentials", f + "auth.credentials_file", &e.Auth.Credentials, &e.Auth.CredentialsFile, not("auth")},
 		)

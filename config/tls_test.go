@@ -80,6 +80,8 @@ func TestPasswordFileErrors(t *testing.T) {
 		{"both", fmt.Sprintf("{name: r, type: redis, addrs: [x], password: p, password_file: %q}", secret), "engines[0].password_file"},
 		{"on zk", fmt.Sprintf("{name: z, type: zk, servers: [x], password_file: %q}", secret), "engines[0].password_file"},
 		{"etcd without username", fmt.Sprintf("{name: e, type: etcd, endpoints: [x], password_file: %q}", secret), "engines[0].username"},
+		{"dsn both", fmt.Sprintf("{name: p, type: postgres, dsn: 'postgres://x', dsn_file: %q}", secret), "engines[0].dsn_file"},
+		{"dsn file on etcd", fmt.Sprintf("{name: e, type: etcd, endpoints: [x], dsn_file: %q}", secret), "engines[0].dsn_file"},
 		{"zk credentials both", fmt.Sprintf("{name: z, type: zk, servers: [x], auth: {scheme: digest, credentials: 'a:b', credentials_file: %q}}", secret), "engines[0].auth.credentials_file"},
 	} {
 		yaml := "engines:\n  - " + tc.engine + "\n"
@@ -96,6 +98,11 @@ func TestPasswordFileErrors(t *testing.T) {
 	c, err := config.Load(writeFile(t, t.TempDir(), "c.yaml", fmt.Sprintf("engines:\n  - {name: r, type: redis, addrs: [x], password_file: %q}\n", secret)))
 	if err != nil || c.Engines[0].Password != "s3cret-in-file" {
 		t.Errorf("Load() = %v; want the password read from the file", err)
+	}
+	// A DSN from a file, as a mounted secret holds it.
+	c, err = config.Load(writeFile(t, t.TempDir(), "c.yaml", fmt.Sprintf("engines:\n  - {name: p, type: postgres, dsn_file: %q}\n", secret)))
+	if err != nil || c.Engines[0].DSN != "s3cret-in-file" {
+		t.Errorf("Load() = %v; want the DSN read from the file", err)
 	}
 	// Environment overrides name a file too.
 	t.Setenv(config.EnvName("r", "password_file"), secret)

@@ -14,15 +14,16 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/engines/etcd"
+	"github.com/orthrus-go/orthrus/engines/postgres"
 	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/engines/zk"
 	"github.com/orthrus-go/orthrus/internal/zkconn"
 )
 
-var engineTypes = []string{TypeRedis, TypeZK, TypeEtcd}
+var engineTypes = []string{TypeRedis, TypeZK, TypeEtcd, TypePostgres}
 
 // minTTLOf is the shortest TTL each engine type honours: its MinTTL.
-var minTTLOf = map[string]time.Duration{TypeRedis: redis.MinTTL, TypeZK: zk.MinTTL, TypeEtcd: etcd.MinTTL}
+var minTTLOf = map[string]time.Duration{TypeRedis: redis.MinTTL, TypeZK: zk.MinTTL, TypeEtcd: etcd.MinTTL, TypePostgres: postgres.MinTTL}
 
 // Validate checks c as Load does, without the environment: it returns nil
 // or a *ValidationError naming every bad field. It reads the TLS files it
@@ -136,11 +137,13 @@ var settingsOf = map[string][]string{
 	"session_timeout":   {TypeZK},
 	"auth":              {TypeZK},
 	"endpoints":         {TypeEtcd},
-	"username":          {TypeRedis, TypeEtcd},
-	"password":          {TypeRedis, TypeEtcd},
-	"tls":               {TypeRedis, TypeEtcd, TypeZK},
+	"dsn":               {TypePostgres},
+	"username":          {TypeRedis, TypeEtcd, TypePostgres},
+	"password":          {TypeRedis, TypeEtcd, TypePostgres},
+	"tls":               {TypeRedis, TypeEtcd, TypeZK, TypePostgres},
 
-	"password_file":          {TypeRedis, TypeEtcd},
+	"dsn_file":               {TypePostgres},
+	"password_file":          {TypeRedis, TypeEtcd, TypePostgres},
 	"sentinel_password_file": {TypeRedis},
 }
 
@@ -169,7 +172,7 @@ func contains(list []string, s string) bool {
 
 func (e *Engine) validate(field string, p *problems) {
 	switch e.Type {
-	case TypeRedis, TypeZK, TypeEtcd:
+	case TypeRedis, TypeZK, TypeEtcd, TypePostgres:
 	case "":
 		p.add(field+".type", "empty (want %s)", strings.Join(engineTypes, ", "))
 		return
@@ -212,6 +215,16 @@ func (e *Engine) validate(field string, p *problems) {
 		}
 		if (e.Password != "" || e.PasswordFile != "") && e.Username == "" {
 			p.add(field+".username", "empty while password is set")
+		}
+		e.TLS.validate(field+".tls", p)
+	case TypePostgres:
+		if e.DSN == "" && e.DSNFile == "" {
+			p.add(field+".dsn", "empty (or set dsn_file)")
+		}
+		if e.Prefix != "" {
+			if err := postgres.CheckSchema(e.Prefix); err != nil {
+				p.add(field+".prefix", "%v", err)
+			}
 		}
 		e.TLS.validate(field+".tls", p)
 	}

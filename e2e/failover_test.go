@@ -30,8 +30,12 @@ import (
 //
 //	go test -run '^$' -bench Failover -benchtime 5x ./e2e/
 
-// engineYAML is the config entry of one engine of kind on addr.
+// engineYAML is the config entry of one engine of kind on addr (for
+// postgres, a DSN: see address).
 func engineYAML(kind, addr string) string {
+	if kind == "postgres" {
+		return fmt.Sprintf("  - {name: %s, type: %s, dsn: %q}\n", kind, kind, addr)
+	}
 	field := map[string]string{"redis": "addrs", "etcd": "endpoints", "zk": "servers"}[kind]
 	return fmt.Sprintf("  - {name: %s, type: %s, %s: [%q]}\n", kind, kind, field, addr)
 }
@@ -42,9 +46,19 @@ func startServer(tb testing.TB, kind string) *testserver.Server {
 		return testserver.Redis(tb)
 	case "etcd":
 		return testserver.Etcd(tb)
+	case "postgres":
+		return testserver.Postgres(tb)
 	default:
 		return testserver.ZooKeeper(tb)
 	}
+}
+
+// address is what engineYAML takes for s, a server of kind.
+func address(kind string, s *testserver.Server) string {
+	if kind == "postgres" {
+		return s.DSN()
+	}
+	return s.Addr()
 }
 
 func injure(s *testserver.Server, fault string) error {
@@ -66,7 +80,7 @@ func failoverOnce(tb testing.TB, kind, fault string, secondary *testserver.Serve
 	primary := startServer(tb, kind)
 	tb.Cleanup(func() { _ = primary.Resume() })
 	path := filepath.Join(tb.TempDir(), "failover.yaml")
-	yaml := "engines:\n" + engineYAML(kind, primary.Addr()) + engineYAML(secondaryKind, secondary.Addr())
+	yaml := "engines:\n" + engineYAML(kind, address(kind, primary)) + engineYAML(secondaryKind, address(secondaryKind, secondary))
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		tb.Fatal(err)
 	}
@@ -157,7 +171,7 @@ func failoverOnce(tb testing.TB, kind, fault string, secondary *testserver.Serve
 }
 
 func BenchmarkFailover(b *testing.B) {
-	for _, kind := range []string{"redis", "etcd", "zk"} {
+	for _, kind := range []string{"redis", "etcd", "zk", "postgres"} {
 		secondaryKind := "redis"
 		if kind == "redis" {
 			secondaryKind = "etcd"

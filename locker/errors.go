@@ -64,8 +64,10 @@ func (e *EngineError) Error() string {
 	b.WriteString(e.Engine)
 	b.WriteString(": ")
 	b.WriteString(e.Op)
-	b.WriteString(" ")
-	b.WriteString(strconv.Quote(e.Name))
+	if e.Name != "" { // a ping names no lock
+		b.WriteString(" ")
+		b.WriteString(strconv.Quote(e.Name))
+	}
 	for _, c := range e.Classes {
 		b.WriteString(": ")
 		b.WriteString(c.Error())

@@ -29,4 +29,9 @@ func TestEngineError(t *testing.T) {
 	if got := err.Error(); got != want {
 		t.Errorf("Error() = %q\nwant %q", got, want)
 	}
+	// A ping names no lock, and says none.
+	ping := &locker.EngineError{Engine: "postgres", Op: "ping", Classes: []error{locker.ErrUnavailable}}
+	if got, want := ping.Error(), "postgres: ping: locker: engine unavailable"; got != want {
+		t.Errorf("Error() = %q; want %q", got, want)
+	}
 }

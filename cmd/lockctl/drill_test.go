@@ -13,6 +13,7 @@ import (
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
+	"github.com/jackc/pgx/v5"
 	goredis "github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -23,11 +24,29 @@ import (
 // servers are the real servers of the drill tests, and read-only views of
 // what is left on them.
 type servers struct {
-	redis, zk, etcd string
+	redis, zk, etcd, postgres string // postgres: a DSN
 }
 
 func startServers(t *testing.T) servers {
-	return servers{testserver.Redis(t).Addr(), testserver.ZooKeeper(t).Addr(), testserver.Etcd(t).Addr()}
+	return servers{testserver.Redis(t).Addr(), testserver.ZooKeeper(t).Addr(), testserver.Etcd(t).Addr(), testserver.Postgres(t).DSN()}
+}
+
+// pgSchemas lists the PostgreSQL schemas whose name starts with prefix.
+func (s servers) pgSchemas(t *testing.T, prefix string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, _ := conn.Query(ctx, "SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1)", prefix)
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
 }
 
 func (s servers) redisKeys(t *testing.T, pattern string) []string {
@@ -130,6 +149,9 @@ func TestDrillLeavesNoTrace(t *testing.T) {
 		{"zk", "zk", fmt.Sprintf(`  - {name: zk, type: zk, servers: [%q], prefix: /notrace-zk/locks, session_timeout: 4s}
   - {name: etcd, type: etcd, endpoints: [%q], prefix: notrace-zk/locks}
 `, s.zk, s.etcd), fmt.Sprintf("source: {type: zk, servers: [%q], path: /notrace-zk/switch/active}\n", s.zk), nil},
+		{"postgres", "postgres", fmt.Sprintf(`  - {name: postgres, type: postgres, dsn: %q, prefix: notrace-postgres}
+  - {name: redis, type: redis, addrs: [%q], prefix: notrace-postgres/locks}
+`, s.postgres, s.redis), "", nil},
 		{"fleet", "redis", fmt.Sprintf(`  - {name: redis, type: redis, addrs: [%q], prefix: notrace-fleet/locks}
   - {name: etcd, type: etcd, endpoints: [%q], prefix: notrace-fleet/locks}
 `, s.redis, s.etcd), fmt.Sprintf("source: {type: etcd, endpoints: [%q], key: /notrace-fleet/active}\n", s.etcd),
@@ -178,6 +200,9 @@ func TestDrillLeavesNoTrace(t *testing.T) {
 			}
 			if got := s.zkTree(t, "/"+app); len(got) > 0 {
 				t.Errorf("zk nodes left under /%s: %v", app, got)
+			}
+			if got := s.pgSchemas(t, app); len(got) > 0 {
+				t.Errorf("postgres schemas left named %s*: %v", app, got)
 			}
 			if tc.name == "fleet" {
 				checkFleetReport(t, out, filepath.Join(dir, "report.json"))

@@ -33,6 +33,7 @@ func TestOps(t *testing.T) {
 	redisEngine := fmt.Sprintf(`{name: redis, type: redis, addrs: [%q], prefix: lockctl-ops}`, redisAddr)
 	zkEngine := fmt.Sprintf(`{name: zk, type: zk, servers: [%q], prefix: /lockctl-ops, session_timeout: 4s}`, zkAddr)
 	etcdEngine := fmt.Sprintf(`{name: etcd, type: etcd, endpoints: [%q], prefix: lockctl-ops}`, etcdAddr)
+	pgEngine := fmt.Sprintf(`{name: postgres, type: postgres, dsn: %q, prefix: lockctl-ops}`, testserver.Postgres(t).DSN())
 
 	for _, v := range []struct {
 		name    string
@@ -41,6 +42,7 @@ func TestOps(t *testing.T) {
 	}{
 		{"redis-zk", []string{redisEngine, zkEngine}, []string{"redis", "zk"}},
 		{"etcd-zk", []string{etcdEngine, zkEngine}, []string{"etcd", "zk"}},
+		{"postgres-redis", []string{pgEngine, redisEngine}, []string{"postgres", "redis"}},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()

@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"html/template"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,15 +104,7 @@ func configSetup(cfg *config.Config) drill.Setup {
 	setup := drill.Setup{Config: cfg.File(), Source: sourceWhere(cfg, cfg.File())}
 	for i := range cfg.Engines {
 		e := &cfg.Engines[i]
-		addrs := slices.Concat(e.Addrs, e.Servers, e.Endpoints) // only its type's are set
-		for k, a := range addrs {
-			// An etcd endpoint may be a URL with user:password@.
-			if u, err := url.Parse(a); err == nil && u.User != nil {
-				u.User = nil
-				addrs[k] = u.String()
-			}
-		}
-		setup.Targets = append(setup.Targets, drill.Target{Name: e.Name, Type: e.Type, Addrs: addrs, Security: cfgops.Security(e)})
+		setup.Targets = append(setup.Targets, drill.Target{Name: e.Name, Type: e.Type, Addrs: cfgops.Addrs(e), Security: cfgops.Security(e)})
 	}
 	return setup
 }

@@ -1,7 +1,15 @@
 package zk_test
 
 import (
+	"bytes"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	gozk "github.com/go-zookeeper/zk"
 
@@ -24,12 +32,59 @@ func BenchmarkLockUnlock(b *testing.B) {
 	})
 }
 
+// BenchmarkLockUnlockParallel: eight goroutines, each taking and releasing
+// a name of its own, uncontended, over one session: orthrus's engine and
+// go-zookeeper's lock recipe on one shared connection.
+func BenchmarkLockUnlockParallel(b *testing.B) {
+	b.Run("orthrus", func(b *testing.B) {
+		e := newEngine(b, []string{zkAddr}, zk.WithPrefix("/bench"))
+		defer e.Close()
+		parallel(b, func(name string) lockertest.Mutex {
+			l, _ := e.NewLocker(name)
+			return l
+		})
+	})
+	b.Run("gozk", func(b *testing.B) {
+		c := admin(b)
+		parallel(b, func(name string) lockertest.Mutex {
+			return gozk.NewLock(c, "/bench-gozk/"+name, gozk.WorldACL(gozk.PermAll))
+		})
+	})
+}
+
+// goroutines is how many owners BenchmarkLockUnlockParallel runs, whatever
+// GOMAXPROCS, so that runs on different machines compare.
+const goroutines = 8
+
+// parallel runs lockUnlock on goroutines owners, each made by mk for a
+// name of its own.
+func parallel(b *testing.B, mk func(name string) lockertest.Mutex) {
+	var ids atomic.Int64
+	b.SetParallelism((goroutines + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	defer cpuPerOp(b)()
+	b.RunParallel(func(pb *testing.PB) {
+		m := mk(fmt.Sprintf("parallel-%d", ids.Add(1)))
+		var err error
+		for err == nil && pb.Next() {
+			err = cycle(m)
+		}
+		if err != nil {
+			b.Error(err)
+		}
+	})
+}
+
+// cycle locks m and unlocks it.
+func cycle(m lockertest.Mutex) error {
+	if err := m.Lock(); err != nil {
+		return err
+	}
+	return m.Unlock()
+}
+
 func lockUnlock(b *testing.B, m lockertest.Mutex) {
 	for b.Loop() {
-		if err := m.Lock(); err != nil {
-			b.Fatal(err)
-		}
-		if err := m.Unlock(); err != nil {
+		if err := cycle(m); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -58,3 +113,35 @@ func BenchmarkHandoff(b *testing.B) {
 		lockertest.Handoff(b, ms)
 	})
 }
+
+// cpuPerOp reports, when the returned function is called, the CPU time per
+// operation this process (client-µs) and the ZooKeeper server (server-µs)
+// spent since: on a machine of few cores the two compete, and wall time
+// alone does not tell which side a change saved.
+func cpuPerOp(b *testing.B) func() {
+	client, server := processCPU(b, os.Getpid()), processCPU(b, standalone.Pid())
+	return func() {
+		n := float64(b.N) * float64(time.Microsecond)
+		b.ReportMetric(float64(processCPU(b, os.Getpid())-client)/n, "client-µs/op")
+		b.ReportMetric(float64(processCPU(b, standalone.Pid())-server)/n, "server-µs/op")
+	}
+}
+
+// processCPU is the user and system time of process pid so far, from
+// /proc (Linux only, as the test servers are).
+func processCPU(b *testing.B, pid int) time.Duration {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command, which may hold spaces, in brackets:
+	// utime and stime are the 14th and 15th of the line, in clock ticks.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// clockTicks is USER_HZ, the unit of /proc's times: 100 on every Linux
+// architecture Go supports.
+const clockTicks = 100

@@ -67,8 +67,9 @@
 // disconnected, has not heard from the ensemble for the session timeout
 // (the server may have granted the lock to another owner by then); and
 // when someone else deletes the hold's node (cause observe.LostGone), which
-// a watch set at the grant reports. A shorter disconnection keeps every
-// hold.
+// a watch on the node reports, set 10ms after the grant (a hold released
+// sooner does without it; a deletion before it is found by the watch's
+// read). A shorter disconnection keeps every hold.
 //
 // A lock delay (locker.WithLockDelay) is kept by the delay marker: a hold
 // that ended without Unlock leaves it behind, and the next holder with a

@@ -117,12 +117,20 @@ type view struct {
 	nodes []entry
 	rule  []lockrule.Entry
 	count int
+	// The storage of nodes and rule for a queue of one, an uncontended
+	// lock's: its view is then one allocation, not three.
+	node1 [1]entry
+	rule1 [1]lockrule.Entry
 }
 
 // newView parses the children of a parent of kind k and orders them as the
 // queue does: by sequence, then by name.
 func newView(k inspect.Kind, children []string) *view {
-	v := &view{nodes: make([]entry, 0, len(children))}
+	v := &view{}
+	v.nodes, v.rule = v.node1[:0], v.rule1[:]
+	if len(children) > len(v.node1) {
+		v.nodes = make([]entry, 0, len(children))
+	}
 	for _, c := range children {
 		if en, ok := parseEntry(k, c); ok {
 			v.nodes = append(v.nodes, en)
@@ -131,7 +139,9 @@ func newView(k inspect.Kind, children []string) *view {
 	slices.SortFunc(v.nodes, func(a, b entry) int {
 		return cmp.Or(cmp.Compare(a.seq, b.seq), strings.Compare(a.name, b.name))
 	})
-	v.rule = make([]lockrule.Entry, len(v.nodes))
+	if len(v.nodes) != len(v.rule) {
+		v.rule = make([]lockrule.Entry, len(v.nodes))
+	}
 	for i, en := range v.nodes {
 		v.rule[i] = en.Entry
 	}

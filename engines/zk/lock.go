@@ -109,13 +109,10 @@ func (e *Engine) attempt(ctx context.Context, h *driver.Hold, parent string, wai
 // enqueue creates and tracks the attempt's node, and returns its token and
 // the look sent right behind the create (nil when it missed the node).
 func (e *Engine) enqueue(ctx context.Context, h *driver.Hold, parent string) (*node, int64, *view, error) {
-	guid := zkconn.NewGUID()
-	sent, unexpect := e.zc.Sent(guid)
 	var early *async.Pending[*view]
-	c, err := e.create(ctx, zkconn.Protected{Parent: parent, GUID: guid, Suffix: marker(h), Data: []byte(h.Owner), Sent: sent, OnSent: func() {
+	c, err := e.create(ctx, zkconn.Protected{Parent: parent, GUID: zkconn.NewGUID(), Suffix: marker(h), Data: []byte(h.Owner), OnSent: func() {
 		early = zkconn.Start(e.zc, func() (*view, error) { return e.look(h.Kind, parent) }, nil)
 	}})
-	unexpect()
 	if err != nil {
 		return nil, 0, nil, err
 	}
@@ -305,19 +302,24 @@ func (e *Engine) awaitAny(ctx context.Context, h *driver.Hold, n *node, chans []
 // deletion by someone else is reported at once (nodeDeleted): first, when
 // not nil, runs before, on the same worker. A node deleted before the watch
 // is set is found by the watch's read. The grant does not wait for it; it
-// costs every hold one read, a short one too. Called with e.mu held.
+// costs one read (grant calls it only for holds that outlive watchAfter,
+// or with first). Called with e.mu held.
 func (e *Engine) armSoon(n *node, first func()) {
 	e.zc.Go(func(ctx context.Context) {
 		if first != nil {
 			first()
 		}
-		// Do is bounded by the connect timeout and Close; a failure to
-		// reach the ensemble is left to the session monitor. ErrNoNode:
-		// no watch set, the node is gone.
-		_, err := zkconn.Do(ctx, e.zc, func() (<-chan gozk.Event, error) {
-			_, _, ch, err := e.conn.GetW(n.path)
-			return ch, err
-		})
+		// On a worker already, the first try needs no other: only a
+		// retry goes through Do, bounded by the connect timeout and
+		// Close; a failure to reach the ensemble is left to the session
+		// monitor. ErrNoNode: no watch set, the node is gone.
+		_, _, _, err := e.conn.GetW(n.path)
+		if err != nil && zkconn.Retryable(err) {
+			_, err = zkconn.Do(ctx, e.zc, func() (<-chan gozk.Event, error) {
+				_, _, ch, err := e.conn.GetW(n.path)
+				return ch, err
+			})
+		}
 		switch {
 		case err == nil:
 			n.watched.Store(true)

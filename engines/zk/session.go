@@ -24,6 +24,7 @@ type node struct {
 	gone    chan struct{} // closed when the engine stops tracking it
 	hold    *driver.Hold  // set when granted; guarded by Engine.mu
 	watched atomic.Bool   // a watch on the node reports its deletion
+	arm     *time.Timer   // sets the watch on a held node; guarded by Engine.mu
 	// marker is the version of the hold's delay marker (delay.go), -1
 	// without one; set before the grant.
 	marker int32
@@ -36,6 +37,9 @@ func (e *Engine) forgetLocked(n *node) bool {
 		return false
 	}
 	delete(e.nodes, n.path)
+	if n.arm != nil {
+		n.arm.Stop()
+	}
 	e.zc.ParentLeft(n.parent)
 	close(n.gone)
 	return true
@@ -143,10 +147,18 @@ func (e *Engine) untrack(n *node) bool {
 	return e.forgetLocked(n)
 }
 
+// watchAfter is how long a hold goes without the watch on its node: one
+// released sooner, as most short holds are, never pays for the watch (a
+// read, and an event when the holder deletes its own node: a third of the
+// server's work in a Lock+Unlock), and a deletion by someone else within
+// it is reported when the watch's read finds the node gone.
+const watchAfter = 10 * time.Millisecond
+
 // grant makes n the node of hold h, with token czxid, unless n is no longer
-// trustworthy: gone, or of an epoch that ended. A watch on n is set at once
-// in the background, unless it has one, after first (nil: nothing): a
-// change of n's data that must not use the watch up.
+// trustworthy: gone, or of an epoch that ended. A watch on n is set in the
+// background, unless it has one, watchAfter from now; or at once after
+// first, when not nil: a change of n's data that must not use the watch
+// up, and that a waiter waits for.
 func (e *Engine) grant(h *driver.Hold, n *node, czxid int64, first func()) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -156,8 +168,22 @@ func (e *Engine) grant(h *driver.Hold, n *node, czxid int64, first func()) bool 
 	n.hold = h
 	h.Token = uint64(czxid)
 	h.State = n
-	if !n.watched.Load() {
+	switch {
+	case n.watched.Load():
+	case first != nil:
 		e.armSoon(n, first)
+	default:
+		n.arm = time.AfterFunc(watchAfter, func() { e.armHeld(n) })
 	}
 	return true
+}
+
+// armHeld sets the watch on n, unless the engine stopped tracking it
+// meanwhile.
+func (e *Engine) armHeld(n *node) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.nodes[n.path] == n && !n.watched.Load() {
+		e.armSoon(n, nil)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -56,6 +57,9 @@ type Hooks[C, O any] struct {
 	RedisClient func(c *C, i int) (goredis.UniversalClient, error)
 	EtcdClient  func(c *C, i int) (*clientv3.Client, error)
 	ZKConfig    func(c *C, i int, log *slog.Logger) (zkconn.Config, error)
+	// PostgresPool gives the connection pool of postgres engine i as Open
+	// makes it; the caller closes it.
+	PostgresPool func(c *C, i int) (*pgxpool.Pool, error)
 	// CloseEtcd closes an etcd client, its own cancellation no error.
 	CloseEtcd func(*clientv3.Client) error
 	// ExplainTLS adds to err, a failed first contact with etcd engine i,

@@ -102,20 +102,6 @@ func start[T any](c *Conn, f func() (T, error), orphan func(T, error), gate bool
 	return p
 }
 
-// waitNotify is p.Wait, calling onSent if sent is closed meanwhile.
-func waitNotify[T any](ctx context.Context, p *async.Pending[T], sent <-chan struct{}, onSent func()) (T, error) {
-	if sent != nil {
-		select {
-		case r := <-p.Answer():
-			return r.Value, r.Err
-		case <-sent:
-			onSent()
-		case <-ctx.Done():
-		}
-	}
-	return p.Wait(ctx)
-}
-
 // Do runs the request f, and runs it again after a transient failure (a
 // dropped connection, no server reachable), within ctx and the connect
 // timeout. f must be safe to repeat. It returns f's error, ctx.Err(),
@@ -183,7 +169,7 @@ func (c *Conn) stepErr(ctx context.Context, last error) error {
 // GiveUp is the error of a step that failed with err: ctx's error,
 // ErrClosed or ErrNoAnswer when it is why, or err itself.
 func (c *Conn) GiveUp(ctx context.Context, err error) error {
-	if ctx.Err() != nil || c.Closing() || isCtx(err) {
+	if ctx.Err() != nil || c.Closing() || isCtx(err) || errors.Is(err, async.ErrTimedOut) {
 		return c.stepErr(ctx, err)
 	}
 	return err

@@ -18,9 +18,11 @@ type Protected struct {
 	Suffix string
 	Data   []byte
 	ACL    []gozk.ACL
-	// OnSent is called, once, on the caller's goroutine, if Sent is
-	// closed while the first create is in flight.
-	Sent   <-chan struct{}
+	// OnSent, if not nil, is called once the create has been written to
+	// a socket, before CreateProtected returns (or not at all), on
+	// go-zookeeper's send loop: it must not block. A session's requests
+	// are answered in order, so a request sent from it is answered after
+	// the create, without waiting for the create's reply.
 	OnSent func()
 	// Requires, if not "", is a node that must exist for the create to
 	// happen, checked in the same transaction: ErrRequiredGone otherwise.
@@ -55,56 +57,96 @@ type Created struct {
 // again, so that no orphan stays behind. A create the caller abandoned is
 // undone in the background.
 func (c *Conn) CreateProtected(ctx context.Context, p Protected) (Created, error) {
-	ops := []any{
-		&gozk.CreateRequest{Path: p.Parent + "/" + ProtectedPrefix + p.GUID + p.Suffix, Data: p.Data, Acl: p.ACL, Flags: gozk.FlagEphemeral | gozk.FlagSequence},
-		&gozk.SetDataRequest{Path: p.Parent, Data: nil, Version: -1},
-	}
-	if p.Requires != "" {
-		ops = append([]any{&gozk.CheckVersionRequest{Path: p.Requires, Version: -1}}, ops...)
-	}
-	orphan := func(cr Created, err error) {
-		switch {
-		case err == nil:
-			c.Reap(cr.Path)
-		case Retryable(err):
-			c.ReapProtected(p.Parent, p.GUID)
+	t := newCreateTx(c, p)
+	// The steps share one deadline; a context for it is made only for the
+	// rare steps that need one (making the parent, finding a lost create).
+	deadline := time.Now().Add(c.cfg.ConnectTimeout)
+	var step context.Context
+	cancel := context.CancelFunc(func() {})
+	defer func() { cancel() }()
+	stepCtx := func() context.Context {
+		if step == nil {
+			step, cancel = context.WithDeadline(ctx, deadline)
 		}
+		return step
 	}
-	step, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
-	defer cancel()
 	backoff := MinBackoff
 	// The parent is made at most twice: a process that saw it empty may
 	// delete it again between our making it and our create (parents.go).
 	madeParent := 0
-	for sent := p.Sent; ; sent = nil {
-		cr, err := waitNotify(step, Start(c, func() (Created, error) { return c.multi(ops, p.Check) }, orphan), sent, p.OnSent)
+	if p.OnSent != nil {
+		c.wire.expect(p.GUID, p.OnSent)
+		defer c.wire.forget(p.GUID)
+	}
+	for {
+		cr, err := Start(c, t.run, t.orphan).WaitUntil(ctx, deadline)
 		switch {
 		case err == nil, errors.Is(err, ErrRequiredGone):
 			return cr, err
 		case errors.Is(err, gozk.ErrNoNode) && madeParent < 2:
 			madeParent++
-			if err := c.EnsureContainer(step, p.Parent, p.ACL); err != nil {
+			if err := c.EnsureContainer(stepCtx(), p.Parent, p.ACL); err != nil {
 				return Created{}, c.GiveUp(ctx, err)
 			}
 			continue
 		case !Retryable(err):
-			// An abandoned request (err is step's) is the orphan
-			// handler's to undo.
+			// An abandoned request (err is ctx's, or the deadline's) is
+			// the orphan handler's to undo.
 			return Created{}, c.GiveUp(ctx, err)
 		}
 		// The connection dropped: the node may exist.
-		path, st, lerr := c.FindProtectedStat(step, p.Parent, p.GUID)
+		path, st, lerr := c.FindProtectedStat(stepCtx(), p.Parent, p.GUID)
 		switch {
 		case lerr != nil:
 			return Created{}, c.GiveUp(ctx, lerr)
 		case path != "":
 			return Created{Path: path, Czxid: st.Czxid, PVersion: -1}, nil
-		case step.Err() != nil:
+		case ctx.Err() != nil, !time.Now().Before(deadline):
 			return Created{}, c.stepErr(ctx, err)
 		}
-		if perr := c.pause(step, time.Time{}, &backoff, c.Up()); perr != nil {
+		if perr := c.pause(ctx, deadline, &backoff, c.Up()); perr != nil {
 			return Created{}, c.stepErr(ctx, err)
 		}
+	}
+}
+
+// createTx is the create transaction of one Protected, its requests in
+// one allocation: it is every acquisition's first request.
+type createTx struct {
+	c      *Conn
+	parent string
+	guid   string
+	check  func(string) error
+	create gozk.CreateRequest
+	touch  gozk.SetDataRequest
+	exists gozk.CheckVersionRequest
+	buf    [3]any
+	ops    []any
+}
+
+func newCreateTx(c *Conn, p Protected) *createTx {
+	t := &createTx{c: c, parent: p.Parent, guid: p.GUID, check: p.Check}
+	t.create = gozk.CreateRequest{Path: p.Parent + "/" + ProtectedPrefix + p.GUID + p.Suffix, Data: p.Data, Acl: p.ACL, Flags: gozk.FlagEphemeral | gozk.FlagSequence}
+	t.touch = gozk.SetDataRequest{Path: p.Parent, Data: nil, Version: -1}
+	t.ops = t.buf[:0]
+	if p.Requires != "" {
+		t.exists = gozk.CheckVersionRequest{Path: p.Requires, Version: -1}
+		t.ops = append(t.ops, &t.exists)
+	}
+	t.ops = append(t.ops, &t.create, &t.touch)
+	return t
+}
+
+// run runs the transaction once.
+func (t *createTx) run() (Created, error) { return t.c.multi(t.ops, t.check) }
+
+// orphan undoes a create its caller abandoned.
+func (t *createTx) orphan(cr Created, err error) {
+	switch {
+	case err == nil:
+		t.c.Reap(cr.Path)
+	case Retryable(err):
+		t.c.ReapProtected(t.parent, t.guid)
 	}
 }
 

@@ -11,12 +11,6 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 )
 
-// Sent returns a channel closed once a request naming a protected node of
-// guid has been written to a socket, and a function that forgets guid: a
-// session's requests are answered in order, so a request sent after that
-// one is answered after it, without waiting for its reply.
-func (c *Conn) Sent(guid string) (<-chan struct{}, func()) { return c.wire.expect(guid) }
-
 // FindProtected returns the path of the protected node of guid under
 // parent, or "" when there is none: after a create whose reply was lost.
 // Should there be more than one, it keeps the lowest and reaps the others.

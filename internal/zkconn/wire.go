@@ -1,6 +1,7 @@
 package zkconn
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -38,10 +39,10 @@ type wire struct {
 	conns  map[*wireConn]struct{}
 	closed bool
 
-	// The guids of creates in flight, and a channel closed once the
-	// create carrying it has been written to a socket.
+	// The guids of creates in flight, and what to call once the create
+	// carrying it has been written to a socket.
 	gmu    sync.Mutex
-	guids  map[string]chan struct{}
+	guids  map[string]func()
 	nguids atomic.Int32
 }
 
@@ -63,25 +64,26 @@ func newWire(handshake time.Duration, conf *tls.Config) *wire {
 		handshake: handshake,
 		tls:       conf,
 		conns:     make(map[*wireConn]struct{}),
-		guids:     make(map[string]chan struct{}),
+		guids:     make(map[string]func()),
 	}
 }
 
-// expect returns a channel closed once a request naming a protected node
-// of guid has been written, and a function that forgets guid.
-func (w *wire) expect(guid string) (<-chan struct{}, func()) {
-	ch := make(chan struct{})
+// expect has sent called once a request naming a protected node of guid
+// has been written, unless forget(guid) came first.
+func (w *wire) expect(guid string, sent func()) {
 	w.gmu.Lock()
-	w.guids[guid] = ch
+	w.guids[guid] = sent
 	w.nguids.Add(1)
 	w.gmu.Unlock()
-	return ch, func() {
-		w.gmu.Lock()
-		defer w.gmu.Unlock()
-		if _, ok := w.guids[guid]; ok {
-			delete(w.guids, guid)
-			w.nguids.Add(-1)
-		}
+}
+
+// forget forgets guid: once it returns, its sent has run or never will.
+func (w *wire) forget(guid string) {
+	w.gmu.Lock()
+	defer w.gmu.Unlock()
+	if _, ok := w.guids[guid]; ok {
+		delete(w.guids, guid)
+		w.nguids.Add(-1)
 	}
 }
 
@@ -89,7 +91,7 @@ var nodeMark = []byte("/" + ProtectedPrefix)
 
 // written signals the guids named in a request just written: node names
 // "_c_<guid>...". A false match, a path that looks like a protected node's,
-// only signals early.
+// only signals early. It runs on go-zookeeper's send loop.
 func (w *wire) written(b []byte) {
 	w.gmu.Lock()
 	defer w.gmu.Unlock()
@@ -102,8 +104,8 @@ func (w *wire) written(b []byte) {
 		if len(b) < GUIDLen {
 			return
 		}
-		if ch, ok := w.guids[string(b[:GUIDLen])]; ok {
-			close(ch)
+		if sent, ok := w.guids[string(b[:GUIDLen])]; ok {
+			sent()
 			delete(w.guids, string(b[:GUIDLen]))
 			w.nguids.Add(-1)
 		}
@@ -145,7 +147,7 @@ func (w *wire) dial(network, addr string, timeout time.Duration) (net.Conn, erro
 		return nil, err
 	}
 	w.refusals.Store(0)
-	wc := &wireConn{Conn: c, w: w}
+	wc := &wireConn{Conn: c, w: w, in: bufio.NewReaderSize(c, readBuffer)}
 	wc.silent = time.AfterFunc(w.handshake, func() { c.Close() })
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -195,9 +197,15 @@ func (w *wire) close() {
 	}
 }
 
+// readBuffer is the size of a socket's read buffer: go-zookeeper reads a
+// reply's length, then the reply, each with a read of its own; buffered,
+// one system call reads both, and the replies that came with them.
+const readBuffer = 4096
+
 // wireConn is one socket to a server.
 type wireConn struct {
 	net.Conn
+	in     *bufio.Reader // over Conn: go-zookeeper reads through it
 	w      *wire
 	silent *time.Timer // closes the socket if the handshake gets no answer
 	// The start of the first packet the server sends, the connect
@@ -209,9 +217,11 @@ type wireConn struct {
 }
 
 func (c *wireConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
+	n, err := c.in.Read(b)
 	if err != nil && c.nhdr == 0 {
-		c.w.failure.Store(&err) // e.g. the server refused our client certificate
+		// A copy: storing &err would put err on the heap on every read.
+		why := err
+		c.w.failure.Store(&why) // e.g. the server refused our client certificate
 	}
 	if err != nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) && !c.ended {
 		c.ended = true // the server closed it, or died

@@ -58,9 +58,9 @@ type DeadlineHonourer interface {
 }
 
 // Renewer is implemented by backends whose holds expire unless renewed. Core
-// calls it with the holds that fall due together, in chunks of at most 128,
-// several calls at once (see renew.go): Renew must be safe for concurrent
-// use.
+// calls it with the holds that fall due together, in chunks of at most 128
+// (RenewChunk sets another bound), several calls at once (see renew.go):
+// Renew must be safe for concurrent use.
 type Renewer interface {
 	// Renew extends each hold by its TTL, in as few round trips as it can,
 	// and returns one result per hold: nil, an error wrapping locker.ErrLockLost
@@ -181,6 +181,7 @@ type Core struct {
 	deadlines   bool          // the backend's Release returns by its context's deadline
 	releaseWait time.Duration // how long Unlock waits for an answer
 	minTTL      time.Duration // the backend's MinTTL, 0 without one
+	renewChunk  int           // the most holds of one Renew call
 }
 
 // NewCore starts the renewal loop for an engine named engine. Call Close to
@@ -190,7 +191,7 @@ func NewCore(engine string, b Backend, logger *slog.Logger, opts ...CoreOption) 
 	if logger == nil {
 		logger = slog.Default()
 	}
-	c := &Core{engine: engine, backend: b, log: logger, holds: make(map[*Hold]struct{}), releaseWait: DefaultReleaseWait}
+	c := &Core{engine: engine, backend: b, log: logger, holds: make(map[*Hold]struct{}), releaseWait: DefaultReleaseWait, renewChunk: renewChunk}
 	for _, opt := range opts {
 		opt(c)
 	}
@@ -200,7 +201,7 @@ func NewCore(engine string, b Backend, logger *slog.Logger, opts ...CoreOption) 
 	}
 	c.minTTL = MinTTL(b)
 	renewer, _ := b.(Renewer)
-	c.sched = newScheduler(renewer, c.expire, logger)
+	c.sched = startScheduler(renewer, c.expire, logger, c.renewChunk, renewWorkers)
 	return c
 }
 

@@ -461,3 +461,29 @@ func TestSchedulerBacksOffFailedRenewals(t *testing.T) {
 		t.Errorf("a hold whose renewals all failed was tried %d times in its TTL; want 3 to 10", attempts)
 	}
 }
+
+// renewingBackend is a Backend that renews through a recorder.
+type renewingBackend struct{ *recorder }
+
+func (renewingBackend) Acquire(context.Context, *Hold, bool) (bool, error) { return true, nil }
+func (renewingBackend) Release(context.Context, *Hold) error               { return nil }
+
+// RenewChunk lets a Core hand its Renewer more holds per call than the
+// default, and values below the default are raised to it. Holds taken at
+// their due time count as late, in chunks eight times as large: 1024 by
+// default.
+func TestRenewChunk(t *testing.T) {
+	for _, tc := range []struct{ chunk, n, want int }{{1024, 3000, 3000}, {16, 3000, lateChunk}} {
+		r := newRecorder(func(*Hold) error { return nil })
+		c := NewCore("test", renewingBackend{r}, slog.Default(), RenewChunk(tc.chunk))
+		now := time.Now()
+		for range tc.n {
+			c.sched.add(newHold("h", 300*time.Millisecond, true), now)
+		}
+		<-r.called
+		if got := r.batchSizes()[0]; got != tc.want {
+			t.Errorf("RenewChunk(%d) with %d holds due together: first Renew call got %d; want %d", tc.chunk, tc.n, got, tc.want)
+		}
+		_ = c.Close(context.Background())
+	}
+}

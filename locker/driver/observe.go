@@ -25,6 +25,14 @@ func ReleaseWait(d time.Duration) CoreOption {
 	return func(c *Core) { c.releaseWait = max(d, DefaultReleaseWait) }
 }
 
+// RenewChunk sets how many holds one Renew call takes at most (eight times
+// that when renewal is late): a backend whose renewal of many holds in one
+// call holds up no other request and has no limit per call (PostgreSQL's
+// UPDATE, row by row) renews them in fewer, larger calls, at less cost per
+// hold. Default: 128, the bound of a Redis script that must not sit long
+// in front of an acquisition; smaller values are raised to it.
+func RenewChunk(n int) CoreOption { return func(c *Core) { c.renewChunk = max(n, renewChunk) } }
+
 // holdObs is what an observed hold carries for its observe.Observer.
 type holdObs struct {
 	core    *Core

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	gozk "github.com/go-zookeeper/zk"
+	"github.com/jackc/pgx/v5"
 	goredis "github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -90,6 +91,8 @@ func (s *DrillScope) Remove(ctx context.Context) error {
 				err = s.removeRedis(ectx, i)
 			case config.TypeEtcd:
 				err = s.removeEtcd(ectx, i)
+			case config.TypePostgres:
+				err = s.removePostgres(ectx, i)
 			case config.TypeZK:
 				err = s.withZK(ectx, i, func(conn *zkconn.Conn) error {
 					_, err := zkconn.Do(ectx, conn, func() (struct{}, error) {
@@ -156,6 +159,17 @@ func (s *DrillScope) removeEtcd(ctx context.Context, i int) error {
 	}
 	defer hook.CloseEtcd(client)
 	_, err = client.Delete(ctx, s.cfg.Engines[i].Prefix+"/", clientv3.WithPrefix())
+	return err
+}
+
+// removePostgres drops the drill's schema, the engine's tables with it.
+func (s *DrillScope) removePostgres(ctx context.Context, i int) error {
+	pool, err := hook.PostgresPool(s.cfg, i)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	_, err = pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{s.cfg.Engines[i].Prefix}.Sanitize()+" CASCADE")
 	return err
 }
 

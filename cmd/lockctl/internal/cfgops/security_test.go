@@ -32,10 +32,30 @@ func TestSecurity(t *testing.T) {
 		{config.Engine{TLS: mutual, Username: "app1", Password: "secret-1", PasswordFile: "/run/pw"}, "tls mutual, user app1, password from file"},
 		{config.Engine{TLS: mutual, Auth: config.Auth{Scheme: "digest", Credentials: "app1:secret-1"}}, "tls mutual, digest user app1"},
 		{config.Engine{Auth: config.Auth{Scheme: "x509", Credentials: "secret-1"}}, "no tls, x509 auth"},
+		{pg("postgres://app1:secret-1@db:5432/app?sslmode=verify-full"), "tls, user app1, password in dsn"},
+		{pg("host=db1,db2 user=app1 sslmode=disable"), "no tls, user app1"},
+		{pg("postgres://app1@db/app"), "tls if offered (sslmode prefer), user app1"},
+		{pg("postgres://app1@db/app?sslmode=require"), "tls unverified, user app1"},
+		{config.Engine{Type: config.TypePostgres, DSNFile: "/run/dsn", DSN: "postgres://app1:secret-1@db/app?sslmode=disable"}, "no tls, user app1, dsn from file"},
 	} {
 		if got := cfgops.Security(&tc.e); got != tc.want {
 			t.Errorf("Security(%+v) = %q; want %q", tc.e, got, tc.want)
 		}
+	}
+}
+
+func pg(dsn string) config.Engine { return config.Engine{Type: config.TypePostgres, DSN: dsn} }
+
+// A postgres engine's addresses are its DSN's hosts, every one, and never
+// its credentials.
+func TestAddrsPostgres(t *testing.T) {
+	e := pg("postgres://app1:secret-1@db1:5433,db2/app")
+	if got := strings.Join(cfgops.Addrs(&e), " "); got != "db1:5433 db2:5432" {
+		t.Errorf("Addrs() = %q; want \"db1:5433 db2:5432\"", got)
+	}
+	etcd := config.Engine{Type: config.TypeEtcd, Endpoints: []string{"https://u:secret-1@e1:2379"}}
+	if got := strings.Join(cfgops.Addrs(&etcd), " "); got != "https://e1:2379" {
+		t.Errorf("Addrs(etcd) = %q; want the endpoint without its credentials", got)
 	}
 }
 

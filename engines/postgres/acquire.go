@@ -1,0 +1,395 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/orthrus-go/orthrus/internal/lockrule"
+	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
+)
+
+// holdState is a hold's or waiter's row: its place in line (also the
+// fencing token, but for a downgrade) and the nonce that finds a row whose
+// insert got no answer.
+type holdState struct {
+	fam   int16
+	seq   int64
+	nonce int64
+}
+
+// entry is one live row of a name, as the rule needs it.
+type entry struct {
+	seq       int64
+	kind      inspect.Kind
+	permits   int
+	downgrade bool
+	granted   bool          // by SetPermits
+	left      time.Duration // until it expires, by the database's clock
+	mine      bool
+}
+
+// queue is a name's live rows in line order, own the caller's index (-1:
+// its row is gone) and count the semaphore's stored count.
+type queue struct {
+	rows  []entry
+	own   int
+	count int
+}
+
+func famOf(k inspect.Kind) int16 {
+	switch k {
+	case inspect.KindRead, inspect.KindWrite:
+		return famRW
+	case inspect.KindPermit:
+		return famPermit
+	}
+	return famMutex
+}
+
+// lockKey is the advisory lock key text of a name's queue.
+func (e *Engine) lockKey(fam int16, name string) string {
+	return e.schema + "/" + strconv.Itoa(int(fam)) + "/" + name
+}
+
+// Acquire implements driver.Backend: one round trip enqueues the row and
+// reads the queue, lockrule decides, and a waiter re-reads its queue when
+// a notification or its fallback timer wakes it.
+func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, error) {
+	if e.isClosed() {
+		return false, e.fail("acquire", h.Name, locker.ErrClosed)
+	}
+	e.start()
+	st := &holdState{fam: famOf(h.Kind), nonce: rand.Int64()}
+	var w *waiter
+	if wait {
+		w = e.hub.join(st.fam, h.Name)
+		defer e.hub.leave(w)
+	}
+	q, err := e.enqueue(ctx, h, st)
+	waited := false
+	for {
+		if err != nil {
+			if uncertain(err) {
+				e.withdrawLater(h, st)
+			}
+			return false, e.fail("acquire", h.Name, err)
+		}
+		if q.own < 0 { // the waiter's row expired under it: in line again
+			h.Asking()
+			q, err = e.enqueue(ctx, h, st)
+			continue
+		}
+		v := lockrule.Decide(q.entries(), q.own, q.count)
+		if v.Granted || q.rows[q.own].granted {
+			e.grant(ctx, h, st, waited)
+			return true, nil
+		}
+		if !wait {
+			e.withdraw(ctx, h, st)
+			return false, nil
+		}
+		if err := e.await(ctx, w, q, v, h); err != nil {
+			if ctx.Err() != nil {
+				e.withdrawLater(h, st)
+			} else {
+				// Closing: the Core's workers may no longer start.
+				e.withdraw(ctx, h, st)
+			}
+			return false, err
+		}
+		waited = true
+		h.Asking()
+		q, err = e.recheck(ctx, h, st)
+	}
+}
+
+// uncertain tells a failed request that may have left the caller's row:
+// one the database did not answer (an error it answered rolled back the
+// whole batch).
+func uncertain(err error) bool {
+	var pgErr *pgconn.PgError
+	return !errors.As(err, &pgErr) && !errors.Is(err, errMismatch)
+}
+
+func (q *queue) entries() []lockrule.Entry {
+	out := make([]lockrule.Entry, len(q.rows))
+	for i, r := range q.rows {
+		out[i] = lockrule.Entry{Kind: r.kind, Permits: r.permits, Downgrade: r.downgrade}
+	}
+	return out
+}
+
+// grant fills h. A permit granted after a wait tells the waiter behind it,
+// which waits for this grant (lockrule: the entry before it).
+func (e *Engine) grant(ctx context.Context, h *driver.Hold, st *holdState, waited bool) {
+	h.Token = uint64(st.seq)
+	if h.Writer != nil {
+		h.Token = h.Writer.Token
+	}
+	h.State = st
+	// A fixed lease with a lock delay is forgotten by the Core without a
+	// release: it would stay in held for good.
+	if h.Renew || h.Delay == 0 {
+		e.heldMu.Lock()
+		e.held[st.seq] = h
+		e.heldMu.Unlock()
+	}
+	if waited && h.Kind == inspect.KindPermit {
+		rctx, cancel := e.cleanupContext(ctx)
+		defer cancel()
+		if _, err := e.pool.Exec(rctx, e.sql.notify, strconv.Itoa(int(st.fam))+"g:"+strconv.FormatInt(st.seq, 10)+":"+h.Name); err != nil {
+			e.log.Debug("postgres: telling the next permit waiter failed; it wakes by its timer", "name", h.Name, "err", err)
+		}
+	}
+}
+
+// enqueue inserts the caller's row and reads the name's queue, in one
+// batch: one round trip, one transaction under the name's advisory lock.
+func (e *Engine) enqueue(ctx context.Context, h *driver.Hold, st *holdState) (queue, error) {
+	rctx, cancel := e.bound(ctx)
+	defer cancel()
+	if err := e.ready(rctx); err != nil {
+		return queue{}, err
+	}
+	b := &pgx.Batch{}
+	b.Queue("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", e.lockKey(st.fam, h.Name))
+	if h.Kind == inspect.KindPermit {
+		b.Queue(e.sql.countInit, h.Name, h.Limit)
+	}
+	var writer int64
+	if h.Writer != nil {
+		writer = int64(h.Writer.Token)
+	}
+	b.Queue(e.sql.enqueue, st.fam, h.Name, int16(h.Kind), h.Owner, st.nonce, max(h.Permits, 1),
+		h.Writer != nil, writer, h.Life().Seconds(), h.CheckLimit, h.Limit)
+	br := e.pool.SendBatch(rctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return queue{}, err
+	}
+	if h.Kind == inspect.KindPermit {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return queue{}, err
+		}
+	}
+	rows, _ := br.Query()
+	q, err := readQueue(rows, h.Limit)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && q.own < 0 {
+		err = errMismatch // the insert's condition: the stored count differs
+	}
+	if err == nil {
+		st.seq = q.rows[q.own].seq
+	}
+	return q, err
+}
+
+// recheck reads the rows before the waiter's (and downgraded readers) and
+// extends the waiter's own row.
+func (e *Engine) recheck(ctx context.Context, h *driver.Hold, st *holdState) (queue, error) {
+	rctx, cancel := e.bound(ctx)
+	defer cancel()
+	rows, _ := e.pool.Query(rctx, e.sql.recheck, st.fam, h.Name, st.seq, h.Life().Seconds())
+	return readQueue(rows, h.Limit)
+}
+
+// readQueue scans rows of (seq, kind, permits, downgrade, left, mine,
+// count) into a queue in line order; limit stands for a missing count.
+func readQueue(rows pgx.Rows, limit int) (queue, error) {
+	q := queue{own: -1, count: limit}
+	for rows.Next() {
+		var (
+			r     entry
+			kind  int16
+			perm  int32
+			left  float64
+			count *int32
+		)
+		if err := rows.Scan(&r.seq, &kind, &perm, &r.downgrade, &r.granted, &left, &r.mine, &count); err != nil {
+			rows.Close()
+			return queue{}, err
+		}
+		r.kind, r.permits, r.left = inspect.Kind(kind), int(perm), time.Duration(left*float64(time.Second))
+		if count != nil {
+			q.count = int(*count)
+		}
+		q.rows = append(q.rows, r)
+	}
+	if err := rows.Err(); err != nil {
+		return queue{}, err
+	}
+	slices.SortFunc(q.rows, func(a, b entry) int { return int(a.seq - b.seq) })
+	for i := range q.rows {
+		if q.rows[i].mine {
+			q.own = i
+		}
+	}
+	return q, nil
+}
+
+// await waits until a notification may have changed the verdict v, the
+// soonest of its blockers expires, or the waiter's row needs refreshing
+// (a third of its life): no polling faster than that.
+func (e *Engine) await(ctx context.Context, w *waiter, q queue, v lockrule.Verdict, h *driver.Hold) error {
+	blockers := make([]int64, len(v.Blockers))
+	next := h.Life() / 3
+	for i, b := range v.Blockers {
+		blockers[i] = q.rows[b].seq
+		next = min(next, q.rows[b].left+expirySlack)
+	}
+	if e.hub.expect(w, blockers, v.Count) {
+		return nil // woken while the queue was read
+	}
+	t := time.NewTimer(max(next, 0))
+	defer t.Stop()
+	select {
+	case <-w.wake:
+		return nil
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-e.done:
+		return e.fail("acquire", h.Name, locker.ErrClosed)
+	}
+}
+
+// expirySlack: a blocker is read again this long after its expiry, so that
+// the database's clock has passed it too.
+const expirySlack = 5 * time.Millisecond
+
+// withdraw deletes the row of an acquisition that is not granted, and
+// tells those behind it; on failure, a worker goes on trying.
+func (e *Engine) withdraw(ctx context.Context, h *driver.Hold, st *holdState) {
+	rctx, cancel := e.cleanupContext(ctx)
+	defer cancel()
+	if _, err := e.pool.Exec(rctx, e.sql.withdraw, st.fam, h.Name, st.nonce); err != nil {
+		e.withdrawLater(h, st)
+	}
+}
+
+// withdrawLater deletes, on a worker, the row an acquisition may have left
+// (found by its nonce: its insert may have gone unanswered), trying again
+// within the release timeout while the database does not answer; the row
+// expires by itself after that.
+func (e *Engine) withdrawLater(h *driver.Hold, st *holdState) {
+	e.core.Go(func(bg context.Context) {
+		ctx, cancel := context.WithTimeout(bg, h.ReleaseTimeout)
+		defer cancel()
+		for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+			rctx, rcancel := e.bound(ctx)
+			_, err := e.pool.Exec(rctx, e.sql.withdraw, st.fam, h.Name, st.nonce)
+			rcancel()
+			if err == nil {
+				return
+			}
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				e.log.Warn("postgres: a withdrawn row could not be deleted; it expires by its TTL", "name", h.Name, "err", err)
+				return
+			}
+		}
+	})
+}
+
+// Release implements driver.Backend: it deletes h's row, if still h's and
+// alive, and tells the waiters.
+func (e *Engine) Release(ctx context.Context, h *driver.Hold) error {
+	st, ok := h.State.(*holdState)
+	if !ok {
+		return e.fail("release", h.Name, fmt.Errorf("%w: no row", errGone))
+	}
+	e.forget(st.seq) // before its own notification comes back
+	rctx, cancel := e.bound(ctx)
+	defer cancel()
+	var alive bool
+	err := e.pool.QueryRow(rctx, e.sql.release, st.fam, h.Name, st.seq, h.Owner).Scan(nil, &alive)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return e.fail("release", h.Name, errGone)
+	case err != nil:
+		return e.fail("release", h.Name, err)
+	case !alive:
+		return e.fail("release", h.Name, fmt.Errorf("%w: expired before its release", errGone))
+	}
+	return nil
+}
+
+// Renew implements driver.Renewer: one statement extends every hold by its
+// life; a hold whose row is gone or expired is lost.
+func (e *Engine) Renew(ctx context.Context, holds []*driver.Hold) []error {
+	errs := make([]error, len(holds))
+	fams, names, seqs := rowKeys(holds)
+	lives := make([]float64, len(holds))
+	for i, h := range holds {
+		lives[i] = h.Life().Seconds()
+	}
+	rctx, cancel := e.bound(ctx)
+	defer cancel()
+	rows, _ := e.pool.Query(rctx, e.sql.renew, fams, names, seqs, lives)
+	kept, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	slices.Sort(kept)
+	if err != nil {
+		for i, h := range holds {
+			errs[i] = e.fail("renew", h.Name, err)
+		}
+		return errs
+	}
+	for i, h := range holds {
+		if _, found := slices.BinarySearch(kept, seqs[i]); !found {
+			e.forget(seqs[i])
+			errs[i] = e.fail("renew", h.Name, errGone)
+		}
+	}
+	return errs
+}
+
+// rowKeys returns the primary keys of the rows of holds, as arrays.
+func rowKeys(holds []*driver.Hold) (fams []int16, names []string, seqs []int64) {
+	fams, names, seqs = make([]int16, len(holds)), make([]string, len(holds)), make([]int64, len(holds))
+	for i, h := range holds {
+		st, _ := h.State.(*holdState)
+		if st == nil {
+			st = &holdState{}
+		}
+		fams[i], names[i], seqs[i] = st.fam, h.Name, st.seq
+	}
+	return fams, names, seqs
+}
+
+// forget drops seq from the holds that notifications are checked against.
+func (e *Engine) forget(seq int64) {
+	e.heldMu.Lock()
+	delete(e.held, seq)
+	e.heldMu.Unlock()
+}
+
+// gone marks lost the hold of seq, if this engine has it: a notification
+// said its row went, and its owner did not release it (a release forgets
+// it first). ForceUnlock and the operator's DELETE that notifies so (see
+// the package doc) are noticed at once, not at the next renewal.
+func (e *Engine) gone(seq int64) {
+	e.heldMu.Lock()
+	h := e.held[seq]
+	delete(e.held, seq)
+	e.heldMu.Unlock()
+	if h != nil {
+		h.MarkGone()
+	}
+}

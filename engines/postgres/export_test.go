@@ -1,0 +1,11 @@
+package postgres
+
+import "time"
+
+// WithReap runs the reaper every every, deleting rows expired for after.
+func WithReap(every, after time.Duration) Option {
+	return func(s *settings) error {
+		s.reapEach, s.reapPast = every, after
+		return nil
+	}
+}

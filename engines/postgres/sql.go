@@ -1,0 +1,123 @@
+package postgres
+
+import (
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// SchemaSQL returns the statements that make the engine's tables in
+// schema, for an administrator to run where the engine's role may not
+// create them (WithoutSchemaCreation). The role then needs USAGE on the
+// schema, SELECT, INSERT, UPDATE and DELETE on its tables, and USAGE on
+// its sequence:
+//
+//	GRANT USAGE ON SCHEMA orthrus TO app;
+//	GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA orthrus TO app;
+//	GRANT USAGE ON ALL SEQUENCES IN SCHEMA orthrus TO app;
+func SchemaSQL(schema string) string {
+	s := pgx.Identifier{schema}.Sanitize()
+	return strings.NewReplacer("S;", s+";", "S.", s+".").Replace(`CREATE SCHEMA IF NOT EXISTS S;
+CREATE SEQUENCE IF NOT EXISTS S.seq;
+CREATE TABLE IF NOT EXISTS S.holds (
+	fam smallint NOT NULL,
+	name text NOT NULL,
+	seq bigint NOT NULL,
+	kind smallint NOT NULL,
+	owner text NOT NULL,
+	nonce bigint NOT NULL,
+	permits integer NOT NULL,
+	downgrade boolean NOT NULL,
+	token bigint NOT NULL,
+	granted boolean NOT NULL DEFAULT false,
+	expires timestamptz NOT NULL,
+	PRIMARY KEY (fam, name, seq)
+);
+CREATE TABLE IF NOT EXISTS S.counts (name text PRIMARY KEY, permits integer NOT NULL);
+CREATE TABLE IF NOT EXISTS S.epochs (fleet text PRIMARY KEY, epoch bigint NOT NULL);
+`)
+}
+
+// Families: a name's mutex, read-write lock and semaphore are independent
+// locks, told apart by the holds table's fam column.
+const (
+	famMutex  = 0
+	famRW     = 1
+	famPermit = 2
+)
+
+// statements are the engine's SQL with its schema filled in.
+type statements struct {
+	channel, exists, enqueue, recheck, release, withdraw, renew, notify, reap, countInit string
+	countGet, inspect, force, setPermits, epochGet, epochInit, epochSwap, missing        string
+}
+
+// row is what the engine reads of a hold or waiter: granted marks a permit
+// row granted before SetPermits lowered the count (a grant is never taken
+// back); left is the time to its expiry in seconds, by the database's
+// clock; mine marks the caller's own row; count is the semaphore's stored
+// count (NULL elsewhere).
+const rowCols = `seq, kind, permits, downgrade, granted, extract(epoch FROM expires - clock_timestamp())::float8`
+
+// newStatements fills in schema, a name CheckSchema accepts: quoted as an
+// identifier, and within literals as it is (it holds no quote).
+func newStatements(schema string) statements {
+	quoted := pgx.Identifier{schema}.Sanitize()
+	q := func(s string) string {
+		return strings.NewReplacer("S.", quoted+".", "CHAN", schema+"_locks", "ROW", rowCols).Replace(s)
+	}
+	const count = `(SELECT permits FROM S.counts WHERE name = $2)`
+	return statements{
+		channel: schema + "_locks",
+		exists:  q(`SELECT to_regnamespace('` + quoted + `') IS NOT NULL, to_regclass('S.holds') IS NOT NULL AND to_regclass('S.counts') IS NOT NULL AND to_regclass('S.epochs') IS NOT NULL AND to_regclass('S.seq') IS NOT NULL`),
+		// The advisory lock before it (same batch, one transaction) makes
+		// seq order the commit order of a name's rows, and this
+		// statement's snapshot, taken after it, sees every earlier row.
+		enqueue: q(`WITH me AS (
+	INSERT INTO S.holds (fam, name, seq, kind, owner, nonce, permits, downgrade, token, expires)
+	SELECT $1, $2, n.seq, $3, $4, $5, $6, $7, CASE WHEN $8::bigint > 0 THEN $8::bigint ELSE n.seq END,
+		clock_timestamp() + make_interval(secs => $9)
+	FROM (SELECT nextval('S.seq') AS seq) n
+	WHERE NOT $10::boolean OR ` + count + ` = $11::integer
+	RETURNING ` + rowCols + `)
+SELECT ROW, false, ` + count + ` FROM S.holds WHERE fam = $1 AND name = $2 AND expires > clock_timestamp()
+UNION ALL SELECT *, true, ` + count + ` FROM me`),
+		// A waiter reads those before it and the downgraded readers, and
+		// keeps its own row alive.
+		recheck: q(`WITH me AS (
+	UPDATE S.holds SET expires = clock_timestamp() + make_interval(secs => $4)
+	WHERE fam = $1 AND name = $2 AND seq = $3 AND expires > clock_timestamp()
+	RETURNING ` + rowCols + `)
+SELECT ROW, false, ` + count + ` FROM S.holds
+WHERE fam = $1 AND name = $2 AND expires > clock_timestamp() AND seq <> $3 AND (seq < $3 OR downgrade)
+UNION ALL SELECT *, true, ` + count + ` FROM me`),
+		release: q(`WITH d AS (DELETE FROM S.holds WHERE fam = $1 AND name = $2 AND seq = $3 AND owner = $4 RETURNING expires)
+SELECT pg_notify('CHAN', $1 || ':' || $3 || ':' || $2), expires > clock_timestamp() FROM d`),
+		withdraw: q(`WITH d AS (DELETE FROM S.holds WHERE fam = $1 AND name = $2 AND nonce = $3 RETURNING seq)
+SELECT pg_notify('CHAN', $1 || ':' || seq || ':' || $2) FROM d`),
+		renew: q(`UPDATE S.holds h SET expires = clock_timestamp() + make_interval(secs => u.life)
+FROM unnest($1::smallint[], $2::text[], $3::bigint[], $4::float8[]) AS u(fam, name, seq, life)
+WHERE h.fam = u.fam AND h.name = u.name AND h.seq = u.seq AND h.expires > clock_timestamp()
+RETURNING h.seq`),
+		notify: q(`SELECT pg_notify('CHAN', $1)`),
+		reap: q(`DELETE FROM S.holds WHERE ctid = ANY(ARRAY(
+	SELECT ctid FROM S.holds WHERE expires < clock_timestamp() - make_interval(secs => $1) LIMIT 1000))`),
+		countGet: q(`SELECT permits FROM S.counts WHERE name = $1`),
+		missing: q(`SELECT u.seq FROM unnest($1::smallint[], $2::text[], $3::bigint[]) AS u(fam, name, seq)
+WHERE NOT EXISTS (SELECT 1 FROM S.holds h WHERE h.fam = u.fam AND h.name = u.name AND h.seq = u.seq)`),
+		countInit: q(`INSERT INTO S.counts (name, permits) VALUES ($1, $2) ON CONFLICT DO NOTHING`),
+		inspect: q(`SELECT seq, kind, owner, permits, token, extract(epoch FROM expires - clock_timestamp())::float8, downgrade, granted
+FROM S.holds WHERE fam = $1 AND name = $2 AND expires > clock_timestamp() ORDER BY seq`),
+		force: q(`WITH d AS (DELETE FROM S.holds WHERE fam = $1 AND name = $2 AND seq = ANY($3::bigint[]) RETURNING seq)
+SELECT pg_notify('CHAN', $1 || ':' || seq || ':' || $2) FROM d`),
+		// Under the name's advisory lock, after the rule marked the rows
+		// it grants at the old count.
+		setPermits: q(`WITH g AS (UPDATE S.holds SET granted = true WHERE fam = 2 AND name = $1 AND seq = ANY($3::bigint[])),
+c AS (INSERT INTO S.counts (name, permits) VALUES ($1, $2)
+	ON CONFLICT (name) DO UPDATE SET permits = excluded.permits RETURNING 1)
+SELECT pg_notify('CHAN', '2:0:' || $1) FROM c`),
+		epochGet:  q(`SELECT epoch FROM S.epochs WHERE fleet = $1`),
+		epochInit: q(`INSERT INTO S.epochs (fleet, epoch) VALUES ($1, $2) ON CONFLICT DO NOTHING`),
+		epochSwap: q(`UPDATE S.epochs SET epoch = $3 WHERE fleet = $1 AND epoch = $2`),
+	}
+}
