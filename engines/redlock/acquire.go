@@ -62,33 +62,38 @@ func (e *Engine) newHold(h *driver.Hold) *hold {
 }
 
 // Acquire implements driver.Backend: an attempt on every node at once,
-// then, while the name is held and wait is true, a wait for a release
-// message from any node (or the soonest expiry the nodes reported) and
-// another attempt.
+// then, while the name is held and wait is true, a wait for this
+// process's turn after a release message from any node (or the soonest
+// expiry the nodes reported) and another attempt; after a split, a random
+// backoff instead.
 func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, error) {
 	st := e.newHold(h)
 	h.State = st
 	var w *waiter
+	granted := false
 	defer func() {
 		if w != nil {
-			e.hub.leave(w)
+			e.hub.leave(w, granted)
 		}
 	}()
-	var silent time.Time // since when a majority has not answered
+	var silent time.Time // when the first of a run of attempts a majority did not answer began
+	splits := 0          // the attempts in a row that split the nodes
 	for {
+		began := time.Now()
 		r := e.attempt(ctx, h, st, silent.IsZero())
 		if r.err != nil && r.silent && silent.IsZero() {
-			silent = time.Now()
+			silent = began
 		}
 		switch {
-		case r.err != nil && r.silent && ctx.Err() == nil && time.Since(silent) < requestTimeout:
-			if err := pause(ctx, e.timeout-r.took); err != nil {
+		case r.err != nil && r.silent && ctx.Err() == nil:
+			if !e.retrySilent(ctx, silent, r.took) {
 				return false, r.err
 			}
 			continue // a majority may yet answer within the caller's budget
 		case r.err != nil:
 			return false, r.err
 		case r.granted:
+			granted = true
 			return true, nil
 		case !wait:
 			return false, nil
@@ -100,7 +105,15 @@ func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, 
 			}
 			continue // a release before the subscription published to no one
 		}
-		if err := w.await(ctx, r); err != nil {
+		var err error
+		if r.split {
+			splits++
+			err = pause(ctx, e.backoff(r, splits))
+		} else {
+			splits = 0
+			err = w.await(ctx, r.soonest)
+		}
+		if err != nil {
 			return false, err
 		}
 		silent = time.Time{}
@@ -115,11 +128,23 @@ func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, 
 // request timeout.
 const requestTimeout = driver.DefaultRequestTimeout
 
-// pause waits d (the rest of a node timeout after a failed attempt, so that
-// nodes failing at once are not asked in a busy loop), or until ctx is
-// done.
+// retrySilent pauses before another attempt while a majority is silent
+// (the rest of a node timeout after one that took took, so that nodes
+// failing at once are not asked in a busy loop) and reports true, or
+// reports false when that attempt could not end within requestTimeout of
+// since, the first silent attempt's start: the bound is the whole run's,
+// however late a loaded host wakes each step of it.
+func (e *Engine) retrySilent(ctx context.Context, since time.Time, took time.Duration) bool {
+	p := max(e.timeout-took, time.Millisecond)
+	if time.Since(since)+p+e.timeout > requestTimeout {
+		return false
+	}
+	return pause(ctx, p) == nil
+}
+
+// pause waits d, or until ctx is done.
 func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(max(d, time.Millisecond))
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -135,9 +160,10 @@ type outcome struct {
 	err     error
 	// soonest is the least time a hold that refused the attempt had left.
 	soonest time.Duration
-	// split: the attempt got some nodes but not a majority, as may every
-	// contender of a race; they all let go and try again, apart.
+	// split: the attempt got some nodes (got) but not a majority, as may
+	// every contender of a race; they all let go and try again, apart.
 	split bool
+	got   int
 	// silent: err says that fewer than a majority answered, and not
 	// because they refused the connection (nodes down).
 	silent bool
@@ -189,7 +215,7 @@ func (e *Engine) attempt(ctx context.Context, h *driver.Hold, st *hold, asking b
 		err := e.unavailable(ctx, "acquire", h.Name, ok, errs)
 		return outcome{err: err, silent: !errors.Is(err, locker.ErrRefused), took: time.Since(start)}
 	}
-	return outcome{soonest: soonest, split: granted > 0}
+	return outcome{soonest: soonest, split: granted > 0, got: granted, took: time.Since(start)}
 }
 
 // validity is how long a grant that took elapsed is safe to rely on: the
@@ -259,10 +285,28 @@ func (e *Engine) releaseOn(ctx context.Context, i int, st *hold, owner string, t
 // errGone is a node's answer that a hold is not there.
 var errGone = fmt.Errorf("not held on this node: %w", locker.ErrLockLost)
 
-// splitJitter bounds the pause before the next attempt after a split: long
-// against a request's round trip, so that the contenders of a race try
-// again apart, short against any TTL.
-const splitJitter = 10 * time.Millisecond
+// backoff is the pause before the next attempt after the n-th split in a
+// row: random within a window that starts at twice the attempt's own
+// duration (what an attempt takes on this host, loaded or not) and doubles
+// with each split up to maxSplitWindow, as Raft spreads its candidates'
+// elections, so that contenders who split the nodes soon try one at a
+// time. An attempt one node short of a majority draws from the window's
+// first half and the others from its second: the nearest to winning tries
+// first.
+func (e *Engine) backoff(r outcome, n int) time.Duration {
+	window := min(max(r.took, time.Millisecond)<<min(n, maxSplitDoublings), e.maxSplitWindow())
+	half := window / 2
+	d := rand.N(half + 1)
+	if r.got < e.quorum-1 {
+		d += half
+	}
+	return time.Millisecond + d
+}
 
-// jitter is a pause in [1ms, 1ms+splitJitter).
-func jitter() time.Duration { return time.Millisecond + rand.N(splitJitter) }
+// maxSplitDoublings bounds the shift of backoff's window.
+const maxSplitDoublings = 8
+
+// maxSplitWindow bounds backoff's window: a few node timeouts, the longest
+// an attempt's round trip can take, so that a run of splits costs a wait of
+// a few attempts, short against any TTL.
+func (e *Engine) maxSplitWindow() time.Duration { return 4 * e.timeout }

@@ -15,30 +15,39 @@
 //
 // Acquire sends the single-node engine's acquire script (engines/redis,
 // lua/fence.lua and lua/acquire.lua: SET NX PX "<token>:<owner>" and the
-// name's counter bumped) to every node at once, each request bounded by
-// the node timeout. The hold is granted when a majority granted it and its
+// name's counter bumped) to every node at once, each request bounded by the
+// node timeout. The hold is granted when a majority granted it and its
 // validity — TTL − the time taken − the clock drift allowance (1% of the
 // TTL + 2ms) — is still positive. Otherwise the attempt deletes what it got
 // on every node that granted it, and, with wait, tries again: after a
 // release message, or the soonest expiry the nodes reported, or, when the
-// attempt got some nodes but not a majority (a race between contenders), a
-// random 1-11ms pause. A node's grant that comes after the attempt was
-// decided is deleted by the engine's worker that receives it. Release
-// deletes the hold on every node that granted it (comparing the owner and
-// token) and publishes a wake-up there; it returns once a majority has
-// deleted it, the other nodes' requests going on in the background (a node
-// that does not get its request keeps its copy until its TTL). Renewal extends the hold on the
-// nodes that granted it; it is renewed when a majority renewed it, and lost
-// (Lost closes, Unlock returns ErrLockLost) when so many nodes answered
-// that it is gone that a majority no longer can, or when no renewal reached
-// a majority within the TTL.
+// attempt got some nodes but not a majority (a split between contenders),
+// after a random backoff whose window starts at twice the attempt's
+// duration and doubles with each split in a row, up to four node timeouts
+// (an attempt one node short of a majority draws from the window's first
+// half, the others from its second). A node's grant that comes after the
+// attempt was decided is deleted by the engine's worker that receives it.
+// Release deletes the hold on every node that granted it (comparing the
+// owner and token) and publishes a wake-up there; it returns once a
+// majority has deleted it, the other nodes' requests going on in the
+// background (a node that does not get its request keeps its copy until its
+// TTL). Renewal extends the hold on the nodes that granted it; it is
+// renewed when a majority renewed it, and lost (Lost closes, Unlock returns
+// ErrLockLost) when so many nodes answered that it is gone that a majority
+// no longer can, or when no renewal reached a majority within the TTL.
 //
 // Waiters do not poll: each engine keeps one pub/sub connection per node,
 // a name's release channel is subscribed on every node while the process
 // has waiters for it, and a waiter first waits for a majority of the nodes
 // to confirm its subscription (any majority shares a node with the
-// holder's), then tries again, then waits for a message from any node. A
-// cancelled wait unsubscribes and leaves nothing on any node.
+// holder's), then tries again, then waits for its turn. A message from any
+// node gives the turn to one waiter of the process (the one that had it
+// least recently); messages that come while it tries give the next turn
+// once it waits again, and a waiter that leaves with the turn without the
+// hold hands it on. So a release sets one attempt per process going,
+// rather than every waiter at once, which split the nodes between them
+// over and over on a loaded host. A cancelled wait unsubscribes and leaves
+// nothing on any node.
 //
 // # Failures
 //
@@ -47,8 +56,9 @@
 // node costing each of them up to the node timeout. With a majority down
 // (refusing connections) every call fails at once with an error wrapping
 // locker.ErrUnavailable and locker.ErrRefused; with a majority silent, an
-// acquisition tries again within its caller's budget, up to 2s
-// (driver.DefaultRequestTimeout), and then fails with locker.ErrUnavailable,
+// acquisition tries again within its caller's budget, starting no attempt
+// that could not end within 2s (driver.DefaultRequestTimeout) of the first
+// silent one's start, and then fails with locker.ErrUnavailable,
 // so a wait shorter than driver.OutageAfter only runs out of time.
 //
 // # Fencing tokens

@@ -43,9 +43,9 @@ type faulty struct {
 	majority []*testserver.Server
 }
 
-func newFaulty(t *testing.T) faulty {
+func newFaulty(t *testing.T, opts ...redlock.Option) faulty {
 	ss := servers(t, nodeCount)
-	e := newEngine(t, clients(t, addrsOf(ss)), redlock.WithLogger(quietLog))
+	e := newEngine(t, clients(t, addrsOf(ss)), append([]redlock.Option{redlock.WithLogger(quietLog)}, opts...)...)
 	t.Cleanup(func() { _ = e.Close() })
 	f := faulty{e: e, majority: ss[:e.Quorum()]}
 	l, _ := e.NewLocker("warm")
@@ -99,6 +99,21 @@ func TestMajorityPaused(t *testing.T) {
 	err := l.LockCtx(ctx)
 	if late := time.Since(start) - faultWait; err != context.DeadlineExceeded || late > slack {
 		t.Errorf("LockCtx() = %v, %v after its deadline; want DeadlineExceeded itself, at once", err, late)
+	}
+}
+
+// TryLock on a frozen majority ends within driver.DefaultRequestTimeout
+// whatever the node timeout: no attempt starts that could not end by then.
+// With a 700ms node timeout it went on to 2.8s (the bound counted from the
+// first attempt's end, and let a last attempt start just before it).
+func TestTryLockBoundWhilePaused(t *testing.T) {
+	f := newFaulty(t, redlock.WithNodeTimeout(700*time.Millisecond))
+	f.pause(t)
+	l, _ := f.e.NewLocker("bound")
+	start := time.Now()
+	ok, err := l.TryLock()
+	if took := time.Since(start); ok || !errors.Is(err, locker.ErrUnavailable) || took > driver.DefaultRequestTimeout+slack {
+		t.Errorf("TryLock() = %v, %v after %v; want false, ErrUnavailable within %v", ok, err, took, driver.DefaultRequestTimeout)
 	}
 }
 

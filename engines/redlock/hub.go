@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,7 +24,8 @@ const (
 
 // hub holds one pub/sub connection per node, shared by every waiter of the
 // engine: a release channel is subscribed on every node while this process
-// has waiters for it, and a release message from any node wakes them all.
+// has waiters for it, and a release message from any node gives one of
+// them the turn to try again (see wake).
 type hub struct {
 	e    *Engine
 	subs []*goredis.PubSub
@@ -41,7 +43,14 @@ type hub struct {
 
 // wchan is one subscribed channel and its waiters.
 type wchan struct {
-	waiters   map[*waiter]struct{}
+	// waiters in the order they get the turn: the one given it moves to
+	// the end.
+	waiters []*waiter
+	// turn is the waiter given the turn to try again, from then until it
+	// waits again or leaves (nil: none); pending, that a message came
+	// meanwhile.
+	turn      *waiter
+	pending   bool
 	confirmed []bool
 	count     int           // nodes that confirmed
 	ready     chan struct{} // closed once a majority confirmed
@@ -52,7 +61,9 @@ type waiter struct {
 	h       *hub
 	channel string
 	c       *wchan
-	wake    chan struct{} // buffered: a message between two attempts is kept
+	// wake holds a token exactly while the waiter has the turn and has not
+	// taken it (buffered: a turn given during an attempt is kept).
+	wake chan struct{}
 }
 
 func newHub(e *Engine) *hub {
@@ -91,7 +102,7 @@ func (h *hub) receive(i int, ps *goredis.PubSub) {
 				h.confirm(i, m.Channel)
 			}
 		case *goredis.Message:
-			h.wakeAll(m.Channel)
+			h.wake(m.Channel)
 		}
 	}
 }
@@ -109,16 +120,36 @@ func (h *hub) confirm(i int, channel string) {
 	}
 }
 
-func (h *hub) wakeAll(channel string) {
+// wake gives the turn to try again to one waiter of channel, the one that
+// had it least recently, or, while a waiter has it, notes the message for
+// when that one waits again. A release (a message from each node that had
+// the hold) thus sets one attempt of this process going, not one per
+// waiter: those all raced each other, split the nodes between them and
+// let go, each letting go publishing more messages.
+func (h *hub) wake(channel string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if c := h.chans[channel]; c != nil {
-		for w := range c.waiters {
-			select {
-			case w.wake <- struct{}{}:
-			default:
-			}
-		}
+		c.giveTurn()
+	}
+}
+
+// giveTurn is wake's, with h.mu held.
+func (c *wchan) giveTurn() {
+	if c.turn != nil {
+		c.pending = true
+		return
+	}
+	if len(c.waiters) == 0 {
+		return
+	}
+	w := c.waiters[0]
+	copy(c.waiters, c.waiters[1:])
+	c.waiters[len(c.waiters)-1] = w
+	c.turn = w
+	select {
+	case w.wake <- struct{}{}:
+	default: // cannot be: a token is there only while w has the turn
 	}
 }
 
@@ -135,12 +166,12 @@ func (h *hub) join(ctx context.Context, name, channel string) (*waiter, error) {
 	}
 	c := h.chans[channel]
 	if c == nil {
-		c = &wchan{waiters: make(map[*waiter]struct{}), confirmed: make([]bool, len(h.subs)), ready: make(chan struct{})}
+		c = &wchan{confirmed: make([]bool, len(h.subs)), ready: make(chan struct{})}
 		h.chans[channel] = c
 		h.each(func(ctx context.Context, ps *goredis.PubSub) error { return ps.Subscribe(ctx, channel) })
 	}
 	w := &waiter{h: h, channel: channel, c: c, wake: make(chan struct{}, 1)}
-	c.waiters[w] = struct{}{}
+	c.waiters = append(c.waiters, w)
 	h.mu.Unlock()
 
 	t := time.NewTimer(confirmTimeout)
@@ -150,7 +181,7 @@ func (h *hub) join(ctx context.Context, name, channel string) (*waiter, error) {
 	case <-t.C:
 		h.e.log.Warn("redlock: a majority did not confirm the subscription, waiting on expiry alone", "channel", channel)
 	case <-ctx.Done():
-		h.leave(w)
+		h.leave(w, false)
 		return nil, fmt.Errorf("redlock: acquire %q: subscribe: %w: %w", name, locker.ErrUnavailable, ctx.Err())
 	}
 	return w, nil
@@ -170,11 +201,20 @@ func (h *hub) each(cmd func(context.Context, *goredis.PubSub) error) {
 }
 
 // leave unregisters w, and unsubscribes its channel when it was the last.
-func (h *hub) leave(w *waiter) {
+// A waiter that leaves with the turn without a grant hands it on: the
+// release that gave it may have left the name free.
+func (h *hub) leave(w *waiter, granted bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	delete(w.c.waiters, w)
-	if len(w.c.waiters) == 0 && h.chans[w.channel] == w.c {
+	c := w.c
+	c.waiters = slices.DeleteFunc(c.waiters, func(x *waiter) bool { return x == w })
+	if c.turn == w {
+		c.turn, c.pending = nil, false
+		if !granted {
+			c.giveTurn()
+		}
+	}
+	if len(c.waiters) == 0 && h.chans[w.channel] == c {
 		delete(h.chans, w.channel)
 		if !h.closed {
 			h.each(func(ctx context.Context, ps *goredis.PubSub) error { return ps.Unsubscribe(ctx, w.channel) })
@@ -182,19 +222,40 @@ func (h *hub) leave(w *waiter) {
 	}
 }
 
-// await waits for a release message, for the soonest expiry the last
-// attempt saw, or, after a split, for a random pause; or until ctx is
-// done, returning ctx.Err().
-func (w *waiter) await(ctx context.Context, r outcome) error {
-	d := max(r.soonest, time.Millisecond)
-	wake := w.wake
-	if r.split {
-		d, wake = jitter(), nil
+// rest is called by a waiter about to wait again. It reports true when the
+// waiter was given the turn while it tried (a message came meanwhile: it
+// tries again at once); otherwise it gives back the turn it had, to the
+// next waiter when a message came while it tried.
+func (w *waiter) rest() bool {
+	w.h.mu.Lock()
+	defer w.h.mu.Unlock()
+	c := w.c
+	select {
+	case <-w.wake:
+		c.pending = false
+		return true
+	default:
 	}
-	t := time.NewTimer(d)
+	if c.turn == w {
+		c.turn = nil
+		if c.pending {
+			c.pending = false
+			c.giveTurn()
+		}
+	}
+	return false
+}
+
+// await waits for the turn to try again, or for d (the soonest expiry the
+// last attempt saw), or until ctx is done, returning ctx.Err().
+func (w *waiter) await(ctx context.Context, d time.Duration) error {
+	if w.rest() {
+		return nil
+	}
+	t := time.NewTimer(max(d, time.Millisecond))
 	defer t.Stop()
 	select {
-	case <-wake:
+	case <-w.wake:
 	case <-t.C:
 	case <-ctx.Done():
 		return ctx.Err()
