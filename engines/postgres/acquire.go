@@ -65,10 +65,9 @@ func (e *Engine) lockKey(fam int16, name string) string {
 // reads the queue, lockrule decides, and a waiter re-reads its queue when
 // a notification or its fallback timer wakes it.
 func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, error) {
-	if e.isClosed() {
+	if !e.start() {
 		return false, e.fail("acquire", h.Name, locker.ErrClosed)
 	}
-	e.start()
 	st := &holdState{fam: famOf(h.Kind), nonce: rand.Int64()}
 	var w *waiter
 	if wait {
@@ -162,7 +161,7 @@ func (e *Engine) enqueue(ctx context.Context, h *driver.Hold, st *holdState) (qu
 		return queue{}, err
 	}
 	b := &pgx.Batch{}
-	b.Queue("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", e.lockKey(st.fam, h.Name))
+	b.Queue(e.sql.lockName, e.lockKey(st.fam, h.Name))
 	if h.Kind == inspect.KindPermit {
 		b.Queue(e.sql.countInit, h.Name, h.Limit)
 	}
@@ -262,7 +261,7 @@ func (e *Engine) await(ctx context.Context, w *waiter, q queue, v lockrule.Verdi
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-e.done:
+	case <-e.life.Done():
 		return e.fail("acquire", h.Name, locker.ErrClosed)
 	}
 }
@@ -331,46 +330,43 @@ func (e *Engine) Release(ctx context.Context, h *driver.Hold) error {
 	return nil
 }
 
-// Renew implements driver.Renewer: one statement extends every hold by its
-// life; a hold whose row is gone or expired is lost.
+// Renew implements driver.Renewer: one statement per life (a chunk's
+// holds nearly always share one) extends the holds' rows; a hold whose
+// row is gone or expired is lost.
 func (e *Engine) Renew(ctx context.Context, holds []*driver.Hold) []error {
 	errs := make([]error, len(holds))
-	fams, names, seqs := rowKeys(holds)
-	lives := make([]float64, len(holds))
-	for i, h := range holds {
-		lives[i] = h.Life().Seconds()
-	}
 	rctx, cancel := e.bound(ctx)
 	defer cancel()
-	rows, _ := e.pool.Query(rctx, e.sql.renew, fams, names, seqs, lives)
-	kept, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	slices.Sort(kept)
-	if err != nil {
-		for i, h := range holds {
-			errs[i] = e.fail("renew", h.Name, err)
-		}
-		return errs
-	}
+	byLife := make(map[time.Duration][]int, 1)
 	for i, h := range holds {
-		if _, found := slices.BinarySearch(kept, seqs[i]); !found {
-			e.forget(seqs[i])
-			errs[i] = e.fail("renew", h.Name, errGone)
+		byLife[h.Life()] = append(byLife[h.Life()], i)
+	}
+	for life, idx := range byLife {
+		seqs := make([]int64, len(idx))
+		for k, i := range idx {
+			seqs[k] = holdSeq(holds[i])
+		}
+		rows, _ := e.pool.Query(rctx, e.sql.renew, seqs, life.Seconds())
+		missing, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		for k, i := range idx {
+			switch {
+			case err != nil:
+				errs[i] = e.fail("renew", holds[i].Name, err)
+			case slices.Contains(missing, seqs[k]):
+				e.forget(seqs[k])
+				errs[i] = e.fail("renew", holds[i].Name, errGone)
+			}
 		}
 	}
 	return errs
 }
 
-// rowKeys returns the primary keys of the rows of holds, as arrays.
-func rowKeys(holds []*driver.Hold) (fams []int16, names []string, seqs []int64) {
-	fams, names, seqs = make([]int16, len(holds)), make([]string, len(holds)), make([]int64, len(holds))
-	for i, h := range holds {
-		st, _ := h.State.(*holdState)
-		if st == nil {
-			st = &holdState{}
-		}
-		fams[i], names[i], seqs[i] = st.fam, h.Name, st.seq
+// holdSeq returns the seq of h's row, unique in the schema.
+func holdSeq(h *driver.Hold) int64 {
+	if st, _ := h.State.(*holdState); st != nil {
+		return st.seq
 	}
-	return fams, names, seqs
+	return 0
 }
 
 // forget drops seq from the holds that notifications are checked against.

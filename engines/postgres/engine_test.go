@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orthrus-go/orthrus/engines/postgres"
@@ -258,18 +259,57 @@ func TestListenerReconnects(t *testing.T) {
 	if err := holder.Lock(); err != nil {
 		t.Fatal(err)
 	}
-	listener := func() int {
-		var pid int
-		_ = p.QueryRow(context.Background(), "SELECT pid FROM pg_stat_activity WHERE query = 'LISTEN \"relisten_locks\"' AND state = 'idle'").Scan(&pid)
-		return pid
-	}
-	var old int
-	eventually(t, 10*time.Second, "the engine listening", func() bool { old = listener(); return old != 0 })
+	old := listening(t, p, "relisten", 0)
 	if _, err := p.Exec(context.Background(), "SELECT pg_terminate_backend($1)", old); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the engine listening again", func() bool { pid := listener(); return pid != 0 && pid != old })
+	listening(t, p, "relisten", old)
 	handOff(t, p, "relisten", holder, waiter)
+}
+
+// listening waits until the engine of schema listens on a connection
+// other than not, and returns its backend's pid.
+func listening(t *testing.T, p *pgxpool.Pool, schema string, not int) int {
+	t.Helper()
+	var pid int
+	eventually(t, 10*time.Second, fmt.Sprintf("the engine listening (not on %d)", not), func() bool {
+		pid = 0
+		_ = p.QueryRow(context.Background(), "SELECT pid FROM pg_stat_activity WHERE query = $1 AND state = 'idle'",
+			"LISTEN "+pgx.Identifier{schema + "_locks"}.Sanitize()).Scan(&pid)
+		return pid != 0 && pid != not
+	})
+	return pid
+}
+
+// An outage long enough for the listener's backoff to reach its most
+// (2s), then the server back: once listening again the backoff starts
+// over, and the next dropped connection is listened to again at once, not
+// 2s later, during which waiters would only have their timers.
+func TestListenerBackoffResets(t *testing.T) {
+	s := testserver.Postgres(t)
+	p := newPool(t, s.DSN())
+	e := newEngine(t, p, postgres.WithSchema("backoff"))
+	l := newLocker(t, e, uniqueName(t))
+	if err := l.Lock(); err != nil { // starts the listener
+		t.Fatal(err)
+	}
+	listening(t, p, "backoff", 0)
+	if err := s.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4 * time.Second) // the outage: tries at 50ms, 100ms, ... 1.6s, 2s apart
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	pid := listening(t, p, "backoff", 0)
+	if _, err := p.Exec(context.Background(), "SELECT pg_terminate_backend($1)", pid); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	listening(t, p, "backoff", pid)
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("listening again %v after the connection dropped; want well under the 2s the outage's backoff reached", d)
+	}
 }
 
 // A held row deleted while the engine did not listen (here by a DELETE
@@ -284,13 +324,7 @@ func TestDeletedWhileNotListening(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	listener := func() int {
-		var pid int
-		_ = p.QueryRow(ctx, "SELECT pid FROM pg_stat_activity WHERE query = 'LISTEN \"unheard_locks\"' AND state = 'idle'").Scan(&pid)
-		return pid
-	}
-	var pid int
-	eventually(t, 10*time.Second, "the engine listening", func() bool { pid = listener(); return pid != 0 })
+	pid := listening(t, p, "unheard", 0)
 	if _, err := p.Exec(ctx, "DELETE FROM unheard.holds WHERE name = $1", l.Name()); err != nil {
 		t.Fatal(err)
 	}

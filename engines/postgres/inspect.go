@@ -227,7 +227,7 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 		return e.fail("set-permits", name, err)
 	}
 	err := pgx.BeginFunc(rctx, e.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(rctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", e.lockKey(famPermit, name)); err != nil {
+		if _, err := tx.Exec(rctx, e.sql.lockName, e.lockKey(famPermit, name)); err != nil {
 			return err
 		}
 		rows, _, err := e.read(rctx, tx, famPermit, name)

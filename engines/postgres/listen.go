@@ -127,13 +127,19 @@ const (
 
 // listen keeps one connection LISTENing on the engine's channel until
 // Close, and delivers what it hears. Each time it (re)connects it wakes
-// every waiter, since notifications may have been missed meanwhile.
+// every waiter, since notifications may have been missed meanwhile. The
+// backoff grows while it cannot listen, and starts again after a
+// connection that listened (a restarted server is listened to again
+// within listenRetry, not the backoff an earlier outage reached).
 func (e *Engine) listen() {
 	ctx := e.life
 	for delay := listenRetry; ctx.Err() == nil; {
-		err := e.listenOnce(ctx)
+		listened, err := e.listenOnce(ctx)
 		if ctx.Err() != nil {
 			return
+		}
+		if listened {
+			delay = listenRetry
 		}
 		e.log.Debug("postgres: the listening connection failed; reconnecting", "err", err, "in", delay)
 		e.hub.wakeAll()
@@ -149,13 +155,14 @@ func (e *Engine) listen() {
 }
 
 // listenOnce connects, listens, wakes every waiter and delivers
-// notifications until the connection fails or ctx ends.
-func (e *Engine) listenOnce(ctx context.Context) error {
+// notifications until the connection fails or ctx ends; listened tells
+// whether it got as far as listening.
+func (e *Engine) listenOnce(ctx context.Context) (listened bool, err error) {
 	rctx, rcancel := e.bound(ctx)
 	pc, err := e.pool.Acquire(rctx)
 	if err != nil {
 		rcancel()
-		return err
+		return false, err
 	}
 	// Hijacked: the pool neither hands it out nor counts it.
 	conn := pc.Hijack()
@@ -167,16 +174,16 @@ func (e *Engine) listenOnce(ctx context.Context) error {
 	_, err = conn.Exec(rctx, "LISTEN "+pgx.Identifier{e.sql.channel}.Sanitize())
 	rcancel()
 	if err != nil {
-		return err
+		return false, err
 	}
 	e.hub.wakeAll()
 	if err := e.checkHeld(ctx); err != nil {
-		return err
+		return true, err
 	}
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
-			return err
+			return true, err
 		}
 		if fam, seq, name, granted, ok := parsePayload(n.Payload); ok {
 			if !granted {
@@ -199,9 +206,12 @@ func (e *Engine) checkHeld(ctx context.Context) error {
 	}
 	e.heldMu.Unlock()
 	for chunk := range slices.Chunk(holds, renewChunk) {
-		fams, names, seqs := rowKeys(chunk)
+		seqs := make([]int64, len(chunk))
+		for i, h := range chunk {
+			seqs[i] = holdSeq(h)
+		}
 		rctx, cancel := e.bound(ctx)
-		rows, _ := e.pool.Query(rctx, e.sql.missing, fams, names, seqs)
+		rows, _ := e.pool.Query(rctx, e.sql.missing, seqs)
 		missing, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 		cancel()
 		if err != nil {
@@ -222,7 +232,7 @@ func (e *Engine) reap() {
 	for {
 		select {
 		case <-t.C:
-		case <-e.done:
+		case <-e.life.Done():
 			return
 		}
 		ctx, cancel := e.bound(e.life)

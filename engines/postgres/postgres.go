@@ -49,7 +49,6 @@ type Engine struct {
 
 	life     context.Context // ended by Close
 	stop     context.CancelFunc
-	done     <-chan struct{} // life.Done()
 	wg       sync.WaitGroup
 	startMu  sync.Mutex
 	started  bool // the listener and the reaper run
@@ -187,7 +186,6 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Engine, error) {
 	e := &Engine{settings: s, pool: pool, sql: newStatements(s.schema), hub: newHub(),
 		held: make(map[int64]*driver.Hold), schemaTurn: make(chan struct{}, 1)}
 	e.life, e.stop = context.WithCancel(context.Background())
-	e.done = e.life.Done()
 	// One UPDATE renews its rows without holding up other names' requests,
 	// so renewal goes in chunks of renewChunk rather than the Redis-sized
 	// default: fewer round trips and wake-ups per hold.
@@ -273,18 +271,20 @@ func (e *Engine) isClosed() bool {
 	return e.closed
 }
 
-// start runs the listener and the reaper, once, on the first acquisition:
-// New makes no request.
-func (e *Engine) start() {
+// start runs the listener and the reaper, once, on the first acquisition
+// (New makes no request), and reports false once the engine is closed:
+// one look at the engine's state per acquisition.
+func (e *Engine) start() bool {
 	e.startMu.Lock()
 	defer e.startMu.Unlock()
 	if e.started || e.closed {
-		return
+		return !e.closed
 	}
 	e.started = true
 	e.wg.Add(2)
 	go func() { defer e.wg.Done(); e.listen() }()
 	go func() { defer e.wg.Done(); e.reap() }()
+	return true
 }
 
 // bound limits one round trip to the request timeout.

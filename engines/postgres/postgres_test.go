@@ -211,6 +211,32 @@ func TestWithoutSchemaCreation(t *testing.T) {
 	}
 }
 
+// A schema made before the seq index (renewal finds rows by seq alone)
+// gets it on the engine's first request, and its holds renew.
+func TestSchemaWithoutSeqIndexUpgraded(t *testing.T) {
+	p := newPool(t, dsn)
+	ctx := context.Background()
+	schema := fmt.Sprintf("old%d", time.Now().UnixNano())
+	if _, err := p.Exec(ctx, postgres.SchemaSQL(schema)+fmt.Sprintf("DROP INDEX %q.holds_seq;", schema)); err != nil {
+		t.Fatal(err)
+	}
+	l := newLocker(t, newEngine(t, p, postgres.WithSchema(schema)), "x", locker.WithTTL(300*time.Millisecond))
+	if err := l.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Unlock() }()
+	var indexed bool
+	if err := p.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", fmt.Sprintf("%q.holds_seq", schema)).Scan(&indexed); err != nil || !indexed {
+		t.Fatalf("holds_seq exists = %v (%v); want the engine to have made it", indexed, err)
+	}
+	// Past three renewals: the hold is kept by them.
+	select {
+	case <-l.Lost():
+		t.Fatal("hold lost; want it renewed")
+	case <-time.After(time.Second):
+	}
+}
+
 // The inspection of a name another engine holds shows its token.
 func TestInspectOtherEngine(t *testing.T) {
 	p := newPool(t, dsn)

@@ -33,6 +33,7 @@ CREATE TABLE IF NOT EXISTS S.holds (
 	expires timestamptz NOT NULL,
 	PRIMARY KEY (fam, name, seq)
 );
+CREATE UNIQUE INDEX IF NOT EXISTS holds_seq ON S.holds (seq);
 CREATE TABLE IF NOT EXISTS S.counts (name text PRIMARY KEY, permits integer NOT NULL);
 CREATE TABLE IF NOT EXISTS S.epochs (fleet text PRIMARY KEY, epoch bigint NOT NULL);
 `)
@@ -48,8 +49,8 @@ const (
 
 // statements are the engine's SQL with its schema filled in.
 type statements struct {
-	channel, exists, enqueue, recheck, release, withdraw, renew, notify, reap, countInit string
-	countGet, inspect, force, setPermits, epochGet, epochInit, epochSwap, missing        string
+	channel, exists, lockName, enqueue, recheck, release, withdraw, renew, notify, reap, countInit string
+	countGet, inspect, force, setPermits, epochGet, epochInit, epochSwap, missing                  string
 }
 
 // row is what the engine reads of a hold or waiter: granted marks a permit
@@ -69,7 +70,10 @@ func newStatements(schema string) statements {
 	const count = `(SELECT permits FROM S.counts WHERE name = $2)`
 	return statements{
 		channel: schema + "_locks",
-		exists:  q(`SELECT to_regnamespace('` + quoted + `') IS NOT NULL, to_regclass('S.holds') IS NOT NULL AND to_regclass('S.counts') IS NOT NULL AND to_regclass('S.epochs') IS NOT NULL AND to_regclass('S.seq') IS NOT NULL`),
+		exists:  q(`SELECT to_regnamespace('` + quoted + `') IS NOT NULL, to_regclass('S.holds') IS NOT NULL AND to_regclass('S.counts') IS NOT NULL AND to_regclass('S.epochs') IS NOT NULL AND to_regclass('S.seq') IS NOT NULL AND to_regclass('S.holds_seq') IS NOT NULL`),
+		// A name's queue changes under this lock, held to the end of the
+		// transaction that takes it (lockKey names it).
+		lockName: `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
 		// The advisory lock before it (same batch, one transaction) makes
 		// seq order the commit order of a name's rows, and this
 		// statement's snapshot, taken after it, sees every earlier row.
@@ -95,16 +99,20 @@ UNION ALL SELECT *, true, ` + count + ` FROM me`),
 SELECT pg_notify('CHAN', $1 || ':' || $3 || ':' || $2), expires > clock_timestamp() FROM d`),
 		withdraw: q(`WITH d AS (DELETE FROM S.holds WHERE fam = $1 AND name = $2 AND nonce = $3 RETURNING seq)
 SELECT pg_notify('CHAN', $1 || ':' || seq || ':' || $2) FROM d`),
-		renew: q(`UPDATE S.holds h SET expires = clock_timestamp() + make_interval(secs => u.life)
-FROM unnest($1::smallint[], $2::text[], $3::bigint[], $4::float8[]) AS u(fam, name, seq, life)
-WHERE h.fam = u.fam AND h.name = u.name AND h.seq = u.seq AND h.expires > clock_timestamp()
-RETURNING h.seq`),
+		// By seq alone (unique, indexed by holds_seq), at one life, and
+		// answering only the seqs it did not find: a renewal of 1024 rows
+		// sends no names and reads nothing back when all is well.
+		renew: q(`WITH r AS (UPDATE S.holds h SET expires = clock_timestamp() + make_interval(secs => $2)
+	FROM unnest($1::bigint[]) AS u(seq)
+	WHERE h.seq = u.seq AND h.expires > clock_timestamp()
+	RETURNING h.seq)
+SELECT unnest($1::bigint[]) EXCEPT SELECT seq FROM r`),
 		notify: q(`SELECT pg_notify('CHAN', $1)`),
 		reap: q(`DELETE FROM S.holds WHERE ctid = ANY(ARRAY(
 	SELECT ctid FROM S.holds WHERE expires < clock_timestamp() - make_interval(secs => $1) LIMIT 1000))`),
 		countGet: q(`SELECT permits FROM S.counts WHERE name = $1`),
-		missing: q(`SELECT u.seq FROM unnest($1::smallint[], $2::text[], $3::bigint[]) AS u(fam, name, seq)
-WHERE NOT EXISTS (SELECT 1 FROM S.holds h WHERE h.fam = u.fam AND h.name = u.name AND h.seq = u.seq)`),
+		missing: q(`SELECT u.seq FROM unnest($1::bigint[]) AS u(seq)
+WHERE NOT EXISTS (SELECT 1 FROM S.holds h WHERE h.seq = u.seq)`),
 		countInit: q(`INSERT INTO S.counts (name, permits) VALUES ($1, $2) ON CONFLICT DO NOTHING`),
 		inspect: q(`SELECT seq, kind, owner, permits, token, extract(epoch FROM expires - clock_timestamp())::float8, downgrade, granted
 FROM S.holds WHERE fam = $1 AND name = $2 AND expires > clock_timestamp() ORDER BY seq`),

@@ -5,11 +5,11 @@
 //	SCALE_N=100000 SCALE_TTL=3s SCALE_HOLD=60s \
 //	  go test -run '^$' -bench Scale -benchtime 1x -timeout 60m ./engines/scalebench
 //
-// For each engine (SCALE_ENGINES, default "redis,etcd,zk") and each N
-// (SCALE_N, a comma-separated list, default 10000) it reports the acquire
-// rate (N distinct names, 16 at a time), the heap per hold, the CPU the
-// steady renewal costs the client (this process) and the server (read
-// from /proc/<pid>/stat) as % of one core, the Lock+Unlock p50 and p99 of
+// For each engine (SCALE_ENGINES, default "redis,etcd,zk"; postgres too)
+// and each N (SCALE_N, a comma-separated list, default 10000) it reports
+// the acquire rate (N distinct names, 16 at a time), the heap per hold, the CPU the
+// steady renewal costs the client (this process) and the server (its
+// processes, from /proc) as % of one core, the Lock+Unlock p50 and p99 of
 // a new name with none held and while the N are held (and their ratio),
 // how many holds were lost over SCALE_HOLD (default 10s), and for
 // ZooKeeper how long the lock's parent nodes took to go after the release.

@@ -1,6 +1,7 @@
 package scalebench_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime"
@@ -14,11 +15,13 @@ import (
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
+	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/orthrus-go/orthrus/engines/etcd"
+	"github.com/orthrus-go/orthrus/engines/postgres"
 	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/engines/zk"
 	"github.com/orthrus-go/orthrus/internal/testmain"
@@ -91,11 +94,25 @@ func zkSetup(b *testing.B) setup {
 	return setup{engine: e, server: s, parents: parents}
 }
 
+func postgresSetup(b *testing.B) setup {
+	s := testserver.Postgres(b)
+	p, err := pgxpool.New(context.Background(), s.DSN())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(p.Close)
+	e, err := postgres.New(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return setup{engine: e, server: s}
+}
+
 type quiet struct{}
 
 func (quiet) Printf(string, ...any) {}
 
-var setups = map[string]func(*testing.B) setup{"redis": redisSetup, "etcd": etcdSetup, "zk": zkSetup}
+var setups = map[string]func(*testing.B) setup{"redis": redisSetup, "etcd": etcdSetup, "zk": zkSetup, "postgres": postgresSetup}
 
 // env reads a benchmark parameter from the environment.
 func env[T any](b *testing.B, key string, def T, parse func(string) (T, error)) T {
@@ -126,7 +143,7 @@ func words(s string) ([]string, error) {
 	out := strings.Split(s, ",")
 	for _, w := range out {
 		if setups[w] == nil {
-			return nil, fmt.Errorf("unknown engine %q (want redis, etcd, zk)", w)
+			return nil, fmt.Errorf("unknown engine %q (want redis, etcd, zk, postgres)", w)
 		}
 	}
 	return out, nil
@@ -214,10 +231,10 @@ func scale(b *testing.B, s setup, ctl *setup, n int, ttl, hold time.Duration, pr
 	time.Sleep(ttl / 3)
 	window := max(ttl/3, hold/2)
 	stop := profile(b)
-	client0, server0 := cpu(b, "self"), cpu(b, strconv.Itoa(s.server.Pid()))
+	client0, server0 := cpu(b, s.server)
 	t0 := time.Now()
 	time.Sleep(window)
-	client1, server1 := cpu(b, "self"), cpu(b, strconv.Itoa(s.server.Pid()))
+	client1, server1 := cpu(b, s.server)
 	stop()
 	wall := time.Since(t0)
 	b.ReportMetric(100*(client1-client0).Seconds()/wall.Seconds(), "client-cpu-%")
@@ -350,20 +367,15 @@ func profile(b *testing.B) (stop func()) {
 	}
 }
 
-// clockTicks is USER_HZ, the unit of /proc/<pid>/stat times: 100 on Linux.
-const clockTicks = 100
-
-// cpu returns the user and system time of process pid ("self" for this
-// one) from /proc/<pid>/stat.
-func cpu(b *testing.B, pid string) time.Duration {
-	raw, err := os.ReadFile("/proc/" + pid + "/stat")
+// cpu returns the CPU time this process and server have used so far (a
+// PostgreSQL server's backends included).
+func cpu(b *testing.B, server *testserver.Server) (client, srv time.Duration) {
+	client, err := testserver.ProcessCPU(os.Getpid())
+	if err == nil {
+		srv, err = server.CPU()
+	}
 	if err != nil {
 		b.Fatalf("reading CPU time: %v", err)
 	}
-	// The command name, in parentheses, may hold spaces: fields count
-	// from the last ')'.
-	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / clockTicks
+	return client, srv
 }

@@ -1,12 +1,9 @@
 package zk_test
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +11,7 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/orthrus-go/orthrus/engines/zk"
+	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
@@ -119,29 +117,26 @@ func BenchmarkHandoff(b *testing.B) {
 // spent since: on a machine of few cores the two compete, and wall time
 // alone does not tell which side a change saved.
 func cpuPerOp(b *testing.B) func() {
-	client, server := processCPU(b, os.Getpid()), processCPU(b, standalone.Pid())
+	client, server := clientCPU(b), serverCPU(b)
 	return func() {
 		n := float64(b.N) * float64(time.Microsecond)
-		b.ReportMetric(float64(processCPU(b, os.Getpid())-client)/n, "client-µs/op")
-		b.ReportMetric(float64(processCPU(b, standalone.Pid())-server)/n, "server-µs/op")
+		b.ReportMetric(float64(clientCPU(b)-client)/n, "client-µs/op")
+		b.ReportMetric(float64(serverCPU(b)-server)/n, "server-µs/op")
 	}
 }
 
-// processCPU is the user and system time of process pid so far, from
-// /proc (Linux only, as the test servers are).
-func processCPU(b *testing.B, pid int) time.Duration {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+func clientCPU(b *testing.B) time.Duration {
+	d, err := testserver.ProcessCPU(os.Getpid())
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The fields after the command, which may hold spaces, in brackets:
-	// utime and stime are the 14th and 15th of the line, in clock ticks.
-	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / clockTicks
+	return d
 }
 
-// clockTicks is USER_HZ, the unit of /proc's times: 100 on every Linux
-// architecture Go supports.
-const clockTicks = 100
+func serverCPU(b *testing.B) time.Duration {
+	d, err := standalone.CPU()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
+}

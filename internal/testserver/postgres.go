@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"syscall"
 )
 
@@ -178,6 +177,6 @@ func postgresBin(name string) (string, error) {
 
 // pgVersion reads the version out of /usr/lib/postgresql/<version>/bin.
 func pgVersion(binDir string) int {
-	v, _ := strconv.Atoi(strings.TrimSuffix(filepath.Base(filepath.Dir(binDir)), "/"))
+	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
 	return v
 }

@@ -141,8 +141,18 @@ type process struct {
 // Addr returns the "127.0.0.1:port" address clients connect to.
 func (s *Server) Addr() string { return s.addr }
 
-// Pid returns the process ID of the running server, 0 when it is stopped:
-// benchmarks read its CPU time from /proc/<pid>/stat.
+// CPU returns the user and system time the running server has used so
+// far, with its child processes' (PostgreSQL's backends): benchmarks take
+// it before and after.
+func (s *Server) CPU() (time.Duration, error) {
+	pid := s.Pid()
+	if pid == 0 {
+		return 0, fmt.Errorf("testserver: CPU of %s: not running", s)
+	}
+	return treeCPU(pid)
+}
+
+// Pid returns the process ID of the running server, 0 when it is stopped.
 func (s *Server) Pid() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

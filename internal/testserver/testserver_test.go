@@ -430,3 +430,32 @@ func TestPostgresTLS(t *testing.T) {
 		t.Fatalf("pg_stat_ssl.ssl = %v, %v; want true", ssl, err)
 	}
 }
+
+// A PostgreSQL server's CPU is its backends' too: work on one connection
+// shows in Server.CPU, which the postmaster's own time would not.
+func TestPostgresCPUCountsBackends(t *testing.T) {
+	s := Postgres(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	conn, err := pgx.Connect(ctx, s.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	before, err := s.CPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT count(*) FROM generate_series(1, 20000000)"); err != nil {
+		t.Fatal(err)
+	}
+	after, err := s.CPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after-before < 100*time.Millisecond {
+		t.Errorf("CPU() grew %v over a query of seconds; want the backend's time counted", after-before)
+	}
+	if own, err := ProcessCPU(s.Pid()); err != nil || own >= after {
+		t.Errorf("ProcessCPU(postmaster) = %v, %v; want less than the server's %v", own, err, after)
+	}
+}

@@ -105,16 +105,20 @@ type Hold struct {
 
 	lost     chan struct{}
 	lostOnce sync.Once
-	obs      *holdObs // nil unless the Core has an observe.Observer
-	asked    int64    // monoNow when Acquire's latest request was sent
+	asked    int64 // monoNow when Acquire's latest request was sent
 
-	// Scheduling, guarded by the scheduler's mutex.
+	// Scheduling, guarded by the scheduler's mutex. With obs and isGone
+	// next to them, a renewal reads one or two cache lines of a hold: with
+	// 100k holds those misses were most of a renewal's client CPU.
 	due      time.Time // next renewal, or the end of a fixed lease
 	deadline time.Time // the hold is lost if not renewed by then
 	failures int       // renewals failed in a row
 	risky    bool      // reported at risk since the latest renewal that got through
 	queued   bool      // in the scheduler's queue
 	stopped  bool      // released: the scheduler must drop it
+
+	isGone atomic.Bool // Lost is closed: read without a channel receive
+	obs    *holdObs    // nil unless the Core has an observe.Observer
 }
 
 // Life is how long the engine keeps h on the server without renewal: its
@@ -152,14 +156,7 @@ func (h *Hold) MarkGone() { h.markLost(observe.LostGone) }
 // Lost is closed when the hold has ended without Unlock.
 func (h *Hold) Lost() <-chan struct{} { return h.lost }
 
-func (h *Hold) isLost() bool {
-	select {
-	case <-h.lost:
-		return true
-	default:
-		return false
-	}
-}
+func (h *Hold) isLost() bool { return h.isGone.Load() }
 
 // Core is the machinery one engine shares between all its Lockers: the
 // renewal loop, the set of live holds and the closed state.

@@ -55,6 +55,7 @@ func (h *Hold) markLost(cause observe.LostCause) {
 	h.lostOnce.Do(func() {
 		h.obs.end(h, cause)
 		close(h.lost)
+		h.isGone.Store(true)
 	})
 }
 
