@@ -132,7 +132,7 @@ func WithSwitcherOptions(opts ...switcher.Option) Option {
 // *ValidationError. On error Open closes whatever it had started. cfg is
 // copied: later changes to it have no effect.
 //
-// With a redis engine, Open also sends go-redis's own log lines to its
+// With a redis or redlock engine, Open also sends go-redis's own log lines to its
 // logger (goredis.SetLogger with redis.SlogLogger): go-redis has one logger
 // per process, so the latest Open's logger serves every go-redis client.
 func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Failover, err error) {
@@ -149,7 +149,7 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Failover, err er
 	if err != nil {
 		return nil, err
 	}
-	if slices.ContainsFunc(c.Engines, func(e Engine) bool { return e.Type == TypeRedis }) {
+	if slices.ContainsFunc(c.Engines, func(e Engine) bool { return e.Type == TypeRedis || e.Type == TypeRedlock }) {
 		// go-redis logs past the engines (a failed dial, per connection
 		// and attempt) to stderr unless told otherwise, process-wide.
 		goredis.SetLogger(redis.SlogLogger(log))
@@ -368,6 +368,8 @@ func buildEngine(c *Config, i int, log *slog.Logger, tel *telemetry.Telemetry) (
 		return buildEtcd(e, field, c.StartTimeout, log, tel)
 	case TypePostgres:
 		return buildPostgres(e, field, c.StartTimeout, log, tel)
+	case TypeRedlock:
+		return buildRedlock(e, field, log, tel)
 	}
 	return started{}, fmt.Errorf("%w: unknown engine type %q", locker.ErrInvalidArgument, e.Type)
 }
