@@ -98,8 +98,8 @@ func DialClient(ctx context.Context, cfg *config.Config, name string, allowDown 
 			conf.Lazy = allowDown
 			err = cl.dialZK(sctx, conf)
 		}
-	case config.TypePostgres:
-		err = fmt.Errorf("%w: no raw client for a postgres engine: the idempotency gate stores on redis, etcd or zk", locker.ErrInvalidArgument)
+	case config.TypePostgres, config.TypeRedlock:
+		err = fmt.Errorf("%w: no raw client for a %s engine: the idempotency gate stores on redis, etcd or zk", locker.ErrInvalidArgument, e.Type)
 	default:
 		err = fmt.Errorf("%w: unknown engine type %q", locker.ErrInvalidArgument, e.Type)
 	}
