@@ -23,6 +23,7 @@ import (
 	"github.com/orthrus-go/orthrus/engines/zk"
 	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/observe"
 	"github.com/orthrus-go/orthrus/switcher"
 	"github.com/orthrus-go/orthrus/telemetry"
 )
@@ -390,13 +391,7 @@ func buildRedis(e *Engine, field string, log *slog.Logger, tel *telemetry.Teleme
 	if err != nil {
 		return started{}, err
 	}
-	opts := []redis.Option{redis.WithName(e.Name), redis.WithLogger(log)}
-	if tel != nil {
-		opts = append(opts, redis.WithObserver(tel))
-	}
-	if e.Prefix != "" {
-		opts = append(opts, redis.WithPrefix(e.Prefix))
-	}
+	opts := engineOptions(e, log, tel, redis.WithName, redis.WithLogger, redis.WithObserver, redis.WithPrefix)
 	if e.Fair {
 		opts = append(opts, redis.WithFair())
 	}
@@ -406,6 +401,22 @@ func buildRedis(e *Engine, field string, log *slog.Logger, tel *telemetry.Teleme
 		return started{}, err
 	}
 	return started{eng, client.Close}, nil
+}
+
+// engineOptions returns the options of e's engine that every type takes,
+// in its own Option type: its name, logger, observer (tel, when not nil)
+// and prefix (when set).
+func engineOptions[O any](e *Engine, log *slog.Logger, tel *telemetry.Telemetry,
+	name func(string) O, logger func(*slog.Logger) O, observer func(observe.Observer) O, prefix func(string) O,
+) []O {
+	opts := []O{name(e.Name), logger(log)}
+	if tel != nil {
+		opts = append(opts, observer(tel))
+	}
+	if e.Prefix != "" {
+		opts = append(opts, prefix(e.Prefix))
+	}
+	return opts
 }
 
 // redisOptions returns the go-redis options of a redis engine.
@@ -522,13 +533,7 @@ func buildEtcd(e *Engine, field string, startTimeout time.Duration, log *slog.Lo
 		return started{}, err
 	}
 	closeClient := func() error { return closeEtcd(client) }
-	opts := []etcd.Option{etcd.WithName(e.Name), etcd.WithLogger(log)}
-	if tel != nil {
-		opts = append(opts, etcd.WithObserver(tel))
-	}
-	if e.Prefix != "" {
-		opts = append(opts, etcd.WithPrefix(e.Prefix))
-	}
+	opts := engineOptions(e, log, tel, etcd.WithName, etcd.WithLogger, etcd.WithObserver, etcd.WithPrefix)
 	eng, err := etcd.New(client, opts...)
 	if err != nil {
 		_ = closeClient()

@@ -22,13 +22,7 @@ func buildRedlock(e *Engine, field string, log *slog.Logger, tel *telemetry.Tele
 	if err != nil {
 		return started{}, err
 	}
-	opts := []redlock.Option{redlock.WithName(e.Name), redlock.WithLogger(log)}
-	if tel != nil {
-		opts = append(opts, redlock.WithObserver(tel))
-	}
-	if e.Prefix != "" {
-		opts = append(opts, redlock.WithPrefix(e.Prefix))
-	}
+	opts := engineOptions(e, log, tel, redlock.WithName, redlock.WithLogger, redlock.WithObserver, redlock.WithPrefix)
 	if e.NodeTimeout > 0 {
 		opts = append(opts, redlock.WithNodeTimeout(e.NodeTimeout))
 	}
