@@ -10,6 +10,7 @@ import (
 
 	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/engines/redlock"
+	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/telemetry"
 )
 
@@ -58,6 +59,16 @@ func redlockClients(e *Engine, field string, client func(*Engine, string) (gored
 		nodes = append(nodes, c)
 	}
 	return nodes, closeAll, nil
+}
+
+// redlockRefused makes a redlock engine's failed ping wrap
+// locker.ErrPermission when a node refused the credentials: the engine
+// counts that node as failed like one down, and retrying would not help.
+func redlockRefused(err error) error {
+	if goredis.IsAuthError(err) || goredis.IsPermissionError(err) {
+		return fmt.Errorf("%w: %w", locker.ErrPermission, err)
+	}
+	return err
 }
 
 // redlockMinTTL is the shortest TTL a redlock engine of node timeout d

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/orthrus-go/orthrus/config"
 	"github.com/orthrus-go/orthrus/internal/testserver"
+	"github.com/orthrus-go/orthrus/locker"
 )
 
 // A redlock engine over three independent redis-servers takes a lock held
@@ -125,5 +127,55 @@ engines:
 	t.Setenv(config.EnvName("q", "node_timeout"), "75ms")
 	if _, err := config.Load(path); err == nil || !strings.Contains(err.Error(), `lock.ttl: 200ms is below 250ms, the minimum TTL of engine "q" (redlock)`) {
 		t.Errorf("Load() with %s=75ms = %v; want lock.ttl below 250ms", config.EnvName("q", "node_timeout"), err)
+	}
+}
+
+// A redlock engine's username, password_file and tls apply to every node:
+// three redis-servers that require TLS with a client certificate and an
+// ACL user grant a lock, and a wrong password fails Open with
+// ErrPermission (not an outage, which a degraded start would retry).
+func TestOpenRedlockTLS(t *testing.T) {
+	clearEnv(t)
+	certs := testserver.TestCerts(t)
+	const secret = "redlock-pw-7d1e0a"
+	var addrs []string
+	for range 3 {
+		s := testserver.Redis(t, testserver.WithTLS(certs))
+		if err := testserver.RedisACL(s, "app1", secret, "~*", "&*", "+@all"); err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, s.TLSAddr())
+	}
+	dir := t.TempDir()
+	pw := writeFile(t, dir, "pw", secret+"\n")
+	c, err := config.Load(writeFile(t, dir, "orthrus.yaml", fmt.Sprintf(`
+engines:
+  - name: q
+    type: redlock
+    addrs: [%s]
+    prefix: config-redlock-tls
+    node_timeout: 250ms
+    username: app1
+    password_file: %q
+    tls: {enabled: true, ca_file: %q, cert_file: %q, key_file: %q}
+source: {type: none}
+`, quoteList(addrs), pw, certs.CAFile, certs.ClientCertFile, certs.ClientKeyFile)))
+	if err != nil {
+		t.Fatalf("Load() = %v", err)
+	}
+	sw := open(t, c, quiet)
+	lockOnEveryNode(t, sw, nil, "")
+	if err := sw.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+	c.Engines[0].Password = "not-" + secret
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sw, err = config.Open(ctx, c, quiet)
+	if err == nil {
+		_ = sw.Close()
+	}
+	if !errors.Is(err, locker.ErrPermission) || strings.Contains(err.Error(), secret) {
+		t.Errorf("Open() with a wrong password = %v; want ErrPermission, without the secret", err)
 	}
 }
