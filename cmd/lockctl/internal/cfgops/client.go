@@ -69,8 +69,9 @@ func (c *Client) Close() error {
 // later.
 //
 // DialClient fails, before dialling, when cfg is nil or invalid (a
-// *config.ValidationError) or name is not one of its engines (an error
-// naming it and wrapping locker.ErrInvalidArgument); with an error naming
+// *config.ValidationError), name is not one of its engines, or the engine
+// is a postgres or redlock one, which have no store of the idempotency
+// gate (an error naming it and wrapping locker.ErrInvalidArgument); with an error naming
 // the engine and wrapping locker.ErrUnavailable, or locker.ErrPermission
 // for refused credentials, when the server does not answer; and with ctx's
 // error when ctx ends first.
