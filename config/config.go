@@ -22,6 +22,7 @@ const (
 	TypeZK       = "zk"
 	TypeEtcd     = "etcd"
 	TypePostgres = "postgres"
+	TypeRedlock  = "redlock"
 )
 
 // Source types.
@@ -87,17 +88,19 @@ type Engine struct {
 	// Name identifies the engine in Lease.Engine, logs, active, and the
 	// environment overrides. Required, unique.
 	Name string `mapstructure:"name"`
-	// Type is redis, zk, etcd or postgres. Required.
+	// Type is redis, zk, etcd, postgres or redlock. Required.
 	Type string `mapstructure:"type"`
 	// Prefix is the namespace of the engine's keys or nodes (for postgres:
 	// the schema of its tables), so that applications sharing a server do
-	// not collide. Default: the engine's ("orthrus" for redis, etcd and
-	// postgres, "/orthrus" for zk).
+	// not collide. Default: the engine's ("orthrus" for redis, etcd,
+	// postgres and redlock, "/orthrus" for zk).
 	Prefix string `mapstructure:"prefix"`
 
 	// Addrs are redis "host:port" addresses: one for a single node, several
-	// for a Cluster, or the Sentinels when MasterName is set. Required for
-	// redis.
+	// for a Cluster, or the Sentinels when MasterName is set. For redlock,
+	// the independent masters, at least 3 and each once, one client each
+	// (an even count works but tolerates no more failures than one fewer,
+	// which Open logs as a warning). Required for redis and redlock.
 	Addrs []string `mapstructure:"addrs"`
 	// DB is the redis database; it must be 0 with a Cluster. Default: 0.
 	DB int `mapstructure:"db"`
@@ -126,6 +129,11 @@ type Engine struct {
 	// creator-only ACL. zk only.
 	Auth Auth `mapstructure:"auth"`
 
+	// NodeTimeout bounds each request to one node of a redlock engine
+	// (redlock.WithNodeTimeout); the engine's MinTTL is 100ms + twice it.
+	// redlock only. Default: redlock.DefaultNodeTimeout (100ms).
+	NodeTimeout time.Duration `mapstructure:"node_timeout"`
+
 	// Endpoints are etcd client URLs or "host:port". Required for etcd.
 	Endpoints []string `mapstructure:"endpoints"`
 
@@ -139,23 +147,25 @@ type Engine struct {
 	DSNFile string `mapstructure:"dsn_file"`
 
 	// Username and Password authenticate to redis (ACL user; the password
-	// alone for requirepass), etcd or postgres. Prefer the environment for
-	// the password: ORTHRUS_ENGINES_<NAME>_PASSWORD. redis, etcd and
-	// postgres.
+	// alone for requirepass; for redlock, to every node), etcd or postgres.
+	// Prefer the environment for the password:
+	// ORTHRUS_ENGINES_<NAME>_PASSWORD. redis, redlock, etcd and postgres.
 	Username string `mapstructure:"username"`
 	Password string `mapstructure:"password"`
 	// PasswordFile names a file holding the password (a trailing newline
 	// is dropped), read by Load: a mounted secret instead of a password in
-	// the file. Not with password. redis, etcd and postgres.
+	// the file. Not with password. redis, redlock, etcd and postgres.
 	PasswordFile string `mapstructure:"password_file"`
-	// TLS secures the connections. redis, etcd, zk (the servers' secure
+	// TLS secures the connections. redis, redlock (every node), etcd, zk
+	// (the servers' secure
 	// client port) and postgres (instead of the DSN's sslmode: TLS
 	// required, the certificate verified unless insecure_skip_verify).
 	TLS TLS `mapstructure:"tls"`
 
 	// DialTimeout bounds one connection attempt (redis, etcd) or, for zk,
 	// the wait for a session and every request across reconnections (the
-	// engine's connect timeout). Default: the client's (redis 5s, etcd
+	// engine's connect timeout). Default: the client's (redis and redlock
+	// 5s, etcd
 	// start_timeout, zk 2s with one server and 5s with several, postgres
 	// start_timeout unless the DSN's connect_timeout says).
 	DialTimeout time.Duration `mapstructure:"dial_timeout"`
@@ -192,7 +202,8 @@ type Lock struct {
 	// TTL is how long a hold outlives its owner; the watchdog renews it
 	// every TTL/3 (locker.WithTTL). ZooKeeper holds live as long as the
 	// session instead (session_timeout). At least the largest MinTTL of
-	// the engines: redis and zk 100ms, etcd 1s. Default: 30s.
+	// the engines: redis and zk 100ms, etcd 1s, redlock 100ms + twice its
+	// node_timeout (300ms by default). Default: 30s.
 	TTL time.Duration `mapstructure:"ttl"`
 }
 

@@ -17,7 +17,7 @@
 //	active: redis-main            # default: the first engine
 //	engines:                      # order = primary, secondary, ...
 //	  - name: redis-main
-//	    type: redis               # redis | zk | etcd
+//	    type: redis               # redis | zk | etcd | postgres | redlock
 //	    addrs: ["10.0.0.5:6379"]  # 1 = single node, several = Cluster, + master_name = Sentinel
 //	    prefix: myapp/locks
 //	    fair: true                # redis: strict FIFO across processes (default false)
@@ -31,6 +31,10 @@
 //	safe_switch: {max_ttl: 30s}   # 0 or left out: off
 //	source: {type: file}          # none | file | etcd | zk
 //
+// A redlock engine takes addrs too: its independent masters, at least 3,
+// each with a client of its own, and node_timeout, the bound of each
+// request to one node (default 100ms).
+//
 // examples/configs holds two commented files. Durations are Go duration
 // strings ("30s", "1m30s"); a bare number is refused (it would be
 // nanoseconds), except 0. A setting left out, or zero, takes its default;
@@ -43,7 +47,7 @@
 // (servers on a redis engine) and every failed check are reported
 // together, each naming its field and what was expected:
 //
-//	config: /etc/myapp/orthrus.yaml: engines[1].type: unknown engine "rediss" (want redis, zk, etcd, postgres); lock.ttl: must be positive, got -1s
+//	config: /etc/myapp/orthrus.yaml: engines[1].type: unknown engine "rediss" (want redis, zk, etcd, postgres, redlock); lock.ttl: must be positive, got -1s
 //
 // The error is a *ValidationError of FieldErrors and wraps
 // locker.ErrInvalidArgument. A value of the wrong type is reported once,
@@ -77,9 +81,9 @@
 // by Open. Giving one both ways is an error naming the *_file setting.
 // Secrets are never logged nor put in an error.
 //
-// tls applies to redis, etcd and zk engines and to the etcd source: ca_file
-// (default: the system's roots), cert_file and key_file for mutual TLS,
-// server_name. A file that does not exist or does not parse is a
+// tls applies to redis, redlock, etcd, zk and postgres engines and to the
+// etcd source: ca_file (default: the system's roots), cert_file and
+// key_file for mutual TLS, server_name. A file that does not exist or does not parse is a
 // validation error naming ca_file, cert_file or key_file. A handshake that
 // fails at Open is reported with its crypto/tls error. A server or role that
 // refuses the credentials makes Open fail with locker.ErrPermission instead

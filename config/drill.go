@@ -24,7 +24,7 @@ func enginePrefix(e *Engine) string {
 	case e.Type == TypeZK:
 		return zk.DefaultPrefix
 	}
-	return "orthrus" // the redis and etcd engines' default
+	return "orthrus" // the redis, redlock, etcd and postgres engines' default
 }
 
 // ForDrill returns a copy of c whose engines keep their keys and nodes

@@ -75,7 +75,7 @@ engines:
 	}
 	fmt.Println(errors.Is(err, locker.ErrInvalidArgument))
 	// Output:
-	// engines[0].type: unknown engine "rediss" (want redis, zk, etcd, postgres)
+	// engines[0].type: unknown engine "rediss" (want redis, zk, etcd, postgres, redlock)
 	// true
 }
 

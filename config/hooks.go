@@ -29,11 +29,10 @@ func init() {
 			return s.engine, s.closeClient, startError(c, i, err)
 		},
 		RedisClient: func(c *Config, i int) (goredis.UniversalClient, error) {
-			o, err := redisOptions(&c.Engines[i], engineField(i))
-			if err != nil {
-				return nil, err
-			}
-			return goredis.NewUniversalClient(o), nil
+			return plainRedisClient(&c.Engines[i], engineField(i))
+		},
+		RedlockClients: func(c *Config, i int) ([]goredis.UniversalClient, func() error, error) {
+			return redlockClients(&c.Engines[i], engineField(i), plainRedisClient)
 		},
 		EtcdClient: func(c *Config, i int) (*clientv3.Client, error) {
 			return engineEtcdClient(&c.Engines[i], engineField(i), c.StartTimeout)
@@ -54,6 +53,16 @@ func init() {
 		DialSource:  dialSource,
 		WriteFile:   writeFile,
 	})
+}
+
+// plainRedisClient returns a client with the settings of a redis engine,
+// but go-redis's retries, which Open's engines turn off for their breakers.
+func plainRedisClient(e *Engine, field string) (goredis.UniversalClient, error) {
+	o, err := redisOptions(e, field)
+	if err != nil {
+		return nil, err
+	}
+	return goredis.NewUniversalClient(o), nil
 }
 
 func engineField(i int) string { return fmt.Sprintf("engines[%d]", i) }

@@ -23,6 +23,7 @@ import (
 	"github.com/orthrus-go/orthrus/engines/zk"
 	"github.com/orthrus-go/orthrus/internal/zkconn"
 	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/observe"
 	"github.com/orthrus-go/orthrus/switcher"
 	"github.com/orthrus-go/orthrus/telemetry"
 )
@@ -132,7 +133,7 @@ func WithSwitcherOptions(opts ...switcher.Option) Option {
 // *ValidationError. On error Open closes whatever it had started. cfg is
 // copied: later changes to it have no effect.
 //
-// With a redis engine, Open also sends go-redis's own log lines to its
+// With a redis or redlock engine, Open also sends go-redis's own log lines to its
 // logger (goredis.SetLogger with redis.SlogLogger): go-redis has one logger
 // per process, so the latest Open's logger serves every go-redis client.
 func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Failover, err error) {
@@ -149,7 +150,7 @@ func Open(ctx context.Context, cfg *Config, opts ...Option) (_ *Failover, err er
 	if err != nil {
 		return nil, err
 	}
-	if slices.ContainsFunc(c.Engines, func(e Engine) bool { return e.Type == TypeRedis }) {
+	if slices.ContainsFunc(c.Engines, func(e Engine) bool { return e.Type == TypeRedis || e.Type == TypeRedlock }) {
 		// go-redis logs past the engines (a failed dial, per connection
 		// and attempt) to stderr unless told otherwise, process-wide.
 		goredis.SetLogger(redis.SlogLogger(log))
@@ -368,6 +369,8 @@ func buildEngine(c *Config, i int, log *slog.Logger, tel *telemetry.Telemetry) (
 		return buildEtcd(e, field, c.StartTimeout, log, tel)
 	case TypePostgres:
 		return buildPostgres(e, field, c.StartTimeout, log, tel)
+	case TypeRedlock:
+		return buildRedlock(e, field, log, tel)
 	}
 	return started{}, fmt.Errorf("%w: unknown engine type %q", locker.ErrInvalidArgument, e.Type)
 }
@@ -377,6 +380,8 @@ func pingEngine(ctx context.Context, c *Config, i int, eng locker.Engine) error 
 	err := eng.Ping(ctx)
 	if e := &c.Engines[i]; err != nil && e.Type == TypeEtcd {
 		err = explainTLS(ctx, err, e.Endpoints, &e.TLS, fmt.Sprintf("engines[%d].tls", i))
+	} else if err != nil && e.Type == TypeRedlock {
+		err = redlockRefused(err)
 	}
 	return err
 }
@@ -388,13 +393,7 @@ func buildRedis(e *Engine, field string, log *slog.Logger, tel *telemetry.Teleme
 	if err != nil {
 		return started{}, err
 	}
-	opts := []redis.Option{redis.WithName(e.Name), redis.WithLogger(log)}
-	if tel != nil {
-		opts = append(opts, redis.WithObserver(tel))
-	}
-	if e.Prefix != "" {
-		opts = append(opts, redis.WithPrefix(e.Prefix))
-	}
+	opts := engineOptions(e, log, tel, redis.WithName, redis.WithLogger, redis.WithObserver, redis.WithPrefix)
 	if e.Fair {
 		opts = append(opts, redis.WithFair())
 	}
@@ -404,6 +403,22 @@ func buildRedis(e *Engine, field string, log *slog.Logger, tel *telemetry.Teleme
 		return started{}, err
 	}
 	return started{eng, client.Close}, nil
+}
+
+// engineOptions returns the options of e's engine that every type takes,
+// in its own Option type: its name, logger, observer (tel, when not nil)
+// and prefix (when set).
+func engineOptions[O any](e *Engine, log *slog.Logger, tel *telemetry.Telemetry,
+	name func(string) O, logger func(*slog.Logger) O, observer func(observe.Observer) O, prefix func(string) O,
+) []O {
+	opts := []O{name(e.Name), logger(log)}
+	if tel != nil {
+		opts = append(opts, observer(tel))
+	}
+	if e.Prefix != "" {
+		opts = append(opts, prefix(e.Prefix))
+	}
+	return opts
 }
 
 // redisOptions returns the go-redis options of a redis engine.
@@ -520,13 +535,7 @@ func buildEtcd(e *Engine, field string, startTimeout time.Duration, log *slog.Lo
 		return started{}, err
 	}
 	closeClient := func() error { return closeEtcd(client) }
-	opts := []etcd.Option{etcd.WithName(e.Name), etcd.WithLogger(log)}
-	if tel != nil {
-		opts = append(opts, etcd.WithObserver(tel))
-	}
-	if e.Prefix != "" {
-		opts = append(opts, etcd.WithPrefix(e.Prefix))
-	}
+	opts := engineOptions(e, log, tel, etcd.WithName, etcd.WithLogger, etcd.WithObserver, etcd.WithPrefix)
 	eng, err := etcd.New(client, opts...)
 	if err != nil {
 		_ = closeClient()

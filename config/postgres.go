@@ -21,13 +21,7 @@ func buildPostgres(e *Engine, field string, startTimeout time.Duration, log *slo
 		return started{}, err
 	}
 	closePool := func() error { pool.Close(); return nil }
-	opts := []postgres.Option{postgres.WithName(e.Name), postgres.WithLogger(log)}
-	if tel != nil {
-		opts = append(opts, postgres.WithObserver(tel))
-	}
-	if e.Prefix != "" {
-		opts = append(opts, postgres.WithSchema(e.Prefix))
-	}
+	opts := engineOptions(e, log, tel, postgres.WithName, postgres.WithLogger, postgres.WithObserver, postgres.WithSchema)
 	eng, err := postgres.New(pool, opts...)
 	if err != nil {
 		pool.Close()

@@ -20,10 +20,19 @@ import (
 	"github.com/orthrus-go/orthrus/internal/zkconn"
 )
 
-var engineTypes = []string{TypeRedis, TypeZK, TypeEtcd, TypePostgres}
+var engineTypes = []string{TypeRedis, TypeZK, TypeEtcd, TypePostgres, TypeRedlock}
 
 // minTTLOf is the shortest TTL each engine type honours: its MinTTL.
 var minTTLOf = map[string]time.Duration{TypeRedis: redis.MinTTL, TypeZK: zk.MinTTL, TypeEtcd: etcd.MinTTL, TypePostgres: postgres.MinTTL}
+
+// minTTL is the shortest TTL engine e honours: its type's, or for redlock
+// the one its node timeout gives.
+func (e *Engine) minTTL() time.Duration {
+	if e.Type == TypeRedlock {
+		return redlockMinTTL(e.NodeTimeout)
+	}
+	return minTTLOf[e.Type]
+}
 
 // Validate checks c as Load does, without the environment: it returns nil
 // or a *ValidationError naming every bad field. It reads the TLS files it
@@ -102,8 +111,8 @@ func (c *Config) checkMinTTL(p *problems) {
 	if c.Lock.TTL <= 0 || len(c.Engines) == 0 {
 		return // the default, or reported already
 	}
-	e := slices.MaxFunc(c.Engines, func(a, b Engine) int { return cmp.Compare(minTTLOf[a.Type], minTTLOf[b.Type]) })
-	if min := minTTLOf[e.Type]; c.Lock.TTL < min {
+	e := slices.MaxFunc(c.Engines, func(a, b Engine) int { return cmp.Compare(a.minTTL(), b.minTTL()) })
+	if min := e.minTTL(); c.Lock.TTL < min {
 		p.add("lock.ttl", "%v is below %v, the minimum TTL of engine %q (%s), the largest of the engines'", c.Lock.TTL, min, e.Name, e.Type)
 	}
 }
@@ -127,7 +136,7 @@ func quoteAll(names []string) string {
 // settingsOf tells which engine settings belong to which types; the others
 // are shared by all.
 var settingsOf = map[string][]string{
-	"addrs":             {TypeRedis},
+	"addrs":             {TypeRedis, TypeRedlock},
 	"db":                {TypeRedis},
 	"master_name":       {TypeRedis},
 	"sentinel_username": {TypeRedis},
@@ -138,12 +147,13 @@ var settingsOf = map[string][]string{
 	"auth":              {TypeZK},
 	"endpoints":         {TypeEtcd},
 	"dsn":               {TypePostgres},
-	"username":          {TypeRedis, TypeEtcd, TypePostgres},
-	"password":          {TypeRedis, TypeEtcd, TypePostgres},
-	"tls":               {TypeRedis, TypeEtcd, TypeZK, TypePostgres},
+	"node_timeout":      {TypeRedlock},
+	"username":          {TypeRedis, TypeEtcd, TypePostgres, TypeRedlock},
+	"password":          {TypeRedis, TypeEtcd, TypePostgres, TypeRedlock},
+	"tls":               {TypeRedis, TypeEtcd, TypeZK, TypePostgres, TypeRedlock},
 
 	"dsn_file":               {TypePostgres},
-	"password_file":          {TypeRedis, TypeEtcd, TypePostgres},
+	"password_file":          {TypeRedis, TypeEtcd, TypePostgres, TypeRedlock},
 	"sentinel_password_file": {TypeRedis},
 }
 
@@ -172,7 +182,7 @@ func contains(list []string, s string) bool {
 
 func (e *Engine) validate(field string, p *problems) {
 	switch e.Type {
-	case TypeRedis, TypeZK, TypeEtcd, TypePostgres:
+	case TypeRedis, TypeZK, TypeEtcd, TypePostgres, TypeRedlock:
 	case "":
 		p.add(field+".type", "empty (want %s)", strings.Join(engineTypes, ", "))
 		return
@@ -227,6 +237,8 @@ func (e *Engine) validate(field string, p *problems) {
 			}
 		}
 		e.TLS.validate(field+".tls", p)
+	case TypeRedlock:
+		e.validateRedlock(field, p)
 	}
 }
 

@@ -51,7 +51,14 @@ func (s servers) pgSchemas(t *testing.T, prefix string) []string {
 
 func (s servers) redisKeys(t *testing.T, pattern string) []string {
 	t.Helper()
-	c := goredis.NewClient(&goredis.Options{Addr: s.redis})
+	return redisKeysOn(t, s.redis, pattern)
+}
+
+// redisKeysOn lists the keys of the redis-server at addr that match
+// pattern.
+func redisKeysOn(t *testing.T, addr, pattern string) []string {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
 	defer c.Close()
 	keys, err := c.Keys(context.Background(), pattern).Result()
 	if err != nil {
@@ -133,6 +140,7 @@ func (s servers) zkTree(t *testing.T, prefix string) []string {
 // changed, whichever the source.
 func TestDrillLeavesNoTrace(t *testing.T) {
 	s := startServers(t)
+	nodes := redlockNodes(t)
 	for _, tc := range []struct {
 		name    string
 		active  string
@@ -152,6 +160,9 @@ func TestDrillLeavesNoTrace(t *testing.T) {
 		{"postgres", "postgres", fmt.Sprintf(`  - {name: postgres, type: postgres, dsn: %q, prefix: notrace-postgres}
   - {name: redis, type: redis, addrs: [%q], prefix: notrace-postgres/locks}
 `, s.postgres, s.redis), "", nil},
+		{"redlock", "redlock", fmt.Sprintf(`  - {name: redlock, type: redlock, addrs: [%s], prefix: notrace-redlock/locks, node_timeout: 250ms}
+  - {name: redis, type: redis, addrs: [%q], prefix: notrace-redlock/locks}
+`, quoteList(nodes), s.redis), "", nil},
 		{"fleet", "redis", fmt.Sprintf(`  - {name: redis, type: redis, addrs: [%q], prefix: notrace-fleet/locks}
   - {name: etcd, type: etcd, endpoints: [%q], prefix: notrace-fleet/locks}
 `, s.redis, s.etcd), fmt.Sprintf("source: {type: etcd, endpoints: [%q], key: /notrace-fleet/active}\n", s.etcd),
@@ -194,6 +205,11 @@ func TestDrillLeavesNoTrace(t *testing.T) {
 			}
 			if got := s.redisKeys(t, app+"*"); len(got) > 0 {
 				t.Errorf("redis keys left under %s*: %v", app, got)
+			}
+			for _, n := range nodes {
+				if got := redisKeysOn(t, n, app+"*"); len(got) > 0 {
+					t.Errorf("redlock node %s: keys left under %s*: %v", n, app, got)
+				}
 			}
 			if got := s.etcdGet(t, app, true); len(got) > 0 {
 				t.Errorf("etcd keys left under %s: %v", app, got)

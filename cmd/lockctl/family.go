@@ -30,7 +30,7 @@ func parseKind(s string) (inspect.Kind, error) {
 func printFamily(ctx context.Context, w io.Writer, e locker.Engine, kind inspect.Kind, name string) error {
 	in, ok := e.(inspect.FamilyInspector)
 	if !ok {
-		fmt.Fprintf(w, "%s\t-\tcannot inspect this engine\t\t\n", e.Name())
+		fmt.Fprintf(w, "%s\t-\t%s\t\t\n", e.Name(), noFamily(e, "inspect read-write locks or semaphores"))
 		return nil
 	}
 	info, err := in.InspectFamily(ctx, kind, name)
@@ -50,6 +50,16 @@ func printFamily(ctx context.Context, w io.Writer, e locker.Engine, kind inspect
 		fmt.Fprintf(w, "%s\twaiter %d (%s)\t%s\t%d\t%s\n", e.Name(), i+1, familyRole(h), h.Owner, h.Token, timeLeft(h.TTL))
 	}
 	return nil
+}
+
+// noFamily says that e cannot do what to read-write locks and semaphores,
+// and why when the engine refuses them (a redlock engine: a quorum of
+// independent nodes has no one queue for their grant rules).
+func noFamily(e locker.Engine, what string) error {
+	if _, err := e.NewSemaphore("lockctl", 1); errors.Is(err, errors.ErrUnsupported) {
+		return fmt.Errorf("cannot %s on this engine: %w", what, err)
+	}
+	return fmt.Errorf("cannot %s on this engine", what)
 }
 
 func familyRole(h inspect.FamilyHolder) string {
@@ -109,7 +119,7 @@ func runPermits(args []string, stdout, stderr io.Writer) error {
 		if err == nil {
 			in, ok := dd.Engine.(inspect.FamilyInspector)
 			if !ok {
-				err = errors.New("cannot change semaphores on this engine")
+				err = noFamily(dd.Engine, "change semaphores")
 			} else {
 				err = in.SetPermits(ctx, name, n)
 			}

@@ -105,3 +105,20 @@ func awaitLost(t *testing.T, h locker.Handle) {
 		t.Errorf("Unlock() of the forced-out hold = %v; want ErrLockLost", err)
 	}
 }
+
+// testNoFamily checks that holders and permits on e, an engine that
+// refuses read-write locks and semaphores (redlock), say so and why.
+func testNoFamily(t *testing.T, path string, e locker.Engine) {
+	_, err := e.NewSemaphore("ops-family", 1)
+	if !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("NewSemaphore() = %v; want ErrUnsupported", err)
+	}
+	code, out, errOut := lockctlRun(t, "", "permits", "--config", path, "--engine", e.Name(), "ops-family", "3")
+	if want := e.Name() + ": cannot change semaphores on this engine: " + err.Error(); code == 0 || !strings.Contains(errOut, want) {
+		t.Errorf("permits on %s: exit %d, stdout %q, stderr %q; want non-zero and %q", e.Name(), code, out, errOut, want)
+	}
+	code, out, errOut = lockctlRun(t, "", "holders", "--config", path, "--engine", e.Name(), "--kind", "semaphore", "ops-family")
+	if want := "cannot inspect read-write locks or semaphores on this engine: " + err.Error(); code != 0 || !strings.Contains(out, want) {
+		t.Errorf("holders --kind semaphore on %s: exit %d, stderr %q\n%s\nwant 0 and a row %q", e.Name(), code, errOut, out, want)
+	}
+}

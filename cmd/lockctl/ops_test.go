@@ -34,6 +34,7 @@ func TestOps(t *testing.T) {
 	zkEngine := fmt.Sprintf(`{name: zk, type: zk, servers: [%q], prefix: /lockctl-ops, session_timeout: 4s}`, zkAddr)
 	etcdEngine := fmt.Sprintf(`{name: etcd, type: etcd, endpoints: [%q], prefix: lockctl-ops}`, etcdAddr)
 	pgEngine := fmt.Sprintf(`{name: postgres, type: postgres, dsn: %q, prefix: lockctl-ops}`, testserver.Postgres(t).DSN())
+	redlockEngine := fmt.Sprintf(`{name: redlock, type: redlock, addrs: [%s], prefix: lockctl-ops, node_timeout: 250ms}`, quoteList(redlockNodes(t)))
 
 	for _, v := range []struct {
 		name    string
@@ -43,6 +44,7 @@ func TestOps(t *testing.T) {
 		{"redis-zk", []string{redisEngine, zkEngine}, []string{"redis", "zk"}},
 		{"etcd-zk", []string{etcdEngine, zkEngine}, []string{"etcd", "zk"}},
 		{"postgres-redis", []string{pgEngine, redisEngine}, []string{"postgres", "redis"}},
+		{"redlock-redis", []string{redlockEngine, redisEngine}, []string{"redlock", "redis"}},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
@@ -67,6 +69,24 @@ func TestOps(t *testing.T) {
 			t.Errorf("config after the drill:\n%s\nwant it as before the drill's switch:\n%s", got, before)
 		}
 	})
+}
+
+// redlockNodes starts the three independent redis-servers of a redlock
+// engine and returns their addresses.
+func redlockNodes(t *testing.T) []string {
+	var addrs []string
+	for range 3 {
+		addrs = append(addrs, testserver.Redis(t).Addr())
+	}
+	return addrs
+}
+
+func quoteList(addrs []string) string {
+	q := make([]string, len(addrs))
+	for i, a := range addrs {
+		q[i] = strconv.Quote(a)
+	}
+	return strings.Join(q, ", ")
 }
 
 // writeOpsConfig writes a YAML config of engines with source.type file and
@@ -117,6 +137,10 @@ func testOps(t *testing.T, path string, names []string) {
 	for _, e := range sw.Engines() {
 		t.Run(e.Name(), func(t *testing.T) {
 			testHolders(t, path, e)
+			if _, err := e.NewRWLock("ops-family"); errors.Is(err, errors.ErrUnsupported) {
+				testNoFamily(t, path, e)
+				return
+			}
 			testFamilyOps(t, path, e)
 		})
 	}

@@ -33,7 +33,12 @@ type luaScript struct {
 
 // newScript joins the files of lua/ named by parts, the fragments first,
 // into one script.
-func newScript(parts ...string) *luaScript {
+func newScript(parts ...string) *luaScript { return scriptOf(Lua(parts...)) }
+
+// Lua returns the sources of the files of lua/ named by parts (without
+// ".lua"), joined in that order: the scripts' primitives, for the Redlock
+// engine (engines/redlock) to build its per-node scripts on, not to copy.
+func Lua(parts ...string) string {
 	var b strings.Builder
 	for _, p := range parts {
 		src, err := luaFiles.ReadFile("lua/" + p + ".lua")
@@ -42,7 +47,7 @@ func newScript(parts ...string) *luaScript {
 		}
 		b.Write(src)
 	}
-	return scriptOf(b.String())
+	return b.String()
 }
 
 func scriptOf(src string) *luaScript {

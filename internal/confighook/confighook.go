@@ -57,6 +57,10 @@ type Hooks[C, O any] struct {
 	RedisClient func(c *C, i int) (goredis.UniversalClient, error)
 	EtcdClient  func(c *C, i int) (*clientv3.Client, error)
 	ZKConfig    func(c *C, i int, log *slog.Logger) (zkconn.Config, error)
+	// RedlockClients gives one client per node of redlock engine i, each
+	// as RedisClient makes a redis engine's client of that one address,
+	// and the close of them all.
+	RedlockClients func(c *C, i int) ([]goredis.UniversalClient, func() error, error)
 	// PostgresPool gives the connection pool of postgres engine i as Open
 	// makes it; the caller closes it.
 	PostgresPool func(c *C, i int) (*pgxpool.Pool, error)

@@ -69,8 +69,9 @@ func (c *Client) Close() error {
 // later.
 //
 // DialClient fails, before dialling, when cfg is nil or invalid (a
-// *config.ValidationError) or name is not one of its engines (an error
-// naming it and wrapping locker.ErrInvalidArgument); with an error naming
+// *config.ValidationError), name is not one of its engines, or the engine
+// is a postgres or redlock one, which have no store of the idempotency
+// gate (an error naming it and wrapping locker.ErrInvalidArgument); with an error naming
 // the engine and wrapping locker.ErrUnavailable, or locker.ErrPermission
 // for refused credentials, when the server does not answer; and with ctx's
 // error when ctx ends first.
@@ -98,8 +99,8 @@ func DialClient(ctx context.Context, cfg *config.Config, name string, allowDown 
 			conf.Lazy = allowDown
 			err = cl.dialZK(sctx, conf)
 		}
-	case config.TypePostgres:
-		err = fmt.Errorf("%w: no raw client for a postgres engine: the idempotency gate stores on redis, etcd or zk", locker.ErrInvalidArgument)
+	case config.TypePostgres, config.TypeRedlock:
+		err = fmt.Errorf("%w: no raw client for a %s engine: the idempotency gate stores on redis, etcd or zk", locker.ErrInvalidArgument, e.Type)
 	default:
 		err = fmt.Errorf("%w: unknown engine type %q", locker.ErrInvalidArgument, e.Type)
 	}

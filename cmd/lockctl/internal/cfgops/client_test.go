@@ -94,8 +94,14 @@ engines:
   - {name: redis, type: redis, addrs: ["127.0.0.1:1"]}
   - {name: etcd, type: etcd, endpoints: ["127.0.0.1:1"]}
   - {name: zk, type: zk, servers: ["127.0.0.1:1"]}
+  - {name: quorum, type: redlock, addrs: ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]}
 `)
 	ctx := context.Background()
+	// A redlock engine has no store of the idempotency gate: said at once.
+	if _, err := cfgops.DialClient(ctx, c, "quorum", false, quiet); !errors.Is(err, locker.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), `"quorum" (redlock)`) || !strings.Contains(err.Error(), "no raw client for a redlock engine: the idempotency gate stores on redis, etcd or zk") {
+		t.Errorf("DialClient(quorum) = %v; want ErrInvalidArgument saying a redlock engine has no idempotency store", err)
+	}
 	if _, err := cfgops.DialClient(ctx, c, "nope", false, quiet); !errors.Is(err, locker.ErrInvalidArgument) || !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("DialClient(nope) = %v; want ErrInvalidArgument naming it", err)
 	}

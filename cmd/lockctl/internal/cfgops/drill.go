@@ -91,6 +91,8 @@ func (s *DrillScope) Remove(ctx context.Context) error {
 				err = s.removeRedis(ectx, i)
 			case config.TypeEtcd:
 				err = s.removeEtcd(ectx, i)
+			case config.TypeRedlock:
+				err = s.removeRedlock(ectx, i)
 			case config.TypePostgres:
 				err = s.removePostgres(ectx, i)
 			case config.TypeZK:
@@ -123,6 +125,28 @@ func (s *DrillScope) removeRedis(ctx context.Context, i int) error {
 		return cc.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error { return scanDelete(ctx, m, pattern) })
 	}
 	return scanDelete(ctx, client, pattern)
+}
+
+// removeRedlock deletes every key under the drill prefix of engine i on
+// each of its nodes, in parallel: every node holds its own copy.
+func (s *DrillScope) removeRedlock(ctx context.Context, i int) error {
+	nodes, closeNodes, err := hook.RedlockClients(s.cfg, i)
+	if err != nil {
+		return err
+	}
+	defer closeNodes()
+	pattern := globEscaper.Replace(s.cfg.Engines[i].Prefix) + ":*"
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for k, n := range nodes {
+		wg.Go(func() {
+			if err := scanDelete(ctx, n, pattern); err != nil {
+				errs[k] = fmt.Errorf("node %s: %w", s.cfg.Engines[i].Addrs[k], err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)

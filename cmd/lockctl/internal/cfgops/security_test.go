@@ -36,6 +36,7 @@ func TestSecurity(t *testing.T) {
 		{pg("host=db1,db2 user=app1 sslmode=disable"), "no tls, user app1"},
 		{pg("postgres://app1@db/app"), "tls if offered (sslmode prefer), user app1"},
 		{pg("postgres://app1@db/app?sslmode=require"), "tls unverified, user app1"},
+		{config.Engine{Type: config.TypeRedlock, Addrs: []string{"a:1", "b:1", "c:1"}, TLS: mutual, Username: "app1", PasswordFile: "/run/pw"}, "tls mutual, user app1, password from file"},
 		{config.Engine{Type: config.TypePostgres, DSNFile: "/run/dsn", DSN: "postgres://app1:secret-1@db/app?sslmode=disable"}, "no tls, user app1, dsn from file"},
 	} {
 		if got := cfgops.Security(&tc.e); got != tc.want {
@@ -52,6 +53,10 @@ func TestAddrsPostgres(t *testing.T) {
 	e := pg("postgres://app1:secret-1@db1:5433,db2/app")
 	if got := strings.Join(cfgops.Addrs(&e), " "); got != "db1:5433 db2:5432" {
 		t.Errorf("Addrs() = %q; want \"db1:5433 db2:5432\"", got)
+	}
+	redlock := config.Engine{Type: config.TypeRedlock, Addrs: []string{"a:1", "b:1", "c:1"}, Password: "secret-1"}
+	if got := strings.Join(cfgops.Addrs(&redlock), " "); got != "a:1 b:1 c:1" {
+		t.Errorf("Addrs(redlock) = %q; want every node", got)
 	}
 	etcd := config.Engine{Type: config.TypeEtcd, Endpoints: []string{"https://u:secret-1@e1:2379"}}
 	if got := strings.Join(cfgops.Addrs(&etcd), " "); got != "https://e1:2379" {
