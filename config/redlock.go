@@ -4,11 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/engines/redlock"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/telemetry"
@@ -69,12 +67,6 @@ func redlockRefused(err error) error {
 		return fmt.Errorf("%w: %w", locker.ErrPermission, err)
 	}
 	return err
-}
-
-// redlockMinTTL is the shortest TTL a redlock engine of node timeout d
-// (0: the default) accepts, as its MinTTL computes it.
-func redlockMinTTL(d time.Duration) time.Duration {
-	return redis.MinTTL + 2*orDefault(d, redlock.DefaultNodeTimeout)
 }
 
 // validateRedlock checks the settings of a redlock engine: at least

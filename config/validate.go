@@ -16,6 +16,7 @@ import (
 	"github.com/orthrus-go/orthrus/engines/etcd"
 	"github.com/orthrus-go/orthrus/engines/postgres"
 	"github.com/orthrus-go/orthrus/engines/redis"
+	"github.com/orthrus-go/orthrus/engines/redlock"
 	"github.com/orthrus-go/orthrus/engines/zk"
 	"github.com/orthrus-go/orthrus/internal/zkconn"
 )
@@ -29,7 +30,7 @@ var minTTLOf = map[string]time.Duration{TypeRedis: redis.MinTTL, TypeZK: zk.MinT
 // the one its node timeout gives.
 func (e *Engine) minTTL() time.Duration {
 	if e.Type == TypeRedlock {
-		return redlockMinTTL(e.NodeTimeout)
+		return redlock.MinTTLFor(orDefault(e.NodeTimeout, redlock.DefaultNodeTimeout))
 	}
 	return minTTLOf[e.Type]
 }

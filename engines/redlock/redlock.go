@@ -111,11 +111,16 @@ func (e *Engine) Name() string { return e.name }
 // Quorum is how many nodes make a majority: len(nodes)/2 + 1.
 func (e *Engine) Quorum() int { return e.quorum }
 
-// MinTTL is the shortest TTL the engine accepts: a grant must keep a
-// positive validity after its slowest acquisition (two rounds of one node
-// timeout each) and the clock drift allowance, with the single-node
-// engine's floor (redis.MinTTL) left for renewals to get through.
-func (e *Engine) MinTTL() time.Duration { return redis.MinTTL + 2*e.timeout }
+// MinTTL is the shortest TTL the engine accepts: MinTTLFor its node
+// timeout.
+func (e *Engine) MinTTL() time.Duration { return MinTTLFor(e.timeout) }
+
+// MinTTLFor is the shortest TTL an engine of node timeout d accepts: a
+// grant must keep a positive validity after its slowest acquisition (two
+// rounds of one node timeout each) and the clock drift allowance, with the
+// single-node engine's floor (redis.MinTTL) left for renewals to get
+// through.
+func MinTTLFor(d time.Duration) time.Duration { return redis.MinTTL + 2*d }
 
 // HonoursDeadlines implements driver.DeadlineHonourer: every request
 // returns by its context's end, leaving late nodes to the engine's workers.
