@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orthrus-go/orthrus/engines/mem"
 	"github.com/orthrus-go/orthrus/engines/redlock"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/switcher"
 )
 
 // servers starts n masters of the test's own, stopped when it ends.
@@ -254,3 +256,38 @@ func TestMinorityDown(t *testing.T) {
 }
 
 var quietLog = newQuietLog()
+
+// A majority killed opens the engine's breaker in a switcher: the next
+// acquisition moves to the secondary, and the caller, whose budget allows
+// it, sees no error.
+func TestMajorityKilledSwitches(t *testing.T) {
+	f := newFaulty(t, redlock.WithName("redlock"))
+	secondary, err := mem.New(mem.WithName("mem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan switcher.Event, 4)
+	sw, err := switcher.New([]locker.Engine{f.e, secondary}, switcher.WithLogger(quietLog),
+		switcher.OnSwitch(func(ev switcher.Event) { events <- ev }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sw.Close()
+	before, _ := sw.NewLocker("before")
+	if err := before.Lock(); err != nil || before.Engine() != "redlock" {
+		t.Fatalf("Lock() = %v on %q; want a hold on redlock", err, before.Engine())
+	}
+	if err := each(f.majority, (*testserver.Server).Kill); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	after, _ := sw.NewLocker("after")
+	if err := after.LockCtx(ctx); err != nil || after.Engine() != "mem" {
+		t.Fatalf("LockCtx() = %v on %q; want a hold on mem", err, after.Engine())
+	}
+	defer func() { _ = after.Unlock() }()
+	if ev := <-events; ev.From != "redlock" || ev.To != "mem" || ev.Reason != switcher.ReasonBreaker {
+		t.Errorf("switch = %+v; want redlock to mem by its breaker", ev)
+	}
+}
