@@ -26,9 +26,6 @@ package lockrule
 
 import "github.com/orthrus-go/orthrus/locker/inspect"
 
-// MaxWeight is the heaviest weight an entry may have; the lightest is 1.
-const MaxWeight = 10
-
 // Entry is one hold or waiter of a name's queue; a queue is oldest first.
 type Entry struct {
 	Kind inspect.Kind
@@ -36,7 +33,7 @@ type Entry struct {
 	Permits int
 	// Downgrade marks a KindRead entry taken by the owner of the write hold.
 	Downgrade bool
-	// Weight ranks a waiting entry: heavier first (1 to MaxWeight; 0 means 1).
+	// Weight ranks a waiting entry: heavier first (1 to 10; 0 means 1).
 	Weight int
 }
 
