@@ -147,13 +147,20 @@ func randomQueue(rng *rand.Rand, maxWeight int) (q []Entry, count int) {
 	return q, rng.IntN(7)
 }
 
+// eachRandomQueue calls check with 20000 random queues of weights 1 to
+// maxWeight, from seed.
+func eachRandomQueue(seed uint64, maxWeight int, check func(q []Entry, count int)) {
+	rng := rand.New(rand.NewPCG(27, seed))
+	for range 20000 {
+		check(randomQueue(rng, maxWeight))
+	}
+}
+
 // TestWeightOneIsFIFO: with every weight 1 and the grants the FIFO rule
 // gives recorded, the weighted rule's verdicts and blockers are the FIFO
 // rule's, entry by entry.
 func TestWeightOneIsFIFO(t *testing.T) {
-	rng := rand.New(rand.NewPCG(27, 3))
-	for range 20000 {
-		q, count := randomQueue(rng, 1)
+	eachRandomQueue(3, 1, func(q []Entry, count int) {
 		held := make([]bool, len(q))
 		for i := range q {
 			held[i] = fifoDecide(q, i, count).Granted
@@ -167,19 +174,17 @@ func TestWeightOneIsFIFO(t *testing.T) {
 				t.Fatalf("Decide(%v, %d, %d) = %+v; the FIFO rule gives %+v", q, i, count, got, want)
 			}
 		}
-	}
+	})
 }
 
 // TestWeightedGrantsSettle: the grants of one pass are the rule's fixed
-// point (granting them grants nobody else), the waiters granted are the
-// heaviest ones for a mutex, and no holder loses its grant.
+// point (granting them grants nobody else), no holder loses its grant,
+// and a mutex with no holder goes to its heaviest, oldest waiter.
 func TestWeightedGrantsSettle(t *testing.T) {
-	rng := rand.New(rand.NewPCG(27, 4))
-	for range 20000 {
-		q, count := randomQueue(rng, 4)
+	eachRandomQueue(4, 4, func(q []Entry, count int) {
 		held := make([]bool, len(q))
 		for i := range held {
-			held[i] = rng.IntN(4) == 0 && q[i].Kind != inspect.KindMutex
+			held[i] = i%3 == 1 && q[i].Kind != inspect.KindMutex
 		}
 		g := Grants(q, held, count)
 		if again := Grants(q, g, count); !slices.Equal(again, g) {
@@ -190,8 +195,16 @@ func TestWeightedGrantsSettle(t *testing.T) {
 				t.Fatalf("Grants(%v, %v, %d) = %v: entry %d lost its grant", q, held, count, g, i)
 			}
 		}
-	}
+		if q[0].Kind == inspect.KindMutex {
+			first := slices.IndexFunc(q, func(e Entry) bool { return e.Weight == slices.MaxFunc(q, byWeight).Weight })
+			if want := slices.Index(g, true); want != first || slices.Contains(g[first+1:], true) {
+				t.Fatalf("Grants(%v) = %v; want only entry %d", q, g, first)
+			}
+		}
+	})
 }
+
+func byWeight(a, b Entry) int { return a.Weight - b.Weight }
 
 // fifoDecide is the rule before weights, strict FIFO from the queue alone,
 // kept as the oracle that weight 1 must reproduce.

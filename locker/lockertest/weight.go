@@ -110,13 +110,9 @@ func weighed(order, weights []int) string {
 // holds waits for its Unlock, and then passes a lighter waiter.
 func testWeightHolderKeeps(t *testing.T, e locker.Engine) {
 	name := lockName(t, "wh")
-	holder, light, heavy := newLocker(t, e, name), newLocker(t, e, name), newLocker(t, e, name, locker.WithWeight(10))
-	mustLock(t, holder)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	lightDone := lockAsync(ctx, light)
-	awaitMutexWaiters(t, e, name, 1)
-	heavyDone := lockAsync(ctx, heavy)
+	holder, light, lightDone := heldWithWaiter(t, e, name)
+	heavy := newLocker(t, e, name, locker.WithWeight(10))
+	heavyDone := lockAsync(t.Context(), heavy)
 	awaitMutexWaiters(t, e, name, 2)
 	WantPending(t, heavyDone, "a weight-10 waiter behind a weight-1 holder")
 	select {
@@ -136,12 +132,8 @@ func testWeightHolderKeeps(t *testing.T, e locker.Engine) {
 // gets a free name.
 func testWeightTryLock(t *testing.T, e locker.Engine) {
 	name := lockName(t, "wt")
-	holder, waiter, try := newLocker(t, e, name), newLocker(t, e, name), newLocker(t, e, name, locker.WithWeight(10))
-	mustLock(t, holder)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := lockAsync(ctx, waiter)
-	awaitMutexWaiters(t, e, name, 1)
+	holder, waiter, done := heldWithWaiter(t, e, name)
+	try := newLocker(t, e, name, locker.WithWeight(10))
 	wantTry(t, try, false)
 	mustUnlock(t, holder)
 	WantGranted(t, done, "the waiter once the holder left")
@@ -149,6 +141,17 @@ func testWeightTryLock(t *testing.T, e locker.Engine) {
 	mustUnlock(t, waiter)
 	wantTry(t, try, true)
 	mustUnlock(t, try)
+}
+
+// heldWithWaiter locks name with a holder of weight 1 and queues a waiter
+// of weight 1 behind it, whose LockCtx result done carries; the waiter
+// gives up when the test ends.
+func heldWithWaiter(t *testing.T, e locker.Engine, name string) (holder, waiter locker.Handle, done <-chan error) {
+	holder, waiter = newLocker(t, e, name), newLocker(t, e, name)
+	mustLock(t, holder)
+	done = lockAsync(t.Context(), waiter)
+	awaitMutexWaiters(t, e, name, 1)
+	return holder, waiter, done
 }
 
 // awaitMutexWaiters waits until n waiters of the mutex name are visible,
