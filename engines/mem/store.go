@@ -89,7 +89,7 @@ type entry struct {
 	hold *driver.Hold
 	// held: granted; downgrade: a read taken by the write holder.
 	held, downgrade bool
-	weight          int // its rank among waiters; 1 for a TryLock, which never waits
+	weight          uint8 // its rank among waiters; 1 for a TryLock, which never waits
 
 	// token is given when queued; a waiter granted ahead of an older one
 	// (a heavier one) takes a new one then, so tokens grow grant by grant.
@@ -139,7 +139,7 @@ func (s *Store) drop(k lockKey, l *lock) *lock {
 // appended to q and held (on the caller's stack for short queues).
 func (l *lock) rules(q []lockrule.Entry, held []bool) ([]lockrule.Entry, []bool) {
 	for _, e := range l.queue {
-		q = append(q, lockrule.Entry{Kind: e.hold.Kind, Permits: e.hold.Permits, Downgrade: e.downgrade, Weight: e.weight})
+		q = append(q, lockrule.Entry{Kind: e.hold.Kind, Permits: e.hold.Permits, Downgrade: e.downgrade, Weight: int(e.weight)})
 		held = append(held, e.held)
 	}
 	return q, held
@@ -180,7 +180,7 @@ func (s *Store) promote(k lockKey, l *lock) {
 	q, held := l.rules(qbuf[:0], hbuf[:0])
 	for {
 		i := firstWaiter(q, held)
-		if i < 0 || !lockrule.DecideHeld(q, held, i, s.permits[k]).Granted {
+		if i < 0 || !lockrule.Granted(q, held, i, s.permits[k]) {
 			return
 		}
 		e := l.queue[i]
@@ -237,13 +237,13 @@ func (s *Store) acquire(e *entry, wait bool) (bool, error) {
 	}
 	e.weight = 1
 	if wait {
-		e.weight = max(e.hold.Weight, 1)
+		e.weight = uint8(max(e.hold.Weight, 1)) // 1 to 10: WithWeight checked it
 	}
 	l.queue = append(l.queue, e)
 	var qbuf [8]lockrule.Entry
 	var hbuf [8]bool
 	q, held := l.rules(qbuf[:0], hbuf[:0])
-	if lockrule.DecideHeld(q, held, len(q)-1, s.permits[e.key]).Granted {
+	if lockrule.Granted(q, held, len(q)-1, s.permits[e.key]) {
 		s.grant(l, e, held, len(q)-1)
 		return true, nil
 	}

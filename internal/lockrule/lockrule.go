@@ -69,10 +69,28 @@ func DecideHeld(q []Entry, held []bool, own, count int) Verdict {
 		return Verdict{Granted: true}
 	case e.Kind == inspect.KindPermit:
 		return r.permit(count)
-	case e.Kind == inspect.KindRead:
-		return r.verdict(func(x Entry) bool { return exclusive(x.Kind) })
 	}
-	return r.verdict(func(Entry) bool { return true })
+	return r.verdict(e.Kind == inspect.KindRead)
+}
+
+// Granted is DecideHeld(q, held, own, count).Granted, for an engine that
+// needs no blockers: it stops at the first conflict and allocates nothing.
+func Granted(q []Entry, held []bool, own, count int) bool {
+	r := ranking{q: q, held: held, own: own}
+	e := q[own]
+	switch {
+	case e.Downgrade || r.granted(own):
+		return true
+	case e.Kind == inspect.KindPermit:
+		return Fits(r.sumAhead(), e.Permits, count)
+	}
+	reader := e.Kind == inspect.KindRead
+	for i := range q {
+		if r.conflicts(i, reader) {
+			return false
+		}
+	}
+	return true
 }
 
 // ranking is the view of one waiting entry, own, on its queue.
@@ -98,13 +116,32 @@ func (r ranking) ahead(i int) bool {
 	return i != r.own && (r.granted(i) || r.before(i, r.own))
 }
 
-// verdict grants own unless an entry ahead of it conflicts; it waits for
-// the conflicting entry ranked last before it (its predecessor, as in a
-// ZooKeeper queue), or, when all rank after it (holders), the first of them.
-func (r ranking) verdict(conflicts func(Entry) bool) Verdict {
+// conflicts reports whether q[i] is ahead of own and excludes it: any
+// entry excludes a mutex, a writer or a semaphore request that does not
+// fit, only a mutex or a writer excludes a reader.
+func (r ranking) conflicts(i int, reader bool) bool {
+	return (!reader || exclusive(r.q[i].Kind)) && r.ahead(i)
+}
+
+// sumAhead is the permits of the entries ahead of own.
+func (r ranking) sumAhead() int {
+	sum := 0
+	for i := range r.q {
+		if r.ahead(i) {
+			sum += r.q[i].Permits
+		}
+	}
+	return sum
+}
+
+// verdict grants own unless an entry ahead of it conflicts (with a
+// reader, only a mutex or a writer does); it waits for the conflicting
+// entry ranked last before it (its predecessor, as in a ZooKeeper queue),
+// or, when all rank after it (holders), the first of them.
+func (r ranking) verdict(reader bool) Verdict {
 	last, first := -1, -1
 	for i := range r.q {
-		if !r.ahead(i) || !conflicts(r.q[i]) {
+		if !r.conflicts(i, reader) {
 			continue
 		}
 		switch {
@@ -131,17 +168,12 @@ func (r ranking) verdict(conflicts func(Entry) bool) Verdict {
 // negative, so the entries ahead already overflow the count exactly when
 // the head is one of them.
 func (r ranking) permit(count int) Verdict {
-	sum := 0
-	for i := range r.q {
-		if r.ahead(i) {
-			sum += r.q[i].Permits
-		}
-	}
+	sum := r.sumAhead()
 	if Fits(sum, r.q[r.own].Permits, count) {
 		return Verdict{Granted: true}
 	}
 	if !Fits(sum, 0, count) {
-		return r.verdict(func(Entry) bool { return true })
+		return r.verdict(false)
 	}
 	v := Verdict{Count: true}
 	for i := range r.q {
@@ -163,7 +195,7 @@ func Fits(before, permits, count int) bool { return before+permits <= count }
 func Grants(q []Entry, held []bool, count int) []bool {
 	out := make([]bool, len(q))
 	for i := range q {
-		out[i] = DecideHeld(q, held, i, count).Granted
+		out[i] = Granted(q, held, i, count)
 	}
 	return out
 }

@@ -248,3 +248,18 @@ func fifoDecide(q []Entry, own, count int) Verdict {
 	}
 	return Verdict{Granted: true}
 }
+
+// TestGrantedIsDecideHelds: Granted is DecideHeld's verdict.
+func TestGrantedIsDecideHelds(t *testing.T) {
+	eachRandomQueue(5, 3, func(q []Entry, count int) {
+		held := make([]bool, len(q))
+		for i := range held {
+			held[i] = i%2 == 0 && q[i].Kind != inspect.KindMutex
+		}
+		for i := range q {
+			if got, want := Granted(q, held, i, count), DecideHeld(q, held, i, count).Granted; got != want {
+				t.Fatalf("Granted(%v, %v, %d, %d) = %v; DecideHeld's verdict is %v", q, held, i, count, got, want)
+			}
+		}
+	})
+}
