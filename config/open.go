@@ -380,8 +380,6 @@ func pingEngine(ctx context.Context, c *Config, i int, eng locker.Engine) error 
 	err := eng.Ping(ctx)
 	if e := &c.Engines[i]; err != nil && e.Type == TypeEtcd {
 		err = explainTLS(ctx, err, e.Endpoints, &e.TLS, fmt.Sprintf("engines[%d].tls", i))
-	} else if err != nil && e.Type == TypeRedlock {
-		err = redlockRefused(err)
 	}
 	return err
 }

@@ -8,7 +8,6 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/orthrus-go/orthrus/engines/redlock"
-	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/telemetry"
 )
 
@@ -57,16 +56,6 @@ func redlockClients(e *Engine, field string, client func(*Engine, string) (gored
 		nodes = append(nodes, c)
 	}
 	return nodes, closeAll, nil
-}
-
-// redlockRefused makes a redlock engine's failed ping wrap
-// locker.ErrPermission when a node refused the credentials: the engine
-// counts that node as failed like one down, and retrying would not help.
-func redlockRefused(err error) error {
-	if goredis.IsAuthError(err) || goredis.IsPermissionError(err) {
-		return fmt.Errorf("%w: %w", locker.ErrPermission, err)
-	}
-	return err
 }
 
 // validateRedlock checks the settings of a redlock engine: at least

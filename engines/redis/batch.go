@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync"
@@ -11,16 +12,25 @@ import (
 
 // batcher coalesces the scripts of concurrent callers (acquisitions and
 // releases) into pipelines (see Pipelining in doc.go). Each caller waits
-// only for the pipeline in flight and its own; the engine has no goroutine
+// only for a pipeline in flight and its own; the engine has no goroutine
 // of its own for it.
 type batcher struct {
 	client goredis.UniversalClient
 	pool   sync.Pool // of *batched
+	lanes  int       // the most requests or pipelines in flight; 0: defaultLanes
 
 	mu       sync.Mutex
-	inFlight bool // some caller sends, and will hand the queue on
+	inFlight int // callers sending, each of which will hand the queue on
 	queue    []*batched
 }
+
+// defaultLanes: up to 8 requests or pipelines in flight, each on a
+// connection of its own; past that, callers queue and share pipelines. One
+// lane made every concurrent caller wait out the round trip before its
+// own: 8 goroutines ran at 0.44x the throughput of 8 plain connections (the
+// server answers connections together); with no limit, 64 goroutines ran at
+// 0.63x, each paying a round trip of its own. 8 lanes: about 0.9x and 1.0x.
+const defaultLanes = 8
 
 // batched is one queued script call.
 type batched struct {
@@ -36,8 +46,8 @@ type batched struct {
 // it is answered.
 func (b *batcher) run(ctx context.Context, s *luaScript, args []any) (int64, error) {
 	b.mu.Lock()
-	if !b.inFlight {
-		b.inFlight = true
+	if b.inFlight < cmp.Or(b.lanes, defaultLanes) {
+		b.inFlight++
 		b.mu.Unlock()
 		v, err := evalsha(ctx, b.client, s, goredis.NewIntCmd, args).Result()
 		b.handOn()
@@ -87,13 +97,15 @@ func (b *batcher) withdraw(p *batched) bool {
 	return true
 }
 
-// handOn passes the queue, if any, to its first request, which sends it;
-// else the engine is idle again.
+// handOn passes the queue, if any, to its first request, which sends it
+// in the lane this caller leaves; else the lane is free.
 func (b *batcher) handOn() {
 	b.mu.Lock()
 	batch := b.queue
 	b.queue = nil
-	b.inFlight = len(batch) > 0
+	if len(batch) == 0 {
+		b.inFlight--
+	}
 	b.mu.Unlock()
 	if len(batch) > 0 {
 		batch[0].ready <- batch

@@ -58,7 +58,7 @@ func TestBatcherPipelinesConcurrentCalls(t *testing.T) {
 	if err := c.ScriptFlush(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	b := &batcher{client: c}
+	b := &batcher{client: c, lanes: 2} // 8 callers in 2 lanes: some must queue
 	const callers, calls = 8, 200
 	var (
 		mu  sync.Mutex
@@ -101,7 +101,7 @@ func TestBatcherQueuedCallLeavesAtDeadline(t *testing.T) {
 	srv := testserver.Redis(t)
 	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), ReadTimeout: 2 * time.Second})
 	defer c.Close()
-	b := &batcher{client: c}
+	b := &batcher{client: c, lanes: 1}
 	if _, err := incr(context.Background(), b, "warm"); err != nil { // connection up, script loaded
 		t.Fatal(err)
 	}
@@ -131,5 +131,46 @@ func TestBatcherQueuedCallLeavesAtDeadline(t *testing.T) {
 	}
 	if n, err := c.Get(context.Background(), "counter").Int(); err != nil || n > 1 {
 		t.Errorf("counter = %d, %v; want at most 1: the call that left was sent", n, err)
+	}
+}
+
+// Up to lanes calls are in flight at once, each on a connection of its
+// own: a call does not wait for the round trip of the one before it.
+func TestBatcherLanesInFlightTogether(t *testing.T) {
+	srv := testserver.Redis(t)
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	defer c.Close()
+	b := &batcher{client: c, lanes: 2}
+	if _, err := incr(context.Background(), b, "warm"); err != nil {
+		t.Fatal(err)
+	}
+	sent := &pipelines{processing: make(chan struct{}, 2)}
+	c.AddHook(sent)
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := incr(ctx, b, "counter")
+			done <- err
+		}()
+	}
+	for i := range 2 {
+		select {
+		case <-sent.processing:
+		case <-time.After(2 * time.Second):
+			t.Fatalf("%d of 2 calls sent while the server is frozen; want both in flight", i)
+		}
+	}
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
 	}
 }

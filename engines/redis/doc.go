@@ -107,11 +107,12 @@
 //
 // # Pipelining
 //
-// The scripts of concurrent callers share round trips: an idle engine sends
-// a request at once, on the caller's goroutine; while one is in flight, new
-// requests queue, and the first of them sends the queue as one pipeline
-// when it lands. A queued request leaves at its caller's deadline if not
-// sent yet. Renewals go in pipelines of their own.
+// The scripts of concurrent callers share round trips: while fewer than 8
+// requests or pipelines are in flight, a request is sent at once, on the
+// caller's goroutine; past that, new requests queue, and the first of them
+// sends the queue as one pipeline when a lane frees. A queued request
+// leaves at its caller's deadline if not sent yet. Renewals go in
+// pipelines of their own.
 //
 // # Contexts and failures
 //

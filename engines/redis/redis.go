@@ -311,7 +311,7 @@ func (e *Engine) fail(ctx context.Context, op, name string, err error) error {
 	settle(ctx)
 	e.reload(err)
 	switch {
-	case isPermission(err):
+	case IsPermission(err):
 		return &locker.EngineError{Engine: "redis", Op: op, Name: name, Classes: []error{locker.ErrPermission}, Err: err}
 	case errors.Is(err, locker.ErrClosed):
 		return &locker.EngineError{Engine: "redis", Op: op, Name: name, Err: err}
@@ -374,9 +374,10 @@ func unavailable(err error) []error {
 	return []error{locker.ErrUnavailable}
 }
 
-// isPermission tells a refused user (NOAUTH, WRONGPASS, NOPERM, or a
-// command a script may not run) from an engine failing.
-func isPermission(err error) bool {
+// IsPermission tells a refused user (NOAUTH, WRONGPASS, NOPERM, or a
+// command a script may not run) from an engine failing: the engines over
+// Redis report it as locker.ErrPermission, which retrying does not cure.
+func IsPermission(err error) bool {
 	return goredis.IsAuthError(err) || goredis.IsPermissionError(err) ||
 		strings.Contains(err.Error(), "user executing the script can't")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"syscall"
 
+	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -13,17 +14,22 @@ import (
 var errNoAnswer = errors.New("no answer")
 
 // unavailable is the error of a request that fewer than a quorum of nodes
-// answered (ok of them), with their errors: ErrUnavailable, and ErrRefused
-// too when every failed node refused the connection.
+// answered (ok of them), with their errors: ErrUnavailable, ErrRefused too
+// when every failed node refused the connection, and ErrPermission when a
+// node refused the user (its credentials or ACL), which waiting won't cure.
 func (e *Engine) unavailable(ctx context.Context, op, name string, ok int, errs []error) error {
 	classes := []error{locker.ErrUnavailable}
 	silent := len(e.nodes) - ok - len(errs)
-	refused := len(errs) > 0 && silent == 0
+	refused, denied := len(errs) > 0 && silent == 0, false
 	for _, err := range errs {
 		refused = refused && (errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET))
+		denied = denied || redis.IsPermission(err)
 	}
 	if refused {
 		classes = append(classes, locker.ErrRefused)
+	}
+	if denied {
+		classes = append(classes, locker.ErrPermission)
 	}
 	if silent > 0 {
 		errs = append(errs, fmt.Errorf("%d nodes: %w within the node timeout (%v)", silent, errNoAnswer, e.timeout))

@@ -365,16 +365,23 @@ func TestSentinelRejoin(t *testing.T) {
 	}
 }
 
+// pgConnect opens a connection to s, closed when t ends.
+func pgConnect(ctx context.Context, t *testing.T, s *Server) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, s.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
 // PostgreSQL keeps its data over Kill and Restart, and a pause freezes the
 // backends too: a query on a connection opened before it gets no answer.
 func TestPostgresKillPauseRestart(t *testing.T) {
 	s := Postgres(t)
 	ctx := ctxTimeout(t, 30*time.Second)
-	conn, err := pgx.Connect(ctx, s.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := pgConnect(ctx, t, s)
 	if _, err := conn.Exec(ctx, "CREATE TABLE t (v int); INSERT INTO t VALUES (7)"); err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +389,7 @@ func TestPostgresKillPauseRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	qctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	_, err = conn.Exec(qctx, "SELECT 1")
+	_, err := conn.Exec(qctx, "SELECT 1")
 	cancel()
 	if err == nil {
 		t.Fatal("a backend answered while the server was paused")
@@ -436,11 +443,7 @@ func TestPostgresTLS(t *testing.T) {
 func TestPostgresCPUCountsBackends(t *testing.T) {
 	s := Postgres(t)
 	ctx := ctxTimeout(t, 30*time.Second)
-	conn, err := pgx.Connect(ctx, s.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := pgConnect(ctx, t, s)
 	before, err := s.CPU()
 	if err != nil {
 		t.Fatal(err)

@@ -487,3 +487,25 @@ func TestRenewChunk(t *testing.T) {
 		_ = c.Close(context.Background())
 	}
 }
+
+// Whoever sees Lost closed sees the hold lost: Unlock called right after
+// <-Lost() reports ErrLockLost, not a release sent to a dead server.
+func TestLostClosedMeansLost(t *testing.T) {
+	for range 20000 {
+		h := newHold("x", time.Second, true)
+		go h.MarkLost()
+		// Poll rather than block: a parked receiver is woken only after
+		// MarkLost's goroutine moves on; a polling one sees the close at
+		// once, as another goroutine on another core would.
+		for done := false; !done; {
+			select {
+			case <-h.Lost():
+				done = true
+			default:
+			}
+		}
+		if !h.isLost() {
+			t.Fatal("isLost() = false after Lost() closed")
+		}
+	}
+}

@@ -54,8 +54,10 @@ func (h *Hold) info(engine string) observe.HoldInfo {
 func (h *Hold) markLost(cause observe.LostCause) {
 	h.lostOnce.Do(func() {
 		h.obs.end(h, cause)
-		close(h.lost)
+		// Before the close: whoever sees Lost closed sees isLost true
+		// (an Unlock right after <-Lost() must report ErrLockLost).
 		h.isGone.Store(true)
+		close(h.lost)
 	})
 }
 
