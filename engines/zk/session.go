@@ -28,6 +28,8 @@ type node struct {
 	// marker is the version of the hold's delay marker (delay.go), -1
 	// without one; set before the grant.
 	marker int32
+	// rec is a heavy node's record (weight.go); nil for weight 1.
+	rec *record
 }
 
 // forgetLocked stops tracking n, and reports whether it was still

@@ -37,11 +37,13 @@ type Protected struct {
 var ErrRequiredGone = errors.New("zkconn: the node the create requires is gone")
 
 // Created is a node CreateProtected made: its path and czxid, and its
-// parent's data version right after (-1 when not known).
+// parent's data version right after (-1 when not known) and czxid (0 when
+// not known), which tells one incarnation of a parent from the next.
 type Created struct {
 	Path     string
 	Czxid    int64
 	PVersion int32
+	PCzxid   int64
 }
 
 // CreateProtected creates p's node, and its parent, as a container node,
@@ -165,7 +167,7 @@ func (c *Conn) multi(ops []any, check func(string) error) (Created, error) {
 		return Created{}, fmt.Errorf("unexpected reply to create: %+v", res)
 	}
 	last := res[len(ops)-1].Stat
-	cr := Created{Path: res[len(ops)-2].String, Czxid: last.Mzxid, PVersion: last.Version}
+	cr := Created{Path: res[len(ops)-2].String, Czxid: last.Mzxid, PVersion: last.Version, PCzxid: last.Czxid}
 	if check != nil {
 		if err := check(cr.Path); err != nil {
 			return Created{}, err

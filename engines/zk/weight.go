@@ -1,0 +1,344 @@
+package zk
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	gozk "github.com/go-zookeeper/zk"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/orthrus-go/orthrus/internal/lockrule"
+	"github.com/orthrus-go/orthrus/internal/zkconn"
+	"github.com/orthrus-go/orthrus/locker/driver"
+	"github.com/orthrus-go/orthrus/locker/inspect"
+)
+
+// Weights (see the package documentation's "Weights"). A waiter of weight
+// 1 queues as it always has. A heavy one, of weight 2 to 10, may rank
+// ahead of nodes that came before it, and so could contradict a grant
+// already made: on arrival it records, in its node's data, the nodes
+// granted at that instant, and every look at a queue counts those as
+// granted. Its node's name ends its marker with "h<weight>-", so that a
+// listing tells which nodes to read.
+
+// weightMark starts the weight of a heavy node's name: "-lock-h5-".
+const weightMark = "h"
+
+// weightSuffix is what a hold's node name adds to its marker for weight
+// w: nothing for weight 1.
+func weightSuffix(w int) string {
+	if w <= 1 {
+		return ""
+	}
+	return weightMark + strconv.Itoa(w) + "-"
+}
+
+// splitWeight splits the weight off the marker of a node name: "-w-h5-"
+// is "-w-" of weight 5; a marker without one has weight 0 (that is, 1).
+func splitWeight(body string) (string, int) {
+	if len(body) < 2 || body[len(body)-1] != '-' {
+		return body, 0
+	}
+	i := strings.LastIndex(body[:len(body)-1], "-"+weightMark)
+	if i < 0 {
+		return body, 0
+	}
+	w, err := strconv.Atoi(body[i+1+len(weightMark) : len(body)-1])
+	if err != nil || w < 2 || w > 10 {
+		return body, 0
+	}
+	return body[:i+1], w
+}
+
+// recordTag starts a heavy node's data, and says which format follows.
+const recordTag = "orthrus-w1"
+
+// record is what a heavy node's data says: the parent's cversion and
+// czxid at the look before its create, and the sequences of the nodes
+// granted then; then the owner ID.
+type record struct {
+	cversion int32
+	pczxid   int64
+	granted  []int64
+	owner    string
+}
+
+// encode writes r as a heavy node's data: "orthrus-w1 <cversion>
+// <pczxid> <sequence>...", a newline, and the owner ID.
+func (r record) encode() []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s %d %d", recordTag, r.cversion, r.pczxid)
+	for _, s := range r.granted {
+		fmt.Fprintf(&b, " %d", s)
+	}
+	b.WriteByte('\n')
+	b.WriteString(r.owner)
+	return b.Bytes()
+}
+
+// parseRecord reads a heavy node's data; ok is false when it is not a
+// record, and the node is then invalid.
+func parseRecord(data []byte) (r record, ok bool) {
+	line, owner, found := bytes.Cut(data, []byte{'\n'})
+	f := strings.Fields(string(line))
+	if !found || len(f) < 3 || f[0] != recordTag {
+		return record{}, false
+	}
+	c, err1 := strconv.ParseInt(f[1], 10, 32)
+	p, err2 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return record{}, false
+	}
+	r = record{cversion: int32(c), pczxid: p, owner: string(owner)}
+	for _, s := range f[3:] {
+		seq, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return record{}, false
+		}
+		r.granted = append(r.granted, seq)
+	}
+	return r, true
+}
+
+// validFor reports whether a heavy node of sequence seq with record r is
+// valid under a parent of czxid pczxid: the sequence ZooKeeper gave it is
+// the parent's cversion at its create, so it equals the cversion the
+// record was made from exactly when no child came or went between that
+// look and the create; the czxid tells a parent deleted and made again.
+func (r record) validFor(seq, pczxid int64) bool {
+	return r.pczxid != 0 && r.pczxid == pczxid && seq == int64(r.cversion)
+}
+
+// ownerOf is the owner ID in the data of the node en.
+func ownerOf(en entry, data []byte) string {
+	if en.Weight > 1 {
+		if r, ok := parseRecord(data); ok {
+			return r.owner
+		}
+	}
+	return string(data)
+}
+
+// maxRecordParents bounds the parents whose heavy nodes' records the
+// engine keeps.
+const maxRecordParents = 1024
+
+// records keeps the heavy nodes' records the engine read, by parent and
+// node name: a node's data never changes, so each is read once. A look at
+// a parent keeps only the records of the nodes it found.
+type records struct {
+	mu       sync.Mutex
+	byParent map[string]map[string]record
+}
+
+// lookup returns the records known of v's heavy nodes under parent.
+func (rs *records) lookup(parent string, v *view) map[string]record {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	old := rs.byParent[parent]
+	out := make(map[string]record)
+	for _, en := range v.nodes {
+		if r, ok := old[en.name]; ok && en.Weight > 1 {
+			out[en.name] = r
+		}
+	}
+	return out
+}
+
+// store keeps recs as the records of the heavy nodes under parent, and
+// forgets those of nodes that recs leaves out, gone from the queue.
+func (rs *records) store(parent string, recs map[string]record) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.byParent == nil || len(rs.byParent) >= maxRecordParents {
+		rs.byParent = make(map[string]map[string]record)
+	}
+	rs.byParent[parent] = recs
+}
+
+// errLookAgain: a node of a look went before it was read, and the look no
+// longer tells a queue that was.
+var errLookAgain = errors.New("zk: the queue changed while it was read")
+
+// weigh applies the records of v's heavy nodes to v: an invalid one is
+// dropped, as if it were not there (its owner deletes it), and the nodes
+// a valid one records are granted (v.held). A queue without a heavy node
+// costs nothing. errLookAgain when a heavy node went before it was read:
+// without its record the look is no queue that was. own is the record of
+// the caller's own node, nil for weight 1.
+func (e *Engine) weigh(ctx context.Context, parent string, v *view, own *record) error {
+	if !v.heavy {
+		return nil
+	}
+	recs := e.recs.lookup(parent, v)
+	var missing []string
+	for _, en := range v.nodes {
+		if own != nil && en.seq == int64(own.cversion) && en.Weight > 1 {
+			recs[en.name] = *own
+		}
+		if _, ok := recs[en.name]; en.Weight > 1 && !ok {
+			missing = append(missing, en.name)
+		}
+	}
+	got := make([]record, len(missing))
+	var g errgroup.Group
+	g.SetLimit(maxNodeReads)
+	for i, name := range missing {
+		g.Go(func() error {
+			data, _, err := e.get(ctx, parent+"/"+name)
+			got[i], _ = parseRecord(data) // not a record: invalid
+			return err
+		})
+	}
+	if err := g.Wait(); errors.Is(err, gozk.ErrNoNode) {
+		return errLookAgain
+	} else if err != nil {
+		return err
+	}
+	for i, name := range missing {
+		recs[name] = got[i]
+	}
+	e.recs.store(parent, recs)
+	v.apply(recs)
+	return nil
+}
+
+// apply drops v's invalid heavy nodes and marks the nodes the valid ones
+// record as granted.
+func (v *view) apply(recs map[string]record) {
+	granted := make(map[int64]bool)
+	nodes := make([]entry, 0, len(v.nodes))
+	for _, en := range v.nodes {
+		if en.Weight > 1 {
+			r := recs[en.name]
+			if !r.validFor(en.seq, v.pczxid) {
+				continue
+			}
+			for _, s := range r.granted {
+				granted[s] = true
+			}
+		}
+		nodes = append(nodes, en)
+	}
+	v.nodes, v.rule, v.held = nodes, make([]lockrule.Entry, len(nodes)), make([]bool, len(nodes))
+	for i, en := range nodes {
+		v.rule[i], v.held[i] = en.Entry, granted[en.seq]
+	}
+}
+
+// grantsAt returns the sequences of the nodes the rule grants in v, a
+// weighed look: what a heavy node arriving right after it records. A
+// writer whose owner downgraded holds though the rule, which decides for
+// a writer yet to be granted, has it wait for its own reader: the czxids
+// of the writers tell which one it is, when v has a downgrade.
+func (e *Engine) grantsAt(ctx context.Context, parent string, v *view) ([]int64, error) {
+	held := make([]bool, len(v.nodes))
+	copy(held, v.held)
+	if err := e.downgradedWriters(ctx, parent, v, held); err != nil {
+		return nil, err
+	}
+	var out []int64
+	for i, g := range lockrule.Grants(v.rule, held, v.count) {
+		if g {
+			out = append(out, v.nodes[i].seq)
+		}
+	}
+	return out, nil
+}
+
+// downgradedWriters marks in held the writers of v whose czxid is the
+// token of a downgrade of v, reading the writers' nodes when there is
+// one.
+func (e *Engine) downgradedWriters(ctx context.Context, parent string, v *view, held []bool) error {
+	tokens := make(map[int64]bool)
+	for _, en := range v.nodes {
+		if en.Downgrade {
+			tokens[en.down] = true
+		}
+	}
+	if len(tokens) == 0 {
+		return nil
+	}
+	var g errgroup.Group
+	g.SetLimit(maxNodeReads)
+	for i, en := range v.nodes {
+		if en.Kind != inspect.KindWrite {
+			continue
+		}
+		g.Go(func() error {
+			_, st, err := e.get(ctx, parent+"/"+en.name)
+			if err == nil && tokens[st.Czxid] {
+				held[i] = true
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); errors.Is(err, gozk.ErrNoNode) {
+		return errLookAgain
+	} else {
+		return err
+	}
+}
+
+// heavy reports whether an acquisition of h queues a heavy node: a wait
+// of weight 2 or more. A TryLock ranks as weight 1.
+func heavy(h *driver.Hold, wait bool) bool { return wait && h.Weight > 1 }
+
+// enqueueHeavy is enqueue for a heavy node: a look, weighed, then the
+// create of a node whose data records the nodes the look grants. The node
+// is valid when nothing came or went between the look and the create
+// (record.validFor); otherwise its owner deletes it, as everyone else
+// ignores it, and tries again, within ctx.
+func (e *Engine) enqueueHeavy(ctx context.Context, h *driver.Hold, parent string) (*node, int64, *view, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, nil, err
+		}
+		h.Asking()
+		r, err := e.heavyRecord(ctx, h, parent)
+		if errors.Is(err, errLookAgain) {
+			continue
+		}
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		e.heavyTries.Add(1)
+		n, c, v, err := e.enqueue(ctx, h, parent, r.encode(), marker(h)+weightSuffix(h.Weight))
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		if seq, _ := zkconn.Sequence(n.name); r.validFor(seq, c.PCzxid) {
+			n.rec = &r
+			return n, c.Czxid, v, nil
+		}
+		e.discard(n, true)
+	}
+}
+
+// heavyRecord looks at the queue under parent and returns the record a
+// heavy node created right after it carries.
+func (e *Engine) heavyRecord(ctx context.Context, h *driver.Hold, parent string) (record, error) {
+	v, err := zkconn.Do(ctx, e.zc, func() (*view, error) { return e.look(h.Kind, parent) })
+	if errors.Is(err, gozk.ErrNoNode) {
+		if err := e.zc.EnsureContainer(ctx, parent, e.acl); err != nil {
+			return record{}, err
+		}
+		return record{}, errLookAgain
+	}
+	if err != nil {
+		return record{}, err
+	}
+	if err := e.weigh(ctx, parent, v, nil); err != nil {
+		return record{}, err
+	}
+	g, err := e.grantsAt(ctx, parent, v)
+	if err != nil {
+		return record{}, err
+	}
+	return record{cversion: v.cversion, pczxid: v.pczxid, granted: g, owner: h.Owner}, nil
+}
