@@ -127,9 +127,11 @@ type view struct {
 	// held marks the nodes the heavy nodes' records say were granted
 	// (weight.go); nil when the queue has no heavy node.
 	held []bool
-	// The parent's cversion and czxid at the look, which a heavy node's
-	// record is checked against; heavy: the queue has a heavy node.
+	// The parent's cversion, next sequence (nextSequence) and czxid at
+	// the look, which a heavy node's record is checked against; heavy:
+	// the queue has a heavy node.
 	cversion int32
+	next     int64
 	pczxid   int64
 	heavy    bool
 	// The storage of nodes and rule for a queue of one, an uncontended
@@ -143,7 +145,7 @@ type view struct {
 func newView(k inspect.Kind, children []string, st *gozk.Stat) *view {
 	v := &view{}
 	if st != nil {
-		v.cversion, v.pczxid = st.Cversion, st.Czxid
+		v.cversion, v.next, v.pczxid = st.Cversion, nextSequence(st), st.Czxid
 	}
 	v.nodes, v.rule = v.node1[:0], v.rule1[:]
 	if len(children) > len(v.node1) {
@@ -291,7 +293,7 @@ func (e *Engine) downgrade(ctx context.Context, h *driver.Hold, parent string) (
 	default:
 	}
 	c, err := e.create(ctx, zkconn.Protected{
-		Parent: parent, GUID: zkconn.NewGUID(), Requires: w.path, Data: []byte(h.Owner),
+		Parent: parent, GUID: zkconn.NewGUID(), Requires: []string{w.path}, Data: []byte(h.Owner),
 		Suffix: "-" + string(markDown) + strconv.FormatUint(h.Writer.Token, 10) + "-",
 	})
 	switch {

@@ -81,7 +81,7 @@ func (e *Engine) attempt(ctx context.Context, h *driver.Hold, parent string, wai
 		n, czxid, v, err = e.enqueueHeavy(ctx, h, parent)
 	} else {
 		var c zkconn.Created
-		n, c, v, err = e.enqueue(ctx, h, parent, []byte(h.Owner), marker(h))
+		n, c, v, err = e.enqueue(ctx, h, parent, []byte(h.Owner), marker(h), nil)
 		czxid = c.Czxid
 	}
 	if err != nil {
@@ -135,11 +135,12 @@ func (e *Engine) see(ctx context.Context, h *driver.Hold, n *node, v *view) (*vi
 }
 
 // enqueue creates and tracks the attempt's node, with data and its name's
-// suffix, and returns it, the create's reply and the look sent right
-// behind the create (nil when it missed the node).
-func (e *Engine) enqueue(ctx context.Context, h *driver.Hold, parent string, data []byte, suffix string) (*node, zkconn.Created, *view, error) {
+// suffix, if the nodes requires all exist, and returns it, the create's
+// reply and the look sent right behind the create (nil when it missed the
+// node).
+func (e *Engine) enqueue(ctx context.Context, h *driver.Hold, parent string, data []byte, suffix string, requires []string) (*node, zkconn.Created, *view, error) {
 	var early *async.Pending[*view]
-	c, err := e.create(ctx, zkconn.Protected{Parent: parent, GUID: zkconn.NewGUID(), Suffix: suffix, Data: data, OnSent: func() {
+	c, err := e.create(ctx, zkconn.Protected{Parent: parent, GUID: zkconn.NewGUID(), Suffix: suffix, Data: data, Requires: requires, OnSent: func() {
 		early = zkconn.Start(e.zc, func() (*view, error) { return e.look(h.Kind, parent) }, nil)
 	}})
 	if err != nil {

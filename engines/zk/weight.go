@@ -58,21 +58,21 @@ func splitWeight(body string) (string, int) {
 // recordTag starts a heavy node's data, and says which format follows.
 const recordTag = "orthrus-w1"
 
-// record is what a heavy node's data says: the parent's cversion and
-// czxid at the look before its create, and the sequences of the nodes
-// granted then; then the owner ID.
+// record is what a heavy node's data says: the sequence the next child's
+// create would get and the parent's czxid, at the look before its create,
+// and the sequences of the nodes granted then; then the owner ID.
 type record struct {
-	cversion int32
-	pczxid   int64
-	granted  []int64
-	owner    string
+	next    int64
+	pczxid  int64
+	granted []int64
+	owner   string
 }
 
-// encode writes r as a heavy node's data: "orthrus-w1 <cversion>
-// <pczxid> <sequence>...", a newline, and the owner ID.
+// encode writes r as a heavy node's data: "orthrus-w1 <next> <pczxid>
+// <sequence>...", a newline, and the owner ID.
 func (r record) encode() []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s %d %d", recordTag, r.cversion, r.pczxid)
+	fmt.Fprintf(&b, "%s %d %d", recordTag, r.next, r.pczxid)
 	for _, s := range r.granted {
 		fmt.Fprintf(&b, " %d", s)
 	}
@@ -89,12 +89,12 @@ func parseRecord(data []byte) (r record, ok bool) {
 	if !found || len(f) < 3 || f[0] != recordTag {
 		return record{}, false
 	}
-	c, err1 := strconv.ParseInt(f[1], 10, 32)
+	next, err1 := strconv.ParseInt(f[1], 10, 64)
 	p, err2 := strconv.ParseInt(f[2], 10, 64)
 	if err1 != nil || err2 != nil {
 		return record{}, false
 	}
-	r = record{cversion: int32(c), pczxid: p, owner: string(owner)}
+	r = record{next: next, pczxid: p, owner: string(owner)}
 	for _, s := range f[3:] {
 		seq, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
@@ -106,13 +106,21 @@ func parseRecord(data []byte) (r record, ok bool) {
 }
 
 // validFor reports whether a heavy node of sequence seq with record r is
-// valid under a parent of czxid pczxid: the sequence ZooKeeper gave it is
-// the parent's cversion at its create, so it equals the cversion the
-// record was made from exactly when no child came or went between that
-// look and the create; the czxid tells a parent deleted and made again.
+// valid under a parent of czxid pczxid. ZooKeeper numbers a parent's
+// sequential children by the creates under it, so the sequence is the
+// one the look predicted exactly when no child was created between the
+// look and the create; the create's transaction checks that every node of
+// the look still exists, so none went; the czxid tells a parent deleted
+// and made again.
 func (r record) validFor(seq, pczxid int64) bool {
-	return r.pczxid != 0 && r.pczxid == pczxid && seq == int64(r.cversion)
+	return r.pczxid != 0 && r.pczxid == pczxid && seq == r.next
 }
+
+// nextSequence is the sequence the next sequential child of a parent
+// gets: the number of children ever created under it. A create and a
+// delete each bump the cversion, so the creates are (cversion +
+// children) / 2 (TestSequenceCountsCreates holds the server to it).
+func nextSequence(st *gozk.Stat) int64 { return (int64(st.Cversion) + int64(st.NumChildren)) / 2 }
 
 // ownerOf is the owner ID in the data of the node en.
 func ownerOf(en entry, data []byte) string {
@@ -178,7 +186,7 @@ func (e *Engine) weigh(ctx context.Context, parent string, v *view, own *record)
 	recs := e.recs.lookup(parent, v)
 	var missing []string
 	for _, en := range v.nodes {
-		if own != nil && en.seq == int64(own.cversion) && en.Weight > 1 {
+		if own != nil && en.seq == own.next && en.Weight > 1 {
 			recs[en.name] = *own
 		}
 		if _, ok := recs[en.name]; en.Weight > 1 && !ok {
@@ -290,8 +298,9 @@ func (e *Engine) downgradedWriters(ctx context.Context, parent string, v *view, 
 func heavy(h *driver.Hold, wait bool) bool { return wait && h.Weight > 1 }
 
 // enqueueHeavy is enqueue for a heavy node: a look, weighed, then the
-// create of a node whose data records the nodes the look grants. The node
-// is valid when nothing came or went between the look and the create
+// create of a node whose data records the nodes the look grants, in a
+// transaction that checks that every node of the look still exists. The
+// node is valid when nothing was created between the look and the create
 // (record.validFor); otherwise its owner deletes it, as everyone else
 // ignores it, and tries again, within ctx.
 func (e *Engine) enqueueHeavy(ctx context.Context, h *driver.Hold, parent string) (*node, int64, *view, error) {
@@ -300,45 +309,66 @@ func (e *Engine) enqueueHeavy(ctx context.Context, h *driver.Hold, parent string
 			return nil, 0, nil, err
 		}
 		h.Asking()
-		r, err := e.heavyRecord(ctx, h, parent)
+		r, look, err := e.heavyRecord(ctx, h, parent)
 		if errors.Is(err, errLookAgain) {
 			continue
 		}
 		if err != nil {
 			return nil, 0, nil, err
 		}
+		if e.beforeHeavyCreate != nil {
+			e.beforeHeavyCreate()
+		}
 		e.heavyTries.Add(1)
-		n, c, v, err := e.enqueue(ctx, h, parent, r.encode(), marker(h)+weightSuffix(h.Weight))
-		if err != nil {
+		n, c, v, err := e.enqueue(ctx, h, parent, r.encode(), marker(h)+weightSuffix(h.Weight), look.paths(parent))
+		switch {
+		case errors.Is(err, zkconn.ErrRequiredGone):
+			continue
+		case err != nil:
 			return nil, 0, nil, err
 		}
-		if seq, _ := zkconn.Sequence(n.name); r.validFor(seq, c.PCzxid) {
+		seq, _ := zkconn.Sequence(n.name)
+		if r.validFor(seq, c.PCzxid) {
 			n.rec = &r
 			return n, c.Czxid, v, nil
 		}
 		e.discard(n, true)
+		if c.PCzxid == r.pczxid && c.PCversion == look.cversion+1 {
+			// Nothing else changed, and the sequence is not the one
+			// predicted: this server numbers children otherwise.
+			return nil, 0, nil, fmt.Errorf("WithWeight(%d): the server numbers sequential nodes otherwise than by creates (sequence %d, want %d): %w", h.Weight, seq, r.next, errors.ErrUnsupported)
+		}
 	}
 }
 
+// paths is the paths of v's nodes under parent.
+func (v *view) paths(parent string) []string {
+	out := make([]string, len(v.nodes))
+	for i, en := range v.nodes {
+		out[i] = parent + "/" + en.name
+	}
+	return out
+}
+
 // heavyRecord looks at the queue under parent and returns the record a
-// heavy node created right after it carries.
-func (e *Engine) heavyRecord(ctx context.Context, h *driver.Hold, parent string) (record, error) {
+// heavy node created right after it carries, and the look.
+func (e *Engine) heavyRecord(ctx context.Context, h *driver.Hold, parent string) (record, *view, error) {
 	v, err := zkconn.Do(ctx, e.zc, func() (*view, error) { return e.look(h.Kind, parent) })
 	if errors.Is(err, gozk.ErrNoNode) {
 		if err := e.zc.EnsureContainer(ctx, parent, e.acl); err != nil {
-			return record{}, err
+			return record{}, nil, err
 		}
-		return record{}, errLookAgain
+		return record{}, nil, errLookAgain
 	}
 	if err != nil {
-		return record{}, err
+		return record{}, nil, err
 	}
 	if err := e.weigh(ctx, parent, v, nil); err != nil {
-		return record{}, err
+		return record{}, nil, err
 	}
 	g, err := e.grantsAt(ctx, parent, v)
 	if err != nil {
-		return record{}, err
+		return record{}, nil, err
 	}
-	return record{cversion: v.cversion, pczxid: v.pczxid, granted: g, owner: h.Owner}, nil
+	return record{next: v.next, pczxid: v.pczxid, granted: g, owner: h.Owner}, v, nil
 }

@@ -59,6 +59,10 @@ type Engine struct {
 	// afterCreate, set only by tests (export_test.go), replaces the result
 	// of a successful create, to simulate a reply lost with the connection.
 	afterCreate func(path string) error
+	// beforeHeavyCreate, set only by tests (export_weight_test.go), runs
+	// between a heavy arrival's look and its create, to change the queue
+	// in between.
+	beforeHeavyCreate func()
 }
 
 var (
