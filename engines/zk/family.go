@@ -134,6 +134,10 @@ type view struct {
 	next     int64
 	pczxid   int64
 	heavy    bool
+	// listed is the nodes as listed when weigh left records unread (then
+	// nodes is without the invalid ones); whole: every record is read.
+	listed []entry
+	whole  bool
 	// The storage of nodes and rule for a queue of one, an uncontended
 	// lock's: its view is then one allocation, not three.
 	node1 [1]entry
@@ -271,7 +275,19 @@ func (e *Engine) decide(ctx context.Context, h *driver.Hold, n *node, v *view, a
 		}
 		v.count = count
 	}
-	return v.decide(n.name, held), nil
+	vd := v.decide(n.name, held)
+	if vd.granted {
+		return vd, nil
+	}
+	switch again, err := e.weighRest(ctx, v, n); {
+	case err != nil && !errors.Is(err, errLookAgain):
+		return verdict{}, e.abandon(ctx, h, n, err)
+	case err != nil:
+		return verdict{}, err
+	case again:
+		vd = v.decide(n.name, held)
+	}
+	return vd, nil
 }
 
 // downgrade grants a read hold at once when its owner's write hold

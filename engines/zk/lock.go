@@ -101,6 +101,8 @@ func (e *Engine) attempt(ctx context.Context, h *driver.Hold, parent string, wai
 		vd, err := e.decide(ctx, h, n, v, arrival, held)
 		v = nil
 		switch {
+		case errors.Is(err, errLookAgain):
+			continue
 		case err != nil:
 			return false, err
 		case !vd.found:
@@ -128,7 +130,7 @@ func (e *Engine) see(ctx context.Context, h *driver.Hold, n *node, v *view) (*vi
 			return nil, err
 		}
 	}
-	if err := e.weigh(ctx, n.parent, v, n.rec); err != nil {
+	if err := e.weigh(ctx, n.parent, v, n); err != nil {
 		return nil, err
 	}
 	return v, nil

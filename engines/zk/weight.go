@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -177,19 +179,35 @@ var errLookAgain = errors.New("zk: the queue changed while it was read")
 // dropped, as if it were not there (its owner deletes it), and the nodes
 // a valid one records are granted (v.held). A queue without a heavy node
 // costs nothing. errLookAgain when a heavy node went before it was read:
-// without its record the look is no queue that was. own is the record of
-// the caller's own node, nil for weight 1.
-func (e *Engine) weigh(ctx context.Context, parent string, v *view, own *record) error {
+// without its record the look is no queue that was.
+//
+// own, when not nil, is the caller's node, which the look decides for:
+// the records of heavy nodes that came after it are not read. Such a node
+// counts as valid, which can only make own wait (for it, whose owner
+// deletes it if invalid), and its record marks nothing own does not know:
+// it marks what was granted at its arrival, and while own waited nothing
+// ranked behind own and conflicting with it was granted, but what own's
+// record (or, for weight 1, its place in line) has already.
+//
+// Before own waits, weighRest reads the records left unread, so that an
+// invalid node does not hold it up when its owner is slow to delete it.
+func (e *Engine) weigh(ctx context.Context, parent string, v *view, own *node) error {
 	if !v.heavy {
 		return nil
 	}
+	after := int64(math.MaxInt64) // the heavy nodes after it go unread
 	recs := e.recs.lookup(parent, v)
+	if own != nil {
+		if own.rec != nil {
+			recs[own.name] = *own.rec
+		}
+		if !v.whole {
+			after, _ = zkconn.Sequence(own.name)
+		}
+	}
 	var missing []string
 	for _, en := range v.nodes {
-		if own != nil && en.seq == own.next && en.Weight > 1 {
-			recs[en.name] = *own
-		}
-		if _, ok := recs[en.name]; en.Weight > 1 && !ok {
+		if _, ok := recs[en.name]; en.Weight > 1 && !ok && en.seq < after {
 			missing = append(missing, en.name)
 		}
 	}
@@ -212,21 +230,36 @@ func (e *Engine) weigh(ctx context.Context, parent string, v *view, own *record)
 		recs[name] = got[i]
 	}
 	e.recs.store(parent, recs)
-	v.apply(recs)
+	if slices.ContainsFunc(v.nodes, func(en entry) bool { _, ok := recs[en.name]; return en.Weight > 1 && !ok }) {
+		v.listed = v.nodes
+	}
+	v.apply(recs, after)
 	return nil
 }
 
+// weighRest weighs v again, as listed, with every record read, when weigh
+// left some unread for own.
+func (e *Engine) weighRest(ctx context.Context, v *view, own *node) (bool, error) {
+	if v.listed == nil {
+		return false, nil
+	}
+	v.nodes, v.listed, v.whole = v.listed, nil, true
+	return true, e.weigh(ctx, own.parent, v, own)
+}
+
 // apply drops v's invalid heavy nodes and marks the nodes the valid ones
-// record as granted.
-func (v *view) apply(recs map[string]record) {
+// record as granted; a heavy node after the sequence after whose record
+// is not known counts as valid, and marks nothing.
+func (v *view) apply(recs map[string]record, after int64) {
 	granted := make(map[int64]bool)
 	nodes := make([]entry, 0, len(v.nodes))
 	for _, en := range v.nodes {
-		if en.Weight > 1 {
-			r := recs[en.name]
-			if !r.validFor(en.seq, v.pczxid) {
-				continue
-			}
+		r, known := recs[en.name]
+		switch {
+		case en.Weight <= 1, !known && en.seq > after:
+		case !r.validFor(en.seq, v.pczxid):
+			continue
+		default:
 			for _, s := range r.granted {
 				granted[s] = true
 			}

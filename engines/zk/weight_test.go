@@ -88,12 +88,25 @@ func TestWeightedRW(t *testing.T) {
 	waitQueued(t, c, parent, 2)
 	writeDone := lockAsync(t.Context(), writer.WriteLock())
 	waitQueued(t, c, parent, 3)
-	unlock(t, holder.WriteLock())
-	lockertest.WantGranted(t, writeDone, "the weight-5 writer")
-	lockertest.WantPending(t, readDone, "the weight-1 reader while the writer holds")
-	unlock(t, writer.WriteLock())
-	lockertest.WantGranted(t, readDone, "the reader last")
-	unlock(t, reader.ReadLock())
+	// Each turn: one leaves, the next is granted, the rest still wait.
+	for _, turn := range []struct {
+		leaves  locker.Locker
+		granted <-chan error
+		waiting []<-chan error
+		what    string
+	}{
+		{holder.WriteLock(), writeDone, []<-chan error{readDone}, "the weight-5 writer, before the older reader"},
+		{writer.WriteLock(), readDone, nil, "the weight-1 reader, last"},
+		{reader.ReadLock(), nil, nil, ""},
+	} {
+		unlock(t, turn.leaves)
+		if turn.granted != nil {
+			lockertest.WantGranted(t, turn.granted, turn.what)
+		}
+		for _, w := range turn.waiting {
+			lockertest.WantPending(t, w, "a waiter after "+turn.what)
+		}
+	}
 }
 
 // TestWeightedAfterDowngrade: a heavy writer that comes while the write
@@ -247,39 +260,51 @@ func TestWeightedAcrossSessions(t *testing.T) {
 	lock(t, holder)
 	const n = 20
 	weights := []int{1, 3, 2, 10}
-	ws, granted := make([]locker.Handle, n), make(chan int, n)
+	var (
+		mu   sync.Mutex
+		got  []int // the waiters in their order of grant
+		errs []error
+		wg   sync.WaitGroup
+	)
 	heavies := 0
 	for i := range n {
 		w := weights[i%len(weights)]
 		if w > 1 {
 			heavies++
 		}
-		ws[i] = mutex(t, es[i%len(es)], name, locker.WithWeight(w))
+		l := mutex(t, es[i%len(es)], name, locker.WithWeight(w))
+		wg.Add(1)
 		go func() {
-			if ws[i].LockCtx(t.Context()) == nil {
-				granted <- i
+			defer wg.Done()
+			err := l.LockCtx(t.Context())
+			mu.Lock()
+			if err == nil {
+				got = append(got, i)
+				err = l.Unlock()
 			}
+			errs = append(errs, err)
+			mu.Unlock()
 		}()
 		waitFor(t, 10*time.Second, fmt.Sprintf("%d waiters", i+1), func() bool { return waitersOf(es[0], name) == i+1 })
 	}
-	want := make([]int, n)
-	for i := range want {
-		want[i] = i
-	}
-	slices.SortStableFunc(want, func(a, b int) int { return cmp.Compare(weights[b%4], weights[a%4]) })
 	unlock(t, holder)
-	var got []int
-	for range n {
-		select {
-		case i := <-granted:
-			got = append(got, i)
-			unlock(t, ws[i])
-		case <-time.After(20 * time.Second):
-			t.Fatalf("grants %v, then none within 20s; want %v", got, want)
-		}
+	all := make(chan struct{})
+	go func() { wg.Wait(); close(all) }()
+	select {
+	case <-all:
+	case <-time.After(30 * time.Second):
+		t.Fatal("not every waiter was granted within 30s")
 	}
-	if !slices.Equal(got, want) {
-		t.Errorf("grant order %v; want %v", got, want)
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	byWeight := make([]int, n)
+	for i := range byWeight {
+		byWeight[i] = i
+	}
+	slices.SortStableFunc(byWeight, func(a, b int) int { return cmp.Compare(weights[b%4], weights[a%4]) })
+	if !slices.Equal(got, byWeight) {
+		t.Errorf("grant order %v; want %v (heaviest first, then by arrival)", got, byWeight)
 	}
 	var tries int64
 	for _, e := range es {
