@@ -79,7 +79,8 @@
 // marker: give every Locker of a name the same delay.
 //
 // A hold's fencing token is its node's czxid (a downgraded reader's, its
-// write hold's). zxids increase over the whole history of an ensemble, so
+// write hold's), or, in a queue with weights, a newer zxid (see
+// "Weights"). zxids increase over the whole history of an ensemble, so
 // tokens increase with every grant of a name; they compare only with
 // tokens of the same ensemble.
 //
@@ -118,12 +119,32 @@
 // record it. So every node granted when a heavy node arrives is in its
 // record, and a node not in it was waiting, and may be passed.
 //
+// Tokens: a heavy node granted before an older node has a higher czxid,
+// so that one, once granted, would hold with a lower token than the
+// holder before it. Every create under a parent writes the parent in the
+// same transaction (the delay marker's too), and a heavy arrival writes it
+// once more: the parent's data version less its creates ((cversion +
+// children) / 2) counts the writes that are not a create's. A node notes
+// that count at its create; a look that grants it and finds the count
+// higher takes a new token: it writes the parent, and holds with that
+// write's zxid, which also raises the count. Why that is enough: a grant
+// G2 that keeps its czxid saw no heavy arrival and no renewal since its
+// create; an earlier grant G1 that renewed did so before G2's create, one
+// that did not either is older than G2 or passed it, and only a heavy
+// arrival after G2 passes it. So G1's token is below G2's czxid.
+// Downgraded readers keep their write hold's token. A queue that never had
+// a heavy node never renews; nodes that other clients create under a
+// lock's parent without that write (go-zookeeper's own lock recipe) would
+// hide marks: do not mix them with weights.
+//
 // What weights cost: a heavy arrival sends a look before its create, one
 // more round trip, and reads the records of heavy nodes it has not read
 // yet (and, when a downgrade is queued, the writers' nodes); on a name
 // whose queue changes faster than a round trip, it tries again. A look at
 // a queue holding heavy nodes reads each heavy node once per process; the
-// hand-off itself, a delete and the woken waiter's look, is unchanged.
+// hand-off itself, a delete and the woken waiter's look, is unchanged,
+// but for a waiter that a heavy node, or a renewal, came after: its grant
+// writes the parent first, one more round trip.
 // Every process that takes a name with a weight must run a version that
 // knows weights: an older one reads a heavy node as a weight-1 node (a
 // mutex's) or skips it (a read-write lock's), and may hold with it.

@@ -1,6 +1,10 @@
 package zk
 
-import gozk "github.com/go-zookeeper/zk"
+import (
+	gozk "github.com/go-zookeeper/zk"
+
+	"github.com/orthrus-go/orthrus/internal/zkconn"
+)
 
 // SetBeforeHeavyCreate installs f to run between a heavy arrival's look
 // and its create; call it before the engine is used.
@@ -23,3 +27,7 @@ func HeavyData(st *gozk.Stat, stale bool, granted []int64, owner string) []byte 
 // NextSequence is the sequence the next sequential child of a parent of
 // stat st gets.
 func NextSequence(st *gozk.Stat) int64 { return nextSequence(st) }
+
+// ExtraWrites is the count of writes to a parent of stat st that are not
+// a create's.
+func ExtraWrites(st *gozk.Stat) int64 { return zkconn.ExtraWrites(st) }

@@ -134,6 +134,8 @@ type view struct {
 	next     int64
 	pczxid   int64
 	heavy    bool
+	// extra is the parent's zkconn.ExtraWrites at the look.
+	extra int64
 	// listed is the nodes as listed when weigh left records unread (then
 	// nodes is without the invalid ones); whole: every record is read.
 	listed []entry
@@ -149,7 +151,7 @@ type view struct {
 func newView(k inspect.Kind, children []string, st *gozk.Stat) *view {
 	v := &view{}
 	if st != nil {
-		v.cversion, v.next, v.pczxid = st.Cversion, nextSequence(st), st.Czxid
+		v.cversion, v.next, v.pczxid, v.extra = st.Cversion, nextSequence(st), st.Czxid, zkconn.ExtraWrites(st)
 	}
 	v.nodes, v.rule = v.node1[:0], v.rule1[:]
 	if len(children) > len(v.node1) {

@@ -81,7 +81,7 @@ func (e *Engine) attempt(ctx context.Context, h *driver.Hold, parent string, wai
 		n, czxid, v, err = e.enqueueHeavy(ctx, h, parent)
 	} else {
 		var c zkconn.Created
-		n, c, v, err = e.enqueue(ctx, h, parent, []byte(h.Owner), marker(h), nil)
+		n, c, v, err = e.enqueue(ctx, h, zkconn.Protected{Parent: parent, Data: []byte(h.Owner), Suffix: marker(h)})
 		czxid = c.Czxid
 	}
 	if err != nil {
@@ -99,6 +99,7 @@ func (e *Engine) attempt(ctx context.Context, h *driver.Hold, parent string, wai
 			return false, e.abandon(ctx, h, n, err)
 		}
 		vd, err := e.decide(ctx, h, n, v, arrival, held)
+		renew := v.renews(h, n)
 		v = nil
 		switch {
 		case errors.Is(err, errLookAgain):
@@ -109,7 +110,7 @@ func (e *Engine) attempt(ctx context.Context, h *driver.Hold, parent string, wai
 			e.untrack(n)
 			return false, errRestart
 		case vd.granted:
-			return e.take(ctx, h, n, czxid, vd.poke, wait)
+			return e.take(ctx, h, n, czxid, renew, vd.poke, wait)
 		case !wait:
 			e.discard(n, true)
 			return false, nil
@@ -136,15 +137,17 @@ func (e *Engine) see(ctx context.Context, h *driver.Hold, n *node, v *view) (*vi
 	return v, nil
 }
 
-// enqueue creates and tracks the attempt's node, with data and its name's
-// suffix, if the nodes requires all exist, and returns it, the create's
-// reply and the look sent right behind the create (nil when it missed the
-// node).
-func (e *Engine) enqueue(ctx context.Context, h *driver.Hold, parent string, data []byte, suffix string, requires []string) (*node, zkconn.Created, *view, error) {
+// enqueue creates and tracks the attempt's node p (its parent, data,
+// name's suffix, the nodes it requires, its mark), and returns it, the
+// create's reply and the look sent right behind the create (nil when it
+// missed the node).
+func (e *Engine) enqueue(ctx context.Context, h *driver.Hold, p zkconn.Protected) (*node, zkconn.Created, *view, error) {
 	var early *async.Pending[*view]
-	c, err := e.create(ctx, zkconn.Protected{Parent: parent, GUID: zkconn.NewGUID(), Suffix: suffix, Data: data, Requires: requires, OnSent: func() {
+	parent := p.Parent
+	p.GUID, p.OnSent = zkconn.NewGUID(), func() {
 		early = zkconn.Start(e.zc, func() (*view, error) { return e.look(h.Kind, parent) }, nil)
-	}})
+	}
+	c, err := e.create(ctx, p)
 	if err != nil {
 		return nil, c, nil, err
 	}
@@ -155,6 +158,7 @@ func (e *Engine) enqueue(ctx context.Context, h *driver.Hold, parent string, dat
 		pversion = -1
 	}
 	n := e.track(c.Path, parent, pversion)
+	n.extra = c.PExtra
 	if early == nil {
 		return n, c, nil, nil
 	}
@@ -167,8 +171,9 @@ func (e *Engine) enqueue(ctx context.Context, h *driver.Hold, parent string, dat
 
 // take makes n, granted by the rules, h's hold: with a lock delay, once the
 // bar a hold that ended without Unlock left has run out (delay.go); with
-// poke, its successor is woken first.
-func (e *Engine) take(ctx context.Context, h *driver.Hold, n *node, czxid int64, poke, wait bool) (bool, error) {
+// renew, under a new token (weight.go); with poke, its successor is woken
+// first.
+func (e *Engine) take(ctx context.Context, h *driver.Hold, n *node, czxid int64, renew, poke, wait bool) (bool, error) {
 	if h.Delay > 0 {
 		switch err := e.waitBar(ctx, h, n, wait); {
 		case errors.Is(err, errBarred):
@@ -176,6 +181,12 @@ func (e *Engine) take(ctx context.Context, h *driver.Hold, n *node, czxid int64,
 			return false, nil
 		case err != nil:
 			return false, err
+		}
+	}
+	if renew {
+		var err error
+		if czxid, err = e.renewToken(ctx, n); err != nil {
+			return false, e.abandon(ctx, h, n, err)
 		}
 	}
 	var first func()

@@ -30,6 +30,9 @@ type node struct {
 	marker int32
 	// rec is a heavy node's record (weight.go); nil for weight 1.
 	rec *record
+	// extra is its parent's zkconn.ExtraWrites right after its create:
+	// a look that finds more renews its token at the grant (weight.go).
+	extra int64
 }
 
 // forgetLocked stops tracking n, and reports whether it was still

@@ -353,7 +353,7 @@ func (e *Engine) enqueueHeavy(ctx context.Context, h *driver.Hold, parent string
 			e.beforeHeavyCreate()
 		}
 		e.heavyTries.Add(1)
-		n, c, v, err := e.enqueue(ctx, h, parent, r.encode(), marker(h)+weightSuffix(h.Weight), look.paths(parent))
+		n, c, v, err := e.enqueue(ctx, h, zkconn.Protected{Parent: parent, Data: r.encode(), Suffix: marker(h) + weightSuffix(h.Weight), Requires: look.paths(parent), Mark: true})
 		switch {
 		case errors.Is(err, zkconn.ErrRequiredGone):
 			continue
@@ -404,4 +404,24 @@ func (e *Engine) heavyRecord(ctx context.Context, h *driver.Hold, parent string)
 		return record{}, nil, err
 	}
 	return record{next: v.next, pczxid: v.pczxid, granted: g, owner: h.Owner}, v, nil
+}
+
+// renews reports whether h's node n, granted on the look v, takes a new
+// token rather than its czxid: when, since n's create, a heavy node came
+// (its mark) or a grant renewed (its write), which the parent's count of
+// extra writes tells. An unweighted queue has neither. Semaphores refuse
+// weights; a downgrade keeps its write hold's token.
+func (v *view) renews(h *driver.Hold, n *node) bool {
+	return h.Kind != inspect.KindPermit && v.extra > n.extra
+}
+
+// renewToken writes n's parent and returns the write's zxid, a token
+// above every one granted on the name so far.
+func (e *Engine) renewToken(ctx context.Context, n *node) (int64, error) {
+	st, err := zkconn.Do(ctx, e.zc, func() (*gozk.Stat, error) { return e.conn.Set(n.parent, nil, -1) })
+	if err != nil {
+		return 0, err
+	}
+	e.zc.ParentWrote(n.parent, st.Version)
+	return st.Mzxid, nil
 }

@@ -331,3 +331,77 @@ func waitersOf(e *zk.Engine, name string) int {
 	}
 	return len(in.Waiters)
 }
+
+// TestWeightedTokensIncrease: a heavy waiter granted before an older light
+// one does not leave that one a token below its own, which a fenced
+// resource would refuse: tokens increase grant by grant, for the older
+// light waiter and for a light one that came after the heavy one.
+func TestWeightedTokensIncrease(t *testing.T) {
+	c, es := admin(t), familyEngines(t, 4)
+	name := "weighted-tokens"
+	parent := es[0].LockPath(name)
+	holder, light, heavy, later := mutex(t, es[0], name), mutex(t, es[1], name), mutex(t, es[2], name, locker.WithWeight(5)), mutex(t, es[3], name)
+	lock(t, holder)
+	lightDone := lockAsync(t.Context(), light)
+	waitQueued(t, c, parent, 2)
+	heavyDone := lockAsync(t.Context(), heavy)
+	waitQueued(t, c, parent, 3)
+	unlock(t, holder)
+	lockertest.WantGranted(t, heavyDone, "the weight-5 waiter, before the older one")
+	laterDone := lockAsync(t.Context(), later)
+	waitQueued(t, c, parent, 3)
+	last, lastWho := heavy.Token(), "the weight-5 waiter"
+	for _, turn := range []struct {
+		leaves  locker.Handle
+		granted locker.Handle
+		done    <-chan error
+		who     string
+	}{
+		{heavy, light, lightDone, "the older weight-1 waiter"},
+		{light, later, laterDone, "the weight-1 waiter that came after the weight-5 one"},
+	} {
+		lockertest.WantPending(t, turn.done, turn.who)
+		unlock(t, turn.leaves)
+		lockertest.WantGranted(t, turn.done, turn.who)
+		if tok := turn.granted.Token(); tok <= last {
+			t.Errorf("%s granted with token %d, not above the token %d of %s before it", turn.who, tok, last, lastWho)
+		}
+		last, lastWho = turn.granted.Token(), turn.who
+	}
+	unlock(t, later)
+}
+
+// TestUnweightedKeepsTokens: a queue where no heavy node came makes no
+// write beyond its creates' (a lock delay's marker included), so that its
+// grants keep their czxids and never pay a renewal.
+func TestUnweightedKeepsTokens(t *testing.T) {
+	c, es := admin(t), familyEngines(t, 3)
+	name := "unweighted-tokens"
+	parent := es[0].LockPath(name)
+	opt := locker.WithLockDelay(time.Millisecond)
+	holder, first, second := mutex(t, es[0], name, opt), mutex(t, es[1], name, opt), mutex(t, es[2], name, opt)
+	lock(t, holder)
+	// The holder's delay marker is a child too.
+	firstDone := lockAsync(t.Context(), first)
+	waitQueued(t, c, parent, 3)
+	secondDone := lockAsync(t.Context(), second)
+	waitQueued(t, c, parent, 4)
+	for _, turn := range []struct {
+		leaves locker.Handle
+		done   <-chan error
+	}{{holder, firstDone}, {first, secondDone}} {
+		unlock(t, turn.leaves)
+		lockertest.WantGranted(t, turn.done, "the next waiter")
+	}
+	_, st, err := c.Get(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := zk.ExtraWrites(st); n != 0 {
+		t.Errorf("the parent has %d writes beyond its creates' (version %d, cversion %d, %d children); want 0", n, st.Version, st.Cversion, st.NumChildren)
+	}
+	if first.Token() >= second.Token() {
+		t.Errorf("tokens %d then %d; want them increasing", first.Token(), second.Token())
+	}
+	unlock(t, second)
+}

@@ -31,6 +31,9 @@ type Protected struct {
 	// Check, if not nil, may turn a successful create into a failure:
 	// tests use it to lose a reply.
 	Check func(path string) error
+	// Mark writes the parent a second time in the create's transaction:
+	// a mark that ExtraWrites counts, which every later look sees.
+	Mark bool
 }
 
 // ErrRequiredGone is CreateProtected's error when a node of
@@ -40,13 +43,54 @@ var ErrRequiredGone = errors.New("zkconn: the node the create requires is gone")
 // Created is a node CreateProtected made: its path and czxid, and its
 // parent's data version right after (-1 when not known), cversion right
 // after and czxid (0 when not known), which tells one incarnation of a
-// parent from the next.
+// parent from the next, and the parent's ExtraWrites right after (0 when
+// not known).
 type Created struct {
 	Path      string
 	Czxid     int64
 	PVersion  int32
 	PCversion int32
 	PCzxid    int64
+	PExtra    int64
+}
+
+// ExtraWrites is the number of writes to a parent of stat st beyond the
+// one each create of a child makes (CreateProtected, CreateTouching): its
+// data version less its creates, which (cversion + children) / 2 counts,
+// as a create and a delete of a child each bump the cversion. It grows
+// only with the writes that are not a create's: Protected.Mark, or a
+// write of the parent's own.
+func ExtraWrites(st *gozk.Stat) int64 {
+	return int64(st.Version) - (int64(st.Cversion)+int64(st.NumChildren))/2
+}
+
+// CreateTouching creates the persistent node path under parent, with an
+// empty write to parent in the same transaction, as CreateProtected makes,
+// so that ExtraWrites stays the count of writes that are not a create's.
+func (c *Conn) CreateTouching(ctx context.Context, parent, path string, data []byte, acl []gozk.ACL) error {
+	ops := []any{
+		&gozk.CreateRequest{Path: path, Data: data, Acl: acl},
+		&gozk.SetDataRequest{Path: parent, Version: -1},
+	}
+	st, err := Do(ctx, c, func() (*gozk.Stat, error) {
+		res, err := c.client.Multi(ops...)
+		for _, r := range res {
+			if errors.Is(r.Error, gozk.ErrNodeExists) || errors.Is(r.Error, gozk.ErrNoNode) {
+				return nil, r.Error
+			}
+		}
+		if err == nil && (len(res) != len(ops) || res[1].Stat == nil) {
+			err = fmt.Errorf("unexpected reply to create: %+v", res)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return res[1].Stat, nil
+	})
+	if err == nil {
+		c.ParentWrote(parent, st.Version)
+	}
+	return err
 }
 
 // CreateProtected creates p's node, and its parent, as a container node,
@@ -147,6 +191,9 @@ func newCreateTx(c *Conn, p Protected) *createTx {
 		}
 	}
 	t.nreq = len(p.Requires)
+	if p.Mark {
+		t.ops = append(t.ops, &gozk.SetDataRequest{Path: p.Parent, Version: -1})
+	}
 	t.ops = append(t.ops, &t.create, &t.touch)
 	return t
 }
@@ -165,7 +212,7 @@ func (t *createTx) orphan(cr Created, err error) {
 }
 
 // multi runs the create transaction once; ops end with the create and the
-// parent's write, after nreq existence checks.
+// parent's write, after nreq existence checks (and a mark).
 func (c *Conn) multi(ops []any, nreq int, check func(string) error) (Created, error) {
 	res, err := c.client.Multi(ops...)
 	if err != nil && nreq > 0 && slices.ContainsFunc(res[:min(nreq, len(res))], func(r gozk.MultiResponse) bool { return errors.Is(r.Error, gozk.ErrNoNode) }) {
@@ -178,7 +225,7 @@ func (c *Conn) multi(ops []any, nreq int, check func(string) error) (Created, er
 		return Created{}, fmt.Errorf("unexpected reply to create: %+v", res)
 	}
 	last := res[len(ops)-1].Stat
-	cr := Created{Path: res[len(ops)-2].String, Czxid: last.Mzxid, PVersion: last.Version, PCversion: last.Cversion, PCzxid: last.Czxid}
+	cr := Created{Path: res[len(ops)-2].String, Czxid: last.Mzxid, PVersion: last.Version, PCversion: last.Cversion, PCzxid: last.Czxid, PExtra: ExtraWrites(last)}
 	if check != nil {
 		if err := check(cr.Path); err != nil {
 			return Created{}, err
