@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -129,6 +131,10 @@ func TestMajorityKilled(t *testing.T) {
 	ok, err := l.TryLock()
 	if ok || !errors.Is(err, locker.ErrUnavailable) || !errors.Is(err, locker.ErrRefused) || time.Since(start) > 250*time.Millisecond {
 		t.Errorf("TryLock() = %v, %v after %v; want false, ErrUnavailable and ErrRefused at once", ok, err, time.Since(start))
+	}
+	// Every killed node is named, on one line: lockctl prints it in a table.
+	if msg := err.Error(); strings.Contains(msg, "\n") || !errors.Is(err, syscall.ECONNREFUSED) || strings.Count(msg, "refused") < len(f.majority) {
+		t.Errorf("TryLock() error = %q; want the %d refusals on one line, matching ECONNREFUSED", msg, len(f.majority))
 	}
 }
 
