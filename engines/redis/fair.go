@@ -120,7 +120,7 @@ func (f *fairHold) granted(e *Engine, token int64) {
 }
 
 func (f *fairHold) release(ctx context.Context, e *Engine) (int64, error) {
-	return e.batch.run(ctx, fairReleaseScript, f.args[:f.n])
+	return e.batch.release(ctx, fairReleaseScript, f.args[:f.n])
 }
 
 func (f *fairHold) renewal() (*string, any) { return &f.lock, "s" }

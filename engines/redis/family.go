@@ -128,7 +128,7 @@ func (f *famHold) granted(e *Engine, token int64) {
 }
 
 func (f *famHold) release(ctx context.Context, e *Engine) (int64, error) {
-	return e.batch.run(ctx, f.script, f.args[:f.n])
+	return e.batch.release(ctx, f.script, f.args[:f.n])
 }
 
 // renewal: a writer's string, or a reader's or a permit's entry in its

@@ -309,13 +309,18 @@ func (e *Engine) releaseLate(bg context.Context, st state) {
 	}
 }
 
-// Release implements driver.Backend. The engine is no
-// driver.DeadlineHonourer: a release batched behind other requests waits
-// for their pipeline (see batcher), whatever its own deadline, so Unlock
-// hands every release to a worker of the Core and waits at most its bound.
+// Release implements driver.Backend.
 func (e *Engine) Release(ctx context.Context, h *driver.Hold) error {
 	return e.release(ctx, h.State.(state))
 }
+
+// HonoursDeadlines implements driver.DeadlineHonourer: when the client
+// ends a request at its context's deadline (ContextTimeoutEnabled), a
+// release goes out alone, not batched behind others' pipelines (see
+// batcher.release), and returns by its deadline, so Unlock makes it on its
+// caller's goroutine. Otherwise Unlock hands every release to a worker of
+// the Core and waits at most its bound.
+func (e *Engine) HonoursDeadlines() bool { return e.deadlines }
 
 func (e *Engine) release(ctx context.Context, st state) error {
 	name := st.base().name

@@ -51,7 +51,7 @@ func (m *mutexHold) granted(e *Engine, token int64) {
 }
 
 func (m *mutexHold) release(ctx context.Context, e *Engine) (int64, error) {
-	return e.batch.run(ctx, releaseScript, m.args[:])
+	return e.batch.release(ctx, releaseScript, m.args[:])
 }
 
 func (m *mutexHold) renewal() (*string, any) { return &m.lock, "s" }
