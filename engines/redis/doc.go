@@ -123,8 +123,10 @@
 // the background (Close waits for it, bounded). The two goroutine switches
 // cost CPU. A request without a deadline (Lock, TryLock) is bounded by
 // WithRequestTimeout, on the caller's goroutine with ContextTimeoutEnabled
-// (set it; config.Open does), else on a worker. A deadline that passes
-// while a request is on the wire is reported as the deadline.
+// (set it; config.Open does), else on a worker. So is a release: with
+// ContextTimeoutEnabled it goes out alone, never queued behind another's
+// pipeline, on Unlock's goroutine. A deadline that passes while a request
+// is on the wire is reported as the deadline.
 //
 // # TLS, ACL users and Sentinel
 //
