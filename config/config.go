@@ -205,6 +205,12 @@ type Lock struct {
 	// the engines: redis and zk 100ms, etcd 1s, redlock 100ms + twice its
 	// node_timeout (300ms by default). Default: 30s.
 	TTL time.Duration `mapstructure:"ttl"`
+	// Weight ranks every Locker's waits among a name's waiters, heavier
+	// first, 1 to 10 (locker.WithWeight); a caller's WithWeight overrides
+	// it. No engine type here ranks waiters yet: each refuses an
+	// acquisition with a weight above 1 (errors.ErrUnsupported). Default: 1
+	// (0, unset, is 1).
+	Weight int `mapstructure:"weight"`
 }
 
 // Breaker configures each engine's circuit breaker (switcher.WithBreaker).
@@ -384,12 +390,17 @@ func (c *Config) clone() *Config {
 }
 
 // LockOptions returns the locker options the configuration sets for every
-// Locker: locker.WithTTL(lock.ttl). Failover.NewLocker applies them before
-// the caller's own options, which take precedence.
+// Locker: locker.WithTTL(lock.ttl), and locker.WithWeight(lock.weight)
+// when above 1. Failover.NewLocker applies them before the caller's own
+// options, which take precedence.
 func (c *Config) LockOptions() []locker.Option {
 	ttl := c.Lock.TTL
 	if ttl <= 0 {
 		ttl = defaultTTL
 	}
-	return []locker.Option{locker.WithTTL(ttl)}
+	opts := []locker.Option{locker.WithTTL(ttl)}
+	if c.Lock.Weight > 1 {
+		opts = append(opts, locker.WithWeight(c.Lock.Weight))
+	}
+	return opts
 }

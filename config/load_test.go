@@ -211,8 +211,21 @@ engines:
 	}
 	opts := c.LockOptions()
 	s, err := driver.Resolve(opts...)
-	if err != nil || s.TTL != 30*time.Second || !s.Renew {
-		t.Errorf("LockOptions() resolve to TTL %v, renew %v, err %v; want 30s, true, nil", s.TTL, s.Renew, err)
+	if err != nil || s.TTL != 30*time.Second || !s.Renew || s.Weight != 1 {
+		t.Errorf("LockOptions() resolve to TTL %v, renew %v, weight %d, err %v; want 30s, true, 1, nil", s.TTL, s.Renew, s.Weight, err)
+	}
+}
+
+func TestLoadWeight(t *testing.T) {
+	clearEnv(t)
+	path := writeFile(t, t.TempDir(), "w.yaml", "lock: {weight: 7}\nengines:\n  - {name: a, type: redis, addrs: [\"127.0.0.1:6379\"]}\n")
+	c, err := config.Load(path)
+	if err != nil {
+		t.Fatalf("Load() = %v", err)
+	}
+	s, err := driver.Resolve(c.LockOptions()...)
+	if err != nil || s.Weight != 7 {
+		t.Errorf("LockOptions() resolve to weight %d, err %v; want 7, nil", s.Weight, err)
 	}
 }
 
@@ -267,6 +280,8 @@ engines:
 			"lock.ttl", `lock.ttl: 250ms is below 300ms, the minimum TTL of engine "q" (redlock)`},
 		{"ttl below a slow redlock's minimum", "lock: {ttl: 1s}\nengines:\n  - {name: q, type: redlock, addrs: [x, y, z], node_timeout: 500ms}\n  - {name: e, type: etcd, endpoints: [x]}\n",
 			"lock.ttl", `lock.ttl: 1s is below 1.1s, the minimum TTL of engine "q" (redlock)`},
+		{"weight over 10", "lock: {weight: 11}\n" + two, "lock.weight", "lock.weight: must be 1 to 10, got 11"},
+		{"negative weight", "lock: {weight: -1}\n" + two, "lock.weight", "lock.weight: must be 1 to 10, got -1"},
 		{"negative ttl", "lock: {ttl: -1s}\n" + two, "lock.ttl", "lock.ttl: must be positive, got -1s"},
 		{"ttl below the minimum", "lock: {ttl: 1ns}\n" + two, "lock.ttl", `lock.ttl: 1ns is below 100ms, the minimum TTL of engine "a" (redis)`},
 		{"ttl below the largest minimum", "lock: {ttl: 500ms}\nengines:\n  - {name: r, type: redis, addrs: [x]}\n  - {name: e, type: etcd, endpoints: [x]}\n",

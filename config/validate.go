@@ -89,6 +89,9 @@ func (c *Config) validate() []*FieldError {
 	p.positive("start_timeout", c.StartTimeout)
 	p.positive("lock.ttl", c.Lock.TTL)
 	c.checkMinTTL(&p)
+	if c.Lock.Weight < 0 || c.Lock.Weight > 10 {
+		p.add("lock.weight", "must be 1 to 10, got %d", c.Lock.Weight)
+	}
 	if c.Breaker.Failures < 0 {
 		p.add("breaker.failures", "must be positive, got %d", c.Breaker.Failures)
 	}

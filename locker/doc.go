@@ -105,6 +105,17 @@
 // is not an outage, and neither is a short wait on a frozen one: that
 // shows only in waits longer than driver.OutageAfter, and in health checks.
 //
+// # Weights
+//
+// WithWeight(w), 1 to 10, ranks an owner's waits: among the waiters of a
+// name the heaviest is granted first, FIFO within a weight (the default, 1
+// everywhere, is plain FIFO). A weight never takes a hold from its holder,
+// and TryLock, which never waits, is unaffected. Nothing ages a waiter, so
+// a steady stream of heavier waiters starves lighter ones. The in-memory
+// engine ranks waiters; the others refuse a weight above 1 at each
+// acquisition, with an error wrapping errors.ErrUnsupported, until they
+// do (driver.Weigher says which).
+//
 // # Multi-lock
 //
 // NewMultiLock holds several locks as one: all of them or none. Its parts

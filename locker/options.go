@@ -5,6 +5,9 @@ import (
 	"time"
 )
 
+// maxWeight is the heaviest weight WithWeight takes; the lightest is 1.
+const maxWeight = 10
+
 // maxOwnerLen keeps owner IDs small enough for every engine's key or node name.
 const maxOwnerLen = 256
 
@@ -29,6 +32,9 @@ type Settings struct {
 	// Delay is the lock delay (WithLockDelay): how long the name stays
 	// barred after a hold of it ends without Unlock. 0: none.
 	Delay time.Duration
+	// Weight ranks the Locker's waits among a name's waiters (WithWeight):
+	// 1 to 10, heavier first.
+	Weight int
 }
 
 // WithTTL sets the TTL of a renewed hold: the watchdog extends it every ttl/3
@@ -111,6 +117,27 @@ func WithLockDelay(d time.Duration) Option {
 			return fmt.Errorf("%w: WithLockDelay(%v): delay must not be negative", ErrInvalidArgument, d)
 		}
 		s.Delay = d
+		return nil
+	}
+}
+
+// WithWeight ranks the Locker's waits: among the waiters of a name, the
+// heaviest is granted first, and waiters of one weight in their order of
+// arrival. A weight never takes a hold from its holder, and TryLock, which
+// does not wait, is granted or refused as without it. w runs from 1 to
+// 10. Default: 1, where every waiter is served in order.
+//
+// Weights trade fairness away: a steady stream of heavier waiters starves
+// lighter ones, whose weight does not grow with their wait (no aging).
+// Engines that do not rank waiters yet refuse a weight above 1 when a
+// hold is asked for, with an error wrapping errors.ErrUnsupported; the
+// in-memory engine ranks them.
+func WithWeight(w int) Option {
+	return func(s *Settings) error {
+		if w < 1 || w > maxWeight {
+			return fmt.Errorf("%w: WithWeight(%d): weight must be 1 to %d", ErrInvalidArgument, w, maxWeight)
+		}
+		s.Weight = w
 		return nil
 	}
 }

@@ -9,23 +9,13 @@ import (
 	"github.com/orthrus-go/orthrus/engines/mem"
 	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/locker"
-	"github.com/orthrus-go/orthrus/switcher"
 )
 
 // A hold may go to any engine, so the switcher's minimum TTL is the
 // largest of its engines', and it refuses a shorter TTL when the Locker is
 // made, not at an acquisition that happens to go to that engine.
 func TestMinTTLIsTheEnginesLargest(t *testing.T) {
-	m, err := mem.New(mem.WithName("mem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, _ := redisEngine(t, "redis", primaryAddr)
-	sw, err := switcher.New([]locker.Engine{m, r}, switcher.WithName("sw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sw.Close()
+	sw, _ := memRedisSwitcher(t)
 	if got := sw.MinTTL(); got != redis.MinTTL || got <= mem.MinTTL {
 		t.Fatalf("MinTTL() = %v; want %v, redis's (mem's is %v)", got, redis.MinTTL, mem.MinTTL)
 	}

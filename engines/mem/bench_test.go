@@ -37,11 +37,17 @@ func BenchmarkLockUnlock(b *testing.B) {
 
 // BenchmarkHandoff: four owners of one name taking turns, each grant a
 // hand-off from the queue.
-func BenchmarkHandoff(b *testing.B) {
+func BenchmarkHandoff(b *testing.B) { benchHandoff(b, 1, 1, 1, 1) }
+
+// BenchmarkHandoffWeighted is BenchmarkHandoff with owners of weights 1,
+// 3, 2 and 10: each grant goes to the heaviest waiter, not the oldest.
+func BenchmarkHandoffWeighted(b *testing.B) { benchHandoff(b, 1, 3, 2, 10) }
+
+func benchHandoff(b *testing.B, weights ...int) {
 	e := benchEngine(b)
-	owners := make([]lockertest.Mutex, 4)
-	for i := range owners {
-		l, err := e.NewLocker("bench")
+	owners := make([]lockertest.Mutex, len(weights))
+	for i, w := range weights {
+		l, err := e.NewLocker("bench", locker.WithWeight(w))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -29,12 +29,17 @@
 //     goroutines and engines.
 //   - FIFO: a lock is one queue of holds and waiters, granted by the lock
 //     family's rule (internal/lockrule); a waiter gets its token when it
-//     queues, so tokens increase with every grant. TryLock never jumps it.
+//     queues, or when it is granted if an older one is still waiting, so
+//     tokens increase with every grant. TryLock never jumps it.
+//   - Weights (locker.WithWeight): the heaviest waiter is granted first,
+//     FIFO within a weight; a holder keeps its hold whatever comes, and
+//     TryLock ranks as weight 1, behind every waiter. Nothing ages a
+//     waiter: a steady stream of heavier waiters starves lighter ones.
 //   - Fencing: tokens come from one counter per store, so they increase with
 //     every grant of every name, and compare across the engines of a store;
 //     tokens of two stores do not compare.
-//   - Wake-up: a release hands the lock straight to the first waiter, which
-//     is the only one woken. No polling, no herd.
+//   - Wake-up: a release hands the lock straight to the first-ranked
+//     waiter, which is the only one woken. No polling, no herd.
 //   - Cancellation: a waiter that gives up leaves the queue at once.
 //
 // # Time

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -180,4 +181,45 @@ func ExampleEngine_ForceUnlockFamily() {
 	// stuck-job holds 2 of 2 permits
 	// ended: 1 stuck-job
 	// true
+}
+
+// Among the waiters of a name, the heaviest is granted first, and waiters
+// of one weight in their order of arrival; the holder keeps its hold
+// until it lets go.
+func ExampleEngine_weight() {
+	e, _ := mem.New()
+	defer e.Close()
+	holder, _ := e.NewLocker("report")
+	_ = holder.Lock()
+
+	granted := make(chan string)
+	for i, w := range []struct {
+		who    string
+		weight int
+	}{{"batch-1", 1}, {"batch-2", 1}, {"interactive", 5}, {"batch-3", 1}} {
+		l, _ := e.NewLocker("report", locker.WithWeight(w.weight))
+		go func() {
+			_ = l.Lock()
+			granted <- w.who
+			_ = l.Unlock()
+		}()
+		// Each waits before the next comes: arrival orders equal weights.
+		for waiters(e, "report") <= i {
+			runtime.Gosched()
+		}
+	}
+	_ = holder.Unlock()
+	for range 4 {
+		fmt.Println(<-granted)
+	}
+	// Output:
+	// interactive
+	// batch-1
+	// batch-2
+	// batch-3
+}
+
+func waiters(e *mem.Engine, name string) int {
+	in, _ := e.Inspect(context.Background(), name)
+	return len(in.Waiters)
 }

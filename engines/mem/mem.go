@@ -30,6 +30,7 @@ var (
 	_ driver.Renewer          = (*Engine)(nil)
 	_ inspect.Inspector       = (*Engine)(nil)
 	_ inspect.FamilyInspector = (*Engine)(nil)
+	_ driver.Weigher          = (*Engine)(nil)
 )
 
 type settings struct {
@@ -170,7 +171,8 @@ func (e *Engine) key(name string, k inspect.Kind) lockKey {
 }
 
 // Acquire implements driver.Backend. A waiter queues behind the holds and
-// the waiters before it; the store hands it the lock when its turn comes.
+// the waiters ranked before it (heavier, or as heavy and older); the store
+// hands it the lock when its turn comes.
 func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, error) {
 	en := &entry{key: e.key(h.Name, h.Kind), hold: h}
 	h.State = en
@@ -194,6 +196,10 @@ func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, 
 		return false, fmt.Errorf("mem: acquire %q: %w", h.Name, locker.ErrClosed)
 	}
 }
+
+// Weighs implements driver.Weigher: waiters are granted heaviest first
+// (locker.WithWeight), in their order of arrival within a weight.
+func (e *Engine) Weighs() bool { return true }
 
 // HonoursDeadlines implements driver.DeadlineHonourer: a release returns
 // when its context ends.

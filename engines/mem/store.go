@@ -80,6 +80,7 @@ func keyClass(k inspect.Kind) inspect.Kind {
 // store only while it has a hold or a waiter.
 type lock struct {
 	queue []*entry
+	last  uint64 // the highest token granted: a grant's token must pass it
 }
 
 // entry is a hold or a queued waiter.
@@ -88,8 +89,11 @@ type entry struct {
 	hold *driver.Hold
 	// held: granted; downgrade: a read taken by the write holder.
 	held, downgrade bool
+	weight          uint8 // its rank among waiters; 1 for a TryLock, which never waits
 
-	token uint64 // given when queued, so grants follow the queue's order
+	// token is given when queued; a waiter granted ahead of an older one
+	// (a heavier one) takes a new one then, so tokens grow grant by grant.
+	token uint64
 
 	// Holder only.
 	deadline time.Time
@@ -131,19 +135,26 @@ func (s *Store) drop(k lockKey, l *lock) *lock {
 	return l
 }
 
-// rules is l's queue as lockrule sees it, appended to buf (on the
-// caller's stack for short queues).
-func (l *lock) rules(buf []lockrule.Entry) []lockrule.Entry {
+// rules is l's queue as lockrule sees it, and which of it is granted,
+// appended to q and held (on the caller's stack for short queues).
+func (l *lock) rules(q []lockrule.Entry, held []bool) ([]lockrule.Entry, []bool) {
 	for _, e := range l.queue {
-		buf = append(buf, lockrule.Entry{Kind: e.hold.Kind, Permits: e.hold.Permits, Downgrade: e.downgrade})
+		q = append(q, lockrule.Entry{Kind: e.hold.Kind, Permits: e.hold.Permits, Downgrade: e.downgrade, Weight: int(e.weight)})
+		held = append(held, e.held)
 	}
-	return buf
+	return q, held
 }
 
-// grant makes e a holder until its life (TTL and lock delay) runs out.
-func (s *Store) grant(e *entry) {
+// grant makes e, the i-th of l's queue, a holder until its life (TTL and
+// lock delay) runs out.
+func (s *Store) grant(l *lock, e *entry, held []bool, i int) {
+	if e.token < l.last && !e.downgrade {
+		s.revision++
+		e.token = s.revision
+	}
+	l.last = max(l.last, e.token)
 	life := e.hold.Life()
-	e.held = true
+	e.held, held[i] = true, true
 	e.deadline = s.now().Add(life)
 	e.timer = s.clock.AfterFunc(life, func() { s.expire(e.key) })
 }
@@ -160,22 +171,34 @@ func (s *Store) remove(l *lock, e *entry) {
 	s.drop(e.key, l)
 }
 
-// promote grants the waiters of l the rule grants, first in line first.
-// The rule is strictly FIFO: the first waiter it keeps waiting keeps every
-// later one waiting too, so the look stops there.
+// promote grants the waiters of l the rule grants, first in rank first.
+// A waiter the rule keeps waiting keeps every waiter ranked after it
+// waiting too, so the look stops there.
 func (s *Store) promote(k lockKey, l *lock) {
-	var buf [8]lockrule.Entry
-	q := l.rules(buf[:0])
-	for i, e := range l.queue {
-		if e.held {
-			continue
-		}
-		if !lockrule.Decide(q, i, s.permits[k]).Granted {
+	var qbuf [8]lockrule.Entry
+	var hbuf [8]bool
+	q, held := l.rules(qbuf[:0], hbuf[:0])
+	for {
+		i := firstWaiter(q, held)
+		if i < 0 || !lockrule.Granted(q, held, i, s.permits[k]) {
 			return
 		}
-		s.grant(e)
+		e := l.queue[i]
+		s.grant(l, e, held, i)
 		close(e.granted)
 	}
+}
+
+// firstWaiter is the index of the waiter ranked first, the heaviest and
+// oldest of its weight; -1 when none waits.
+func firstWaiter(q []lockrule.Entry, held []bool) int {
+	first := -1
+	for i := range q {
+		if !held[i] && (first < 0 || q[i].Weight > q[first].Weight) {
+			first = i
+		}
+	}
+	return first
 }
 
 // expire runs when a holder's timer fires: lookup ends the hold if its
@@ -212,10 +235,16 @@ func (s *Store) acquire(e *entry, wait bool) (bool, error) {
 		s.revision++
 		e.token = s.revision
 	}
+	e.weight = 1
+	if wait {
+		e.weight = uint8(max(e.hold.Weight, 1)) // 1 to 10: WithWeight checked it
+	}
 	l.queue = append(l.queue, e)
-	var buf [8]lockrule.Entry
-	if lockrule.Decide(l.rules(buf[:0]), len(l.queue)-1, s.permits[e.key]).Granted {
-		s.grant(e)
+	var qbuf [8]lockrule.Entry
+	var hbuf [8]bool
+	q, held := l.rules(qbuf[:0], hbuf[:0])
+	if lockrule.Granted(q, held, len(q)-1, s.permits[e.key]) {
+		s.grant(l, e, held, len(q)-1)
 		return true, nil
 	}
 	if !wait {

@@ -52,8 +52,9 @@ type hold struct {
 	token        uint64
 	releaseAfter time.Duration // bound of a release that no caller waits for
 	// ticket orders a waiter and names its entry in a queue (a family's or
-	// a fair engine's); set by the attempt that first finds the name taken
-	// when the caller will wait (0 before, and always for a mutex).
+	// a fair engine's): its rank, weight then arrival (lua/rank.lua); set
+	// by the attempt that first finds the name taken when the caller will
+	// wait (0 before, and always for a mutex).
 	ticket int64
 	// abandoned: the caller left while a request was in flight; the
 	// worker that runs it cleans up after it (see call.exec).
@@ -70,6 +71,16 @@ func newHold(h *driver.Hold, lock string, ttl time.Duration) hold {
 }
 
 func ttlMillis(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
+
+// weight is the acquire scripts' weight argument: the hold's when the
+// caller will wait, 1 for a TryLock, which passes no waiter. A small
+// integer boxes without allocating.
+func weight(h *driver.Hold, wait bool) any {
+	if !wait {
+		return int64(1)
+	}
+	return int64(max(h.Weight, 1))
+}
 
 // member is a hold's entry: "<token>:<owner>", or "<token>:<permits>:<owner>"
 // for permits; and a waiter's, with its ticket.

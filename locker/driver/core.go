@@ -84,7 +84,11 @@ type Hold struct {
 	// holds expire on the server keep them there for Life, not TTL; the
 	// others see Delay through Expirer.
 	Delay time.Duration
-	Token uint64 // fencing token, set by Acquire
+	// Weight ranks the hold's wait among the name's waiters, heavier first
+	// (1 to 10; locker.WithWeight). Only a Weigher's Acquire
+	// sees one above 1.
+	Weight int
+	Token  uint64 // fencing token, set by Acquire
 
 	// inspect.Kind says what is held: the mutex, a side of a read-write lock or
 	// permits of a semaphore. Names of different kinds are independent.
@@ -178,6 +182,7 @@ type Core struct {
 	deadlines   bool          // the backend's Release returns by its context's deadline
 	releaseWait time.Duration // how long Unlock waits for an answer
 	minTTL      time.Duration // the backend's MinTTL, 0 without one
+	weighs      bool          // the backend ranks waiters by weight (Weigher)
 	renewChunk  int           // the most holds of one Renew call
 }
 
@@ -197,6 +202,9 @@ func NewCore(engine string, b Backend, logger *slog.Logger, opts ...CoreOption) 
 		c.deadlines = d.HonoursDeadlines()
 	}
 	c.minTTL = MinTTL(b)
+	if w, ok := b.(Weigher); ok {
+		c.weighs = w.Weighs()
+	}
 	renewer, _ := b.(Renewer)
 	c.sched = startScheduler(renewer, c.expire, logger, c.renewChunk, renewWorkers)
 	return c

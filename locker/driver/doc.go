@@ -5,8 +5,9 @@
 // An engine implements Backend (Acquire and Release of a Hold), and
 // Renewer if its holds expire unless renewed, Expirer if a hold's end by
 // its lease must keep the lock delay, DeadlineHonourer if its client
-// honours a context's deadline, and MinTTLer if it cannot keep a short
-// TTL. It builds its Lockers, read-write locks and semaphores with a Core
+// honours a context's deadline, MinTTLer if it cannot keep a short
+// TTL, and Weigher if it ranks waiters by Hold.Weight (Core refuses a
+// weight above 1 to the others). It builds its Lockers, read-write locks and semaphores with a Core
 // (NewCore), which owns everything else once for every engine: owner IDs,
 // option resolution (Resolve, ResolveFor), name validation
 // (ValidateName), the one Handle of locker.NewHandle with its re-entry

@@ -49,6 +49,9 @@ func (m *mutex) take(ctx context.Context, wait bool) (g locker.Grant, err error)
 	if err := m.core.checkOpen(); err != nil {
 		return nil, err
 	}
+	if m.settings.Weight > 1 && !m.core.weighs {
+		return nil, fmt.Errorf("%s: %s %q: WithWeight(%d): the engine does not rank waiters by weight: %w", m.core.engine, m.kind, m.name, m.settings.Weight, errors.ErrUnsupported)
+	}
 	hg := &grant{m: m, Hold: Hold{
 		Name:  m.name,
 		Owner: m.settings.Owner,
@@ -57,6 +60,7 @@ func (m *mutex) take(ctx context.Context, wait bool) (g locker.Grant, err error)
 
 		ReleaseTimeout: m.settings.ReleaseTimeout,
 		Delay:          m.settings.Delay,
+		Weight:         m.settings.Weight,
 		lost:           make(chan struct{}),
 
 		Kind:    m.kind,

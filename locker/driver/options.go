@@ -48,6 +48,13 @@ func MinTTL(e any) time.Duration {
 	return 0
 }
 
+// Weigher is implemented by engines that rank their waiters by weight
+// (locker.WithWeight). Core refuses a weight above 1 on the others, at
+// each acquisition, with an error wrapping errors.ErrUnsupported.
+type Weigher interface {
+	Weighs() bool
+}
+
 // ResolveFor is Resolve for the engine named engine, whose minimum TTL is
 // min: a WithTTL or WithLease below it fails with an error wrapping
 // locker.ErrInvalidArgument that names the option and the minimum, rather than a
@@ -83,6 +90,9 @@ func Resolve(opts ...locker.Option) (locker.Settings, error) {
 	}
 	if s.Owner == "" {
 		s.Owner = newOwnerID()
+	}
+	if s.Weight == 0 {
+		s.Weight = 1
 	}
 	return s, nil
 }

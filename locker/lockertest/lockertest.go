@@ -98,6 +98,7 @@ func Run(t *testing.T, factory Factory) {
 		{"Inspect", testInspect},
 		{"EpochRecord", testEpochRecord},
 		{"WithLock", testWithLock},
+		{"Weighted", testWeighted},
 	})
 }
 
@@ -635,6 +636,8 @@ func testBadOptions(t *testing.T, f Factory) {
 		{"WithLease(-1s)", locker.WithLease(-time.Second), "WithLease"},
 		{"WithOwner(\"\")", locker.WithOwner(""), "WithOwner"},
 		{"WithReleaseTimeout(0)", locker.WithReleaseTimeout(0), "WithReleaseTimeout"},
+		{"WithWeight(0)", locker.WithWeight(0), "WithWeight(0)"},
+		{"WithWeight(11)", locker.WithWeight(11), "WithWeight(11)"},
 		{"nil", nil, "nil Option"},
 	} {
 		_, err := e.NewLocker(lockName(t, "o"), tc.opt)

@@ -572,11 +572,11 @@ func (l *mlock) try(o mop) error {
 		}
 		return nil
 	}
-	q, _ := l.rules()
+	q, held := l.rules()
 	if !ok {
-		q = append(q, e.Entry)
+		q, held = append(q, e.Entry), append(held, false)
 	}
-	want := lockrule.Decide(q, len(q)-1, l.count).Granted
+	want := lockrule.DecideHeld(q, held, len(q)-1, l.count).Granted
 	if ok != want || err != nil {
 		return fmt.Errorf("TryLock() = %v, %v; the oracle wants %v, nil", ok, err, want)
 	}
