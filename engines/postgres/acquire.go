@@ -94,8 +94,7 @@ func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, 
 			q, err = e.enqueue(ctx, h, st, weight)
 			continue
 		}
-		entries, held := q.rule()
-		v := lockrule.DecideHeld(entries, held, q.own, q.count)
+		v := q.decide()
 		if v.Granted {
 			e.grant(ctx, h, st, q.rows[q.own].token, waited)
 			return true, nil
@@ -125,6 +124,26 @@ func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, 
 func uncertain(err error) bool {
 	var pgErr *pgconn.PgError
 	return !errors.As(err, &pgErr) && !errors.Is(err, errMismatch)
+}
+
+// decide applies the rule to the caller's row. While another row is
+// pending (a heavy arrival not yet settled), the caller concludes no grant
+// the rule has not recorded: it waits for that row to settle or go.
+func (q *queue) decide() lockrule.Verdict {
+	entries, held := q.rule()
+	if held[q.own] || entries[q.own].Downgrade {
+		return lockrule.Verdict{Granted: true}
+	}
+	var pending []int
+	for i, r := range q.rows {
+		if r.weight < 0 && i != q.own {
+			pending = append(pending, i)
+		}
+	}
+	if len(pending) > 0 {
+		return lockrule.Verdict{Blockers: pending}
+	}
+	return lockrule.DecideHeld(entries, held, q.own, q.count)
 }
 
 // rule returns the queue as the rule reads it, and which of its rows are
@@ -179,7 +198,7 @@ func (e *Engine) grant(ctx context.Context, h *driver.Hold, st *holdState, token
 
 // enqueue inserts the caller's row and reads the name's queue, in one
 // batch: one round trip, one transaction under the name's advisory lock.
-// A heavy row (weight above 1) takes enqueueHeavy's two.
+// A heavy row (weight above 1) takes enqueueHeavy's three.
 func (e *Engine) enqueue(ctx context.Context, h *driver.Hold, st *holdState, weight int16) (queue, error) {
 	rctx, cancel := e.bound(ctx)
 	defer cancel()
@@ -197,11 +216,29 @@ func (e *Engine) enqueue(ctx context.Context, h *driver.Hold, st *holdState, wei
 }
 
 // enqueueHeavy inserts a heavy row, which may rank ahead of rows that came
-// before it, so that it cannot take a grant from one of them: in one
-// transaction under the name's advisory lock, it looks at the queue,
-// records as granted the rows the rule grants there, and inserts its row.
-// Two round trips, with the lock held over the first answer's way back.
+// before it, so that it cannot take a grant from one of them. The row is
+// inserted pending (its weight negated) as a weight-1 row is; then, in one
+// transaction under the name's advisory lock, the arrival looks at the
+// queue, records as granted the rows the rule grants there (pending rows
+// left out), settles its row and reads the queue again. Three round trips,
+// with the lock held over the second answer's way back.
 func (e *Engine) enqueueHeavy(ctx context.Context, h *driver.Hold, st *holdState, weight int16) (queue, error) {
+	b := &pgx.Batch{}
+	e.queueLock(b, h, st)
+	e.queueInsert(b, h, st, -weight)
+	q, err := readBatch(e.pool.SendBatch(ctx, b), b.Len()-1, 0, h.Limit)
+	if _, err := placed(q, st, err); err != nil {
+		return queue{}, err
+	}
+	q, err = e.settle(ctx, h, st)
+	if err != nil && !uncertain(err) {
+		e.withdrawLater(h, st) // the pending row was inserted
+	}
+	return q, err
+}
+
+// settle is enqueueHeavy's transaction.
+func (e *Engine) settle(ctx context.Context, h *driver.Hold, st *holdState) (queue, error) {
 	conn, err := e.pool.Acquire(ctx)
 	if err != nil {
 		return queue{}, err
@@ -210,12 +247,13 @@ func (e *Engine) enqueueHeavy(ctx context.Context, h *driver.Hold, st *holdState
 	defer conn.Release()
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	e.queueLock(b, h, st)
+	b.Queue(e.sql.lockName, e.lockKey(st.fam, h.Name))
 	b.Queue(e.sql.look, st.fam, h.Name)
 	before, err := readBatch(conn.SendBatch(ctx, b), b.Len()-1, 0, h.Limit)
 	if err != nil {
 		return queue{}, err
 	}
+	before.rows = slices.DeleteFunc(before.rows, func(r entry) bool { return r.weight < 0 })
 	entries, held := before.rule()
 	var seqs []int64
 	for i, g := range lockrule.Grants(entries, held, before.count) {
@@ -225,10 +263,10 @@ func (e *Engine) enqueueHeavy(ctx context.Context, h *driver.Hold, st *holdState
 	}
 	b = &pgx.Batch{}
 	b.Queue(e.sql.mark, st.fam, h.Name, seqs)
-	e.queueInsert(b, h, st, weight)
+	b.Queue(e.sql.settle, st.fam, h.Name, st.seq)
+	b.Queue(e.sql.recheck, st.fam, h.Name, st.seq, h.Life().Seconds())
 	b.Queue("COMMIT")
-	q, err := readBatch(conn.SendBatch(ctx, b), 1, 1, h.Limit)
-	return placed(q, st, err)
+	return readBatch(conn.SendBatch(ctx, b), 2, 1, h.Limit)
 }
 
 // queueLock queues the name's advisory lock and, for a semaphore, the
@@ -286,15 +324,13 @@ func readBatch(br pgx.BatchResults, before, after, limit int) (queue, error) {
 	return q, err
 }
 
-// recheck reads, under the name's advisory lock taken shared, the rows
-// that may count against the waiter's, and extends the waiter's own row.
+// recheck reads the rows that may count against the waiter's, and
+// extends the waiter's own row.
 func (e *Engine) recheck(ctx context.Context, h *driver.Hold, st *holdState) (queue, error) {
 	rctx, cancel := e.bound(ctx)
 	defer cancel()
-	b := &pgx.Batch{}
-	b.Queue(e.sql.lockShared, e.lockKey(st.fam, h.Name))
-	b.Queue(e.sql.recheck, st.fam, h.Name, st.seq, h.Life().Seconds())
-	return readBatch(e.pool.SendBatch(rctx, b), 1, 0, h.Limit)
+	rows, _ := e.pool.Query(rctx, e.sql.recheck, st.fam, h.Name, st.seq, h.Life().Seconds())
+	return readQueue(rows, h.Limit)
 }
 
 // readQueue scans rows of (seq, kind, permits, downgrade, left, mine,

@@ -44,11 +44,11 @@
 // the read, a statement after the lock, sees every earlier row. A TryLock
 // that is not granted deletes its row at once. A waiter re-reads only the
 // rows that may count against it (those before it, downgraded readers,
-// recorded grants and rows of weight above 1), refreshing its own row's
-// expiry and taking a new token, when a notification tells it that one it
-// waits for went, at the expiry of the soonest of those, or every third of
-// its TTL: a dead waiter's row expires too. The re-read is a batch too:
-// the name's advisory lock taken shared, then the statement (see Weights).
+// recorded grants and rows of a weight other than 1), refreshing its own
+// row's expiry and taking a new token, in one statement, when a
+// notification tells it that one it waits for went, at the expiry of the
+// soonest of those, or every third of its TTL: a dead waiter's row
+// expires too.
 //
 // One connection per engine LISTENs on "<schema>_locks" (taken from the
 // pool and kept). A release, a withdrawn wait, a force unlock and a count
@@ -68,7 +68,7 @@
 // ... ADD COLUMN IF NOT EXISTS, in SchemaSQL) on the engine's first
 // request, or from an administrator's SchemaSQL with WithoutSchemaCreation.
 // Upgrade every process before any uses a weight: an older one ignores
-// weights and does not wait for an arrival in progress.
+// weights and does not wait for a pending arrival.
 //
 // A row whose expires has passed counts as absent in every statement; a
 // reaper deletes rows expired for over a minute, every minute, a thousand
@@ -109,27 +109,34 @@
 // no longer follow from the queue (a heavier row may rank ahead of an
 // older one), while nothing is written at a grant. So a heavy arrival
 // (weight above 1, the only kind of row that may rank ahead of older
-// ones, so the only one that could contradict a grant) records them: in
-// one transaction under the name's advisory lock it reads the queue,
-// marks granted the rows the rule grants there (the recorded ones held),
-// and inserts its row. Everyone then decides with the marks as held. It
-// is exact because every read of a queue is ordered with arrivals: an
-// arrival holds the advisory lock, a waiter's re-read takes it shared. A
-// row that concluded it was granted read the queue before the heavy
-// arrival's transaction (after it, it would see the heavy row and its
-// marks); between the two reads rows only went (a going never takes a
-// grant away), weight-1 rows came behind it, and heavy ones marked it:
-// the arrival's read grants it too, so it is marked. A row not marked
-// was waiting, and the heavy row may pass it.
+// ones, so the only one that could contradict a grant) records them.
+// It inserts its row pending (weight negated), as a weight-1 row is
+// inserted; then, in one transaction under the name's advisory lock, it
+// reads the queue, marks granted the rows the rule grants there (marks
+// held, pending rows left out), settles its row (weight made positive,
+// with a notification) and reads its verdict. Everyone decides with the
+// marks as held, and no row concludes a grant the rule has not recorded
+// while another row is pending: it waits for that row to settle or go.
 //
-// Cost: a weight-1 acquisition is the one round trip above, with the
-// weight as one more parameter; its re-read adds the shared lock to its
-// batch (no round trip). A heavy acquisition takes two round trips (look,
-// then mark and insert), holding the name's lock over the first answer's
-// way back, which makes concurrent arrivals and re-reads of that name
-// wait as long. It never retries. A marked row stays marked until it
-// goes. Nothing ages a waiter: a steady stream of heavier waiters starves
-// lighter ones.
+// Why that is exact: a row E that concluded it is granted read a queue
+// without W's row, so before W's insert committed, so before W's look
+// (had E seen W pending it would have waited; settled, it would have read
+// W's marks). Between the two reads rows only went (a going never takes a
+// grant away), weight-1 rows came behind E, pending rows came (left out
+// by W's look; E saw none), and heavy rows settled, marking E by the same
+// argument. So W's look grants E, and W marks it. A row not marked was
+// waiting when W looked, and W may pass it.
+//
+// Cost: a weight-1 acquisition and a re-read are the one statement
+// above, with the weight as one more column; nothing waits for a lock
+// that a weight adds. A heavy acquisition takes three round trips (the
+// insert, the look, then marks and settlement), holding the name's
+// advisory lock over the second answer's way back, so that the name's
+// arrivals wait that long, and its waiters conclude nothing for the
+// three. A heavy arrival that dies pending holds the waiters' grants until
+// its row expires (its TTL). It never retries. A marked row stays marked
+// until it goes. Nothing ages a waiter: a steady stream of heavier
+// waiters starves lighter ones.
 //
 // # Options
 //

@@ -9,6 +9,3 @@ func WithReap(every, after time.Duration) Option {
 		return nil
 	}
 }
-
-// MutexLockKey is the advisory lock key text of name's mutex queue.
-func MutexLockKey(e *Engine, name string) string { return e.lockKey(famMutex, name) }

@@ -58,7 +58,7 @@ type statements struct {
 
 // queueSQL are the statements that join a name's queue and read it.
 type queueSQL struct {
-	lockName, lockShared, look, mark, enqueue, recheck string
+	lockName, look, mark, settle, enqueue, recheck string
 }
 
 // row is what the engine reads of a hold or waiter: granted marks a row
@@ -127,14 +127,14 @@ func queueStatements(q func(string) string) queueSQL {
 		// A name's queue changes under this lock, held to the end of the
 		// transaction that takes it (lockKey names it).
 		lockName: `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
-		// A waiter's re-read takes it shared: it reads the queue before
-		// or after an arrival's transaction, never during one (see the
-		// package doc on weights).
-		lockShared: `SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))`,
-		// A heavy arrival's look at the queue it joins, under the lock.
+		// A heavy arrival's look at the queue it joined, pending (weight
+		// below 0), under the lock (see the package doc on weights).
 		look: q(`SELECT ROW, false, ` + countSQL + ` FROM S.holds WHERE fam = $1 AND name = $2 AND expires > clock_timestamp()`),
-		// It records the grants it found, under the same lock.
+		// It records the grants it found, under the same lock,
 		mark: q(`UPDATE S.holds SET granted = true WHERE fam = $1 AND name = $2 AND seq = ANY($3::bigint[])`),
+		// and settles its row, telling the waiters that wait for it.
+		settle: q(`WITH s AS (UPDATE S.holds SET weight = -weight WHERE fam = $1 AND name = $2 AND seq = $3 AND weight < 0 RETURNING seq)
+SELECT pg_notify('CHAN', $1 || 'g:' || seq || ':' || $2) FROM s`),
 		// The advisory lock before it (same batch, one transaction) makes
 		// seq order the commit order of a name's rows, and this
 		// statement's snapshot, taken after it, sees every earlier row.
@@ -148,8 +148,8 @@ func queueStatements(q func(string) string) queueSQL {
 SELECT ROW, false, ` + countSQL + ` FROM S.holds WHERE fam = $1 AND name = $2 AND expires > clock_timestamp()
 UNION ALL SELECT *, true, ` + countSQL + ` FROM me`),
 		// A waiter reads those before it, the downgraded readers and the
-		// rows that may count against it though behind it (granted, or
-		// heavier than 1), and keeps its own row alive. It takes a new
+		// rows that may count against it though behind it (granted,
+		// heavier than 1 or pending), and keeps its own row alive. It takes a new
 		// token, its own if this read grants it: a heavier waiter granted
 		// before it may hold a later seq, and tokens grow grant by grant
 		// (a grant after a conflicting one reads after that one's read).
@@ -159,7 +159,7 @@ UNION ALL SELECT *, true, ` + countSQL + ` FROM me`),
 	WHERE fam = $1 AND name = $2 AND seq = $3 AND expires > clock_timestamp()
 	RETURNING ` + rowCols + `)
 SELECT ROW, false, ` + countSQL + ` FROM S.holds
-WHERE fam = $1 AND name = $2 AND expires > clock_timestamp() AND seq <> $3 AND (seq < $3 OR downgrade OR granted OR weight > 1)
+WHERE fam = $1 AND name = $2 AND expires > clock_timestamp() AND seq <> $3 AND (seq < $3 OR downgrade OR granted OR weight <> 1)
 UNION ALL SELECT *, true, ` + countSQL + ` FROM me`),
 	}
 }

@@ -119,12 +119,11 @@ func TestWeightedSemaphore(t *testing.T) {
 	passed(t, inspect.KindPermit, name, permits(2), permits(1), permits(2, locker.WithWeight(3)))
 }
 
-// TestRecheckWaitsForArrival: a woken waiter reads its queue only between
-// arrivals, never during one, so that a heavy arrival's record of the
-// grants it found covers every grant concluded before it committed. The
-// test holds the name's advisory lock as an arrival does: the waiter,
-// woken by its holder's release, is granted only once the lock is let go.
-func TestRecheckWaitsForArrival(t *testing.T) {
+// TestPendingArrivalHoldsGrants: while a heavy arrival's row is pending
+// (inserted, the grants it found not yet recorded), a waiter concludes no
+// grant: it waits for the row to settle or go. The test's row, of weight
+// -5, stays pending until the test deletes it.
+func TestPendingArrivalHoldsGrants(t *testing.T) {
 	p := newPool(t, dsn)
 	e := newEngine(t, p, postgres.WithSchema("weights"))
 	name := uniqueName(t)
@@ -133,15 +132,16 @@ func TestRecheckWaitsForArrival(t *testing.T) {
 	done := lockAsync(waiter, t.Context())
 	waitRows(t, p, "weights", name, 2)
 	ctx := context.Background()
-	tx := got(p.Begin(ctx))(t)
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", postgres.MutexLockKey(e, name)); err != nil {
-		t.Fatal(err)
-	}
+	var seq int64
+	noErr(t, p.QueryRow(ctx, `INSERT INTO weights.holds (fam, name, seq, kind, owner, nonce, permits, downgrade, token, expires, weight)
+		SELECT 0, $1, s, $2, 'pending', 0, 1, false, s, clock_timestamp() + interval '1 minute', -5 FROM nextval('weights.seq') s
+		RETURNING seq`, name, int16(inspect.KindMutex)).Scan(&seq))
 	noErr(t, holder.Unlock())
-	lockertest.WantPending(t, done, "the waiter while an arrival holds the name's lock")
-	noErr(t, tx.Rollback(ctx))
-	lockertest.WantGranted(t, done, "the waiter once the arrival committed")
+	lockertest.WantPending(t, done, "the waiter while a heavy arrival is pending")
+	_, err := p.Exec(ctx, `WITH d AS (DELETE FROM weights.holds WHERE seq = $1 RETURNING seq)
+		SELECT pg_notify('weights_locks', '0:' || seq || ':' || $2) FROM d`, seq, name)
+	noErr(t, err)
+	lockertest.WantGranted(t, done, "the waiter once the pending row went")
 	noErr(t, waiter.Unlock())
 }
 
