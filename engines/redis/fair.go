@@ -66,8 +66,15 @@ var _ driver.Weigher = (*Engine)(nil)
 // Weighs implements driver.Weigher: a fair engine ranks the waiters of
 // its mutexes, read-write locks and semaphores by weight
 // (locker.WithWeight); without WithFair a mutex does not queue, so the
-// engine refuses a weight above 1 (see Weights in doc.go).
-func (e *Engine) Weighs() bool { return e.fq != nil }
+// engine refuses a weight above 1 (see Weights in doc.go), saying so.
+func (e *Engine) Weighs() error {
+	if e.fq == nil {
+		return errNotFair
+	}
+	return nil
+}
+
+var errNotFair = errors.New("a redis engine ranks waiters by weight only when fair (redis.WithFair, config fair: true): without it a mutex does not queue")
 
 var (
 	fairAcquireScript = newScript("fence", "clock", "rank", "fair", "fair_acquire")

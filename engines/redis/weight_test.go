@@ -20,14 +20,14 @@ import (
 // is no Weigher, and a weight above 1 is refused at once on every kind.
 func TestWeightsNeedFair(t *testing.T) {
 	plain, fair := openEngine(t), fairEngine(t)
-	if plain.Weighs() || !fair.Weighs() {
-		t.Fatalf("Weighs() = %v without WithFair, %v with it; want false, true", plain.Weighs(), fair.Weighs())
+	if plain.Weighs() == nil || fair.Weighs() != nil {
+		t.Fatalf("Weighs() = %v without WithFair, %v with it; want a reason, nil", plain.Weighs(), fair.Weighs())
 	}
 	m, _ := plain.NewLocker(t.Name(), locker.WithWeight(3))
 	rw, _ := plain.NewRWLock(t.Name(), locker.WithWeight(3))
 	for _, l := range []locker.Locker{m, rw.WriteLock(), rw.ReadLock()} {
-		if ok, err := l.TryLock(); ok || !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "WithWeight(3)") {
-			t.Errorf("TryLock() with WithWeight(3) without WithFair = %v, %v; want false, ErrUnsupported naming WithWeight(3)", ok, err)
+		if ok, err := l.TryLock(); ok || !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "WithWeight(3): a redis engine ranks waiters by weight only when fair (redis.WithFair") {
+			t.Errorf("TryLock() with WithWeight(3) without WithFair = %v, %v; want false, ErrUnsupported naming WithWeight(3) and WithFair", ok, err)
 		}
 	}
 }
