@@ -209,9 +209,8 @@ type Lock struct {
 	// Weight ranks every Locker's waits among a name's waiters, heavier
 	// first, 1 to 10 (locker.WithWeight); a caller's WithWeight overrides
 	// it. redis with fair: true ranks waiters; redis without fair, etcd,
-	// zk, postgres and redlock refuse an
-	// acquisition with a weight above 1 (errors.ErrUnsupported). Default: 1
-	// (0, unset, is 1).
+	// zk, postgres and redlock refuse an acquisition with a weight above 1
+	// (errors.ErrUnsupported). Default: 1 (0, unset, is 1).
 	Weight int `mapstructure:"weight"`
 }
 
