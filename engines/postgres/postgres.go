@@ -62,6 +62,7 @@ var (
 	_ driver.Renewer          = (*Engine)(nil)
 	_ driver.DeadlineHonourer = (*Engine)(nil)
 	_ driver.MinTTLer         = (*Engine)(nil)
+	_ driver.Weigher          = (*Engine)(nil)
 )
 
 type settings struct {
@@ -205,6 +206,11 @@ func (e *Engine) Schema() string { return e.schema }
 
 // MinTTL implements driver.MinTTLer.
 func (e *Engine) MinTTL() time.Duration { return MinTTL }
+
+// Weighs implements driver.Weigher: waiters are granted heaviest first
+// (locker.WithWeight), in their order of arrival within a weight; see the
+// package doc for what a weight costs.
+func (e *Engine) Weighs() bool { return true }
 
 // HonoursDeadlines implements driver.DeadlineHonourer: pgx ends a request
 // at its context's deadline (it sets the deadline on the socket).
