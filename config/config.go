@@ -208,9 +208,9 @@ type Lock struct {
 	TTL time.Duration `mapstructure:"ttl"`
 	// Weight ranks every Locker's waits among a name's waiters, heavier
 	// first, 1 to 10 (locker.WithWeight); a caller's WithWeight overrides
-	// it. redis with fair: true ranks waiters; redis without fair, etcd,
-	// zk, postgres and redlock refuse an acquisition with a weight above 1
-	// (errors.ErrUnsupported). Default: 1 (0, unset, is 1).
+	// it. redis with fair: true and postgres rank waiters; redis without
+	// fair, etcd, zk and redlock refuse an acquisition with a weight above
+	// 1 (errors.ErrUnsupported). Default: 1 (0, unset, is 1).
 	Weight int `mapstructure:"weight"`
 }
 

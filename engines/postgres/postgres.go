@@ -210,7 +210,7 @@ func (e *Engine) MinTTL() time.Duration { return MinTTL }
 // Weighs implements driver.Weigher: waiters are granted heaviest first
 // (locker.WithWeight), in their order of arrival within a weight; see the
 // package doc for what a weight costs.
-func (e *Engine) Weighs() bool { return true }
+func (e *Engine) Weighs() error { return nil }
 
 // HonoursDeadlines implements driver.DeadlineHonourer: pgx ends a request
 // at its context's deadline (it sets the deadline on the socket).
