@@ -84,7 +84,10 @@ func (h *hub) receive(i int, ps *goredis.PubSub) {
 	pause, connected := receiveRetry, false
 	for {
 		var msg any
-		err := h.connect(ps, connected)
+		var err error
+		if !connected {
+			err = h.connect(ps)
+		}
 		if err == nil {
 			connected = true
 			msg, err = ps.Receive(context.Background())
@@ -113,14 +116,10 @@ func (h *hub) receive(i int, ps *goredis.PubSub) {
 	}
 }
 
-// connect dials ps's connection, unless it has one, within the node
-// timeout: go-redis dials a subscription's connection under the lock that
+// connect dials ps's connection within the node timeout: go-redis dials a subscription's connection under the lock that
 // PubSub.Close takes, so a dial left to Receive (no deadline) to a frozen
 // node held Close up for the client's read timeout.
-func (h *hub) connect(ps *goredis.PubSub, connected bool) error {
-	if connected {
-		return nil
-	}
+func (h *hub) connect(ps *goredis.PubSub) error {
 	ctx, cancel := context.WithTimeout(context.Background(), h.e.timeout)
 	defer cancel()
 	return ps.Ping(ctx)
