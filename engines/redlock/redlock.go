@@ -176,10 +176,7 @@ func (e *Engine) PingNodes(ctx context.Context) ([]error, error) {
 	for _, a := range fanOut(ctx, e, e.all, func(ctx context.Context, i int) (struct{}, error) {
 		return struct{}{}, e.nodes[i].Ping(ctx).Err()
 	}, nil) {
-		errs[a.node] = nil
-		if a.err != nil {
-			errs[a.node] = fmt.Errorf("node %d: %w", a.node, a.err)
-		}
+		errs[a.node] = a.failure()
 	}
 	return errs, nil
 }
