@@ -126,6 +126,23 @@ func uncertain(err error) bool {
 	return !errors.As(err, &pgErr) && !errors.Is(err, errMismatch)
 }
 
+// retryAborted runs tx until PostgreSQL does not abort it as a deadlock's
+// victim or a serialization failure, or ctx ends. Such an abort rolled the
+// whole transaction back, and it says nothing of the database's health, so
+// the caller's budget goes on trying: a transaction marking several rows of
+// a name (a heavy arrival's, SetPermits') can deadlock with a renewal that
+// locks the same rows in another order.
+func retryAborted(ctx context.Context, tx func() error) error {
+	for {
+		err := tx()
+		var pgErr *pgconn.PgError
+		// 40P01 deadlock_detected, 40001 serialization_failure.
+		if !errors.As(err, &pgErr) || (pgErr.Code != "40P01" && pgErr.Code != "40001") || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
 // decide applies the rule to the caller's row. While another row is
 // pending (a heavy arrival not yet settled), the caller concludes no grant
 // the rule has not recorded: it waits for that row to settle or go.
@@ -230,7 +247,13 @@ func (e *Engine) enqueueHeavy(ctx context.Context, h *driver.Hold, st *holdState
 	if _, err := placed(q, st, err); err != nil {
 		return queue{}, err
 	}
-	q, err = e.settle(ctx, h, st)
+	err = retryAborted(ctx, func() error {
+		if e.beforeSettle != nil {
+			e.beforeSettle()
+		}
+		q, err = e.settle(ctx, h, st)
+		return err
+	})
 	if err != nil && !uncertain(err) {
 		e.withdrawLater(h, st) // the pending row was inserted
 	}

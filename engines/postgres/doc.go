@@ -134,7 +134,10 @@
 // advisory lock over the second answer's way back, so that the name's
 // arrivals wait that long, and its waiters conclude nothing for the
 // three. A heavy arrival that dies pending holds the waiters' grants until
-// its row expires (its TTL). It never retries. A marked row stays marked
+// its row expires (its TTL). It never retries, but for a transaction
+// PostgreSQL aborted as a deadlock's victim (a renewal locks the rows it
+// marks in its own order), which it runs again within the caller's
+// budget, as SetPermits does. A marked row stays marked
 // until it goes. Nothing ages a waiter: a steady stream of heavier
 // waiters starves lighter ones.
 //

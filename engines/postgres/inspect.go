@@ -221,11 +221,20 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 	if err := e.ready(rctx); err != nil {
 		return e.fail("set-permits", name, err)
 	}
-	err := pgx.BeginFunc(rctx, e.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(rctx, e.sql.lockName, e.lockKey(famPermit, name)); err != nil {
+	err := retryAborted(rctx, func() error { return e.setPermits(rctx, name, n) })
+	if err != nil {
+		return e.fail("set-permits", name, err)
+	}
+	return nil
+}
+
+// setPermits is SetPermits' transaction.
+func (e *Engine) setPermits(ctx context.Context, name string, n int) error {
+	return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, e.sql.lockName, e.lockKey(famPermit, name)); err != nil {
 			return err
 		}
-		rows, _, err := e.read(rctx, tx, famPermit, name)
+		rows, _, err := e.read(ctx, tx, famPermit, name)
 		if err != nil {
 			return err
 		}
@@ -235,13 +244,9 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 				granted = append(granted, r.seq)
 			}
 		}
-		_, err = tx.Exec(rctx, e.sql.setPermits, name, n, granted)
+		_, err = tx.Exec(ctx, e.sql.setPermits, name, n, granted)
 		return err
 	})
-	if err != nil {
-		return e.fail("set-permits", name, err)
-	}
-	return nil
 }
 
 // RecordedEpoch implements switcher.EpochRecord: a row of the epochs table.

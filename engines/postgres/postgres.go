@@ -74,6 +74,9 @@ type settings struct {
 	observer observe.Observer // nil: nothing observes
 	reapEach time.Duration    // how often the reaper runs
 	reapPast time.Duration    // how long past its expiry a row is reaped
+	// beforeSettle, if not nil, runs before each try of a heavy
+	// arrival's transaction (tests).
+	beforeSettle func()
 }
 
 // Option configures an Engine.

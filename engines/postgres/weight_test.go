@@ -1,11 +1,15 @@
 package postgres_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/orthrus-go/orthrus/engines/postgres"
 	"github.com/orthrus-go/orthrus/locker"
@@ -175,4 +179,70 @@ func TestSchemaWithoutWeightUpgraded(t *testing.T) {
 	noErr(t, heavy.Unlock())
 	lockertest.WantGranted(t, lightDone, "the weight-1 waiter")
 	noErr(t, light.Unlock())
+}
+
+// A heavy arrival's transaction that PostgreSQL aborts as a deadlock's
+// victim (here with a transaction locking the arrival's row, then the
+// holder's row it marks, in the other order, as a renewal can) is tried
+// again within the caller's budget: the caller sees no error.
+func TestHeavyArrivalDeadlockRetried(t *testing.T) {
+	name := uniqueName(t)
+	ctx := t.Context()
+	pool := newPool(t, dsn)
+	other := got(pool.Acquire(ctx))(t)
+	defer other.Release()
+	exec := func(sql string, args ...any) error { _, err := other.Exec(ctx, sql, args...); return err }
+	// The test's transaction waits longest before it looks for a
+	// deadlock, so that the arrival's is the one PostgreSQL aborts.
+	noErr(t, exec(`SET deadlock_timeout = '60s'`))
+	var tries atomic.Int32
+	crossed := make(chan error, 1)
+	settle := func() {
+		if tries.Add(1) > 1 {
+			return
+		}
+		// Before the arrival's transaction, lock its row; once it waits
+		// for it (having marked the holder's row), lock the holder's row
+		// too, and roll back once PostgreSQL has aborted the arrival's.
+		var heavy, holder int64
+		err := pool.QueryRow(ctx, `SELECT min(seq) FILTER (WHERE weight < 0), min(seq) FILTER (WHERE weight > 0)
+FROM weights.holds WHERE name = $1`, name).Scan(&heavy, &holder)
+		if err = cmp.Or(err, exec(`BEGIN`), exec(`UPDATE weights.holds SET expires = expires WHERE seq = $1`, heavy)); err != nil {
+			crossed <- err
+			return
+		}
+		go func() {
+			err := waitForLock(ctx, pool, "%SET weight = -weight%")
+			crossed <- cmp.Or(err, exec(`UPDATE weights.holds SET expires = expires WHERE seq = $1`, holder), exec(`ROLLBACK`))
+		}()
+	}
+	e := newEngine(t, pool, postgres.WithSchema("weights"))
+	heavyEngine := newEngine(t, newPool(t, dsn), postgres.WithSchema("weights"), postgres.WithBeforeSettle(settle))
+	holder := newLocker(t, e, name)
+	noErr(t, holder.Lock())
+	done := lockAsync(newLocker(t, heavyEngine, name, locker.WithWeight(3)), ctx)
+	noErr(t, <-crossed)
+	select {
+	case err := <-done:
+		t.Fatalf("the heavy waiter's Lock returned %v before the holder's release", err)
+	default:
+	}
+	noErr(t, holder.Unlock())
+	if err := <-done; err != nil {
+		t.Fatalf("the heavy waiter's Lock: %v, want no error: a deadlock's victim is tried again", err)
+	}
+	if n := tries.Load(); n != 2 {
+		t.Fatalf("the arrival's transaction ran %d times, want 2", n)
+	}
+}
+
+// waitForLock returns once a session running a statement like query waits
+// for a lock: no event tells it.
+func waitForLock(ctx context.Context, pool *pgxpool.Pool, query string) error {
+	for waiting := 0; waiting == 0; time.Sleep(10 * time.Millisecond) {
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`, query).Scan(&waiting); err != nil {
+			return err
+		}
+	}
+	return nil
 }
