@@ -4,9 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +14,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx", for pglock
 
 	"github.com/orthrus-go/orthrus/engines/postgres"
+	"github.com/orthrus-go/orthrus/internal/benchround"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
@@ -53,11 +52,7 @@ type contender struct {
 // runs first.
 func implementations() []string {
 	names := []string{"orthrus", "pglock"}
-	if r, err := strconv.Atoi(os.Getenv("ORTHRUS_BENCH_ROUND")); err == nil && r > 0 {
-		k := r % len(names)
-		names = append(names[k:], names[:k]...)
-	}
-	return names
+	return benchround.Rotate(names)
 }
 
 func implementation(b *testing.B, impl string, owners int) contender {
