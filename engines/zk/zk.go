@@ -351,9 +351,11 @@ func (e *Engine) Name() string { return e.name }
 func (e *Engine) Conn() (*gozk.Conn, []gozk.ACL) { return e.conn, e.acl }
 
 // Weighs implements driver.Weigher: the waiters of a mutex and of a
-// read-write lock are ranked by weight (locker.WithWeight); a semaphore
-// refuses a weight above 1 with an error wrapping errors.ErrUnsupported.
-func (e *Engine) Weighs() bool { return true }
+// read-write lock are ranked by weight (locker.WithWeight), so it returns
+// nil; a semaphore's Acquire still refuses a weight above 1 with its
+// reason, wrapping errors.ErrUnsupported (Core's check is per engine, not
+// per kind).
+func (e *Engine) Weighs() error { return nil }
 
 // MinTTL is the shortest TTL, or fixed lease, the engine accepts.
 // ZooKeeper keeps no per-hold TTL: a hold lives as long as the session
