@@ -163,19 +163,31 @@ func (w *lockWaiter) confirm(ctx context.Context, h *driver.Hold, ops ...clientv
 }
 
 // checkFull reads the whole queue with the waiter's key and decides by
-// lockrule.DecideHeld, from then on: a queue that held a heavy key.
+// lockrule.DecideHeld, from then on: a queue that held a heavy key. When
+// the floor is newer than the key, the same transaction rewrites it: its
+// revision is the token should the key be granted (see granted), with no
+// request more.
 func (w *lockWaiter) checkFull(ctx context.Context, h *driver.Hold) (watchSpec, int64, error) {
 	w.full, w.marks, w.sole = true, false, false
-	resp, err := w.e.ifCreated(ctx, w.st.key, w.st.rev, clientv3.OpGet(w.queue, clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)), w.floorOp())
+	all := clientv3.OpGet(w.queue, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	resp, err := w.e.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(w.st.key), "=", w.st.rev), clientv3.Compare(clientv3.ModRevision(w.floor), ">", w.st.rev)).
+		Then(all, clientv3.OpPut(w.floor, "")).
+		Else(all, w.floorOp()).
+		Commit()
 	if err != nil {
 		return watchSpec{}, 0, err
 	}
-	w.sawFloor(resp.Responses[1])
-	spec, err := w.decide(resp.Responses[0].GetResponseRange().Kvs)
+	spec, err := w.decide(resp.Responses[0].GetResponseRange().Kvs) // errKeyGone without the key
 	if err != nil || spec.key != "" {
 		return spec, resp.Header.Revision, err
 	}
+	if resp.Succeeded {
+		h.Token = uint64(resp.Header.Revision)
+		w.floorRev = resp.Header.Revision
+		return watchSpec{}, 0, nil
+	}
+	w.sawFloor(resp.Responses[1])
 	return w.granted(ctx, h)
 }
 
