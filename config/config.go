@@ -115,7 +115,8 @@ type Engine struct {
 	SentinelPasswordFile string `mapstructure:"sentinel_password_file"`
 	// Fair makes the engine's mutexes strictly first come, first served
 	// across processes, with a queue of waiters in Redis (redis.WithFair).
-	// Give every engine sharing the prefix the same setting. Redis only.
+	// Give every engine sharing the prefix the same setting. It is also
+	// what lets a redis engine rank waiters by lock.weight. Redis only.
 	// Default: false.
 	Fair bool `mapstructure:"fair"`
 
@@ -207,9 +208,9 @@ type Lock struct {
 	TTL time.Duration `mapstructure:"ttl"`
 	// Weight ranks every Locker's waits among a name's waiters, heavier
 	// first, 1 to 10 (locker.WithWeight); a caller's WithWeight overrides
-	// it. No engine type here ranks waiters yet: each refuses an
-	// acquisition with a weight above 1 (errors.ErrUnsupported). Default: 1
-	// (0, unset, is 1).
+	// it. redis with fair: true and postgres rank waiters; redis without
+	// fair, etcd, zk and redlock refuse an acquisition with a weight above
+	// 1 (errors.ErrUnsupported). Default: 1 (0, unset, is 1).
 	Weight int `mapstructure:"weight"`
 }
 

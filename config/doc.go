@@ -20,7 +20,7 @@
 //	    type: redis               # redis | zk | etcd | postgres | redlock
 //	    addrs: ["10.0.0.5:6379"]  # 1 = single node, several = Cluster, + master_name = Sentinel
 //	    prefix: myapp/locks
-//	    fair: true                # redis: strict FIFO across processes (default false)
+//	    fair: true                # redis: strict FIFO across processes, and weights (default false)
 //	  - name: zk-backup
 //	    type: zk
 //	    servers: ["10.0.0.7:2181"]

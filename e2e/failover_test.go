@@ -30,14 +30,25 @@ import (
 //
 //	go test -run '^$' -bench Failover -benchtime 5x ./e2e/
 
-// engineYAML is the config entry of one engine of kind on addr (for
-// postgres, a DSN: see address).
-func engineYAML(kind, addr string) string {
-	if kind == "postgres" {
-		return fmt.Sprintf("  - {name: %s, type: %s, dsn: %q}\n", kind, kind, addr)
+// engineYAML is the config entry of one engine of kind on addrs (for
+// postgres, a DSN; for redlock, its nodes: see addresses).
+func engineYAML(kind string, addrs ...string) string {
+	switch kind {
+	case "postgres":
+		return fmt.Sprintf("  - {name: %s, type: %s, dsn: %q}\n", kind, kind, addrs[0])
+	case "redlock":
+		return fmt.Sprintf("  - {name: %s, type: %s, addrs: [%s]}\n", kind, kind, strings.Join(quoted(addrs), ", "))
 	}
 	field := map[string]string{"redis": "addrs", "etcd": "endpoints", "zk": "servers"}[kind]
-	return fmt.Sprintf("  - {name: %s, type: %s, %s: [%q]}\n", kind, kind, field, addr)
+	return fmt.Sprintf("  - {name: %s, type: %s, %s: [%q]}\n", kind, kind, field, addrs[0])
+}
+
+func quoted(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strconv.Quote(s)
+	}
+	return out
 }
 
 func startServer(tb testing.TB, kind string) *testserver.Server {
@@ -53,12 +64,25 @@ func startServer(tb testing.TB, kind string) *testserver.Server {
 	}
 }
 
-// address is what engineYAML takes for s, a server of kind.
-func address(kind string, s *testserver.Server) string {
-	if kind == "postgres" {
-		return s.DSN()
+// startServers starts the servers of one engine of kind: three
+// independent redis-servers for redlock, one server otherwise.
+func startServers(tb testing.TB, kind string) []*testserver.Server {
+	if kind != "redlock" {
+		return []*testserver.Server{startServer(tb, kind)}
 	}
-	return s.Addr()
+	return []*testserver.Server{testserver.Redis(tb), testserver.Redis(tb), testserver.Redis(tb)}
+}
+
+// addresses are what engineYAML takes for ss, the servers of kind.
+func addresses(kind string, ss []*testserver.Server) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = s.Addr()
+		if kind == "postgres" {
+			out[i] = s.DSN()
+		}
+	}
+	return out
 }
 
 func injure(s *testserver.Server, fault string) error {
@@ -77,10 +101,14 @@ type failoverSample struct {
 // failoverOnce runs load through a switcher over a fresh primary of kind
 // and a secondary, injures the primary, and measures.
 func failoverOnce(tb testing.TB, kind, fault string, secondary *testserver.Server, secondaryKind string) failoverSample {
-	primary := startServer(tb, kind)
-	tb.Cleanup(func() { _ = primary.Resume() })
+	primary := startServers(tb, kind)
+	tb.Cleanup(func() {
+		for _, s := range primary {
+			_ = s.Resume()
+		}
+	})
 	path := filepath.Join(tb.TempDir(), "failover.yaml")
-	yaml := "engines:\n" + engineYAML(kind, address(kind, primary)) + engineYAML(secondaryKind, address(secondaryKind, secondary))
+	yaml := "engines:\n" + engineYAML(kind, addresses(kind, primary)...) + engineYAML(secondaryKind, addresses(secondaryKind, []*testserver.Server{secondary})...)
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		tb.Fatal(err)
 	}
@@ -140,8 +168,10 @@ func failoverOnce(tb testing.TB, kind, fault string, secondary *testserver.Serve
 	mu.Lock()
 	faultAt = time.Now()
 	mu.Unlock()
-	if err := injure(primary, fault); err != nil {
-		tb.Fatal(err)
+	for _, s := range primary[:len(primary)/2+1] { // a majority of redlock's nodes
+		if err := injure(s, fault); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	var s failoverSample
 	select {
@@ -171,7 +201,7 @@ func failoverOnce(tb testing.TB, kind, fault string, secondary *testserver.Serve
 }
 
 func BenchmarkFailover(b *testing.B) {
-	for _, kind := range []string{"redis", "etcd", "zk", "postgres"} {
+	for _, kind := range []string{"redis", "etcd", "zk", "postgres", "redlock"} {
 		secondaryKind := "redis"
 		if kind == "redis" {
 			secondaryKind = "etcd"

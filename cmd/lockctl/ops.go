@@ -146,7 +146,28 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	}
 	defer es.Close()
 	st.engines = es.Dialed
+	st.pingNodes()
 	return st.print(stdout)
+}
+
+// nodePinger is an engine over several independent nodes (redlock) that
+// can tell which of them answer.
+type nodePinger interface {
+	PingNodes(ctx context.Context) ([]error, error)
+}
+
+// pingNodes asks the engines over several nodes, within one probe, which
+// nodes answer: a quorum that answers is healthy, but the operator should
+// see the node that does not.
+func (st *statusReport) pingNodes() {
+	ctx, cancel := context.WithTimeout(context.Background(), st.probe)
+	defer cancel()
+	st.nodeErrs = make([][]error, len(st.engines))
+	for i, d := range st.engines {
+		if p, ok := d.Engine.(nodePinger); ok && d.Err == nil {
+			st.nodeErrs[i], _ = p.PingNodes(ctx)
+		}
+	}
 }
 
 // sourceWhere names the source of cfg as status prints it: "file PATH",
@@ -196,14 +217,32 @@ func (st *statusReport) notAnswering(err error) error {
 	return err
 }
 
-func (st *statusReport) health(d cfgops.Dialed) string {
+func (st *statusReport) health(i int, d cfgops.Dialed) string {
 	switch {
 	case d.Err == nil:
-		return "ok (" + drill.Round(d.Took).String() + ")"
+		return "ok (" + drill.Round(d.Took).String() + ")" + st.nodesDown(i)
 	case errors.Is(d.Err, context.DeadlineExceeded) || st.probe > 0 && d.Took >= st.probe:
 		return fmt.Sprintf("DOWN: not answering within %v", st.probe)
 	}
 	return "DOWN: " + cause(d.Err).Error()
+}
+
+// nodesDown lists the nodes of engine i that did not answer its ping,
+// with their addresses; "" when all did.
+func (st *statusReport) nodesDown(i int) string {
+	if i >= len(st.nodeErrs) {
+		return "" // not asked
+	}
+	var down []string
+	for n, err := range st.nodeErrs[i] {
+		if err != nil {
+			down = append(down, st.cfg.Engines[i].Addrs[n])
+		}
+	}
+	if len(down) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", but %d of %d nodes not answering: %s", len(down), len(st.nodeErrs[i]), strings.Join(down, " "))
 }
 
 // statusReport is what lockctl status found, side by side: the source,
@@ -215,7 +254,8 @@ type statusReport struct {
 	value     cfgops.SourceValue
 	srcErr    error
 	engines   []cfgops.Dialed
-	roster    bool // the source lists its switchers
+	nodeErrs  [][]error // by engine: each node's ping (engines over several nodes)
+	roster    bool      // the source lists its switchers
 	members   []switcher.Member
 	rosterErr error
 	now       time.Time // for "ago"; zero: time.Now
@@ -269,7 +309,7 @@ func (st *statusReport) print(w io.Writer) error {
 		if d.Err != nil {
 			down = append(down, d.Name)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, role(i), procs, m, cfgops.Security(&st.cfg.Engines[i]), st.health(d))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, role(i), procs, m, cfgops.Security(&st.cfg.Engines[i]), st.health(i, d))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

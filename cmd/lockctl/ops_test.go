@@ -319,3 +319,29 @@ func TestStatusWithAnEngineDown(t *testing.T) {
 		t.Errorf("stderr %q; want it to name the engine down", errOut)
 	}
 }
+
+// A redlock engine with one of its three nodes frozen: status calls it
+// healthy but names the node that does not answer, and commands exit
+// promptly instead of waiting on the frozen node at close.
+func TestStatusRedlockNodeFrozen(t *testing.T) {
+	var servers []*testserver.Server
+	var addrs []string
+	for range 3 {
+		s := testserver.Redis(t)
+		servers, addrs = append(servers, s), append(addrs, s.Addr())
+	}
+	if err := servers[2].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = servers[2].Resume() })
+	engine := fmt.Sprintf(`{name: redlock, type: redlock, addrs: [%s], prefix: lockctl-frozen, node_timeout: 250ms}`, quoteList(addrs))
+	path := writeOpsConfig(t, "redlock", []string{engine})
+	start := time.Now()
+	code, out, errOut := lockctlRun(t, "", "status", "--config", path)
+	if took := time.Since(start); code != 0 || took > 2*time.Second {
+		t.Fatalf("lockctl status exited %d after %v; want 0 within 2s\nstdout:\n%s\nstderr:\n%s", code, took, out, errOut)
+	}
+	if want := "ok ("; !strings.Contains(out, want) || !strings.Contains(out, "1 of 3 nodes not answering: "+addrs[2]) {
+		t.Errorf("status lacks the healthy quorum with node %s named as not answering\nstdout:\n%s", addrs[2], out)
+	}
+}

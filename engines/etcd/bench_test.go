@@ -9,6 +9,7 @@ import (
 
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"github.com/orthrus-go/orthrus/internal/benchround"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/locker/driver"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
@@ -74,12 +75,21 @@ func concurrencyOwners(b *testing.B, n int) []owner {
 	return owners
 }
 
+// implementations are compared in an order that scripts/bench rotates
+// from round to round, so that none always runs first.
+func implementations() []implementation {
+	return benchround.Rotate([]implementation{{"orthrus", orthrusOwners}, {"orthrus-lockctx", orthrusCtxOwner}, {"concurrency", concurrencyOwners}})
+}
+
+// implementation makes n owners of one name.
+type implementation struct {
+	name   string
+	owners func(b *testing.B, n int) []owner
+}
+
 // BenchmarkLockUnlock is one owner locking and unlocking, uncontended.
 func BenchmarkLockUnlock(b *testing.B) {
-	for _, impl := range []struct {
-		name   string
-		owners func(*testing.B, int) []owner
-	}{{"orthrus", orthrusOwners}, {"orthrus-lockctx", orthrusCtxOwner}, {"concurrency", concurrencyOwners}} {
+	for _, impl := range implementations() {
 		b.Run(impl.name, func(b *testing.B) {
 			o := impl.owners(b, 1)[0]
 			lockUnlock := func() {
@@ -103,10 +113,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 // median time from a holder's Unlock to the next holder's Lock returning.
 func BenchmarkHandoff(b *testing.B) {
 	const owners = 8
-	for _, impl := range []struct {
-		name   string
-		owners func(*testing.B, int) []owner
-	}{{"orthrus", orthrusOwners}, {"orthrus-lockctx", orthrusCtxOwner}, {"concurrency", concurrencyOwners}} {
+	for _, impl := range implementations() {
 		b.Run(impl.name, func(b *testing.B) {
 			ms := make([]lockertest.Mutex, owners)
 			for i, o := range impl.owners(b, owners) {

@@ -199,7 +199,7 @@ func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, 
 
 // Weighs implements driver.Weigher: waiters are granted heaviest first
 // (locker.WithWeight), in their order of arrival within a weight.
-func (e *Engine) Weighs() bool { return true }
+func (e *Engine) Weighs() error { return nil }
 
 // HonoursDeadlines implements driver.DeadlineHonourer: a release returns
 // when its context ends.

@@ -18,9 +18,8 @@ import (
 	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
-// holdState is a hold's or waiter's row: its place in line (also the
-// fencing token, but for a downgrade) and the nonce that finds a row whose
-// insert got no answer.
+// holdState is a hold's or waiter's row: its place in line and the nonce
+// that finds a row whose insert got no answer.
 type holdState struct {
 	fam   int16
 	seq   int64
@@ -32,8 +31,10 @@ type entry struct {
 	seq       int64
 	kind      inspect.Kind
 	permits   int
+	weight    int
+	token     int64
 	downgrade bool
-	granted   bool          // by SetPermits
+	granted   bool          // recorded: by SetPermits or a heavy arrival
 	left      time.Duration // until it expires, by the database's clock
 	mine      bool
 }
@@ -74,7 +75,12 @@ func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, 
 		w = e.hub.join(st.fam, h.Name)
 		defer e.hub.leave(w)
 	}
-	q, err := e.enqueue(ctx, h, st)
+	// TryLock ranks as without a weight: it never waits to be passed.
+	weight := int16(1)
+	if wait {
+		weight = int16(max(h.Weight, 1))
+	}
+	q, err := e.enqueue(ctx, h, st, weight)
 	waited := false
 	for {
 		if err != nil {
@@ -85,12 +91,12 @@ func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, 
 		}
 		if q.own < 0 { // the waiter's row expired under it: in line again
 			h.Asking()
-			q, err = e.enqueue(ctx, h, st)
+			q, err = e.enqueue(ctx, h, st, weight)
 			continue
 		}
-		v := lockrule.Decide(q.entries(), q.own, q.count)
-		if v.Granted || q.rows[q.own].granted {
-			e.grant(ctx, h, st, waited)
+		v := q.decide()
+		if v.Granted {
+			e.grant(ctx, h, st, q.rows[q.own].token, waited)
 			return true, nil
 		}
 		if !wait {
@@ -120,21 +126,76 @@ func uncertain(err error) bool {
 	return !errors.As(err, &pgErr) && !errors.Is(err, errMismatch)
 }
 
-func (q *queue) entries() []lockrule.Entry {
-	out := make([]lockrule.Entry, len(q.rows))
-	for i, r := range q.rows {
-		out[i] = lockrule.Entry{Kind: r.kind, Permits: r.permits, Downgrade: r.downgrade}
+// retryAborted runs tx until PostgreSQL does not abort it as a deadlock's
+// victim or a serialization failure, or ctx ends. Such an abort rolled the
+// whole transaction back, and it says nothing of the database's health, so
+// the caller's budget goes on trying: a transaction marking several rows of
+// a name (a heavy arrival's, SetPermits') can deadlock with a renewal that
+// locks the same rows in another order.
+func retryAborted(ctx context.Context, tx func() error) error {
+	for {
+		err := tx()
+		var pgErr *pgconn.PgError
+		// 40P01 deadlock_detected, 40001 serialization_failure.
+		if !errors.As(err, &pgErr) || (pgErr.Code != "40P01" && pgErr.Code != "40001") || ctx.Err() != nil {
+			return err
+		}
 	}
-	return out
 }
 
-// grant fills h. A permit granted after a wait tells the waiter behind it,
-// which waits for this grant (lockrule: the entry before it).
-func (e *Engine) grant(ctx context.Context, h *driver.Hold, st *holdState, waited bool) {
-	h.Token = uint64(st.seq)
-	if h.Writer != nil {
-		h.Token = h.Writer.Token
+// decide applies the rule to the caller's row. While another row is
+// pending (a heavy arrival not yet settled), the caller concludes no grant
+// the rule has not recorded: it waits for that row to settle or go.
+func (q *queue) decide() lockrule.Verdict {
+	entries, held := q.rule()
+	if held[q.own] || entries[q.own].Downgrade {
+		return lockrule.Verdict{Granted: true}
 	}
+	var pending []int
+	for i, r := range q.rows {
+		if r.weight < 0 && i != q.own {
+			pending = append(pending, i)
+		}
+	}
+	if len(pending) > 0 {
+		return lockrule.Verdict{Blockers: pending}
+	}
+	return lockrule.DecideHeld(entries, held, q.own, q.count)
+}
+
+// rule returns the queue as the rule reads it, and which of its rows are
+// held already (see markDowngraded).
+func (q *queue) rule() ([]lockrule.Entry, []bool) {
+	out := make([]lockrule.Entry, len(q.rows))
+	held := make([]bool, len(q.rows))
+	for i, r := range q.rows {
+		out[i] = lockrule.Entry{Kind: r.kind, Permits: r.permits, Downgrade: r.downgrade, Weight: r.weight}
+		held[i] = r.granted
+	}
+	markDowngraded(out, held, func(i int) int64 { return q.rows[i].token })
+	return out, held
+}
+
+// markDowngraded adds to held, the rows whose grant is recorded, the
+// writers whose downgraded readers prove them held: a downgrade's token is
+// its writer's. Nothing else is recorded at a grant; the rule derives the
+// rest from the queue.
+func markDowngraded(q []lockrule.Entry, held []bool, token func(int) int64) {
+	for j, d := range q {
+		if !d.Downgrade {
+			continue
+		}
+		for i := range q {
+			held[i] = held[i] || q[i].Kind == inspect.KindWrite && token(i) == token(j)
+		}
+	}
+}
+
+// grant fills h, whose row holds token (see the recheck statement). A
+// permit granted after a wait tells the waiter behind it, which waits for
+// this grant (lockrule: the entry ranked before it).
+func (e *Engine) grant(ctx context.Context, h *driver.Hold, st *holdState, token int64, waited bool) {
+	h.Token = uint64(token)
 	h.State = st
 	// A fixed lease with a lock delay is forgotten by the Core without a
 	// release: it would stay in held for good.
@@ -154,39 +215,106 @@ func (e *Engine) grant(ctx context.Context, h *driver.Hold, st *holdState, waite
 
 // enqueue inserts the caller's row and reads the name's queue, in one
 // batch: one round trip, one transaction under the name's advisory lock.
-func (e *Engine) enqueue(ctx context.Context, h *driver.Hold, st *holdState) (queue, error) {
+// A heavy row (weight above 1) takes enqueueHeavy's three.
+func (e *Engine) enqueue(ctx context.Context, h *driver.Hold, st *holdState, weight int16) (queue, error) {
 	rctx, cancel := e.bound(ctx)
 	defer cancel()
 	if err := e.ready(rctx); err != nil {
 		return queue{}, err
 	}
+	if weight > 1 {
+		return e.enqueueHeavy(rctx, h, st, weight)
+	}
 	b := &pgx.Batch{}
+	e.queueLock(b, h, st)
+	e.queueInsert(b, h, st, weight)
+	q, err := readBatch(e.pool.SendBatch(rctx, b), b.Len()-1, 0, h.Limit)
+	return placed(q, st, err)
+}
+
+// enqueueHeavy inserts a heavy row, which may rank ahead of rows that came
+// before it, so that it cannot take a grant from one of them. The row is
+// inserted pending (its weight negated) as a weight-1 row is; then, in one
+// transaction under the name's advisory lock, the arrival looks at the
+// queue, records as granted the rows the rule grants there (pending rows
+// left out), settles its row and reads the queue again. Three round trips,
+// with the lock held over the second answer's way back.
+func (e *Engine) enqueueHeavy(ctx context.Context, h *driver.Hold, st *holdState, weight int16) (queue, error) {
+	b := &pgx.Batch{}
+	e.queueLock(b, h, st)
+	e.queueInsert(b, h, st, -weight)
+	q, err := readBatch(e.pool.SendBatch(ctx, b), b.Len()-1, 0, h.Limit)
+	if _, err := placed(q, st, err); err != nil {
+		return queue{}, err
+	}
+	err = retryAborted(ctx, func() error {
+		if e.beforeSettle != nil {
+			e.beforeSettle()
+		}
+		q, err = e.settle(ctx, h, st)
+		return err
+	})
+	if err != nil && !uncertain(err) {
+		e.withdrawLater(h, st) // the pending row was inserted
+	}
+	return q, err
+}
+
+// settle is enqueueHeavy's transaction.
+func (e *Engine) settle(ctx context.Context, h *driver.Hold, st *holdState) (queue, error) {
+	conn, err := e.pool.Acquire(ctx)
+	if err != nil {
+		return queue{}, err
+	}
+	// A connection a failure left in the transaction is closed, not reused.
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(e.sql.lockName, e.lockKey(st.fam, h.Name))
+	b.Queue(e.sql.look, st.fam, h.Name)
+	before, err := readBatch(conn.SendBatch(ctx, b), b.Len()-1, 0, h.Limit)
+	if err != nil {
+		return queue{}, err
+	}
+	before.rows = slices.DeleteFunc(before.rows, func(r entry) bool { return r.weight < 0 })
+	entries, held := before.rule()
+	var seqs []int64
+	for i, g := range lockrule.Grants(entries, held, before.count) {
+		if g && !held[i] {
+			seqs = append(seqs, before.rows[i].seq)
+		}
+	}
+	b = &pgx.Batch{}
+	b.Queue(e.sql.mark, st.fam, h.Name, seqs)
+	b.Queue(e.sql.settle, st.fam, h.Name, st.seq)
+	b.Queue(e.sql.recheck, st.fam, h.Name, st.seq, h.Life().Seconds())
+	b.Queue("COMMIT")
+	return readBatch(conn.SendBatch(ctx, b), 2, 1, h.Limit)
+}
+
+// queueLock queues the name's advisory lock and, for a semaphore, the
+// stored count's first value.
+func (e *Engine) queueLock(b *pgx.Batch, h *driver.Hold, st *holdState) {
 	b.Queue(e.sql.lockName, e.lockKey(st.fam, h.Name))
 	if h.Kind == inspect.KindPermit {
 		b.Queue(e.sql.countInit, h.Name, h.Limit)
 	}
+}
+
+// queueInsert queues the insert of the caller's row and the read of its
+// queue.
+func (e *Engine) queueInsert(b *pgx.Batch, h *driver.Hold, st *holdState, weight int16) {
 	var writer int64
 	if h.Writer != nil {
 		writer = int64(h.Writer.Token)
 	}
 	b.Queue(e.sql.enqueue, st.fam, h.Name, int16(h.Kind), h.Owner, st.nonce, max(h.Permits, 1),
-		h.Writer != nil, writer, h.Life().Seconds(), h.CheckLimit, h.Limit)
-	br := e.pool.SendBatch(rctx, b)
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return queue{}, err
-	}
-	if h.Kind == inspect.KindPermit {
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
-			return queue{}, err
-		}
-	}
-	rows, _ := br.Query()
-	q, err := readQueue(rows, h.Limit)
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+		h.Writer != nil, writer, h.Life().Seconds(), h.CheckLimit, h.Limit, weight)
+}
+
+// placed checks that the insert of enqueue's queue q found its condition
+// (the stored count) and notes the row's seq.
+func placed(q queue, st *holdState, err error) (queue, error) {
 	if err == nil && q.own < 0 {
 		err = errMismatch // the insert's condition: the stored count differs
 	}
@@ -196,7 +324,30 @@ func (e *Engine) enqueue(ctx context.Context, h *driver.Hold, st *holdState) (qu
 	return q, err
 }
 
-// recheck reads the rows before the waiter's (and downgraded readers) and
+// readBatch reads a batch's results: before statements, the queue's rows,
+// after statements; limit stands for a missing count.
+func readBatch(br pgx.BatchResults, before, after, limit int) (queue, error) {
+	var (
+		q   queue
+		err error
+	)
+	for i := 0; err == nil && i < before; i++ {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		rows, _ := br.Query()
+		q, err = readQueue(rows, limit)
+	}
+	for i := 0; err == nil && i < after; i++ {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return q, err
+}
+
+// recheck reads the rows that may count against the waiter's, and
 // extends the waiter's own row.
 func (e *Engine) recheck(ctx context.Context, h *driver.Hold, st *holdState) (queue, error) {
 	rctx, cancel := e.bound(ctx)
@@ -211,17 +362,18 @@ func readQueue(rows pgx.Rows, limit int) (queue, error) {
 	q := queue{own: -1, count: limit}
 	for rows.Next() {
 		var (
-			r     entry
-			kind  int16
-			perm  int32
-			left  float64
-			count *int32
+			r            entry
+			kind, weight int16
+			perm         int32
+			left         float64
+			count        *int32
 		)
-		if err := rows.Scan(&r.seq, &kind, &perm, &r.downgrade, &r.granted, &left, &r.mine, &count); err != nil {
+		if err := rows.Scan(&r.seq, &kind, &perm, &r.downgrade, &r.granted, &weight, &r.token, &left, &r.mine, &count); err != nil {
 			rows.Close()
 			return queue{}, err
 		}
-		r.kind, r.permits, r.left = inspect.Kind(kind), int(perm), time.Duration(left*float64(time.Second))
+		r.kind, r.permits, r.weight = inspect.Kind(kind), int(perm), int(weight)
+		r.left = time.Duration(left * float64(time.Second))
 		if count != nil {
 			q.count = int(*count)
 		}

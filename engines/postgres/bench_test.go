@@ -4,9 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +14,8 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx", for pglock
 
 	"github.com/orthrus-go/orthrus/engines/postgres"
+	"github.com/orthrus-go/orthrus/internal/benchround"
+	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
@@ -52,28 +52,24 @@ type contender struct {
 // runs first.
 func implementations() []string {
 	names := []string{"orthrus", "pglock"}
-	if r, err := strconv.Atoi(os.Getenv("ORTHRUS_BENCH_ROUND")); err == nil && r > 0 {
-		k := r % len(names)
-		names = append(names[k:], names[:k]...)
-	}
-	return names
+	return benchround.Rotate(names)
 }
 
 func implementation(b *testing.B, impl string, owners int) contender {
 	if impl == "pglock" {
 		return pglockContender(b, owners)
 	}
-	return orthrusContender(b, owners)
+	return orthrusContender(b, slices.Repeat([]int{1}, owners)...)
 }
 
-// orthrusContender's owners are on engines of their own; a waiter is
-// parked once its row is in the table next to the holder's.
-func orthrusContender(b *testing.B, owners int) contender {
+// orthrusContender's owners, of weights, are on engines of their own; a
+// waiter is parked once its row is in the table next to the holder's.
+func orthrusContender(b *testing.B, weights ...int) contender {
 	name := benchName(b)
 	p := newPool(b, dsn)
-	c := contender{owners: []lockertest.Mutex{newLocker(b, newEngine(b, p, postgres.WithSchema("bench")), name)}}
-	for range owners - 1 {
-		c.owners = append(c.owners, newLocker(b, benchEngine(b), name))
+	c := contender{owners: []lockertest.Mutex{newLocker(b, newEngine(b, p, postgres.WithSchema("bench")), name, locker.WithWeight(weights[0]))}}
+	for _, w := range weights[1:] {
+		c.owners = append(c.owners, newLocker(b, benchEngine(b), name, locker.WithWeight(w)))
 	}
 	c.parked = func(b *testing.B, _ int) {
 		for {
@@ -220,6 +216,19 @@ func BenchmarkHandoff(b *testing.B) {
 	for _, impl := range implementations() {
 		b.Run(impl, func(b *testing.B) {
 			handoffs(b, implementation(b, impl, 2))
+		})
+	}
+}
+
+// BenchmarkHandoffWeighted is BenchmarkHandoff's orthrus with owners of
+// weight 1 and with owners of weights 10 and 3, one after the other in
+// each run: every hand-off of the second goes to a waiter heavier than 1,
+// whose arrival recorded its holder's grant, and whose re-read reads the
+// holder's row behind it. Compare their handoff-ms.
+func BenchmarkHandoffWeighted(b *testing.B) {
+	for _, weights := range [][]int{{1, 1}, {10, 3}} {
+		b.Run(fmt.Sprintf("weights=%d,%d", weights[0], weights[1]), func(b *testing.B) {
+			handoffs(b, orthrusContender(b, weights...))
 		})
 	}
 }

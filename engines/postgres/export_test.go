@@ -9,3 +9,11 @@ func WithReap(every, after time.Duration) Option {
 		return nil
 	}
 }
+
+// WithBeforeSettle runs f before each try of a heavy arrival's transaction.
+func WithBeforeSettle(f func()) Option {
+	return func(s *settings) error {
+		s.beforeSettle = f
+		return nil
+	}
+}

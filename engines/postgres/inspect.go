@@ -58,20 +58,20 @@ func (e *Engine) read(ctx context.Context, q querier, fam int16, name string) ([
 	for rows.Next() {
 		var (
 			s                   shown
-			kind                int16
+			kind, weight        int16
 			perm                int32
 			token               int64
 			left                float64
 			downgraded, granted bool
 		)
-		if err := rows.Scan(&s.seq, &kind, &s.holder.Owner, &perm, &token, &left, &downgraded, &granted); err != nil {
+		if err := rows.Scan(&s.seq, &kind, &s.holder.Owner, &perm, &token, &left, &downgraded, &granted, &weight); err != nil {
 			rows.Close()
 			return nil, 0, err
 		}
 		s.holder.Kind, s.holder.Permits, s.holder.Token = inspect.Kind(kind), int(perm), uint64(token)
 		s.holder.TTL = time.Duration(left * float64(time.Second))
 		out = append(out, s)
-		entries = append(entries, lockrule.Entry{Kind: s.holder.Kind, Permits: int(perm), Downgrade: downgraded})
+		entries = append(entries, lockrule.Entry{Kind: s.holder.Kind, Permits: int(perm), Downgrade: downgraded, Weight: int(weight)})
 		held = append(held, granted)
 	}
 	if err := rows.Err(); err != nil {
@@ -83,12 +83,7 @@ func (e *Engine) read(ctx context.Context, q querier, fam int16, name string) ([
 			return nil, 0, err
 		}
 	}
-	// A downgraded reader's token is its writer's, which it proves held.
-	for _, d := range out {
-		for i := range out {
-			held[i] = held[i] || d.holder.Kind == inspect.KindRead && entries[i].Kind == inspect.KindWrite && d.holder.Token == uint64(out[i].seq)
-		}
-	}
+	markDowngraded(entries, held, func(i int) int64 { return int64(out[i].holder.Token) })
 	for i, g := range lockrule.Grants(entries, held, count) {
 		out[i].granted = g
 	}
@@ -226,11 +221,20 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 	if err := e.ready(rctx); err != nil {
 		return e.fail("set-permits", name, err)
 	}
-	err := pgx.BeginFunc(rctx, e.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(rctx, e.sql.lockName, e.lockKey(famPermit, name)); err != nil {
+	err := retryAborted(rctx, func() error { return e.setPermits(rctx, name, n) })
+	if err != nil {
+		return e.fail("set-permits", name, err)
+	}
+	return nil
+}
+
+// setPermits is SetPermits' transaction.
+func (e *Engine) setPermits(ctx context.Context, name string, n int) error {
+	return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, e.sql.lockName, e.lockKey(famPermit, name)); err != nil {
 			return err
 		}
-		rows, _, err := e.read(rctx, tx, famPermit, name)
+		rows, _, err := e.read(ctx, tx, famPermit, name)
 		if err != nil {
 			return err
 		}
@@ -240,13 +244,9 @@ func (e *Engine) SetPermits(ctx context.Context, name string, n int) error {
 				granted = append(granted, r.seq)
 			}
 		}
-		_, err = tx.Exec(rctx, e.sql.setPermits, name, n, granted)
+		_, err = tx.Exec(ctx, e.sql.setPermits, name, n, granted)
 		return err
 	})
-	if err != nil {
-		return e.fail("set-permits", name, err)
-	}
-	return nil
 }
 
 // RecordedEpoch implements switcher.EpochRecord: a row of the epochs table.

@@ -62,6 +62,7 @@ var (
 	_ driver.Renewer          = (*Engine)(nil)
 	_ driver.DeadlineHonourer = (*Engine)(nil)
 	_ driver.MinTTLer         = (*Engine)(nil)
+	_ driver.Weigher          = (*Engine)(nil)
 )
 
 type settings struct {
@@ -73,6 +74,9 @@ type settings struct {
 	observer observe.Observer // nil: nothing observes
 	reapEach time.Duration    // how often the reaper runs
 	reapPast time.Duration    // how long past its expiry a row is reaped
+	// beforeSettle, if not nil, runs before each try of a heavy
+	// arrival's transaction (tests).
+	beforeSettle func()
 }
 
 // Option configures an Engine.
@@ -205,6 +209,11 @@ func (e *Engine) Schema() string { return e.schema }
 
 // MinTTL implements driver.MinTTLer.
 func (e *Engine) MinTTL() time.Duration { return MinTTL }
+
+// Weighs implements driver.Weigher: waiters are granted heaviest first
+// (locker.WithWeight), in their order of arrival within a weight; see the
+// package doc for what a weight costs.
+func (e *Engine) Weighs() error { return nil }
 
 // HonoursDeadlines implements driver.DeadlineHonourer: pgx ends a request
 // at its context's deadline (it sets the deadline on the socket).

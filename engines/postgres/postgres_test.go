@@ -216,10 +216,7 @@ func TestWithoutSchemaCreation(t *testing.T) {
 func TestSchemaWithoutSeqIndexUpgraded(t *testing.T) {
 	p := newPool(t, dsn)
 	ctx := context.Background()
-	schema := fmt.Sprintf("old%d", time.Now().UnixNano())
-	if _, err := p.Exec(ctx, postgres.SchemaSQL(schema)+fmt.Sprintf("DROP INDEX %q.holds_seq;", schema)); err != nil {
-		t.Fatal(err)
-	}
+	schema := oldSchema(t, p, "DROP INDEX %q.holds_seq;")
 	l := newLocker(t, newEngine(t, p, postgres.WithSchema(schema)), "x", locker.WithTTL(300*time.Millisecond))
 	if err := l.Lock(); err != nil {
 		t.Fatal(err)
@@ -235,6 +232,17 @@ func TestSchemaWithoutSeqIndexUpgraded(t *testing.T) {
 		t.Fatal("hold lost; want it renewed")
 	case <-time.After(time.Second):
 	}
+}
+
+// oldSchema makes a schema of the engine's tables as an older version
+// made them: SchemaSQL, then undo, a statement with %q for the schema.
+func oldSchema(t *testing.T, p *pgxpool.Pool, undo string) string {
+	t.Helper()
+	schema := fmt.Sprintf("old%d", time.Now().UnixNano())
+	if _, err := p.Exec(context.Background(), postgres.SchemaSQL(schema)+fmt.Sprintf(undo, schema)); err != nil {
+		t.Fatal(err)
+	}
+	return schema
 }
 
 // The inspection of a name another engine holds shows its token.

@@ -18,6 +18,9 @@ type batcher struct {
 	client goredis.UniversalClient
 	pool   sync.Pool // of *batched
 	lanes  int       // the most requests or pipelines in flight; 0: defaultLanes
+	// alone: releases never queue (the client ends a request at its
+	// context's deadline, so the engine is a driver.DeadlineHonourer).
+	alone bool
 
 	mu       sync.Mutex
 	inFlight int // callers sending, each of which will hand the queue on
@@ -77,6 +80,22 @@ func (b *batcher) run(ctx context.Context, s *luaScript, args []any) (int64, err
 	}
 	v, err := p.cmd.Result()
 	b.recycle(p)
+	return v, err
+}
+
+// release runs a release script. With alone, it takes a lane of its own
+// even past the limit, never waiting for another's pipeline, so that it
+// returns by its context's deadline: Unlock then makes it on its caller's
+// goroutine, without a hand-off to a worker and back.
+func (b *batcher) release(ctx context.Context, s *luaScript, args []any) (int64, error) {
+	if !b.alone {
+		return b.run(ctx, s, args)
+	}
+	b.mu.Lock()
+	b.inFlight++
+	b.mu.Unlock()
+	v, err := evalsha(ctx, b.client, s, goredis.NewIntCmd, args).Result()
+	b.handOn()
 	return v, err
 }
 

@@ -137,18 +137,7 @@ func TestBatcherQueuedCallLeavesAtDeadline(t *testing.T) {
 // Up to lanes calls are in flight at once, each on a connection of its
 // own: a call does not wait for the round trip of the one before it.
 func TestBatcherLanesInFlightTogether(t *testing.T) {
-	srv := testserver.Redis(t)
-	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
-	defer c.Close()
-	b := &batcher{client: c, lanes: 2}
-	if _, err := incr(context.Background(), b, "warm"); err != nil {
-		t.Fatal(err)
-	}
-	sent := &pipelines{processing: make(chan struct{}, 2)}
-	c.AddHook(sent)
-	if err := srv.Pause(); err != nil {
-		t.Fatal(err)
-	}
+	srv, b, sent := frozenBatcher(t, &batcher{lanes: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	done := make(chan error, 2)
@@ -173,4 +162,57 @@ func TestBatcherLanesInFlightTogether(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// With alone (a client that honours deadlines), a release takes a lane of
+// its own past the limit: it is sent while another call holds the only
+// lane, not queued behind it, so that it ends by its own deadline.
+func TestBatcherReleaseGoesAlone(t *testing.T) {
+	srv, b, sent := frozenBatcher(t, &batcher{lanes: 1, alone: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := make(chan error, 2)
+	go func() {
+		_, err := incr(ctx, b, "counter")
+		done <- err
+	}()
+	<-sent.processing // the only lane is taken
+	go func() {
+		_, err := b.release(ctx, incrScript, []any{"evalsha", incrScript.sha, 1, "counter"})
+		done <- err
+	}()
+	select {
+	case <-sent.processing:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the release was not sent while another call held the only lane; want it alone in a lane of its own")
+	}
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// frozenBatcher gives b a client (ContextTimeoutEnabled) of a new server,
+// warms it up, and freezes the server; sent signals each command sent
+// after that, up to two unread.
+func frozenBatcher(t *testing.T, b *batcher) (*testserver.Server, *batcher, *pipelines) {
+	t.Helper()
+	srv := testserver.Redis(t)
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	b.client = c
+	if _, err := incr(context.Background(), b, "warm"); err != nil {
+		t.Fatal(err)
+	}
+	sent := &pipelines{processing: make(chan struct{}, 2)}
+	c.AddHook(sent)
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Resume() })
+	return srv, b, sent
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -21,6 +20,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/redis/rueidis/rueidislock"
 
+	"github.com/orthrus-go/orthrus/internal/benchround"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/locker/driver"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
@@ -159,11 +159,7 @@ func implementations(withFloor bool) []string {
 	if !withFloor {
 		names = slices.Delete(names, 2, 3)
 	}
-	if r, err := strconv.Atoi(os.Getenv("ORTHRUS_BENCH_ROUND")); err == nil && r > 0 {
-		k := r % len(names)
-		names = append(names[k:], names[:k]...)
-	}
-	return names
+	return benchround.Rotate(names)
 }
 
 // implementation builds the named implementation for one sub-benchmark:

@@ -74,7 +74,7 @@
 //
 // The grant order is the lock family's rule (internal/lockrule, stated
 // once in lua/family.lua and checked by TestModel): strict first come,
-// first served per name. A writer gets in when nothing is held and no
+// first served per name, among the waiters of one weight (see Weights). A writer gets in when nothing is held and no
 // waiter is before it, a reader when no writer holds or waits before it,
 // permits when they, those held and those of the waiters before them fit
 // the stored count, and a TryLock only when the rule would grant it at the
@@ -91,6 +91,37 @@
 // as a fair mutex's), or the readers or permit waiters before a ticket
 // ("b<ticket>"); each process wakes its own waiters with those tickets, so
 // a release costs one attempt per waiter that can proceed.
+//
+// # Weights
+//
+// A fair engine (WithFair) is a driver.Weigher: locker.WithWeight(w), 1 to
+// 10, ranks a waiter among those of its name, heaviest first, then by
+// arrival, as internal/lockrule says (TestModelWeights checks the scripts
+// against it). Without WithFair a mutex does not queue (waiters race for
+// the release), so the Core refuses a weight above 1 on every kind with
+// an error wrapping errors.ErrUnsupported.
+//
+// Every queue (the fair queue, the waiting readers and writers, the
+// permit waiters) keeps its waiters under their rank, (10-w)*2^41 +
+// ticket: tickets stay below 2^41, so each weight has a band of its own
+// and the queue's order is the rule's. A waiter's entry, the wake-ups
+// ("q<rank>", "b<rank>") and each process's waiters carry the rank where
+// they carried the ticket, so a release wakes the waiter ranked first, not
+// the oldest, and a grant is decided and recorded by the one script that
+// makes it: holds are keys of their own, so a heavier waiter never takes a
+// hold from its holder. A caller's first attempt ranks after every waiter
+// of its weight and before every lighter one, so a heavy arrival is
+// granted at once when only lighter waiters stand in its way (a waiter
+// woken for a free lock has not taken it yet); a TryLock ranks as weight
+// 1, so it never passes a waiter. Inspect and InspectFamily list waiters
+// in order of arrival, Token their ticket.
+//
+// Cost: the weight is one more argument of the acquire scripts, and the
+// fair queue's head is read with its score; the hand-off to a heavier
+// waiter is the same single wake-up and attempt as to the oldest
+// (BenchmarkFairHandoffWeighted). Weights trade fairness away: nothing
+// ages a waiter, so a steady stream of heavier waiters starves lighter
+// ones.
 //
 // # Guarantees and limits
 //
@@ -123,8 +154,10 @@
 // the background (Close waits for it, bounded). The two goroutine switches
 // cost CPU. A request without a deadline (Lock, TryLock) is bounded by
 // WithRequestTimeout, on the caller's goroutine with ContextTimeoutEnabled
-// (set it; config.Open does), else on a worker. A deadline that passes
-// while a request is on the wire is reported as the deadline.
+// (set it; config.Open does), else on a worker. So is a release: with
+// ContextTimeoutEnabled it goes out alone, never queued behind another's
+// pipeline, on Unlock's goroutine. A deadline that passes while a request
+// is on the wire is reported as the deadline.
 //
 // # TLS, ACL users and Sentinel
 //

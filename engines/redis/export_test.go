@@ -75,3 +75,6 @@ func RenewSHA() string { return renewScript.sha }
 const MaxRenew = maxRenew
 
 var Split = split
+
+// RankBand is the span of the ranks of one weight in a queue.
+const RankBand = band

@@ -35,8 +35,14 @@ const (
 // next to the lock; only the first in line may take it, TryLock gets it
 // only when nobody waits, and a release wakes the first waiter's process
 // alone. A waiter that gives up leaves the queue at once; one whose process
-// dies is evicted within FairEviction. Read-write locks and semaphores are
-// not affected.
+// dies is evicted within FairEviction. Read-write locks and semaphores
+// queue in either mode.
+//
+// WithFair is also what enables weights (locker.WithWeight): a fair engine
+// ranks the waiters of its mutexes, read-write locks and semaphores
+// heaviest first, then by arrival (see Weights in doc.go); an engine
+// without it refuses a weight above 1 with an error wrapping
+// errors.ErrUnsupported, as its mutex does not queue.
 //
 // Fairness is the engine's, not one Locker's: every contender of a name
 // must follow the queue, so give every engine that shares a prefix the same
@@ -55,8 +61,23 @@ func WithFair() Option {
 // Fair reports whether the engine's mutexes are fair (WithFair).
 func (e *Engine) Fair() bool { return e.fq != nil }
 
+var _ driver.Weigher = (*Engine)(nil)
+
+// Weighs implements driver.Weigher: a fair engine ranks the waiters of
+// its mutexes, read-write locks and semaphores by weight
+// (locker.WithWeight); without WithFair a mutex does not queue, so the
+// engine refuses a weight above 1 (see Weights in doc.go), saying so.
+func (e *Engine) Weighs() error {
+	if e.fq == nil {
+		return errNotFair
+	}
+	return nil
+}
+
+var errNotFair = errors.New("a redis engine ranks waiters by weight only when fair (redis.WithFair, config fair: true): without it a mutex does not queue")
+
 var (
-	fairAcquireScript = newScript("fence", "clock", "fair", "fair_acquire")
+	fairAcquireScript = newScript("fence", "clock", "rank", "fair", "fair_acquire")
 	fairReleaseScript = newScript("clock", "fair", "fair_release")
 	fairForceScript   = newScript("clock", "fair", "fair_force")
 	fairLeaveScript   = newScript("clock", "fair", "fair_leave")
@@ -78,7 +99,7 @@ type fairHold struct {
 	member            string // the waiter's entry "<ticket>:<owner>", once it has a ticket
 	// The acquire script's arguments until granted, then the release
 	// script's; args[:n] are used.
-	args [13]any
+	args [14]any
 	n    int
 }
 
@@ -90,8 +111,8 @@ func (e *Engine) newFairHold(h *driver.Hold, wait bool) *fairHold {
 	if wait {
 		register = "1"
 	}
-	f.args, f.n = [13]any{"evalsha", &fairAcquireScript.sha, "4", &f.lock, &f.fence, &f.queue, &f.exp,
-		&f.owner, &f.ttl, &e.idle, &f.ticket, register, &e.fq.lifetime}, 13
+	f.args, f.n = [14]any{"evalsha", &fairAcquireScript.sha, "4", &f.lock, &f.fence, &f.queue, &f.exp,
+		&f.owner, &f.ttl, &e.idle, &f.ticket, register, &e.fq.lifetime, weight(h, wait)}, 14
 	return f
 }
 
@@ -115,12 +136,12 @@ func (f *fairHold) granted(e *Engine, token int64) {
 	if f.member != "" {
 		e.fq.remove(f)
 	}
-	f.args, f.n = [13]any{"evalsha", &fairReleaseScript.sha, "3", &f.lock, &f.queue, &f.exp,
+	f.args, f.n = [14]any{"evalsha", &fairReleaseScript.sha, "3", &f.lock, &f.queue, &f.exp,
 		&f.token, &f.owner, &e.numsub, &e.publish}, 10
 }
 
 func (f *fairHold) release(ctx context.Context, e *Engine) (int64, error) {
-	return e.batch.run(ctx, fairReleaseScript, f.args[:f.n])
+	return e.batch.release(ctx, fairReleaseScript, f.args[:f.n])
 }
 
 func (f *fairHold) renewal() (*string, any) { return &f.lock, "s" }

@@ -174,8 +174,9 @@ func TestFairOrderAcrossProcesses(t *testing.T) {
 	t.Logf("%d grants across %d processes, %d out of arrival order", len(got), procs, outOfOrder)
 }
 
-// fairOrderWorker queues a waiter for each owner read from stdin and
-// prints "grant <owner> <token>" as each gets the lock.
+// fairOrderWorker queues a waiter for each line read from stdin, an owner
+// and, after a space, its weight (1 when absent), and prints "grant
+// <owner> <token>" as each gets the lock.
 func fairOrderWorker(t *testing.T, addr string) {
 	e := workerEngine(t, addr)
 	name := t.Name() // the parent's
@@ -184,8 +185,9 @@ func fairOrderWorker(t *testing.T, addr string) {
 	in := bufio.NewScanner(os.Stdin)
 	fmt.Println("ready")
 	for in.Scan() {
-		owner := in.Text()
-		l, err := e.NewLocker(name, locker.WithOwner(owner))
+		owner, w, _ := strings.Cut(in.Text(), " ")
+		weight, _ := strconv.Atoi(w)
+		l, err := e.NewLocker(name, locker.WithOwner(owner), locker.WithWeight(max(weight, 1)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -325,16 +327,41 @@ func TestFairDeadWaiterEvicted(t *testing.T) {
 		fairOrderWorker(t, addr) // queues "doomed", and is killed
 		return
 	}
+	testDeadWaiter(t, "^TestFairDeadWaiterEvicted$", false)
+}
+
+// So does a heavy waiter, ranked first, that came after a lighter one.
+func TestWeightedDeadWaiterEvicted(t *testing.T) {
+	if addr := os.Getenv(fairWorkerEnv); addr != "" {
+		fairOrderWorker(t, addr) // queues "doomed" of weight 10, and is killed
+		return
+	}
+	testDeadWaiter(t, "^TestWeightedDeadWaiterEvicted$", true)
+}
+
+// testDeadWaiter queues a waiter "doomed" in a worker (the test pattern
+// runs), and one "behind" here: after it, or, when heavy, before it with
+// doomed of weight 10; then kills the worker and times the hand-off to
+// behind.
+func testDeadWaiter(t *testing.T, pattern string, heavy bool) {
 	e := fairEngine(t)
 	name := t.Name()
 	holder, _ := e.NewLocker(name)
 	lockNow(t, holder)
-	doomed := startWorker(t, "^TestFairDeadWaiterEvicted$")
-	doomed.send(t, "doomed")
-	awaitQueue(t, e, name, "doomed")
+	doomed := startWorker(t, pattern)
 	behind, _ := e.NewLocker(name, locker.WithOwner("behind"))
-	done := lockLater(behind)
-	awaitQueue(t, e, name, "doomed", "behind")
+	var done <-chan error
+	if heavy {
+		done = lockLater(behind)
+		awaitQueue(t, e, name, "behind")
+		doomed.send(t, "doomed 10")
+		awaitQueue(t, e, name, "behind", "doomed")
+	} else {
+		doomed.send(t, "doomed")
+		awaitQueue(t, e, name, "doomed")
+		done = lockLater(behind)
+		awaitQueue(t, e, name, "doomed", "behind")
+	}
 
 	if err := doomed.cmd.Process.Kill(); err != nil { // SIGKILL
 		t.Fatal(err)
@@ -357,20 +384,38 @@ func TestFairDeadWaiterEvicted(t *testing.T) {
 }
 
 // A waiter that gives up leaves the queue at once: the next gets the lock
-// at the release, not after an eviction.
+// at the release, not after an eviction. So does a heavy waiter that came
+// after the next and ranks before it.
 func TestFairCancelledWaiterLeaves(t *testing.T) {
+	t.Run("first", func(t *testing.T) { testCancelledLeaves(t, false) })
+	t.Run("heavy", func(t *testing.T) { testCancelledLeaves(t, true) })
+}
+
+func testCancelledLeaves(t *testing.T, heavy bool) {
 	e := fairEngine(t)
 	name := t.Name()
 	holder, _ := e.NewLocker(name)
 	lockNow(t, holder)
-	quitter, _ := e.NewLocker(name, locker.WithOwner("quitter"))
+	w := 1
+	if heavy {
+		w = 10
+	}
+	quitter, _ := e.NewLocker(name, locker.WithOwner("quitter"), locker.WithWeight(w))
 	ctx, cancel := context.WithCancel(context.Background())
 	quit := make(chan error, 1)
-	go func() { quit <- quitter.LockCtx(ctx) }()
-	awaitQueue(t, e, name, "quitter")
 	next, _ := e.NewLocker(name, locker.WithOwner("next"))
-	done := lockLater(next)
-	awaitQueue(t, e, name, "quitter", "next")
+	var done <-chan error
+	if heavy {
+		done = lockLater(next)
+		awaitQueue(t, e, name, "next")
+		go func() { quit <- quitter.LockCtx(ctx) }()
+		awaitQueue(t, e, name, "next", "quitter")
+	} else {
+		go func() { quit <- quitter.LockCtx(ctx) }()
+		awaitQueue(t, e, name, "quitter")
+		done = lockLater(next)
+		awaitQueue(t, e, name, "quitter", "next")
+	}
 	cancel()
 	if err := <-quit; err != context.Canceled {
 		t.Fatalf("LockCtx() cancelled = %v; want context.Canceled", err)
@@ -608,18 +653,59 @@ func ExampleWithFair() {
 }
 
 // BenchmarkFairHandoff compares the hand-off of the fair mode with the
-// default mode's: eight owners take turns on one name in each mode, in
-// chunks of 50 turns alternating between the modes, so that a busy machine
-// slows both alike. It reports each mode's median hand-off (fair-ms,
-// default-ms; see BenchmarkHandoff), fair/default, and how often the owner
-// that released got the lock again in each (a fair lock never gives it
-// back while others wait), and the acquire attempts per grant.
+// default mode's (see benchModes), and reports fair/default.
 func BenchmarkFairHandoff(b *testing.B) {
+	p50 := benchModes(b, []handoffMode{{name: "default"}, {name: "fair", opts: []redis.Option{redis.WithFair()}}})
+	if p50 != nil {
+		b.ReportMetric(p50[1]/p50[0], "fair/default")
+	}
+}
+
+// BenchmarkFairHandoffWeighted compares, on fair engines, the hand-off
+// among owners of weights 1, 3, 2, 10, 1, 3, 2, 10 (weighted: a release
+// wakes the heaviest waiter, ranked before older ones) with that among
+// owners of weight 1 (unweighted), and reports weighted/unweighted.
+func BenchmarkFairHandoffWeighted(b *testing.B) {
+	fair := []redis.Option{redis.WithFair()}
+	p50 := benchModes(b, []handoffMode{{name: "unweighted", opts: fair}, {name: "weighted", opts: fair, weights: []int{1, 3, 2, 10}}})
+	if p50 != nil {
+		b.ReportMetric(p50[1]/p50[0], "weighted/unweighted")
+	}
+}
+
+// BenchmarkFairLockUnlock is BenchmarkLockUnlock's uncontended cycle on a
+// fair engine: its acquire and release scripts, with no queue to read.
+func BenchmarkFairLockUnlock(b *testing.B) {
+	e := newEngine(b, benchClient(b, true), redis.WithFair())
+	b.Cleanup(func() { _ = e.Close() })
+	l, err := e.NewLocker(benchName(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cycle(b, l) // connection warm
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		cycle(b, l)
+	}
+}
+
+// handoffMode is one way for owners to take turns in benchModes: the
+// engine's options, and the weights of its owners in turn (none: 1).
+type handoffMode struct {
+	name    string
+	opts    []redis.Option
+	weights []int
+}
+
+// benchModes has eight owners take turns on one name in each mode, in
+// chunks of 50 turns alternating between the modes, so that a busy machine
+// slows all alike. It reports each mode's median hand-off (<mode>-ms; see
+// BenchmarkHandoff), how often the owner that released got the lock again
+// (a fair lock never gives it back while others wait), and the acquire
+// attempts per grant; it returns the medians (nil when b.N is too small).
+func benchModes(b *testing.B, modes []handoffMode) []float64 {
 	const owners, chunk = 8, 50
-	modes := []struct {
-		name string
-		opts []redis.Option
-	}{{"default", nil}, {"fair", []redis.Option{redis.WithFair()}}}
 	sets := make([][]lockertest.Mutex, len(modes))
 	hooks := make([]*attemptHook, len(modes))
 	for i, m := range modes {
@@ -632,8 +718,12 @@ func BenchmarkFairHandoff(b *testing.B) {
 		e := newEngine(b, c, m.opts...)
 		b.Cleanup(func() { _ = e.Close() })
 		name := benchName(b)
-		for range owners {
-			l, err := e.NewLocker(name)
+		for j := range owners {
+			w := 1
+			if len(m.weights) > 0 {
+				w = m.weights[j%len(m.weights)]
+			}
+			l, err := e.NewLocker(name, locker.WithWeight(w))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -660,8 +750,10 @@ func BenchmarkFairHandoff(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	if len(all[0].handoffs) == 0 || len(all[1].handoffs) == 0 {
-		return // too few turns (b.N = 1)
+	for i := range modes {
+		if len(all[i].handoffs) == 0 {
+			return nil // too few turns (b.N = 1)
+		}
 	}
 	p50 := make([]float64, len(modes))
 	for i, m := range modes {
@@ -670,7 +762,7 @@ func BenchmarkFairHandoff(b *testing.B) {
 		b.ReportMetric(100*float64(all[i].self)/float64(len(all[i].waits)), m.name+"-self-%")
 		b.ReportMetric(float64(hooks[i].n.Load())/float64(len(all[i].waits)), m.name+"-attempts/grant")
 	}
-	b.ReportMetric(p50[1]/p50[0], "fair/default")
+	return p50
 }
 
 // BenchmarkFairPassThrough parks 1,000 waiters of one process, each with

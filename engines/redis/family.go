@@ -16,10 +16,10 @@ var (
 )
 
 var (
-	rwAcquireScript  = newScript("fence", "clock", "family", "waiting", "rw_acquire")
+	rwAcquireScript  = newScript("fence", "clock", "rank", "family", "waiting", "rw_acquire")
 	rwReleaseScript  = newScript("clock", "family", "rw_release")
 	rwUnwaitScript   = newScript("clock", "family", "rw_unwait")
-	semAcquireScript = newScript("fence", "clock", "family", "waiting", "sem_acquire")
+	semAcquireScript = newScript("fence", "clock", "rank", "family", "waiting", "sem_acquire")
 	semReleaseScript = newScript("clock", "family", "sem_release")
 	semUnwaitScript  = newScript("clock", "family", "sem_unwait")
 )
@@ -52,7 +52,7 @@ type famHold struct {
 	// script is the acquire script until granted, then the release
 	// script; args[:n] are its arguments.
 	script *luaScript
-	args   [15]any
+	args   [16]any
 	n      int
 }
 
@@ -67,17 +67,17 @@ func (e *Engine) newFamHold(h *driver.Hold, wait bool) *famHold {
 		if h.CheckLimit {
 			f.check = "1"
 		}
-		f.script, f.n = semAcquireScript, 15
-		f.args = [15]any{"evalsha", &semAcquireScript.sha, "4", &f.keys[0], &f.keys[1], &f.keys[2], &f.keys[3],
-			&f.owner, &f.ttl, &e.idle, &f.permits, &f.limit, &f.check, &f.ticket, register}
+		f.script, f.n = semAcquireScript, 16
+		f.args = [16]any{"evalsha", &semAcquireScript.sha, "4", &f.keys[0], &f.keys[1], &f.keys[2], &f.keys[3],
+			&f.owner, &f.ttl, &e.idle, &f.permits, &f.limit, &f.check, &f.ticket, register, weight(h, wait)}
 		return f
 	}
 	if w := h.Writer; w != nil {
 		f.writer = member(uint64(w.Token), 0, w.Owner)
 	}
-	f.script, f.n = rwAcquireScript, 15
-	f.args = [15]any{"evalsha", &rwAcquireScript.sha, "5", &f.keys[0], &f.keys[1], &f.keys[2], &f.keys[3], &f.keys[4],
-		&f.owner, &f.ttl, &e.idle, f.mode(), &f.ticket, register, &f.writer}
+	f.script, f.n = rwAcquireScript, 16
+	f.args = [16]any{"evalsha", &rwAcquireScript.sha, "5", &f.keys[0], &f.keys[1], &f.keys[2], &f.keys[3], &f.keys[4],
+		&f.owner, &f.ttl, &e.idle, f.mode(), &f.ticket, register, &f.writer, weight(h, wait)}
 	return f
 }
 
@@ -119,16 +119,16 @@ func (f *famHold) granted(e *Engine, token int64) {
 	if f.kind == inspect.KindPermit {
 		f.value = member(f.token, int(f.permits), f.owner)
 		f.script, f.n = semReleaseScript, 9
-		f.args = [15]any{"evalsha", &semReleaseScript.sha, "3", &f.keys[0], &f.keys[1], &f.keys[3], &f.value, &e.numsub, &e.publish}
+		f.args = [16]any{"evalsha", &semReleaseScript.sha, "3", &f.keys[0], &f.keys[1], &f.keys[3], &f.value, &e.numsub, &e.publish}
 		return
 	}
 	f.value = member(f.token, 0, f.owner)
 	f.script, f.n = rwReleaseScript, 11
-	f.args = [15]any{"evalsha", &rwReleaseScript.sha, "4", &f.keys[0], &f.keys[1], &f.keys[2], &f.keys[4], f.mode(), &f.value, &e.numsub, &e.publish}
+	f.args = [16]any{"evalsha", &rwReleaseScript.sha, "4", &f.keys[0], &f.keys[1], &f.keys[2], &f.keys[4], f.mode(), &f.value, &e.numsub, &e.publish}
 }
 
 func (f *famHold) release(ctx context.Context, e *Engine) (int64, error) {
-	return e.batch.run(ctx, f.script, f.args[:f.n])
+	return e.batch.release(ctx, f.script, f.args[:f.n])
 }
 
 // renewal: a writer's string, or a reader's or a permit's entry in its

@@ -22,9 +22,10 @@ var (
 
 // InspectFamily reports the holds of the read-write lock (kind KindRead or
 // KindWrite) or the semaphore (KindPermit) named name, oldest grant first,
-// and its waiters, first in line first: the waiting readers and writers,
-// or the permit waiters. A waiter's Token is its ticket (see doc.go), and
-// its TTL the time its entry has left unless the waiter refreshes it.
+// and its waiters in order of arrival (first in line first when every
+// weight is 1): the waiting readers and writers, or the permit waiters. A
+// waiter's Token is its ticket (see doc.go), and its TTL the time its
+// entry has left unless the waiter refreshes it.
 func (e *Engine) InspectFamily(ctx context.Context, kind inspect.Kind, name string) (inspect.FamilyInspection, error) {
 	if err := e.checkFamily("inspect", kind, name); err != nil {
 		return inspect.FamilyInspection{}, err
@@ -45,10 +46,10 @@ func (e *Engine) InspectFamily(ctx context.Context, kind inspect.Kind, name stri
 	if kind == inspect.KindPermit {
 		in.Permits, _ = strconv.Atoi(r.str)
 		in.Holders = entries(r.set(0), r.now, inspect.KindPermit)
-		in.Waiters = entries(r.set(1), r.now, inspect.KindPermit)
+		in.Waiters = waiters(r.set(1), r.now, inspect.KindPermit)
 	} else {
 		in.Holders = r.rwHolders()
-		in.Waiters = append(entries(r.set(1), r.now, inspect.KindWrite), entries(r.set(2), r.now, inspect.KindRead)...)
+		in.Waiters = append(waiters(r.set(1), r.now, inspect.KindWrite), waiters(r.set(2), r.now, inspect.KindRead)...)
 	}
 	byToken(in.Holders)
 	byToken(in.Waiters)
@@ -187,6 +188,19 @@ func entries(v any, now int64, kind inspect.Kind) []inspect.FamilyHolder {
 		hs = append(hs, h)
 	}
 	return hs
+}
+
+// band is the span of the ranks of one weight (lua/rank.lua).
+const band = 1 << 41
+
+// waiters reads the waiters of a sorted set as entries does, each rank
+// turned back into the ticket it was drawn as.
+func waiters(v any, now int64, kind inspect.Kind) []inspect.FamilyHolder {
+	ws := entries(v, now, kind)
+	for i := range ws {
+		ws[i].Token %= band
+	}
+	return ws
 }
 
 // SetPermits stores n as the permit count of semaphore name, without

@@ -52,8 +52,9 @@ type hold struct {
 	token        uint64
 	releaseAfter time.Duration // bound of a release that no caller waits for
 	// ticket orders a waiter and names its entry in a queue (a family's or
-	// a fair engine's); set by the attempt that first finds the name taken
-	// when the caller will wait (0 before, and always for a mutex).
+	// a fair engine's): its rank, weight then arrival (lua/rank.lua); set
+	// by the attempt that first finds the name taken when the caller will
+	// wait (0 before, and always for a mutex).
 	ticket int64
 	// abandoned: the caller left while a request was in flight; the
 	// worker that runs it cleans up after it (see call.exec).
@@ -70,6 +71,16 @@ func newHold(h *driver.Hold, lock string, ttl time.Duration) hold {
 }
 
 func ttlMillis(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
+
+// weight is the acquire scripts' weight argument: the hold's when the
+// caller will wait, 1 for a TryLock, which passes no waiter. A small
+// integer boxes without allocating.
+func weight(h *driver.Hold, wait bool) any {
+	if !wait {
+		return int64(1)
+	}
+	return int64(max(h.Weight, 1))
+}
 
 // member is a hold's entry: "<token>:<owner>", or "<token>:<permits>:<owner>"
 // for permits; and a waiter's, with its ticket.
@@ -309,13 +320,18 @@ func (e *Engine) releaseLate(bg context.Context, st state) {
 	}
 }
 
-// Release implements driver.Backend. The engine is no
-// driver.DeadlineHonourer: a release batched behind other requests waits
-// for their pipeline (see batcher), whatever its own deadline, so Unlock
-// hands every release to a worker of the Core and waits at most its bound.
+// Release implements driver.Backend.
 func (e *Engine) Release(ctx context.Context, h *driver.Hold) error {
 	return e.release(ctx, h.State.(state))
 }
+
+// HonoursDeadlines implements driver.DeadlineHonourer: when the client
+// ends a request at its context's deadline (ContextTimeoutEnabled), a
+// release goes out alone, not batched behind others' pipelines (see
+// batcher.release), and returns by its deadline, so Unlock makes it on its
+// caller's goroutine. Otherwise Unlock hands every release to a worker of
+// the Core and waits at most its bound.
+func (e *Engine) HonoursDeadlines() bool { return e.deadlines }
 
 func (e *Engine) release(ctx context.Context, st state) error {
 	name := st.base().name

@@ -51,7 +51,7 @@ func (m *mutexHold) granted(e *Engine, token int64) {
 }
 
 func (m *mutexHold) release(ctx context.Context, e *Engine) (int64, error) {
-	return e.batch.run(ctx, releaseScript, m.args[:])
+	return e.batch.release(ctx, releaseScript, m.args[:])
 }
 
 func (m *mutexHold) renewal() (*string, any) { return &m.lock, "s" }
@@ -61,9 +61,10 @@ func (m *mutexHold) withdraw(context.Context, *Engine) {}
 
 // Inspect reports who holds name and how many processes wait for it. Redis
 // does not queue waiters: they are counted as subscribers of the name's
-// wake-up channel. A fair engine (WithFair) does: Waiters lists its queue,
-// first in line first (Token is each waiter's ticket, TTL the time its
-// place has left unless refreshed), and Subscribers is 0.
+// wake-up channel. A fair engine (WithFair) does: Waiters lists its queue
+// in order of arrival (first in line first when every weight is 1; Token
+// is each waiter's ticket, TTL the time its place has left unless
+// refreshed), and Subscribers is 0.
 func (e *Engine) Inspect(ctx context.Context, name string) (inspect.Inspection, error) {
 	if err := e.checkOperation(name); err != nil {
 		return inspect.Inspection{}, err
@@ -79,7 +80,7 @@ func (e *Engine) Inspect(ctx context.Context, name string) (inspect.Inspection, 
 	}
 	in := inspect.Inspection{Holder: r.holder()}
 	if e.fq != nil {
-		ws := entries(r.set(0), r.now, inspect.KindMutex)
+		ws := waiters(r.set(0), r.now, inspect.KindMutex)
 		byToken(ws)
 		for _, w := range ws {
 			in.Waiters = append(in.Waiters, w.Holder)

@@ -190,7 +190,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Engine, error) {
 		}
 	}
 	e := &Engine{
-		name: s.name, prefix: s.prefix, client: client, hub: newHub(client, logger), batch: &batcher{client: client}, log: logger,
+		name: s.name, prefix: s.prefix, client: client, hub: newHub(client, logger), batch: &batcher{client: client, alone: honoursDeadlines(client)}, log: logger,
 		bound: deadline.Shared{Timeout: s.timeout}, window: s.window, deadlines: honoursDeadlines(client),
 		idle: s.fenceIdle.Milliseconds(), numsub: "numsub", publish: "publish",
 	}

@@ -2,8 +2,6 @@ package redlock_test
 
 import (
 	"fmt"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 
 	"github.com/orthrus-go/orthrus/engines/redis"
 	"github.com/orthrus-go/orthrus/engines/redlock"
+	"github.com/orthrus-go/orthrus/internal/benchround"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -26,11 +25,7 @@ type mutex struct {
 // round to round (ORTHRUS_BENCH_ROUND), so that none always runs first.
 func implementations() []string {
 	names := []string{"orthrus", "redis", "redsync"}
-	if r, err := strconv.Atoi(os.Getenv("ORTHRUS_BENCH_ROUND")); err == nil && r > 0 {
-		k := r % len(names)
-		names = append(names[k:], names[:k]...)
-	}
-	return names
+	return benchround.Rotate(names)
 }
 
 // implementation builds the named one over the shared servers, each over

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 
 	"github.com/orthrus-go/orthrus/engines/redis"
@@ -34,9 +35,24 @@ func (e *Engine) unavailable(ctx context.Context, op, name string, ok int, errs 
 	if silent > 0 {
 		errs = append(errs, fmt.Errorf("%d nodes: %w within the node timeout (%v)", silent, errNoAnswer, e.timeout))
 	}
-	cause := fmt.Errorf("%d of %d nodes answered, %d needed: %w", ok, len(e.nodes), e.quorum, errors.Join(errs...))
+	cause := fmt.Errorf("%d of %d nodes answered, %d needed: %w", ok, len(e.nodes), e.quorum, nodeErrors(errs))
 	if ctx.Err() != nil {
 		cause = fmt.Errorf("%w (%w)", cause, ctx.Err())
 	}
 	return &locker.EngineError{Engine: "redlock", Op: op, Name: name, Classes: classes, Err: cause}
 }
+
+// nodeErrors are the failures of several nodes on one line, as errors.Join
+// keeps them for errors.Is but without its newlines, which broke the
+// tables and log lines that print the error.
+type nodeErrors []error
+
+func (n nodeErrors) Error() string {
+	msgs := make([]string, len(n))
+	for i, err := range n {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (n nodeErrors) Unwrap() []error { return n }

@@ -17,6 +17,14 @@ type answer[T any] struct {
 	err  error
 }
 
+// failure is a's error naming its node, nil when the node answered.
+func (a answer[T]) failure() error {
+	if a.err == nil {
+		return nil
+	}
+	return fmt.Errorf("node %d: %w", a.node, a.err)
+}
+
 // fan collects the answers of one request sent to several nodes: the
 // worker of the last answer signals done, so that the caller wakes once,
 // not per node. Once the caller has left, a worker's answer goes to the
@@ -122,8 +130,8 @@ func (f *fan[T]) deliver(a answer[T]) bool {
 // naming its node.
 func tally[T any](answers []answer[T]) (ok int, errs []error) {
 	for _, a := range answers {
-		if a.err != nil {
-			errs = append(errs, fmt.Errorf("node %d: %w", a.node, a.err))
+		if err := a.failure(); err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		ok++

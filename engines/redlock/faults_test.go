@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/orthrus-go/orthrus/engines/mem"
 	"github.com/orthrus-go/orthrus/engines/redlock"
@@ -129,6 +133,10 @@ func TestMajorityKilled(t *testing.T) {
 	ok, err := l.TryLock()
 	if ok || !errors.Is(err, locker.ErrUnavailable) || !errors.Is(err, locker.ErrRefused) || time.Since(start) > 250*time.Millisecond {
 		t.Errorf("TryLock() = %v, %v after %v; want false, ErrUnavailable and ErrRefused at once", ok, err, time.Since(start))
+	}
+	// Every killed node is named, on one line: lockctl prints it in a table.
+	if msg := err.Error(); strings.Contains(msg, "\n") || !errors.Is(err, syscall.ECONNREFUSED) || strings.Count(msg, "refused") < len(f.majority) {
+		t.Errorf("TryLock() error = %q; want the %d refusals on one line, matching ECONNREFUSED", msg, len(f.majority))
 	}
 }
 
@@ -289,5 +297,37 @@ func TestMajorityKilledSwitches(t *testing.T) {
 	defer func() { _ = after.Unlock() }()
 	if ev := <-events; ev.From != "redlock" || ev.To != "mem" || ev.Reason != switcher.ReasonBreaker {
 		t.Errorf("switch = %+v; want redlock to mem by its breaker", ev)
+	}
+}
+
+// An engine started while a node is frozen closes within its node timeout,
+// not the client's read timeout (3s): the subscription's connection is
+// dialled with the node timeout.
+func TestCloseWithFrozenNode(t *testing.T) {
+	ss := servers(t, nodeCount)
+	if err := ss[0].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ss[0].Resume() })
+	cs := make([]goredis.UniversalClient, len(ss))
+	for i, s := range ss {
+		c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+		cs[i] = c
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	e := newEngine(t, cs, redlock.WithLogger(quietLog))
+	l, _ := e.NewLocker("frozen")
+	if err := l.Lock(); err != nil {
+		t.Fatalf("Lock() with 1 of %d nodes frozen = %v", nodeCount, err)
+	}
+	if err := l.Unlock(); err != nil {
+		t.Fatalf("Unlock() = %v", err)
+	}
+	start := time.Now()
+	if err := e.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("Close() took %v with a node frozen; want well within a second", took)
 	}
 }

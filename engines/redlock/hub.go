@@ -81,10 +81,19 @@ func newHub(e *Engine) *hub {
 // messages. go-redis reconnects and subscribes again after an error.
 func (h *hub) receive(i int, ps *goredis.PubSub) {
 	defer h.wg.Done()
-	pause := receiveRetry
+	pause, connected := receiveRetry, false
 	for {
-		msg, err := ps.Receive(context.Background())
+		var msg any
+		var err error
+		if !connected {
+			err = h.connect(ps)
+		}
+		if err == nil {
+			connected = true
+			msg, err = ps.Receive(context.Background())
+		}
 		if err != nil {
+			connected = false
 			t := time.NewTimer(pause)
 			select {
 			case <-h.stop:
@@ -105,6 +114,15 @@ func (h *hub) receive(i int, ps *goredis.PubSub) {
 			h.wake(m.Channel)
 		}
 	}
+}
+
+// connect dials ps's connection within the node timeout: go-redis dials a subscription's connection under the lock that
+// PubSub.Close takes, so a dial left to Receive (no deadline) to a frozen
+// node held Close up for the client's read timeout.
+func (h *hub) connect(ps *goredis.PubSub) error {
+	ctx, cancel := context.WithTimeout(context.Background(), h.e.timeout)
+	defer cancel()
+	return ps.Ping(ctx)
 }
 
 func (h *hub) confirm(i int, channel string) {

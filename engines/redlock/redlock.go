@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -144,16 +145,40 @@ func (e *Engine) NewSemaphore(string, int, ...locker.Option) (locker.Semaphore, 
 
 // Ping reports whether a majority of the nodes answers.
 func (e *Engine) Ping(ctx context.Context) error {
-	if e.core.Closed() {
-		return fmt.Errorf("redlock: ping: %w", locker.ErrClosed)
+	errs, err := e.PingNodes(ctx)
+	if err != nil {
+		return err
 	}
-	answers := fanOut(ctx, e, e.all, func(ctx context.Context, i int) (struct{}, error) {
-		return struct{}{}, e.nodes[i].Ping(ctx).Err()
-	}, nil)
-	if ok, errs := tally(answers); ok < e.quorum {
-		return e.unavailable(ctx, "ping", "", ok, errs)
+	ok := 0
+	for _, nerr := range errs {
+		if nerr == nil {
+			ok++
+		}
+	}
+	if ok < e.quorum {
+		return e.unavailable(ctx, "ping", "", ok, slices.DeleteFunc(errs, func(err error) bool { return err == nil }))
 	}
 	return nil
+}
+
+// PingNodes asks every node within ctx and the node timeout and returns
+// each one's error, by index of New's clients (nil: it answered): what
+// Ping counts, for a status that names the nodes down while a quorum
+// answers. The error is ErrClosed after Close.
+func (e *Engine) PingNodes(ctx context.Context) ([]error, error) {
+	if e.core.Closed() {
+		return nil, fmt.Errorf("redlock: ping: %w", locker.ErrClosed)
+	}
+	errs := make([]error, len(e.nodes))
+	for i := range errs {
+		errs[i] = fmt.Errorf("node %d: %w within the node timeout (%v)", i, errNoAnswer, e.timeout)
+	}
+	for _, a := range fanOut(ctx, e, e.all, func(ctx context.Context, i int) (struct{}, error) {
+		return struct{}{}, e.nodes[i].Ping(ctx).Err()
+	}, nil) {
+		errs[a.node] = a.failure()
+	}
+	return errs, nil
 }
 
 // Close releases the holds still held, stops the renewals and the

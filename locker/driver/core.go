@@ -182,7 +182,7 @@ type Core struct {
 	deadlines   bool          // the backend's Release returns by its context's deadline
 	releaseWait time.Duration // how long Unlock waits for an answer
 	minTTL      time.Duration // the backend's MinTTL, 0 without one
-	weighs      bool          // the backend ranks waiters by weight (Weigher)
+	noWeights   error         // why the backend does not rank waiters by weight (Weigher); nil: it does
 	renewChunk  int           // the most holds of one Renew call
 }
 
@@ -193,7 +193,7 @@ func NewCore(engine string, b Backend, logger *slog.Logger, opts ...CoreOption) 
 	if logger == nil {
 		logger = slog.Default()
 	}
-	c := &Core{engine: engine, backend: b, log: logger, holds: make(map[*Hold]struct{}), releaseWait: DefaultReleaseWait, renewChunk: renewChunk}
+	c := &Core{engine: engine, backend: b, log: logger, holds: make(map[*Hold]struct{}), releaseWait: DefaultReleaseWait, renewChunk: renewChunk, noWeights: errNoWeights}
 	for _, opt := range opts {
 		opt(c)
 	}
@@ -203,7 +203,7 @@ func NewCore(engine string, b Backend, logger *slog.Logger, opts ...CoreOption) 
 	}
 	c.minTTL = MinTTL(b)
 	if w, ok := b.(Weigher); ok {
-		c.weighs = w.Weighs()
+		c.noWeights = w.Weighs()
 	}
 	renewer, _ := b.(Renewer)
 	c.sched = startScheduler(renewer, c.expire, logger, c.renewChunk, renewWorkers)

@@ -49,8 +49,8 @@ func (m *mutex) take(ctx context.Context, wait bool) (g locker.Grant, err error)
 	if err := m.core.checkOpen(); err != nil {
 		return nil, err
 	}
-	if m.settings.Weight > 1 && !m.core.weighs {
-		return nil, fmt.Errorf("%s: %s %q: WithWeight(%d): the engine does not rank waiters by weight: %w", m.core.engine, m.kind, m.name, m.settings.Weight, errors.ErrUnsupported)
+	if m.settings.Weight > 1 && m.core.noWeights != nil {
+		return nil, fmt.Errorf("%s: %s %q: WithWeight(%d): %w: %w", m.core.engine, m.kind, m.name, m.settings.Weight, m.core.noWeights, errors.ErrUnsupported)
 	}
 	hg := &grant{m: m, Hold: Hold{
 		Name:  m.name,

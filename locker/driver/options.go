@@ -3,6 +3,7 @@ package driver
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -48,12 +49,16 @@ func MinTTL(e any) time.Duration {
 	return 0
 }
 
-// Weigher is implemented by engines that rank their waiters by weight
-// (locker.WithWeight). Core refuses a weight above 1 on the others, at
-// each acquisition, with an error wrapping errors.ErrUnsupported.
+// Weigher is implemented by engines that may rank their waiters by weight
+// (locker.WithWeight): Weighs returns nil when they do, else why not. Core
+// refuses a weight above 1 on the others, at each acquisition, with an
+// error wrapping errors.ErrUnsupported and that reason.
 type Weigher interface {
-	Weighs() bool
+	Weighs() error
 }
+
+// errNoWeights is the reason of a backend that is no Weigher.
+var errNoWeights = errors.New("the engine does not rank waiters by weight")
 
 // ResolveFor is Resolve for the engine named engine, whose minimum TTL is
 // min: a WithTTL or WithLease below it fails with an error wrapping

@@ -23,7 +23,12 @@ func (b weighBackend) Acquire(_ context.Context, h *Hold, _ bool) (bool, error) 
 
 func (weighBackend) Release(context.Context, *Hold) error { return nil }
 
-func (b weighBackend) Weighs() bool { return b.weighs }
+func (b weighBackend) Weighs() error {
+	if !b.weighs {
+		return errors.New("no weights here")
+	}
+	return nil
+}
 
 func TestWeights(t *testing.T) {
 	for _, tc := range []struct {
@@ -48,7 +53,7 @@ func TestWeights(t *testing.T) {
 			err = l.Lock()
 			switch {
 			case tc.want == 0:
-				if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "WithWeight(3)") || len(b.seen) != 0 {
+				if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "WithWeight(3): no weights here") || len(b.seen) != 0 {
 					t.Fatalf("Lock() = %v, Acquire called %d times; want ErrUnsupported naming WithWeight(3) before Acquire", err, len(b.seen))
 				}
 			case err != nil:

@@ -1,6 +1,7 @@
 -- What the fair scripts share, after clock.lua: the queue of a fair
 -- engine's mutex (see the # Fair mode section of doc.go), q scored by
--- ticket, qx by the expiry of each place.
+-- rank (rank.lua: weight, then ticket; the member starts with it), qx by
+-- the expiry of each place.
 
 -- evict drops the waiters whose place has expired.
 local function evict(q, qx, now)
@@ -12,9 +13,11 @@ local function evict(q, qx, now)
     redis.call('zremrangebyscore', qx, '-inf', ms(now))
   end
 end
--- first is the member of the first waiter in line; nil when none waits.
+-- first is the member of the waiter ranked first, and its rank; nil when
+-- none waits.
 local function first(q)
-  return redis.call('zrange', q, 0, 0)[1]
+  local f = redis.call('zrange', q, 0, 0, 'withscores')
+  return f[1], tonumber(f[2])
 end
 -- wakeFirst tells the first waiter's process that its turn came:
 -- "q<ticket>", which the other processes ignore.

@@ -1,24 +1,25 @@
 -- KEYS lock, fence, queue, expiries; ARGV owner, ttl ms, fence idle ms,
--- ticket (0: none yet), register ('1' when the caller will wait), place
--- lifetime ms.
+-- ticket (the caller's rank, rank.lua; 0: none yet), register ('1' when
+-- the caller will wait), place lifetime ms, weight (1 for a TryLock).
 --
 -- Returns the token (> 0) when granted, else {ms to wait at most, ticket}.
--- The lock is granted when it is free and nobody waits, or the caller is
--- first in line (then it leaves the queue). A caller that will wait takes
--- its place (drawing its ticket the first time) or refreshes it. The wait
--- is the holder's time left, or, when the lock is free and another waiter
--- is first, the time until that waiter's place expires. Both sets expire
+-- The lock is granted when it is free and nobody waits, or the caller
+-- ranks first (a queued caller then leaves the queue; a heavy arrival may
+-- rank before every waiter). A caller that will wait takes its place
+-- (drawing its ticket the first time) or refreshes it. The wait is the
+-- holder's time left, or, when the lock is free and another waiter is
+-- first, the time until that waiter's place expires. Both sets expire
 -- with their latest place, so a name left idle leaves nothing behind.
-local ticket = tonumber(ARGV[4])
+local ticket, w = tonumber(ARGV[4]), tonumber(ARGV[7])
 local me = ms(ticket) .. ':' .. ARGV[1]
-local now, head
+local now, head, top
 if redis.call('exists', KEYS[3]) == 1 then
   now = clock()
   evict(KEYS[3], KEYS[4], now)
-  head = first(KEYS[3])
+  head, top = first(KEYS[3])
 end
 local left = redis.call('pttl', KEYS[1])
-if left == -2 and (not head or head == me) then
+if left == -2 and (not head or (ticket > 0 and ticket or arriving(w)) <= top) then
   local t = fence(KEYS[2], ARGV[3])
   redis.call('set', KEYS[1], ms(t) .. ':' .. ARGV[1], 'px', ARGV[2])
   if head then
@@ -35,7 +36,7 @@ end
 if ARGV[5] == '1' then
   now = now or clock()
   if ticket == 0 then
-    ticket = fence(KEYS[2], ARGV[3])
+    ticket = rank(fence(KEYS[2], ARGV[3]), w)
     me = ms(ticket) .. ':' .. ARGV[1]
   end
   local exp = ms(now + tonumber(ARGV[6]))

@@ -13,33 +13,34 @@ local function prune(key, now)
 end
 
 -- The grant rule, stated once for the scripts. It mirrors package
--- internal/lockrule (strict FIFO per name: writers and large permit
--- requests never starve), and lockertest.RunModel (model_test.go) checks
--- the engine against that package as the oracle: change both together.
--- A name's queue is its holds, then its waiters by ticket (the rule
--- grants nobody behind a waiter but a downgrade, which rw_acquire.lua
--- grants at once); a request without a ticket (0: a TryLock or a first
--- attempt) stands at its end.
+-- internal/lockrule (waiters ranked by weight, then first come, first
+-- served: with every weight 1 writers and large permit requests never
+-- starve), and the model tests (model_test.go) check the engine against
+-- that package as the oracle: change both together. A name's queue is
+-- its holds, then its waiters by rank (rank.lua), which their entries
+-- start with (the rule grants nobody ranked behind a waiter but a
+-- downgrade, which rw_acquire.lua grants at once); a request without a
+-- place yet ranks as arriving(its weight) says.
 --
--- writerGoes: a writer, ticket t, when nothing is held (a downgrade is a
--- read hold) and no waiter is before it, first being the lowest ticket
+-- writerGoes: a writer of rank t when nothing is held (a downgrade is a
+-- read hold) and no waiter ranks before it, first being the lowest rank
 -- of the waiters, readers and writers (0: none).
 local function writerGoes(held, first, t)
-  return not held and (first == 0 or (t > 0 and t <= first))
+  return not held and (first == 0 or t <= first)
 end
--- readerGoes: a reader, ticket t, when no writer holds and no writer
--- waits before it, firstWriter being the lowest waiting writer's ticket.
+-- readerGoes: a reader of rank t when no writer holds and no writer that
+-- waits ranks before it, firstWriter being the lowest waiting writer's.
 local function readerGoes(writer, firstWriter, t)
-  return not writer and (firstWriter == 0 or (t > 0 and t < firstWriter))
+  return not writer and (firstWriter == 0 or t < firstWriter)
 end
 -- permitsGo: a request of permits when they, the permits out and those
--- asked for by the waiters before it (ahead) fit the count.
+-- asked for by the waiters ranked before it (ahead) fit the count.
 local function permitsGo(out, ahead, permits, count)
   return out + ahead + permits <= count
 end
 
 -- first prunes the waiters of the sorted sets given and returns their
--- lowest ticket, 0 when none waits.
+-- lowest rank, 0 when none waits.
 local function first(now, ...)
   local low = 0
   for _, key in ipairs({...}) do
@@ -75,8 +76,8 @@ local function permitsOut(key)
   end
   return n
 end
--- permitWaiters prunes the permit waiters of key and returns their
--- tickets and permits, {ticket, permits} in ticket order.
+-- permitWaiters prunes the permit waiters of key and returns their ranks
+-- and permits, {rank, permits} in rank order.
 local function permitWaiters(key, now)
   prune(key, now)
   local q = {}
@@ -88,8 +89,8 @@ local function permitWaiters(key, now)
   return q
 end
 -- tellFree tells the permit waiters of the semaphore (holds in key, count
--- in count, waiters in wk) whom the rule now grants, first in line first:
--- "b<ticket>", the waiters below the first it does not grant (0: all);
+-- in count, waiters in wk) whom the rule now grants, first ranked first:
+-- "b<rank>", the waiters below the first it does not grant (0: all);
 -- nothing when it grants none.
 local function tellFree(key, count, wk, numsub, publish)
   local ch = key .. ':wake'

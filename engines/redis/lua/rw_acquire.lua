@@ -1,13 +1,15 @@
 -- KEYS writer, readers, waiting writers, fence, waiting readers; ARGV
--- owner, ttl ms, fence idle ms, mode ('r' or 'w'), ticket (0: none yet),
--- register ('1' when the caller will wait), the caller's own write hold
--- "<token>:<owner>" for a downgrade (empty otherwise).
+-- owner, ttl ms, fence idle ms, mode ('r' or 'w'), ticket (its rank; 0:
+-- none yet), register ('1' when the caller will wait), the caller's own
+-- write hold "<token>:<owner>" for a downgrade (empty otherwise), weight
+-- (1 for a TryLock).
 --
 -- Returns the token (> 0) when granted, else {ms to wait at most, ticket}
 -- (see waiting). Grants as family.lua's rule says: a writer when nothing
--- is held and no waiter is before it, a reader when no writer holds or
--- waits before it, a downgrade at once, with the writer's token.
-local ttl, ticket = tonumber(ARGV[2]), tonumber(ARGV[5])
+-- is held and no waiter ranks before it, a reader when no writer holds or
+-- waits ranked before it, a downgrade at once, with the writer's token.
+local ttl, ticket, weight = tonumber(ARGV[2]), tonumber(ARGV[5]), tonumber(ARGV[8])
+local me = ticket > 0 and ticket or arriving(weight)
 local w = redis.call('get', KEYS[1])
 local now, wait
 if ARGV[4] == 'w' then
@@ -15,7 +17,7 @@ if ARGV[4] == 'w' then
   if go and redis.call('exists', KEYS[2], KEYS[3], KEYS[5]) > 0 then
     now = clock()
     prune(KEYS[2], now)
-    go = writerGoes(redis.call('exists', KEYS[2]) == 1, first(now, KEYS[3], KEYS[5]), ticket)
+    go = writerGoes(redis.call('exists', KEYS[2]) == 1, first(now, KEYS[3], KEYS[5]), me)
   end
   if go then
     local t = fence(KEYS[4], ARGV[3])
@@ -31,7 +33,7 @@ if ARGV[4] == 'w' then
   else
     wait = soonest(now, KEYS[2], KEYS[3], KEYS[5])
   end
-  return waiting(ARGV[6], KEYS[3], KEYS[4], ARGV[3], ticket, ARGV[1], now, ttl, wait)
+  return waiting(ARGV[6], KEYS[3], KEYS[4], ARGV[3], ticket, weight, ARGV[1], now, ttl, wait)
 end
 now = clock()
 local t
@@ -44,7 +46,7 @@ else
   if redis.call('exists', KEYS[3]) == 1 then
     fw = first(now, KEYS[3])
   end
-  if readerGoes(false, fw, ticket) then
+  if readerGoes(false, fw, me) then
     t = fence(KEYS[4], ARGV[3])
   else
     wait = soonest(now, KEYS[3])
@@ -58,4 +60,4 @@ if t then
   end
   return t
 end
-return waiting(ARGV[6], KEYS[5], KEYS[4], ARGV[3], ticket, ARGV[1], now, ttl, wait)
+return waiting(ARGV[6], KEYS[5], KEYS[4], ARGV[3], ticket, weight, ARGV[1], now, ttl, wait)
