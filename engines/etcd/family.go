@@ -86,8 +86,7 @@ func (e *Engine) familyWaiter(ctx context.Context, h *driver.Hold, st *holdState
 	wait, rw := rwWait[h.Kind]
 	switch {
 	case h.Kind == inspect.KindPermit && h.Weight > 1:
-		return nil, false, fmt.Errorf("WithWeight(%d): this engine ranks the waiters of mutexes and read-write locks by weight, not yet a semaphore's, whose near waiters count permits from watch events with no read to see a heavier request by: %w",
-			h.Weight, errors.ErrUnsupported)
+		return nil, false, fmt.Errorf("WithWeight(%d): %w: %w", h.Weight, errSemaphoreWeights, errors.ErrUnsupported)
 	case h.Kind == inspect.KindPermit:
 		st.prefix = rng + semQueue
 		st.value = semValue(h.Permits, false, h.Owner)

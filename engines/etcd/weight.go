@@ -21,7 +21,12 @@ var _ driver.Weigher = (*Engine)(nil)
 
 // Weighs implements driver.Weigher: mutexes and read-write locks grant
 // their waiters heaviest first (locker.WithWeight), FIFO within a weight.
-func (e *Engine) Weighs() bool { return true }
+// A semaphore refuses a weight above 1 at its acquisition
+// (errSemaphoreWeights), as Core refuses an engine that does not weigh.
+func (e *Engine) Weighs() error { return nil }
+
+// errSemaphoreWeights is why a semaphore refuses a weight above 1.
+var errSemaphoreWeights = errors.New("this engine ranks the waiters of mutexes and read-write locks by weight, not yet a semaphore's, whose near waiters count permits from watch events with no read to see a heavier request by")
 
 // heavySub is the sub-range, within its kind's, of a key of weight > 1:
 // one count of it in a waiter's check tells whether the queue is still

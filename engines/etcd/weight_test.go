@@ -131,10 +131,14 @@ func TestWeightedRW(t *testing.T) {
 	noErr(t, light.WriteLock().Unlock())
 }
 
-// TestWeightedSemaphoreRefused: a weight on a semaphore's acquisition is
-// refused at once, naming WithWeight.
+// TestWeightedSemaphoreRefused: the engine weighs (Core lets a weight
+// through), yet a weight on a semaphore's acquisition is refused at once,
+// naming WithWeight.
 func TestWeightedSemaphoreRefused(t *testing.T) {
 	e := newEngine(t, newClient(t, endpoint))
+	if err := e.Weighs(); err != nil {
+		t.Fatalf("Weighs() = %v; want nil", err)
+	}
 	s, err := e.NewSemaphore(t.Name(), 2, locker.WithWeight(4))
 	noErr(t, err)
 	_, err = s.Acquire(context.Background(), 1)
