@@ -158,9 +158,23 @@ func (g *grant) ReleaseWithin(wait time.Duration, done <-chan struct{}) error {
 	return g.release(done, min(wait, g.m.settings.ReleaseTimeout))
 }
 
-// release ends the hold on the engine; its caller waits for the answer at
-// most wait, or until done closes.
-func (g *grant) release(done <-chan struct{}, wait time.Duration) error {
+// ReleaseCtx is ReleaseWithin for a caller that waits at most wait or
+// until ctx ends: on an engine that honours deadlines, the release is made
+// on the caller's goroutine, where a done channel needs a worker.
+func (g *grant) ReleaseCtx(ctx context.Context, wait time.Duration) error {
+	m, h := g.m, &g.Hold
+	if err := g.releasable(); err != nil {
+		return err
+	}
+	if err := m.core.releaseCtx(ctx, h, min(wait, m.settings.ReleaseTimeout)); err != nil {
+		return fmt.Errorf("%s: unlock %q: %w", m.core.engine, m.name, err)
+	}
+	return nil
+}
+
+// releasable reports why the hold cannot be released: the engine closed,
+// or the hold is lost (then forgotten).
+func (g *grant) releasable() error {
 	m, h := g.m, &g.Hold
 	if err := m.core.checkOpen(); err != nil {
 		return fmt.Errorf("unlock %q: %w", m.name, err)
@@ -168,6 +182,16 @@ func (g *grant) release(done <-chan struct{}, wait time.Duration) error {
 	if h.isLost() {
 		m.core.forget(h)
 		return fmt.Errorf("%s: unlock %q: %w", m.core.engine, m.name, locker.ErrLockLost)
+	}
+	return nil
+}
+
+// release ends the hold on the engine; its caller waits for the answer at
+// most wait, or until done closes.
+func (g *grant) release(done <-chan struct{}, wait time.Duration) error {
+	m, h := g.m, &g.Hold
+	if err := g.releasable(); err != nil {
+		return err
 	}
 	if err := m.core.release(h, wait, done); err != nil {
 		return fmt.Errorf("%s: unlock %q: %w", m.core.engine, m.name, err)
