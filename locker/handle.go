@@ -291,15 +291,16 @@ func (h *handle) release(unlock bool, wait time.Duration, done <-chan struct{}, 
 	}
 	h.cur = nil
 	h.mu.Unlock()
-	switch r, ok := g.(ctxReleaser); {
-	case unlock:
+	if unlock {
 		return g.Unlock()
-	case ctx == nil:
-		return g.ReleaseWithin(wait, done)
-	case ok:
-		return r.ReleaseCtx(ctx, wait)
 	}
-	return g.ReleaseWithin(wait, ctx.Done())
+	if ctx != nil {
+		if r, ok := g.(ctxReleaser); ok {
+			return r.ReleaseCtx(ctx, wait)
+		}
+		done = ctx.Done()
+	}
+	return g.ReleaseWithin(wait, done)
 }
 
 // Name is the lock name given to NewLocker.
