@@ -254,17 +254,26 @@ func isLost(g Grant) bool {
 // whose answer it waits for at most driver.DefaultReleaseWait (or the engine's
 // ride-through window), leaving the rest to the background. It returns
 // ErrNotHeld without a hold and ErrLockLost after a loss.
-func (h *handle) Unlock() error { return h.release(true, 0, nil) }
+func (h *handle) Unlock() error { return h.release(true, 0, nil, nil) }
 
 // ReleaseWithin is Unlock for a caller that waits for the engine's answer
 // at most wait (never past the release timeout), or until done closes
 // (nil: never); past that the release goes on in the background and the
 // error wraps ErrUnavailable.
 func (h *handle) ReleaseWithin(wait time.Duration, done <-chan struct{}) error {
-	return h.release(false, wait, done)
+	return h.release(false, wait, done, nil)
 }
 
-func (h *handle) release(unlock bool, wait time.Duration, done <-chan struct{}) error {
+// ReleaseCtx is ReleaseWithin for a caller that waits at most wait or
+// until ctx ends: an engine that honours deadlines releases on the
+// caller's goroutine, under ctx, where a done channel needs a worker.
+func (h *handle) ReleaseCtx(ctx context.Context, wait time.Duration) error {
+	return h.release(false, wait, nil, ctx)
+}
+
+// release ends one hold: by Unlock (unlock), or within wait and done, or
+// within wait and ctx when ctx is not nil.
+func (h *handle) release(unlock bool, wait time.Duration, done <-chan struct{}, ctx context.Context) error {
 	h.mu.Lock()
 	g := h.cur
 	if g == nil {
@@ -284,6 +293,12 @@ func (h *handle) release(unlock bool, wait time.Duration, done <-chan struct{}) 
 	h.mu.Unlock()
 	if unlock {
 		return g.Unlock()
+	}
+	if ctx != nil {
+		if r, ok := g.(ctxReleaser); ok {
+			return r.ReleaseCtx(ctx, wait)
+		}
+		done = ctx.Done()
 	}
 	return g.ReleaseWithin(wait, done)
 }
@@ -328,6 +343,12 @@ type releaser interface {
 	ReleaseWithin(wait time.Duration, done <-chan struct{}) error
 }
 
+// ctxReleaser is the release bounded by a context of the Handles and
+// Grants this module returns (engines on locker/driver): see ReleaseCtx.
+type ctxReleaser interface {
+	ReleaseCtx(ctx context.Context, wait time.Duration) error
+}
+
 // acquirer is the raw acquisition of the Handles this module returns.
 type acquirer interface {
 	Acquire(ctx context.Context, wait bool) (bool, error)
@@ -339,6 +360,9 @@ type acquirer interface {
 func Release(ctx context.Context, l Locker) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: Release: nil context", ErrInvalidArgument)
+	}
+	if r, ok := l.(ctxReleaser); ok {
+		return r.ReleaseCtx(ctx, math.MaxInt64)
 	}
 	return releaseWithin(l, math.MaxInt64, ctx.Done())
 }

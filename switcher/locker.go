@@ -386,6 +386,9 @@ func (g *switchGrant) release(wait time.Duration, done <-chan struct{}) error {
 	if !m.closed.Load() {
 		wait = 0
 	}
+	if r, ok := g.in.(ctxReleaser); ok && done == nil {
+		return r.ReleaseCtx(opened.ctx, wait)
+	}
 	stop := opened.ctx.Done()
 	if done != nil { // rare: a caller's channel joined to the breaker's
 		ctx, cancel := context.WithCancel(opened.ctx)
@@ -394,6 +397,14 @@ func (g *switchGrant) release(wait time.Duration, done <-chan struct{}) error {
 		stop = ctx.Done()
 	}
 	return g.in.ReleaseWithin(wait, stop)
+}
+
+// ctxReleaser is a grant whose release a context can bound (engines on
+// locker/driver): on an engine that honours deadlines it releases on the
+// caller's goroutine, where a done channel costs a worker and two
+// goroutine switches.
+type ctxReleaser interface {
+	ReleaseCtx(ctx context.Context, wait time.Duration) error
 }
 
 // closeOn calls cancel when done closes, until stop is called: a caller's

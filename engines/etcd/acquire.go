@@ -72,7 +72,7 @@ func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, 
 		// Not a request that clientv3 would retry until ctx ends.
 		return false, e.fail("acquire", h.Name, errNoConnection)
 	}
-	var w waiter = &lockWaiter{e: e, st: st, rng: st.prefix, mutex: true}
+	var w waiter = &lockWaiter{e: e, st: st, rng: st.prefix, mutex: true, queue: st.prefix, heavy: st.prefix + heavySub, floor: e.floorKey(st.prefix), weight: h.Weight}
 	ok, err := false, error(nil)
 	if h.Kind != inspect.KindMutex {
 		w, ok, err = e.familyWaiter(ctx, h, st)
@@ -303,12 +303,24 @@ type lockWaiter struct {
 	st        *holdState
 	rng, also string
 	// counted (readers): when the key blocking it was the only older one
-	// (sole), its deletion (gone) lets it hold with no other read.
+	// (sole), its deletion (gone) lets it hold with no other read. A sole
+	// reader watches the writers' range for that deletion (blocked) and
+	// for a heavy writer's arrival, which may rank ahead of it.
 	counted, sole, gone bool
+	blocked             string
 	// marks (a mutex in a queue longer than markDepth): a granted key is
 	// marked, and the deletion of a marked key blocking it lets a waiter
 	// hold without reading the range: one request per hand-off.
 	mutex, marks bool
+	// Weights (weight.go): queue is the whole queue's range, heavy the
+	// prefix of the key of a weight > 1; full: a heavy key was seen, the
+	// waiter decides from the whole queue.
+	// floor is the key a heavy arrival that may pass an older key
+	// rewrites; floorRev its mod revision as last read.
+	queue, heavy, floor string
+	weight              int
+	full                bool
+	floorRev            int64
 }
 
 // markDepth is the queue length from which waiters mark their keys: a
@@ -331,6 +343,10 @@ func (w *lockWaiter) try(ctx context.Context, h *driver.Hold) (bool, error) {
 // etcd's apply loop, ahead of the releases. Behind others, the waiter
 // reads its place by check, outside the write (rev 0).
 func (w *lockWaiter) enqueue(ctx context.Context, h *driver.Hold) (watchSpec, int64, error) {
+	if w.weight > 1 {
+		return w.enqueueHeavy(ctx, h)
+	}
+	w.full = false
 	ops := []clientv3.Op{clientv3.OpGet(w.rng, clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly())}
 	s, resp, err := w.e.create(ctx, h, w.st, func(t clientv3.Txn, put clientv3.Op) clientv3.Txn {
 		return t.Then(append([]clientv3.Op{put}, w.alsoOps(ops)...)...)
@@ -361,6 +377,10 @@ func (w *lockWaiter) blocker(rs []*etcdserverpb.ResponseOp) watchSpec {
 	for i, kv := range kvs {
 		if kv.CreateRevision < w.st.rev {
 			w.sole = w.counted && i == len(kvs)-1 && len(kvs) < 2
+			if w.sole {
+				w.blocked = string(kv.Key)
+				return watchSpec{key: w.rng, prefix: true, puts: true}
+			}
 			return watchSpec{key: string(kv.Key), prev: w.marks}
 		}
 	}
@@ -378,10 +398,12 @@ func (w *lockWaiter) check(ctx context.Context, h *driver.Hold) (watchSpec, int6
 	rctx, cancel := w.e.attemptBound(ctx)
 	defer cancel()
 	switch {
+	case w.full:
+		return w.checkFull(rctx, h)
 	case w.sole && w.gone && w.marks:
-		return watchSpec{}, 0, w.e.mark(rctx, w.st)
+		return w.confirm(rctx, h, clientv3.OpPut(w.st.key, w.st.value, clientv3.WithIgnoreLease()))
 	case w.sole && w.gone:
-		return watchSpec{}, 0, nil
+		return w.granted(rctx, h) // no heavy writer came: see wakes
 	}
 	w.gone = false
 	limit := int64(1)
@@ -390,18 +412,29 @@ func (w *lockWaiter) check(ctx context.Context, h *driver.Hold) (watchSpec, int6
 	}
 	get := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
 		clientv3.WithLimit(limit), clientv3.WithMaxCreateRev(w.st.rev - 1), clientv3.WithKeysOnly()}
-	resp, err := w.e.ifCreated(rctx, w.st.key, w.st.rev, w.alsoOps([]clientv3.Op{clientv3.OpGet(w.rng, get...)})...)
+	ops := w.alsoOps([]clientv3.Op{clientv3.OpGet(w.rng, get...)})
+	resp, err := w.e.ifCreated(rctx, w.st.key, w.st.rev, append(append(ops, w.floorOp()), w.heavyCounts()...)...)
 	if err != nil {
 		return watchSpec{}, 0, err
 	}
-	spec := w.blocker(resp.Responses)
-	if spec.key == "" && w.marks && h.Renew { // a fixed lease's key is moved, so marked, when held
+	w.sawFloor(resp.Responses[len(ops)])
+	if anyHeavy(resp.Responses[len(ops)+1:]) {
+		return w.checkFull(rctx, h)
+	}
+	spec := w.blocker(resp.Responses[:len(ops)])
+	if spec.key != "" {
+		return spec, resp.Header.Revision, nil
+	}
+	if w.marks && h.Renew { // a fixed lease's key is moved, so marked, when held
 		w.e.markLater(w.st)
 	}
-	return spec, resp.Header.Revision, nil
+	return w.granted(rctx, h)
 }
 
 func (w *lockWaiter) wakes(resp clientv3.WatchResponse) bool {
+	if w.sole && w.counted {
+		return w.soleWakes(resp)
+	}
 	w.gone = hasDelete(resp)
 	if w.gone && w.marks {
 		w.sole = heldWhenDeleted(resp, w.st.rev)

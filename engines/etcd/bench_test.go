@@ -169,3 +169,29 @@ func lockUnlock(l locker.Handle) error {
 	}
 	return l.Unlock()
 }
+
+// BenchmarkHandoffWeighted is BenchmarkHandoff with 4 owners of weights
+// 1, 3, 2 and 10 (each grant goes to the heaviest waiter, not the
+// oldest), beside the same 4 of weight 1 to compare in one run.
+// tries/arrival is the creates a heavy arrival sent per key it queued
+// (above 1: the queue changed between its read and its create).
+func BenchmarkHandoffWeighted(b *testing.B) {
+	for _, weights := range [][]int{{1, 1, 1, 1}, {1, 3, 2, 10}} {
+		b.Run(fmt.Sprintf("weights=%v", weights), func(b *testing.B) {
+			e := newEngine(b, newClient(b, endpoint))
+			name := benchName(b)
+			ms := make([]lockertest.Mutex, len(weights))
+			for i, w := range weights {
+				l, err := e.NewLocker(name, locker.WithWeight(w))
+				if err != nil {
+					b.Fatal(err)
+				}
+				ms[i] = l
+			}
+			lockertest.Handoff(b, ms)
+			if tries, arrivals := e.HeavyTries(); arrivals > 0 {
+				b.ReportMetric(float64(tries)/float64(arrivals), "tries/arrival")
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -66,6 +67,12 @@ type Engine struct {
 	current map[shelf]*lease    // the lease new keys go on, by TTL in whole seconds and lock delay
 	leases  map[*lease]struct{} // every lease not killed: current ones, and full ones with keys
 	byKey   map[string]*slot    // every taken slot, by key, for the deletion watch
+
+	// Heavy arrivals (weight.go): the transactions they sent and those
+	// that created their key, and a hook for the tests between a look and
+	// the create.
+	heavyTries, heavyArrivals atomic.Int64
+	afterLook                 func()
 }
 
 var (

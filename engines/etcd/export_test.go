@@ -32,3 +32,13 @@ func (e *Engine) InterruptGoneWatch() (resume func()) {
 // RWWait exposes, by kind, the sub-ranges a read-write lock key waits on,
 // as derived from lockrule.
 var RWWait = rwWait
+
+// AfterLook sets f as what a heavy arrival calls between its read of the
+// queue and its create.
+func (e *Engine) AfterLook(f func()) { e.afterLook = f }
+
+// HeavyTries returns the creates heavy arrivals sent, and how many
+// created their key.
+func (e *Engine) HeavyTries() (tries, arrivals int64) {
+	return e.heavyTries.Load(), e.heavyArrivals.Load()
+}

@@ -31,7 +31,7 @@ func (e *Engine) familyRange(k inspect.Kind, name string) string {
 const (
 	rwReaders    = "r/"
 	rwWriters    = "w/"
-	rwDowngrades = "d/" // "d/<the writer's token>/"
+	rwDowngrades = "d/" // "d/<the writer's key's create revision>/"
 	semCount     = "permits"
 	semQueue     = "q/"
 )
@@ -85,6 +85,8 @@ func (e *Engine) familyWaiter(ctx context.Context, h *driver.Hold, st *holdState
 	rng := e.familyRange(h.Kind, h.Name)
 	wait, rw := rwWait[h.Kind]
 	switch {
+	case h.Kind == inspect.KindPermit && h.Weight > 1:
+		return nil, false, fmt.Errorf("WithWeight(%d): %w: %w", h.Weight, errSemaphoreWeights, errors.ErrUnsupported)
 	case h.Kind == inspect.KindPermit:
 		st.prefix = rng + semQueue
 		st.value = semValue(h.Permits, false, h.Owner)
@@ -101,7 +103,7 @@ func (e *Engine) familyWaiter(ctx context.Context, h *driver.Hold, st *holdState
 	if h.Kind == inspect.KindRead {
 		st.prefix = rng + rwReaders
 	}
-	w := &lockWaiter{e: e, st: st, rng: rng + wait[0]}
+	w := &lockWaiter{e: e, st: st, rng: rng + wait[0], queue: rng, heavy: st.prefix + heavySub, floor: e.floorKey(rng), weight: h.Weight}
 	if wait[1] != "" {
 		w.also = rng + wait[1]
 	}
@@ -117,7 +119,10 @@ func (e *Engine) downgrade(ctx context.Context, h *driver.Hold, st *holdState, r
 	if wst == nil || wst.slot == nil {
 		return false, nil
 	}
-	st.prefix = rng + rwDowngrades + strconv.FormatUint(h.Writer.Token, 10) + "/"
+	// The writer's create revision, which a writer granted out of arrival
+	// order does not have as its token (weight.go): the rule finds the
+	// writer by it.
+	st.prefix = rng + rwDowngrades + strconv.FormatInt(wst.rev, 10) + "/"
 	ok, err := e.tryCreate(ctx, h, st, func(t clientv3.Txn, put clientv3.Op) clientv3.Txn {
 		return t.If(clientv3.Compare(clientv3.CreateRevision(wst.key), "=", wst.rev)).Then(put)
 	}, nil)

@@ -31,26 +31,44 @@ const maxLeaseLookups = 8
 const forceAttempts = 5
 
 // Inspect reports who holds name and who waits for it, first in line
-// first: one range read, then one TimeToLive per distinct lease. Token is
-// a key's create revision, TTL its lease's time left (0 when it ended).
+// first (heaviest, then oldest): one range read, then one TimeToLive per
+// distinct lease. Token is a key's create revision, TTL its lease's time
+// left (0 when it ended).
 func (e *Engine) Inspect(ctx context.Context, name string) (inspect.Inspection, error) {
 	if err := driver.ValidateName(name); err != nil {
 		return inspect.Inspection{}, fmt.Errorf("etcd: inspect: %w", err)
 	}
-	kvs, ttls, err := e.inspectRange(ctx, "inspect", name, e.lockPrefix(name))
+	prefix := e.lockPrefix(name)
+	kvs, ttls, err := e.inspectRange(ctx, "inspect", name, prefix)
 	if err != nil {
 		return inspect.Inspection{}, err
 	}
 	in := inspect.Inspection{}
-	for i, kv := range kvs {
-		h := inspect.Holder{Owner: string(kv.Value), Token: uint64(kv.CreateRevision), TTL: ttls[clientv3.LeaseID(kv.Lease)]}
-		if i == 0 {
-			in.Holder = &h
-			continue
-		}
-		in.Waiters = append(in.Waiters, h)
+	holder, waiters := mutexHolder(prefix, kvs)
+	for _, k := range waiters {
+		in.Waiters = append(in.Waiters, inspect.Holder{Owner: k.owner, Token: uint64(k.kv.CreateRevision), TTL: ttls[clientv3.LeaseID(k.kv.Lease)]})
+	}
+	if holder != nil {
+		in.Holder = &inspect.Holder{Owner: holder.owner, Token: uint64(holder.kv.CreateRevision), TTL: ttls[clientv3.LeaseID(holder.kv.Lease)]}
 	}
 	return in, nil
+}
+
+// mutexHolder tells, from the keys of a mutex's range read oldest first,
+// the one holding it (nil: none) and the waiters in their rank.
+func mutexHolder(prefix string, kvs []*mvccpb.KeyValue) (*queueKey, []queueKey) {
+	keys, q, held := readQueue(prefix, kvs, true)
+	var holder *queueKey
+	var waiters []queueKey
+	for i, g := range lockrule.Grants(q, held, 0) {
+		if g && holder == nil {
+			holder = &keys[i]
+			continue
+		}
+		waiters = append(waiters, keys[i])
+	}
+	slices.SortStableFunc(waiters, func(a, b queueKey) int { return max(b.entry.Weight, 1) - max(a.entry.Weight, 1) })
+	return holder, waiters
 }
 
 // inspectRange reads the keys of rng, oldest first, and their leases' TTLs.
@@ -111,9 +129,10 @@ func (e *Engine) leaseTTLs(ctx context.Context, resp *clientv3.GetResponse) (map
 
 // ForceUnlock removes the current hold of name, whoever owns it, and
 // returns it (its TTL is not read); ErrNotHeld when the name is free. It
-// deletes the oldest key if it still has the create revision read, else
-// tries the new oldest. The owner's engine sees it at once (Lost closes,
-// Unlock returns ErrLockLost); the next waiter takes the lock.
+// reads the name's keys and deletes the holder's if it still has the
+// create revision read, else reads again. The owner's engine sees it at
+// once (Lost closes, Unlock returns ErrLockLost); the next waiter takes
+// the lock.
 func (e *Engine) ForceUnlock(ctx context.Context, name string) (inspect.Holder, error) {
 	if err := driver.ValidateName(name); err != nil {
 		return inspect.Holder{}, fmt.Errorf("etcd: force unlock: %w", err)
@@ -122,31 +141,32 @@ func (e *Engine) ForceUnlock(ctx context.Context, name string) (inspect.Holder, 
 		return inspect.Holder{}, e.fail("force unlock", name, locker.ErrClosed)
 	}
 	prefix := e.lockPrefix(name)
-	first := clientv3.OpGet(prefix, clientv3.WithFirstCreate()...)
+	all := clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	rctx, cancel := e.bound(ctx)
-	resp, err := e.client.Do(rctx, first)
+	resp, err := e.client.Do(rctx, all)
 	cancel()
 	if err != nil {
 		return inspect.Holder{}, e.fail("force unlock", name, err)
 	}
 	kvs := resp.Get().Kvs
 	for range forceAttempts {
-		if len(kvs) == 0 {
+		holder, _ := mutexHolder(prefix, kvs)
+		if holder == nil {
 			return inspect.Holder{}, fmt.Errorf("etcd: force unlock %q: %w", name, locker.ErrNotHeld)
 		}
-		kv := kvs[0]
+		kv := holder.kv
 		rctx, cancel := e.bound(ctx)
 		tresp, err := e.client.Txn(rctx).
 			If(clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)).
 			Then(clientv3.OpDelete(string(kv.Key))).
-			Else(first).
+			Else(all).
 			Commit()
 		cancel()
 		if err != nil {
 			return inspect.Holder{}, e.fail("force unlock", name, err)
 		}
 		if tresp.Succeeded {
-			return inspect.Holder{Owner: string(kv.Value), Token: uint64(kv.CreateRevision)}, nil
+			return inspect.Holder{Owner: holder.owner, Token: uint64(kv.CreateRevision)}, nil
 		}
 		kvs = tresp.Responses[0].GetResponseRange().Kvs
 	}
@@ -215,42 +235,42 @@ type familyKey struct {
 // a semaphore's stored count.
 func familyKeys(rng string, kvs []*mvccpb.KeyValue) (count int, keys []familyKey) {
 	var q []lockrule.Entry
-	downgrades := make(map[uint64]bool) // their writers' tokens
+	var held []bool
+	var side []*mvccpb.KeyValue // a read-write lock's keys
 	for _, kv := range kvs {
-		k := familyKey{kv: kv, h: inspect.FamilyHolder{
-			Holder: inspect.Holder{Owner: string(kv.Value), Token: uint64(kv.CreateRevision)},
-			Kind:   inspect.KindRead, Permits: 1,
-		}}
-		e := lockrule.Entry{}
-		switch sub := strings.TrimPrefix(string(kv.Key), rng); {
+		sub := strings.TrimPrefix(string(kv.Key), rng)
+		switch {
 		case sub == semCount:
 			count, _ = strconv.Atoi(string(kv.Value))
-			continue
 		case strings.HasPrefix(sub, semQueue):
-			k.h.Kind = inspect.KindPermit
+			k := familyKey{kv: kv, h: inspect.FamilyHolder{Holder: inspect.Holder{Token: uint64(kv.CreateRevision)}, Kind: inspect.KindPermit}}
 			k.h.Permits, k.marked, k.h.Owner = parseSemValue(kv.Value)
-		case strings.HasPrefix(sub, rwWriters):
-			k.h.Kind = inspect.KindWrite
-		case strings.HasPrefix(sub, rwDowngrades):
-			e.Downgrade = true
-			if tok, _, ok := strings.Cut(strings.TrimPrefix(sub, rwDowngrades), "/"); ok {
-				if t, err := strconv.ParseUint(tok, 10, 64); err == nil {
-					k.h.Token = t
-				}
-			}
-			downgrades[k.h.Token] = true
+			q, held, keys = append(q, lockrule.Entry{Kind: inspect.KindPermit, Permits: k.h.Permits}), append(held, k.marked), append(keys, k)
+		default:
+			side = append(side, kv)
 		}
-		e.Kind, e.Permits = k.h.Kind, k.h.Permits
-		q, keys = append(q, e), append(keys, k)
 	}
-	held := make([]bool, len(keys))
-	for i, k := range keys {
-		held[i] = k.marked || (k.h.Kind == inspect.KindWrite && downgrades[k.h.Token])
+	rw, rq, rheld := readQueue(rng, side, false)
+	for _, k := range rw {
+		h := inspect.FamilyHolder{Holder: inspect.Holder{Owner: k.owner, Token: uint64(k.kv.CreateRevision)}, Kind: k.entry.Kind, Permits: 1}
+		if k.entry.Downgrade {
+			h.Token = downgradeToken(rng, k.kv)
+		}
+		keys = append(keys, familyKey{kv: k.kv, h: h})
 	}
+	q, held = append(q, rq...), append(held, rheld...)
 	for i, g := range lockrule.Grants(q, held, count) {
 		keys[i].held = g
 	}
 	return count, keys
+}
+
+// downgradeToken is the token of a downgraded read: its writer's, in its
+// key.
+func downgradeToken(rng string, kv *mvccpb.KeyValue) uint64 {
+	tok, _, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), rng+rwDowngrades), "/")
+	t, _ := strconv.ParseUint(tok, 10, 64)
+	return t
 }
 
 // ForceUnlockFamily ends the holds of the read-write lock (KindRead or

@@ -316,7 +316,7 @@ func (c *Core) granted(h *Hold) bool {
 func (c *Core) release(h *Hold, wait time.Duration, done <-chan struct{}) error {
 	c.forget(h)
 	if done == nil && c.deadlines {
-		return c.releaseHere(h, wait)
+		return c.releaseHere(context.Background(), h, wait)
 	}
 	r, _ := c.releases.Get().(*pendingRelease)
 	if r == nil {
@@ -328,7 +328,7 @@ func (c *Core) release(h *Hold, wait time.Duration, done <-chan struct{}) error 
 	r.settled.Store(false)
 	if !c.Go(r.run) { // closing
 		r.recycle()
-		return c.releaseHere(h, h.ReleaseTimeout)
+		return c.releaseHere(context.Background(), h, h.ReleaseTimeout)
 	}
 	r.timer.Reset(wait)
 	var err error
@@ -350,14 +350,26 @@ func (c *Core) release(h *Hold, wait time.Duration, done <-chan struct{}) error 
 	return err
 }
 
+// releaseCtx is release for a caller whose wait also ends with ctx: on a
+// backend that honours deadlines, the first try is made on the caller's
+// goroutine, under ctx (its values, such as a trace, reach the engine).
+func (c *Core) releaseCtx(ctx context.Context, h *Hold, wait time.Duration) error {
+	if !c.deadlines || ctx.Err() != nil {
+		return c.release(h, wait, ctx.Done())
+	}
+	c.forget(h)
+	return c.releaseHere(ctx, h, wait)
+}
+
 // releaseHere makes the first try of a release on the caller's goroutine,
-// within wait, and hands the rest to a worker when it got no answer.
-func (c *Core) releaseHere(h *Hold, wait time.Duration) error {
+// within wait and parent, and hands the rest to a worker when it got no
+// answer (or parent ended first: the release must still happen).
+func (c *Core) releaseHere(parent context.Context, h *Hold, wait time.Duration) error {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	ctx, cancel := context.WithTimeout(parent, wait)
 	err := c.endOnEngine(ctx, h)
 	cancel()
-	if !errors.Is(err, locker.ErrUnavailable) {
+	if err == nil || (!errors.Is(err, locker.ErrUnavailable) && parent.Err() == nil) {
 		return err
 	}
 	left := h.ReleaseTimeout - time.Since(start)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -507,5 +508,75 @@ func TestLostClosedMeansLost(t *testing.T) {
 		if !h.isLost() {
 			t.Fatal("isLost() = false after Lost() closed")
 		}
+	}
+}
+
+// deadlineBackend honours deadlines; its Release reports the context it
+// was given and, once fail is set, fails once after calling onRelease.
+type deadlineBackend struct {
+	released  chan releaseCall
+	fail      atomic.Bool
+	onRelease func() // if not nil, called by the failing Release
+}
+
+func (*deadlineBackend) Acquire(context.Context, *Hold, bool) (bool, error) { return true, nil }
+func (*deadlineBackend) HonoursDeadlines() bool                             { return true }
+
+func (b *deadlineBackend) Release(ctx context.Context, _ *Hold) error {
+	b.released <- releaseCall{ctx.Value(ctxKey{}), ctx.Err()}
+	if b.fail.CompareAndSwap(true, false) {
+		b.onRelease()
+		return locker.ErrUnavailable
+	}
+	return nil
+}
+
+type ctxKey struct{}
+
+// releaseCall is what a Release saw: its context's ctxKey value and error.
+type releaseCall struct {
+	value any
+	err   error
+}
+
+// ReleaseCtx on an engine that honours deadlines releases under the
+// caller's context (its values reach the engine: made on the caller's
+// goroutine, not a worker's); a release whose context ended before an
+// answer goes on in the background and says so.
+func TestReleaseCtx(t *testing.T) {
+	b := &deadlineBackend{released: make(chan releaseCall, 2)}
+	c := NewCore("test", b, slog.Default())
+	defer c.Close(context.Background())
+	take := func() interface {
+		ReleaseCtx(context.Context, time.Duration) error
+	} {
+		l, _ := c.NewLocker("x")
+		g, err := locker.Take(context.Background(), l, true)
+		if err != nil {
+			t.Fatalf("Take() = %v", err)
+		}
+		return g.(interface {
+			ReleaseCtx(context.Context, time.Duration) error
+		})
+	}
+	ctx := context.WithValue(context.Background(), ctxKey{}, "caller")
+	if err := take().ReleaseCtx(ctx, time.Second); err != nil {
+		t.Fatalf("ReleaseCtx() = %v", err)
+	}
+	if got := <-b.released; got.value != "caller" {
+		t.Fatalf("Release saw the context value %v; want the caller's", got.value)
+	}
+
+	// The first try fails and the caller's context ends meanwhile.
+	g := take()
+	ending, cancel := context.WithCancel(ctx)
+	b.fail.Store(true)
+	b.onRelease = cancel
+	if err := g.ReleaseCtx(ending, time.Second); !errors.Is(err, locker.ErrUnavailable) {
+		t.Fatalf("ReleaseCtx(ending context) = %v; want ErrUnavailable, the release going on", err)
+	}
+	<-b.released // the try under the caller's context
+	if got := <-b.released; got.err != nil || got.value != nil {
+		t.Fatalf("the background retry ran under a context with value %v, error %v; want one of its own, live", got.value, got.err)
 	}
 }

@@ -151,16 +151,23 @@ func (g *grant) Engine() string { return g.m.core.engine }
 // Unlock ends the hold, waiting for the engine's answer at most the
 // Core's release wait.
 func (g *grant) Unlock() error {
-	return g.release(nil, min(g.m.core.releaseWait, g.m.settings.ReleaseTimeout))
+	return g.release(context.Background(), nil, min(g.m.core.releaseWait, g.m.settings.ReleaseTimeout))
 }
 
 func (g *grant) ReleaseWithin(wait time.Duration, done <-chan struct{}) error {
-	return g.release(done, min(wait, g.m.settings.ReleaseTimeout))
+	return g.release(context.Background(), done, min(wait, g.m.settings.ReleaseTimeout))
+}
+
+// ReleaseCtx is ReleaseWithin for a caller that waits at most wait or
+// until ctx ends: on an engine that honours deadlines, the release is made
+// on the caller's goroutine, where a done channel needs a worker.
+func (g *grant) ReleaseCtx(ctx context.Context, wait time.Duration) error {
+	return g.release(ctx, nil, min(wait, g.m.settings.ReleaseTimeout))
 }
 
 // release ends the hold on the engine; its caller waits for the answer at
-// most wait, or until done closes.
-func (g *grant) release(done <-chan struct{}, wait time.Duration) error {
+// most wait, or until done (when not nil) closes or ctx ends.
+func (g *grant) release(ctx context.Context, done <-chan struct{}, wait time.Duration) error {
 	m, h := g.m, &g.Hold
 	if err := m.core.checkOpen(); err != nil {
 		return fmt.Errorf("unlock %q: %w", m.name, err)
@@ -169,7 +176,13 @@ func (g *grant) release(done <-chan struct{}, wait time.Duration) error {
 		m.core.forget(h)
 		return fmt.Errorf("%s: unlock %q: %w", m.core.engine, m.name, locker.ErrLockLost)
 	}
-	if err := m.core.release(h, wait, done); err != nil {
+	var err error
+	if done != nil {
+		err = m.core.release(h, wait, done)
+	} else {
+		err = m.core.releaseCtx(ctx, h, wait)
+	}
+	if err != nil {
 		return fmt.Errorf("%s: unlock %q: %w", m.core.engine, m.name, err)
 	}
 	return nil
