@@ -124,27 +124,26 @@
 // holder before it. Every create under a parent writes the parent in the
 // same transaction (the delay marker's too), and a heavy arrival writes it
 // once more: the parent's data version less its creates ((cversion +
-// children) / 2) counts the writes that are not a create's. A node notes
-// that count at its create; a look that grants it and finds the count
-// higher takes a new token: it writes the parent, and holds with that
-// write's zxid, which also raises the count. Why that is enough: a grant
-// G2 that keeps its czxid saw no heavy arrival and no renewal since its
-// create; an earlier grant G1 that renewed did so before G2's create, one
-// that did not either is older than G2 or passed it, and only a heavy
-// arrival after G2 passes it. So G1's token is below G2's czxid.
-// Downgraded readers keep their write hold's token. A queue that never had
-// a heavy node never renews; nodes that other clients create under a
-// lock's parent without that write (go-zookeeper's own lock recipe) would
-// hide marks: do not mix them with weights.
+// children) / 2) counts those marks, and a listing's stat carries it.
+// Under a parent with a mark, a grant's token is the listing's pzxid, the
+// zxid of the children's last change, rather than its node's czxid. Why
+// that is enough: the holder before it was granted on a listing that had
+// its node (or at its create), so with a token below that node's delete;
+// the listing that grants the next one no longer has it, so its pzxid is
+// at or above that delete. Nothing is written at a grant. Readers granted
+// on the same listing may share a token. A downgraded reader keeps its
+// write hold's token, and its node names the writer's czxid. A queue that
+// never had a heavy node keeps czxids, as older versions do; nodes that
+// other clients create under a lock's parent without the parent's write
+// (go-zookeeper's own lock recipe) would hide marks: do not mix them with
+// weights. Inspect shows czxids.
 //
 // What weights cost: a heavy arrival sends a look before its create, one
 // more round trip, and reads the records of heavy nodes it has not read
 // yet (and, when a downgrade is queued, the writers' nodes); on a name
 // whose queue changes faster than a round trip, it tries again. A look at
 // a queue holding heavy nodes reads each heavy node once per process; the
-// hand-off itself, a delete and the woken waiter's look, is unchanged,
-// but for a waiter that a heavy node, or a renewal, came after: its grant
-// writes the parent first, one more round trip.
+// hand-off itself, a delete and the woken waiter's look, is unchanged.
 // Every process that takes a name with a weight must run a version that
 // knows weights: an older one reads a heavy node as a weight-1 node (a
 // mutex's) or skips it (a read-write lock's), and may hold with it.

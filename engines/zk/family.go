@@ -134,8 +134,10 @@ type view struct {
 	next     int64
 	pczxid   int64
 	heavy    bool
-	// extra is the parent's zkconn.ExtraWrites at the look.
+	// extra is the parent's zkconn.ExtraWrites at the look, and pzxid
+	// the zxid of its children's last change (weight.go's token).
 	extra int64
+	pzxid int64
 	// listed is the nodes as listed when weigh left records unread (then
 	// nodes is without the invalid ones); whole: every record is read.
 	listed []entry
@@ -151,7 +153,7 @@ type view struct {
 func newView(k inspect.Kind, children []string, st *gozk.Stat) *view {
 	v := &view{}
 	if st != nil {
-		v.cversion, v.next, v.pczxid, v.extra = st.Cversion, nextSequence(st), st.Czxid, zkconn.ExtraWrites(st)
+		v.cversion, v.next, v.pczxid, v.extra, v.pzxid = st.Cversion, nextSequence(st), st.Czxid, zkconn.ExtraWrites(st), st.Pzxid
 	}
 	v.nodes, v.rule = v.node1[:0], v.rule1[:]
 	if len(children) > len(v.node1) {
@@ -312,7 +314,7 @@ func (e *Engine) downgrade(ctx context.Context, h *driver.Hold, parent string) (
 	}
 	c, err := e.create(ctx, zkconn.Protected{
 		Parent: parent, GUID: zkconn.NewGUID(), Requires: []string{w.path}, Data: []byte(h.Owner),
-		Suffix: "-" + string(markDown) + strconv.FormatUint(h.Writer.Token, 10) + "-",
+		Suffix: "-" + string(markDown) + strconv.FormatInt(w.czxid, 10) + "-",
 	})
 	switch {
 	case errors.Is(err, zkconn.ErrRequiredGone):

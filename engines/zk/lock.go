@@ -74,15 +74,12 @@ func (e *Engine) attempt(ctx context.Context, h *driver.Hold, parent string, wai
 		return ok, err
 	}
 	var n *node
-	var czxid int64
 	var v *view
 	var err error
 	if heavy(h, wait) {
-		n, czxid, v, err = e.enqueueHeavy(ctx, h, parent)
+		n, v, err = e.enqueueHeavy(ctx, h, parent)
 	} else {
-		var c zkconn.Created
-		n, c, v, err = e.enqueue(ctx, h, zkconn.Protected{Parent: parent, Data: []byte(h.Owner), Suffix: marker(h)})
-		czxid = c.Czxid
+		n, _, v, err = e.enqueue(ctx, h, zkconn.Protected{Parent: parent, Data: []byte(h.Owner), Suffix: marker(h)})
 	}
 	if err != nil {
 		return false, e.fail("acquire", h.Name, err)
@@ -99,7 +96,7 @@ func (e *Engine) attempt(ctx context.Context, h *driver.Hold, parent string, wai
 			return false, e.abandon(ctx, h, n, err)
 		}
 		vd, err := e.decide(ctx, h, n, v, arrival, held)
-		renew := v.renews(h, n)
+		token := v.token(h, n)
 		v = nil
 		switch {
 		case errors.Is(err, errLookAgain):
@@ -110,7 +107,7 @@ func (e *Engine) attempt(ctx context.Context, h *driver.Hold, parent string, wai
 			e.untrack(n)
 			return false, errRestart
 		case vd.granted:
-			return e.take(ctx, h, n, czxid, renew, vd.poke, wait)
+			return e.take(ctx, h, n, token, vd.poke, wait)
 		case !wait:
 			e.discard(n, true)
 			return false, nil
@@ -158,7 +155,7 @@ func (e *Engine) enqueue(ctx context.Context, h *driver.Hold, p zkconn.Protected
 		pversion = -1
 	}
 	n := e.track(c.Path, parent, pversion)
-	n.extra = c.PExtra
+	n.czxid = c.Czxid
 	if early == nil {
 		return n, c, nil, nil
 	}
@@ -170,10 +167,9 @@ func (e *Engine) enqueue(ctx context.Context, h *driver.Hold, p zkconn.Protected
 }
 
 // take makes n, granted by the rules, h's hold: with a lock delay, once the
-// bar a hold that ended without Unlock left has run out (delay.go); with
-// renew, under a new token (weight.go); with poke, its successor is woken
-// first.
-func (e *Engine) take(ctx context.Context, h *driver.Hold, n *node, czxid int64, renew, poke, wait bool) (bool, error) {
+// bar a hold that ended without Unlock left has run out (delay.go), with
+// token; with poke, its successor is woken first.
+func (e *Engine) take(ctx context.Context, h *driver.Hold, n *node, token int64, poke, wait bool) (bool, error) {
 	if h.Delay > 0 {
 		switch err := e.waitBar(ctx, h, n, wait); {
 		case errors.Is(err, errBarred):
@@ -183,17 +179,11 @@ func (e *Engine) take(ctx context.Context, h *driver.Hold, n *node, czxid int64,
 			return false, err
 		}
 	}
-	if renew {
-		var err error
-		if czxid, err = e.renewToken(ctx, n); err != nil {
-			return false, e.abandon(ctx, h, n, err)
-		}
-	}
 	var first func()
 	if poke {
 		first = func() { e.poke(n, h.Owner) }
 	}
-	if !e.grant(h, n, czxid, first) {
+	if !e.grant(h, n, token, first) {
 		e.dropBar(ctx, h, n) // never held: a claim that bars nothing
 		e.discard(n, true)
 		return false, errRestart

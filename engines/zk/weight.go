@@ -336,10 +336,10 @@ func heavy(h *driver.Hold, wait bool) bool { return wait && h.Weight > 1 }
 // node is valid when nothing was created between the look and the create
 // (record.validFor); otherwise its owner deletes it, as everyone else
 // ignores it, and tries again, within ctx.
-func (e *Engine) enqueueHeavy(ctx context.Context, h *driver.Hold, parent string) (*node, int64, *view, error) {
+func (e *Engine) enqueueHeavy(ctx context.Context, h *driver.Hold, parent string) (*node, *view, error) {
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, 0, nil, err
+			return nil, nil, err
 		}
 		h.Asking()
 		r, look, err := e.heavyRecord(ctx, h, parent)
@@ -347,7 +347,7 @@ func (e *Engine) enqueueHeavy(ctx context.Context, h *driver.Hold, parent string
 			continue
 		}
 		if err != nil {
-			return nil, 0, nil, err
+			return nil, nil, err
 		}
 		if e.beforeHeavyCreate != nil {
 			e.beforeHeavyCreate()
@@ -358,18 +358,18 @@ func (e *Engine) enqueueHeavy(ctx context.Context, h *driver.Hold, parent string
 		case errors.Is(err, zkconn.ErrRequiredGone):
 			continue
 		case err != nil:
-			return nil, 0, nil, err
+			return nil, nil, err
 		}
 		seq, _ := zkconn.Sequence(n.name)
 		if r.validFor(seq, c.PCzxid) {
 			n.rec = &r
-			return n, c.Czxid, v, nil
+			return n, v, nil
 		}
 		e.discard(n, true)
 		if c.PCzxid == r.pczxid && c.PCversion == look.cversion+1 {
 			// Nothing else changed, and the sequence is not the one
 			// predicted: this server numbers children otherwise.
-			return nil, 0, nil, fmt.Errorf("WithWeight(%d): the server numbers sequential nodes otherwise than by creates (sequence %d, want %d): %w", h.Weight, seq, r.next, errors.ErrUnsupported)
+			return nil, nil, fmt.Errorf("WithWeight(%d): the server numbers sequential nodes otherwise than by creates (sequence %d, want %d): %w", h.Weight, seq, r.next, errors.ErrUnsupported)
 		}
 	}
 }
@@ -406,22 +406,20 @@ func (e *Engine) heavyRecord(ctx context.Context, h *driver.Hold, parent string)
 	return record{next: v.next, pczxid: v.pczxid, granted: g, owner: h.Owner}, v, nil
 }
 
-// renews reports whether h's node n, granted on the look v, takes a new
-// token rather than its czxid: when, since n's create, a heavy node came
-// (its mark) or a grant renewed (its write), which the parent's count of
-// extra writes tells. An unweighted queue has neither. Semaphores refuse
-// weights; a downgrade keeps its write hold's token.
-func (v *view) renews(h *driver.Hold, n *node) bool {
-	return h.Kind != inspect.KindPermit && v.extra > n.extra
-}
-
-// renewToken writes n's parent and returns the write's zxid, a token
-// above every one granted on the name so far.
-func (e *Engine) renewToken(ctx context.Context, n *node) (int64, error) {
-	st, err := zkconn.Do(ctx, e.zc, func() (*gozk.Stat, error) { return e.conn.Set(n.parent, nil, -1) })
-	if err != nil {
-		return 0, err
+// token is the fencing token of h's node n, granted on the look v: its
+// czxid, or, under a parent where a heavy node was ever created (a mark:
+// the parent's count of extra writes is above 0), the zxid of the
+// children's last change at v. There a node may be granted after a newer
+// one, whose token its czxid is below; the look's pzxid is above every
+// token granted before: the holder before n was granted on a look that
+// listed its node, or at its create, so below that node's delete, which v,
+// no longer listing it, follows. No write, so no request more. Readers
+// granted on the same change share a token. A queue that never had a
+// heavy node keeps czxids, as every version does. Semaphores refuse
+// weights (and their parent's data is written by SetPermits).
+func (v *view) token(h *driver.Hold, n *node) int64 {
+	if h.Kind == inspect.KindPermit || v.extra <= 0 {
+		return n.czxid
 	}
-	e.zc.ParentWrote(n.parent, st.Version)
-	return st.Mzxid, nil
+	return v.pzxid
 }

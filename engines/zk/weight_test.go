@@ -129,6 +129,38 @@ func TestWeightedAfterDowngrade(t *testing.T) {
 	unlock(t, writer.WriteLock())
 }
 
+// TestDowngradeAfterNewToken: a writer granted under a marked parent holds
+// with a token other than its czxid; its downgrade still names the
+// writer's czxid, so a heavy writer that comes next still records the
+// write hold as granted and waits for it.
+func TestDowngradeAfterNewToken(t *testing.T) {
+	c, es := admin(t), familyEngines(t, 3)
+	name := "downgrade-new-token"
+	parent := es[0].FamilyPath(inspect.KindWrite, name)
+	holder, light, heavy := rwLock(t, es[0], name), rwLock(t, es[1], name), rwLock(t, es[2], name, locker.WithWeight(5))
+	lock(t, holder.WriteLock())
+	lightDone := lockAsync(t.Context(), light.WriteLock())
+	waitQueued(t, c, parent, 2)
+	heavyDone := lockAsync(t.Context(), heavy.WriteLock())
+	waitQueued(t, c, parent, 3)
+	unlock(t, holder.WriteLock())
+	lockertest.WantGranted(t, heavyDone, "the weight-5 writer, before the older one")
+	heavyToken := heavy.WriteLock().Token()
+	unlock(t, heavy.WriteLock())
+	lockertest.WantGranted(t, lightDone, "the older weight-1 writer")
+	if tok := light.WriteLock().Token(); tok <= heavyToken {
+		t.Fatalf("the weight-1 writer holds with token %d, not above the weight-5 writer's %d", tok, heavyToken)
+	}
+	lock(t, light.ReadLock())
+	done := lockAsync(t.Context(), heavy.WriteLock())
+	waitQueued(t, c, parent, 3)
+	unlock(t, light.ReadLock())
+	lockertest.WantPending(t, done, "the weight-5 writer while the downgraded owner still writes")
+	unlock(t, light.WriteLock())
+	lockertest.WantGranted(t, done, "the weight-5 writer once the write side is free")
+	unlock(t, heavy.WriteLock())
+}
+
 // TestWeightedSemaphoreRefused: a semaphore refuses a weight, naming it.
 func TestWeightedSemaphoreRefused(t *testing.T) {
 	es := familyEngines(t, 1)

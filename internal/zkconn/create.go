@@ -43,15 +43,13 @@ var ErrRequiredGone = errors.New("zkconn: the node the create requires is gone")
 // Created is a node CreateProtected made: its path and czxid, and its
 // parent's data version right after (-1 when not known), cversion right
 // after and czxid (0 when not known), which tells one incarnation of a
-// parent from the next, and the parent's ExtraWrites right after (0 when
-// not known).
+// parent from the next.
 type Created struct {
 	Path      string
 	Czxid     int64
 	PVersion  int32
 	PCversion int32
 	PCzxid    int64
-	PExtra    int64
 }
 
 // ExtraWrites is the number of writes to a parent of stat st beyond the
@@ -225,7 +223,7 @@ func (c *Conn) multi(ops []any, nreq int, check func(string) error) (Created, er
 		return Created{}, fmt.Errorf("unexpected reply to create: %+v", res)
 	}
 	last := res[len(ops)-1].Stat
-	cr := Created{Path: res[len(ops)-2].String, Czxid: last.Mzxid, PVersion: last.Version, PCversion: last.Cversion, PCzxid: last.Czxid, PExtra: ExtraWrites(last)}
+	cr := Created{Path: res[len(ops)-2].String, Czxid: last.Mzxid, PVersion: last.Version, PCversion: last.Cversion, PCzxid: last.Czxid}
 	if check != nil {
 		if err := check(cr.Path); err != nil {
 			return Created{}, err
