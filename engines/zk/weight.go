@@ -62,19 +62,24 @@ const recordTag = "orthrus-w1"
 
 // record is what a heavy node's data says: the sequence the next child's
 // create would get and the parent's czxid, at the look before its create,
-// and the sequences of the nodes granted then; then the owner ID.
+// whether a node granted then excludes every other (a mutex's holder, a
+// writer), and the sequences of the nodes granted then; then the owner ID.
 type record struct {
-	next    int64
-	pczxid  int64
-	granted []int64
-	owner   string
+	next      int64
+	pczxid    int64
+	exclusive bool
+	granted   []int64
+	owner     string
 }
 
+// exclusiveField is the record's field for exclusive, "x", and for not.
+var exclusiveField = map[bool]string{true: "x", false: "-"}
+
 // encode writes r as a heavy node's data: "orthrus-w1 <next> <pczxid>
-// <sequence>...", a newline, and the owner ID.
+// <x or -> <sequence>...", a newline, and the owner ID.
 func (r record) encode() []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s %d %d", recordTag, r.next, r.pczxid)
+	fmt.Fprintf(&b, "%s %d %d %s", recordTag, r.next, r.pczxid, exclusiveField[r.exclusive])
 	for _, s := range r.granted {
 		fmt.Fprintf(&b, " %d", s)
 	}
@@ -88,7 +93,7 @@ func (r record) encode() []byte {
 func parseRecord(data []byte) (r record, ok bool) {
 	line, owner, found := bytes.Cut(data, []byte{'\n'})
 	f := strings.Fields(string(line))
-	if !found || len(f) < 3 || f[0] != recordTag {
+	if !found || len(f) < 4 || f[0] != recordTag || (f[3] != exclusiveField[true] && f[3] != exclusiveField[false]) {
 		return record{}, false
 	}
 	next, err1 := strconv.ParseInt(f[1], 10, 64)
@@ -96,8 +101,8 @@ func parseRecord(data []byte) (r record, ok bool) {
 	if err1 != nil || err2 != nil {
 		return record{}, false
 	}
-	r = record{next: next, pczxid: p, owner: string(owner)}
-	for _, s := range f[3:] {
+	r = record{next: next, pczxid: p, exclusive: f[3] == exclusiveField[true], owner: string(owner)}
+	for _, s := range f[4:] {
 		seq, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
 			return record{}, false
@@ -108,14 +113,17 @@ func parseRecord(data []byte) (r record, ok bool) {
 }
 
 // validFor reports whether a heavy node of sequence seq with record r is
-// valid under a parent of czxid pczxid. ZooKeeper numbers a parent's
-// sequential children by the creates under it, so the sequence is the
-// one the look predicted exactly when no child was created between the
-// look and the create; the create's transaction checks that every node of
-// the look still exists, so none went; the czxid tells a parent deleted
-// and made again.
+// valid under a parent of czxid pczxid: whether its record holds every
+// node granted at its create. When a node granted at the look excludes
+// every other, the create's transaction checks that it still exists, so
+// nothing else was granted in between: valid. Otherwise the transaction
+// checks that every node of the look still exists, so none went, and
+// ZooKeeper numbers a parent's sequential children by the creates under
+// it, so the sequence is the one the look predicted exactly when no child
+// was created in between. The czxid tells a parent deleted and made
+// again.
 func (r record) validFor(seq, pczxid int64) bool {
-	return r.pczxid != 0 && r.pczxid == pczxid && seq == r.next
+	return r.pczxid != 0 && r.pczxid == pczxid && (r.exclusive || seq == r.next)
 }
 
 // nextSequence is the sequence the next sequential child of a parent
@@ -273,23 +281,27 @@ func (v *view) apply(recs map[string]record, after int64) {
 }
 
 // grantsAt returns the sequences of the nodes the rule grants in v, a
-// weighed look: what a heavy node arriving right after it records. A
+// weighed look: what a heavy node arriving right after it records; and
+// the names of those that exclude every other. A
 // writer whose owner downgraded holds though the rule, which decides for
 // a writer yet to be granted, has it wait for its own reader: the czxids
 // of the writers tell which one it is, when v has a downgrade.
-func (e *Engine) grantsAt(ctx context.Context, parent string, v *view) ([]int64, error) {
+func (e *Engine) grantsAt(ctx context.Context, parent string, v *view) (seqs []int64, exclusive []string, err error) {
 	held := make([]bool, len(v.nodes))
 	copy(held, v.held)
 	if err := e.downgradedWriters(ctx, parent, v, held); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []int64
 	for i, g := range lockrule.Grants(v.rule, held, v.count) {
-		if g {
-			out = append(out, v.nodes[i].seq)
+		if !g {
+			continue
+		}
+		seqs = append(seqs, v.nodes[i].seq)
+		if lockrule.Exclusive(v.nodes[i].Kind) {
+			exclusive = append(exclusive, v.nodes[i].name)
 		}
 	}
-	return out, nil
+	return seqs, exclusive, nil
 }
 
 // downgradedWriters marks in held the writers of v whose czxid is the
@@ -332,17 +344,16 @@ func heavy(h *driver.Hold, wait bool) bool { return wait && h.Weight > 1 }
 
 // enqueueHeavy is enqueue for a heavy node: a look, weighed, then the
 // create of a node whose data records the nodes the look grants, in a
-// transaction that checks that every node of the look still exists. The
-// node is valid when nothing was created between the look and the create
-// (record.validFor); otherwise its owner deletes it, as everyone else
-// ignores it, and tries again, within ctx.
+// transaction that checks that the nodes its validity rests on still
+// exist (record.validFor). An invalid node its owner deletes, as everyone
+// else ignores it, and tries again, within ctx.
 func (e *Engine) enqueueHeavy(ctx context.Context, h *driver.Hold, parent string) (*node, *view, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
 		}
 		h.Asking()
-		r, look, err := e.heavyRecord(ctx, h, parent)
+		r, look, requires, err := e.heavyRecord(ctx, h, parent)
 		if errors.Is(err, errLookAgain) {
 			continue
 		}
@@ -353,7 +364,7 @@ func (e *Engine) enqueueHeavy(ctx context.Context, h *driver.Hold, parent string
 			e.beforeHeavyCreate()
 		}
 		e.heavyTries.Add(1)
-		n, c, v, err := e.enqueue(ctx, h, zkconn.Protected{Parent: parent, Data: r.encode(), Suffix: marker(h) + weightSuffix(h.Weight), Requires: look.paths(parent), Mark: true})
+		n, c, v, err := e.enqueue(ctx, h, zkconn.Protected{Parent: parent, Data: r.encode(), Suffix: marker(h) + weightSuffix(h.Weight), Requires: requires, Mark: true})
 		switch {
 		case errors.Is(err, zkconn.ErrRequiredGone):
 			continue
@@ -374,36 +385,39 @@ func (e *Engine) enqueueHeavy(ctx context.Context, h *driver.Hold, parent string
 	}
 }
 
-// paths is the paths of v's nodes under parent.
-func (v *view) paths(parent string) []string {
-	out := make([]string, len(v.nodes))
-	for i, en := range v.nodes {
-		out[i] = parent + "/" + en.name
-	}
-	return out
-}
-
 // heavyRecord looks at the queue under parent and returns the record a
-// heavy node created right after it carries, and the look.
-func (e *Engine) heavyRecord(ctx context.Context, h *driver.Hold, parent string) (record, *view, error) {
+// heavy node created right after it carries, the look, and the paths of
+// the nodes its create requires (record.validFor): the exclusive holders
+// when there are, else every node of the look.
+func (e *Engine) heavyRecord(ctx context.Context, h *driver.Hold, parent string) (record, *view, []string, error) {
 	v, err := zkconn.Do(ctx, e.zc, func() (*view, error) { return e.look(h.Kind, parent) })
 	if errors.Is(err, gozk.ErrNoNode) {
 		if err := e.zc.EnsureContainer(ctx, parent, e.acl); err != nil {
-			return record{}, nil, err
+			return record{}, nil, nil, err
 		}
-		return record{}, nil, errLookAgain
+		return record{}, nil, nil, errLookAgain
 	}
 	if err != nil {
-		return record{}, nil, err
+		return record{}, nil, nil, err
 	}
 	if err := e.weigh(ctx, parent, v, nil); err != nil {
-		return record{}, nil, err
+		return record{}, nil, nil, err
 	}
-	g, err := e.grantsAt(ctx, parent, v)
+	g, exclusive, err := e.grantsAt(ctx, parent, v)
 	if err != nil {
-		return record{}, nil, err
+		return record{}, nil, nil, err
 	}
-	return record{next: v.next, pczxid: v.pczxid, granted: g, owner: h.Owner}, v, nil
+	requires := exclusive
+	if len(requires) == 0 {
+		requires = make([]string, len(v.nodes))
+		for i, en := range v.nodes {
+			requires[i] = en.name
+		}
+	}
+	for i, name := range requires {
+		requires[i] = parent + "/" + name
+	}
+	return record{next: v.next, pczxid: v.pczxid, exclusive: len(exclusive) > 0, granted: g, owner: h.Owner}, v, requires, nil
 }
 
 // token is the fencing token of h's node n, granted on the look v: its

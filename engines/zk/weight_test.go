@@ -227,6 +227,70 @@ func TestHeavyArrivalRetried(t *testing.T) {
 	}
 }
 
+// TestHeavyArrivalBehindHolder: a node that comes between a heavy
+// arrival's look and its create leaves the heavy node valid when the look
+// found a holder that excludes every other (a mutex's), still there at the
+// create: nothing could be granted in between, so one create does. Behind
+// a reader, a reader that comes in between is granted beside it, and the
+// heavy writer's record would miss it: it creates again and waits for
+// both readers.
+func TestHeavyArrivalBehindHolder(t *testing.T) {
+	t.Run("a waiter came behind a mutex's holder", func(t *testing.T) {
+		es := familyEngines(t, 3)
+		name := "heavy-behind-holder"
+		holder, light := mutex(t, es[0], name), mutex(t, es[1], name)
+		lock(t, holder)
+		var lightDone <-chan error
+		queued := make(chan struct{})
+		es[2].SetBeforeHeavyCreate(sync.OnceFunc(func() {
+			defer close(queued)
+			lightDone = lockAsync(t.Context(), light)
+			for deadline := time.Now().Add(10 * time.Second); waitersOf(es[0], name) < 1 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond) // polls the engine's view; the test checks the count after
+			}
+		}))
+		heavy := mutex(t, es[2], name, locker.WithWeight(10))
+		heavyDone := lockAsync(t.Context(), heavy)
+		<-queued
+		if waitersOf(es[0], name) < 1 {
+			t.Fatal("the weight-1 waiter did not queue within 10s")
+		}
+		waitFor(t, 10*time.Second, "the weight-10 waiter queued", func() bool { return waitersOf(es[0], name) == 2 })
+		if got := es[2].HeavyTries(); got != 1 {
+			t.Errorf("heavy creates tried: %d; want 1", got)
+		}
+		unlock(t, holder)
+		lockertest.WantGranted(t, heavyDone, "the weight-10 waiter, before the older one")
+		lockertest.WantPending(t, lightDone, "the weight-1 waiter")
+		unlock(t, heavy)
+		lockertest.WantGranted(t, lightDone, "the weight-1 waiter")
+		unlock(t, light)
+	})
+	t.Run("a reader came beside a reader", func(t *testing.T) {
+		c, es := admin(t), familyEngines(t, 3)
+		name := "heavy-beside-reader"
+		parent := es[0].FamilyPath(inspect.KindWrite, name)
+		first, second := rwLock(t, es[0], name), rwLock(t, es[1], name)
+		lock(t, first.ReadLock())
+		changed := make(chan error, 1)
+		es[2].SetBeforeHeavyCreate(sync.OnceFunc(func() { changed <- second.ReadLock().Lock() }))
+		writer := rwLock(t, es[2], name, locker.WithWeight(10))
+		done := lockAsync(t.Context(), writer.WriteLock())
+		if err := <-changed; err != nil {
+			t.Fatalf("the second reader: %v", err)
+		}
+		waitQueued(t, c, parent, 3)
+		unlock(t, first.ReadLock())
+		lockertest.WantPending(t, done, "the weight-10 writer while the second reader reads")
+		if got := es[2].HeavyTries(); got != 2 {
+			t.Errorf("heavy creates tried: %d; want 2", got)
+		}
+		unlock(t, second.ReadLock())
+		lockertest.WantGranted(t, done, "the weight-10 writer once both readers left")
+		unlock(t, writer.WriteLock())
+	})
+}
+
 // TestInvalidHeavyIgnored: a heavy node whose sequence is not the
 // cversion it records (the queue changed between its look and its create)
 // is ignored by every other process; a valid one ranks ahead.
