@@ -119,14 +119,22 @@ func TestWeightedAfterDowngrade(t *testing.T) {
 	parent := es[0].FamilyPath(inspect.KindWrite, name)
 	holder, writer := rwLock(t, es[0], name), rwLock(t, es[1], name, locker.WithWeight(5))
 	lock(t, holder.WriteLock())
-	lock(t, holder.ReadLock())
-	done := lockAsync(t.Context(), writer.WriteLock())
+	downgradeBeforeHeavy(t, c, parent, holder, writer)
+}
+
+// downgradeBeforeHeavy has owner, which holds the write side of the lock
+// under parent, downgrade; then heavy's writer must wait for the write
+// side, not only for the read side.
+func downgradeBeforeHeavy(t *testing.T, c *gozk.Conn, parent string, owner, heavy locker.RWLock) {
+	t.Helper()
+	lock(t, owner.ReadLock())
+	done := lockAsync(t.Context(), heavy.WriteLock())
 	waitQueued(t, c, parent, 3)
-	unlock(t, holder.ReadLock())
+	unlock(t, owner.ReadLock())
 	lockertest.WantPending(t, done, "the weight-5 writer while the downgraded owner still writes")
-	unlock(t, holder.WriteLock())
+	unlock(t, owner.WriteLock())
 	lockertest.WantGranted(t, done, "the weight-5 writer once the write side is free")
-	unlock(t, writer.WriteLock())
+	unlock(t, heavy.WriteLock())
 }
 
 // TestDowngradeAfterNewToken: a writer granted under a marked parent holds
@@ -151,14 +159,7 @@ func TestDowngradeAfterNewToken(t *testing.T) {
 	if tok := light.WriteLock().Token(); tok <= heavyToken {
 		t.Fatalf("the weight-1 writer holds with token %d, not above the weight-5 writer's %d", tok, heavyToken)
 	}
-	lock(t, light.ReadLock())
-	done := lockAsync(t.Context(), heavy.WriteLock())
-	waitQueued(t, c, parent, 3)
-	unlock(t, light.ReadLock())
-	lockertest.WantPending(t, done, "the weight-5 writer while the downgraded owner still writes")
-	unlock(t, light.WriteLock())
-	lockertest.WantGranted(t, done, "the weight-5 writer once the write side is free")
-	unlock(t, heavy.WriteLock())
+	downgradeBeforeHeavy(t, c, parent, light, heavy)
 }
 
 // TestWeightedSemaphoreRefused: a semaphore refuses a weight, naming it.
