@@ -208,9 +208,9 @@ type Lock struct {
 	TTL time.Duration `mapstructure:"ttl"`
 	// Weight ranks every Locker's waits among a name's waiters, heavier
 	// first, 1 to 10 (locker.WithWeight); a caller's WithWeight overrides
-	// it. redis with fair: true, postgres and etcd (mutexes and read-write
-	// locks) rank waiters; redis without fair, an etcd semaphore, zk and
-	// redlock refuse an acquisition with a weight above 1
+	// it. redis with fair: true, postgres, and etcd and zk (mutexes and
+	// read-write locks) rank waiters; redis without fair, an etcd or zk
+	// semaphore and redlock refuse an acquisition with a weight above 1
 	// (errors.ErrUnsupported). Default: 1 (0, unset, is 1).
 	Weight int `mapstructure:"weight"`
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/orthrus-go/orthrus/engines/zk"
 	"github.com/orthrus-go/orthrus/internal/benchround"
 	"github.com/orthrus-go/orthrus/internal/testserver"
+	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
@@ -184,4 +185,54 @@ func serverCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return d
+}
+
+// BenchmarkHandoffWeighted is the hand-off among four owners, each with
+// its own session, of weights 1, 3, 2 and 10 ("weighted": each grant goes
+// to the heaviest waiter, and the three heavy owners look before they
+// queue) and, in the same run, of weight 1 each ("unweighted").
+// creates/heavy-lock is how many creates a heavy owner's Lock took: above
+// 1, its queue changed between its look and its create.
+func BenchmarkHandoffWeighted(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		weights []int
+	}{{"unweighted", []int{1, 1, 1, 1}}, {"weighted", []int{1, 3, 2, 10}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			ms := make([]lockertest.Mutex, len(bc.weights))
+			es := make([]*zk.Engine, len(bc.weights))
+			var heavyLocks atomic.Int64
+			for i, w := range bc.weights {
+				es[i] = newEngine(b, []string{zkAddr}, zk.WithPrefix("/bench"))
+				defer es[i].Close()
+				l, err := es[i].NewLocker("contended-weighted", locker.WithWeight(w))
+				if err != nil {
+					b.Fatal(err)
+				}
+				ms[i] = l
+				if w > 1 {
+					ms[i] = countedLock{l, &heavyLocks}
+				}
+			}
+			lockertest.Handoff(b, ms)
+			var tries int64
+			for _, e := range es {
+				tries += e.HeavyTries()
+			}
+			if n := heavyLocks.Load(); n > 0 {
+				b.ReportMetric(float64(tries)/float64(n), "creates/heavy-lock")
+			}
+		})
+	}
+}
+
+// countedLock counts the Lock calls of a Mutex.
+type countedLock struct {
+	lockertest.Mutex
+	n *atomic.Int64
+}
+
+func (c countedLock) Lock() error {
+	c.n.Add(1)
+	return c.Mutex.Lock()
 }

@@ -172,7 +172,9 @@ func (e *Engine) claimBar(ctx context.Context, h *driver.Hold, path string, vers
 	var st *gozk.Stat
 	var err error
 	if version < 0 {
-		_, err = zkconn.Do(ctx, e.zc, func() (string, error) { return e.conn.Create(path, data, 0, e.acl) })
+		// Touching the parent keeps its count of extra writes, which
+		// tokens rest on (weight.go).
+		err = e.zc.CreateTouching(ctx, n.parent, path, data, e.acl)
 		version = 0
 	} else {
 		st, err = zkconn.Do(ctx, e.zc, func() (*gozk.Stat, error) { return e.conn.Set(path, data, version) })

@@ -70,21 +70,28 @@ type entry struct {
 // parseEntry reads the name of a child of a parent of kind k; ok is false
 // for what does not queue (a semaphore's permits node, a mutex's delay
 // marker). Every sequential child of a mutex's parent queues, as it always
-// has, whatever made it.
+// has, whatever made it; a heavy one (weight.go) with its weight.
 func parseEntry(k inspect.Kind, name string) (entry, bool) {
 	seq, ok := zkconn.Sequence(name)
 	en := entry{name: name, seq: seq, Entry: lockrule.Entry{Kind: inspect.KindMutex}}
-	if !ok || k == inspect.KindMutex {
-		return en, ok
+	if !ok {
+		return en, false
 	}
 	const head = len(zkconn.ProtectedPrefix) + zkconn.GUIDLen
 	if !strings.HasPrefix(name, zkconn.ProtectedPrefix) || len(name) < head+3+zkconn.SeqDigits {
+		return en, k == inspect.KindMutex
+	}
+	body, weight := splitWeight(name[head : len(name)-zkconn.SeqDigits])
+	if k == inspect.KindMutex {
+		if body == lockMarker {
+			en.Weight = weight
+		}
+		return en, true
+	}
+	if len(body) < 3 || body[0] != '-' || body[len(body)-1] != '-' {
 		return entry{}, false
 	}
-	body := name[head : len(name)-zkconn.SeqDigits]
-	if body[0] != '-' || body[len(body)-1] != '-' {
-		return entry{}, false
-	}
+	en.Weight = weight
 	var arg int64
 	if s := body[2 : len(body)-1]; s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
@@ -101,7 +108,7 @@ func parseEntry(k inspect.Kind, name string) (entry, bool) {
 		}
 		return en, arg == 0
 	case markDown:
-		en.Kind, en.Downgrade, en.down = inspect.KindRead, true, arg
+		en.Kind, en.Downgrade, en.down, en.Weight = inspect.KindRead, true, arg, 0
 		return en, true
 	case markPermit:
 		en.Kind, en.Permits = inspect.KindPermit, int(arg)
@@ -117,6 +124,24 @@ type view struct {
 	nodes []entry
 	rule  []lockrule.Entry
 	count int
+	// held marks the nodes the heavy nodes' records say were granted
+	// (weight.go); nil when the queue has no heavy node.
+	held []bool
+	// The parent's cversion, next sequence (nextSequence) and czxid at
+	// the look, which a heavy node's record is checked against; heavy:
+	// the queue has a heavy node.
+	cversion int32
+	next     int64
+	pczxid   int64
+	heavy    bool
+	// extra is the parent's zkconn.ExtraWrites at the look, and pzxid
+	// the zxid of its children's last change (weight.go's token).
+	extra int64
+	pzxid int64
+	// listed is the nodes as listed when weigh left records unread (then
+	// nodes is without the invalid ones); whole: every record is read.
+	listed []entry
+	whole  bool
 	// The storage of nodes and rule for a queue of one, an uncontended
 	// lock's: its view is then one allocation, not three.
 	node1 [1]entry
@@ -125,8 +150,11 @@ type view struct {
 
 // newView parses the children of a parent of kind k and orders them as the
 // queue does: by sequence, then by name.
-func newView(k inspect.Kind, children []string) *view {
+func newView(k inspect.Kind, children []string, st *gozk.Stat) *view {
 	v := &view{}
+	if st != nil {
+		v.cversion, v.next, v.pczxid, v.extra, v.pzxid = st.Cversion, nextSequence(st), st.Czxid, zkconn.ExtraWrites(st), st.Pzxid
+	}
 	v.nodes, v.rule = v.node1[:0], v.rule1[:]
 	if len(children) > len(v.node1) {
 		v.nodes = make([]entry, 0, len(children))
@@ -144,6 +172,7 @@ func newView(k inspect.Kind, children []string) *view {
 	}
 	for i, en := range v.nodes {
 		v.rule[i] = en.Entry
+		v.heavy = v.heavy || en.Weight > 1
 	}
 	return v
 }
@@ -167,7 +196,7 @@ func (v *view) decide(own string, held *sync.Map) verdict {
 	if i < 0 {
 		return verdict{}
 	}
-	d := lockrule.Decide(v.rule, i, v.count)
+	d := lockrule.DecideHeld(v.rule, v.held, i, v.count)
 	if i > 0 && !d.Granted && !d.Count && v.rule[i].Kind == inspect.KindPermit && wasGranted(held, v.nodes[i-1].name) {
 		// The node before holds already (granted under a higher count)
 		// and will not tell this one when it may go: the nodes before
@@ -219,14 +248,14 @@ func (e *Engine) look(k inspect.Kind, parent string) (*view, error) {
 	if k == inspect.KindPermit {
 		count = zkconn.Start(e.zc, func() (int, error) { return e.readCount(parent) }, nil)
 	}
-	children, _, err := e.conn.Children(parent)
+	children, st, err := e.conn.Children(parent)
 	if err != nil {
 		if count != nil {
 			_, _ = count.Wait(context.Background())
 		}
 		return nil, err
 	}
-	v := newView(k, children)
+	v := newView(k, children, st)
 	if count != nil {
 		if v.count, err = count.Wait(context.Background()); err != nil {
 			return nil, err
@@ -250,7 +279,19 @@ func (e *Engine) decide(ctx context.Context, h *driver.Hold, n *node, v *view, a
 		}
 		v.count = count
 	}
-	return v.decide(n.name, held), nil
+	vd := v.decide(n.name, held)
+	if vd.granted {
+		return vd, nil
+	}
+	switch again, err := e.weighRest(ctx, v, n); {
+	case err != nil && !errors.Is(err, errLookAgain):
+		return verdict{}, e.abandon(ctx, h, n, err)
+	case err != nil:
+		return verdict{}, err
+	case again:
+		vd = v.decide(n.name, held)
+	}
+	return vd, nil
 }
 
 // downgrade grants a read hold at once when its owner's write hold
@@ -272,8 +313,8 @@ func (e *Engine) downgrade(ctx context.Context, h *driver.Hold, parent string) (
 	default:
 	}
 	c, err := e.create(ctx, zkconn.Protected{
-		Parent: parent, GUID: zkconn.NewGUID(), Requires: w.path, Data: []byte(h.Owner),
-		Suffix: "-" + string(markDown) + strconv.FormatUint(h.Writer.Token, 10) + "-",
+		Parent: parent, GUID: zkconn.NewGUID(), Requires: []string{w.path}, Data: []byte(h.Owner),
+		Suffix: "-" + string(markDown) + strconv.FormatInt(w.czxid, 10) + "-",
 	})
 	switch {
 	case errors.Is(err, zkconn.ErrRequiredGone):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	gozk "github.com/go-zookeeper/zk"
@@ -37,6 +38,7 @@ type queued struct {
 	version       int32
 	fh            inspect.FamilyHolder
 	granted, gone bool
+	rec           *record // a heavy node's record; nil when not one
 }
 
 // Inspect reports who holds the mutex name and who waits for it, first in
@@ -52,11 +54,17 @@ func (e *Engine) Inspect(ctx context.Context, name string) (inspect.Inspection, 
 	if err != nil {
 		return inspect.Inspection{}, e.fail("inspect", name, err)
 	}
+	// The holder is the node the rule grants; when it went between the
+	// listing and its read, the first node left.
+	holder := slices.IndexFunc(nodes, func(q queued) bool { return q.granted && !q.gone })
+	if holder < 0 {
+		holder = slices.IndexFunc(nodes, func(q queued) bool { return !q.gone })
+	}
 	in := inspect.Inspection{}
-	for _, q := range nodes {
+	for i, q := range nodes {
 		switch {
 		case q.gone:
-		case in.Holder == nil:
+		case i == holder:
 			in.Holder = &q.fh.Holder
 		default:
 			in.Waiters = append(in.Waiters, q.fh.Holder)
@@ -224,8 +232,22 @@ func (e *Engine) checkFamily(op string, kind inspect.Kind, name string) error {
 // queue reads the nodes under parent, a lock's of kind, in line order,
 // whether the rules grant each, and a semaphore's stored count: one
 // listing, one read of each node, in parallel. A node deleted between the
-// listing and its read is left out; none when parent does not exist.
+// listing and its read is left out (but a heavy one, whose record the
+// rule needs, makes it look again); none when parent does not exist. An
+// invalid heavy node (weight.go) is left out, as acquisitions ignore it.
 func (e *Engine) queue(ctx context.Context, kind inspect.Kind, parent string) ([]queued, int, error) {
+	for range forceAttempts {
+		nodes, count, err := e.queueOnce(ctx, kind, parent)
+		if !errors.Is(err, errLookAgain) {
+			return nodes, count, err
+		}
+	}
+	return nil, 0, fmt.Errorf("zk: the queue of %s changed %d times while it was read", parent, forceAttempts)
+}
+
+// queueOnce is one try of queue: errLookAgain when a heavy node went
+// before it was read.
+func (e *Engine) queueOnce(ctx context.Context, kind inspect.Kind, parent string) ([]queued, int, error) {
 	v, err := zkconn.Do(ctx, e.zc, func() (*view, error) {
 		v, err := e.look(kind, parent)
 		if errors.Is(err, gozk.ErrNoNode) {
@@ -240,31 +262,65 @@ func (e *Engine) queue(ctx context.Context, kind inspect.Kind, parent string) ([
 	if err != nil {
 		return nil, 0, err
 	}
-	// A writer that downgraded holds still, though the rule, which decides
-	// for a writer yet to be granted, has it wait for its own reader.
-	downFrom := make(map[int64]bool)
-	for _, en := range v.nodes {
-		if en.Downgrade {
-			downFrom[en.down] = true
+	held, err := queueHeld(v, nodes)
+	if err != nil {
+		return nil, 0, err
+	}
+	// Invalid heavy nodes are gone: out of the rule's queue too.
+	var rule []lockrule.Entry
+	var kept, keptHeld []bool
+	for i, q := range nodes {
+		kept = append(kept, !q.gone || q.rec == nil)
+		if kept[i] {
+			rule, keptHeld = append(rule, v.rule[i]), append(keptHeld, held[i])
 		}
 	}
-	// A semaphore node whose data was written was granted (poke, or
-	// SetPermits marking the holds before it lowers the count): it holds
-	// whatever the count is now.
+	grants := lockrule.Grants(rule, keptHeld, v.count)
+	for i := range nodes {
+		if kept[i] {
+			nodes[i].granted, grants = grants[0], grants[1:]
+		}
+	}
+	return nodes, max(v.count, 0), nil
+}
+
+// queueHeld returns which of nodes, as read after the look v, hold though
+// the rule, deciding for a node yet to be granted, might not say so: a
+// writer that downgraded (the rule has it wait for its own reader), a
+// semaphore node whose data was written (granted under a higher count),
+// a node a valid heavy node records. An invalid heavy node is marked
+// gone; errLookAgain when a heavy node went before it was read.
+func queueHeld(v *view, nodes []queued) ([]bool, error) {
+	downFrom := make(map[int64]bool)
+	recorded := make(map[int64]bool)
+	for i, en := range v.nodes {
+		switch {
+		case en.Downgrade:
+			downFrom[en.down] = true
+		case en.Weight <= 1:
+		case nodes[i].gone:
+			return nil, errLookAgain
+		case nodes[i].rec == nil || !nodes[i].rec.validFor(en.seq, v.pczxid):
+			nodes[i].gone, nodes[i].rec = true, &record{}
+		default:
+			for _, s := range nodes[i].rec.granted {
+				recorded[s] = true
+			}
+		}
+	}
 	held := make([]bool, len(v.nodes))
 	for i, en := range v.nodes {
 		switch {
 		case nodes[i].gone:
+		case recorded[en.seq]:
+			held[i] = true
 		case en.Kind == inspect.KindWrite:
 			held[i] = downFrom[int64(nodes[i].fh.Token)]
 		case en.Kind == inspect.KindPermit:
 			held[i] = nodes[i].version > 0
 		}
 	}
-	for i, g := range lockrule.Grants(v.rule, held, v.count) {
-		nodes[i].granted = g
-	}
-	return nodes, max(v.count, 0), nil
+	return held, nil
 }
 
 // readNodes reads the nodes ens under parent, at most maxNodeReads at a
@@ -279,11 +335,14 @@ func (e *Engine) readNodes(ctx context.Context, parent string, ens []entry) ([]q
 			data, st, err := e.get(ctx, path)
 			switch {
 			case err == nil:
-				fh := inspect.FamilyHolder{Holder: inspect.Holder{Owner: string(data), Token: uint64(st.Czxid)}, Kind: en.Kind, Permits: max(en.Permits, 1)}
+				fh := inspect.FamilyHolder{Holder: inspect.Holder{Owner: ownerOf(en, data), Token: uint64(st.Czxid)}, Kind: en.Kind, Permits: max(en.Permits, 1)}
 				if en.Downgrade {
 					fh.Token = uint64(en.down)
 				}
 				nodes[i] = queued{path: path, version: st.Version, fh: fh}
+				if r, ok := parseRecord(data); ok && en.Weight > 1 {
+					nodes[i].rec = &r
+				}
 			case errors.Is(err, gozk.ErrNoNode):
 				nodes[i].gone = true
 			default:

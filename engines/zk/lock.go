@@ -41,6 +41,9 @@ func (e *Engine) Acquire(ctx context.Context, h *driver.Hold, wait bool) (bool, 
 		// Not worth waiting the connect timeout for a reconnection.
 		return false, e.fail("acquire", h.Name, zkconn.ErrNoServer)
 	}
+	if h.Weight > 1 && h.Kind == inspect.KindPermit {
+		return false, fmt.Errorf("zk: acquire semaphore %q: WithWeight(%d): a semaphore's waiters are not ranked by weight on ZooKeeper (a grant there is not derived from the queue alone: SetPermits keeps holds the count no longer covers): %w", h.Name, h.Weight, errors.ErrUnsupported)
+	}
 	parent := e.path(h.Kind, h.Name)
 	for restarts := 0; ; restarts++ {
 		ok, err := e.attempt(ctx, h, parent, wait)
@@ -70,7 +73,14 @@ func (e *Engine) attempt(ctx context.Context, h *driver.Hold, parent string, wai
 	if ok, err, done := e.downgrade(ctx, h, parent); done {
 		return ok, err
 	}
-	n, czxid, v, err := e.enqueue(ctx, h, parent)
+	var n *node
+	var v *view
+	var err error
+	if heavy(h, wait) {
+		n, v, err = e.enqueueHeavy(ctx, h, parent)
+	} else {
+		n, _, v, err = e.enqueue(ctx, h, zkconn.Protected{Parent: parent, Data: []byte(h.Owner), Suffix: marker(h)})
+	}
 	if err != nil {
 		return false, e.fail("acquire", h.Name, err)
 	}
@@ -80,22 +90,24 @@ func (e *Engine) attempt(ctx context.Context, h *driver.Hold, parent string, wai
 		held = new(sync.Map)
 	}
 	for arrival := true; ; arrival = false {
-		if v == nil {
-			h.Asking()
-			if v, err = zkconn.Do(ctx, e.zc, func() (*view, error) { return e.look(h.Kind, parent) }); err != nil {
-				return false, e.abandon(ctx, h, n, err)
-			}
+		if v, err = e.see(ctx, h, n, v); errors.Is(err, errLookAgain) {
+			continue
+		} else if err != nil {
+			return false, e.abandon(ctx, h, n, err)
 		}
 		vd, err := e.decide(ctx, h, n, v, arrival, held)
+		token := v.token(h, n)
 		v = nil
 		switch {
+		case errors.Is(err, errLookAgain):
+			continue
 		case err != nil:
 			return false, err
 		case !vd.found:
 			e.untrack(n)
 			return false, errRestart
 		case vd.granted:
-			return e.take(ctx, h, n, czxid, vd.poke, wait)
+			return e.take(ctx, h, n, token, vd.poke, wait)
 		case !wait:
 			e.discard(n, true)
 			return false, nil
@@ -106,15 +118,35 @@ func (e *Engine) attempt(ctx context.Context, h *driver.Hold, parent string, wai
 	}
 }
 
-// enqueue creates and tracks the attempt's node, and returns its token and
-// the look sent right behind the create (nil when it missed the node).
-func (e *Engine) enqueue(ctx context.Context, h *driver.Hold, parent string) (*node, int64, *view, error) {
+// see returns v, or a new look at n's queue when v is nil, weighed
+// (weight.go).
+func (e *Engine) see(ctx context.Context, h *driver.Hold, n *node, v *view) (*view, error) {
+	if v == nil {
+		h.Asking()
+		var err error
+		if v, err = zkconn.Do(ctx, e.zc, func() (*view, error) { return e.look(h.Kind, n.parent) }); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.weigh(ctx, n.parent, v, n); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// enqueue creates and tracks the attempt's node p (its parent, data,
+// name's suffix, the nodes it requires, its mark), and returns it, the
+// create's reply and the look sent right behind the create (nil when it
+// missed the node).
+func (e *Engine) enqueue(ctx context.Context, h *driver.Hold, p zkconn.Protected) (*node, zkconn.Created, *view, error) {
 	var early *async.Pending[*view]
-	c, err := e.create(ctx, zkconn.Protected{Parent: parent, GUID: zkconn.NewGUID(), Suffix: marker(h), Data: []byte(h.Owner), OnSent: func() {
+	parent := p.Parent
+	p.GUID, p.OnSent = zkconn.NewGUID(), func() {
 		early = zkconn.Start(e.zc, func() (*view, error) { return e.look(h.Kind, parent) }, nil)
-	}})
+	}
+	c, err := e.create(ctx, p)
 	if err != nil {
-		return nil, 0, nil, err
+		return nil, c, nil, err
 	}
 	pversion := c.PVersion
 	if h.Kind == inspect.KindPermit {
@@ -123,20 +155,21 @@ func (e *Engine) enqueue(ctx context.Context, h *driver.Hold, parent string) (*n
 		pversion = -1
 	}
 	n := e.track(c.Path, parent, pversion)
+	n.czxid = c.Czxid
 	if early == nil {
-		return n, c.Czxid, nil, nil
+		return n, c, nil, nil
 	}
 	v, err := early.WaitUntil(ctx, time.Now().Add(e.connectTimeout))
 	if err != nil || !slices.ContainsFunc(v.nodes, func(en entry) bool { return en.name == n.name }) {
 		v = nil
 	}
-	return n, c.Czxid, v, nil
+	return n, c, v, nil
 }
 
 // take makes n, granted by the rules, h's hold: with a lock delay, once the
-// bar a hold that ended without Unlock left has run out (delay.go); with
-// poke, its successor is woken first.
-func (e *Engine) take(ctx context.Context, h *driver.Hold, n *node, czxid int64, poke, wait bool) (bool, error) {
+// bar a hold that ended without Unlock left has run out (delay.go), with
+// token; with poke, its successor is woken first.
+func (e *Engine) take(ctx context.Context, h *driver.Hold, n *node, token int64, poke, wait bool) (bool, error) {
 	if h.Delay > 0 {
 		switch err := e.waitBar(ctx, h, n, wait); {
 		case errors.Is(err, errBarred):
@@ -150,7 +183,7 @@ func (e *Engine) take(ctx context.Context, h *driver.Hold, n *node, czxid int64,
 	if poke {
 		first = func() { e.poke(n, h.Owner) }
 	}
-	if !e.grant(h, n, czxid, first) {
+	if !e.grant(h, n, token, first) {
 		e.dropBar(ctx, h, n) // never held: a claim that bars nothing
 		e.discard(n, true)
 		return false, errRestart

@@ -28,6 +28,11 @@ type node struct {
 	// marker is the version of the hold's delay marker (delay.go), -1
 	// without one; set before the grant.
 	marker int32
+	// rec is a heavy node's record (weight.go); nil for weight 1.
+	rec *record
+	// czxid is its create's zxid: a downgrade's name carries its
+	// writer's, which may hold with another token (weight.go).
+	czxid int64
 }
 
 // forgetLocked stops tracking n, and reports whether it was still
@@ -154,7 +159,7 @@ func (e *Engine) untrack(n *node) bool {
 // it is reported when the watch's read finds the node gone.
 const watchAfter = 10 * time.Millisecond
 
-// grant makes n the node of hold h, with token czxid, unless n is no longer
+// grant makes n the node of hold h, with token, unless n is no longer
 // trustworthy: gone, or of an epoch that ended. A watch on n is set in the
 // background, unless it has one, watchAfter from now; or at once after
 // first, when not nil: a change of n's data that must not use the watch

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
@@ -50,16 +51,24 @@ type Engine struct {
 	mu    sync.Mutex
 	nodes map[string]*node // the engine's nodes, by path; see session.go
 
+	recs       records      // heavy nodes' records (weight.go)
+	heavyTries atomic.Int64 // heavy nodes created, valid or not
+
 	closeOnce sync.Once
 
 	// afterCreate, set only by tests (export_test.go), replaces the result
 	// of a successful create, to simulate a reply lost with the connection.
 	afterCreate func(path string) error
+	// beforeHeavyCreate, set only by tests (export_weight_test.go), runs
+	// between a heavy arrival's look and its create, to change the queue
+	// in between.
+	beforeHeavyCreate func()
 }
 
 var (
 	_ locker.Engine  = (*Engine)(nil)
 	_ driver.Backend = (*Engine)(nil)
+	_ driver.Weigher = (*Engine)(nil)
 )
 
 type settings struct {
@@ -340,6 +349,13 @@ func (e *Engine) Name() string { return e.name }
 // of package idem). The engine owns the connection: Close ends it, and
 // the caller must not close it.
 func (e *Engine) Conn() (*gozk.Conn, []gozk.ACL) { return e.conn, e.acl }
+
+// Weighs implements driver.Weigher: the waiters of a mutex and of a
+// read-write lock are ranked by weight (locker.WithWeight), so it returns
+// nil; a semaphore's Acquire still refuses a weight above 1 with its
+// reason, wrapping errors.ErrUnsupported (Core's check is per engine, not
+// per kind).
+func (e *Engine) Weighs() error { return nil }
 
 // MinTTL is the shortest TTL, or fixed lease, the engine accepts.
 // ZooKeeper keeps no per-hold TTL: a hold lives as long as the session

@@ -47,8 +47,8 @@ type Verdict struct {
 	Count bool
 }
 
-// exclusive reports whether an entry of kind k excludes every other.
-func exclusive(k inspect.Kind) bool { return k == inspect.KindMutex || k == inspect.KindWrite }
+// Exclusive reports whether an entry of kind k excludes every other.
+func Exclusive(k inspect.Kind) bool { return k == inspect.KindMutex || k == inspect.KindWrite }
 
 func (e Entry) weight() int { return max(e.Weight, 1) }
 
@@ -120,7 +120,7 @@ func (r ranking) ahead(i int) bool {
 // entry excludes a mutex, a writer or a semaphore request that does not
 // fit, only a mutex or a writer excludes a reader.
 func (r ranking) conflicts(i int, reader bool) bool {
-	return (!reader || exclusive(r.q[i].Kind)) && r.ahead(i)
+	return (!reader || Exclusive(r.q[i].Kind)) && r.ahead(i)
 }
 
 // sumAhead is the permits of the entries ahead of own.

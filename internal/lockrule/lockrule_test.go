@@ -232,7 +232,7 @@ func fifoDecide(q []Entry, own, count int) Verdict {
 		return v
 	case e.Kind == inspect.KindRead:
 		for i := own - 1; i >= 0; i-- {
-			if exclusive(q[i].Kind) {
+			if Exclusive(q[i].Kind) {
 				return Verdict{Blockers: []int{i}}
 			}
 		}

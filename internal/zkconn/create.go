@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
@@ -24,24 +25,70 @@ type Protected struct {
 	// are answered in order, so a request sent from it is answered after
 	// the create, without waiting for the create's reply.
 	OnSent func()
-	// Requires, if not "", is a node that must exist for the create to
-	// happen, checked in the same transaction: ErrRequiredGone otherwise.
-	Requires string
+	// Requires are nodes that must all exist for the create to happen,
+	// checked in the same transaction: ErrRequiredGone otherwise.
+	Requires []string
 	// Check, if not nil, may turn a successful create into a failure:
 	// tests use it to lose a reply.
 	Check func(path string) error
+	// Mark writes the parent a second time in the create's transaction:
+	// a mark that ExtraWrites counts, which every later look sees.
+	Mark bool
 }
 
-// ErrRequiredGone is CreateProtected's error when Protected.Requires does
-// not exist.
+// ErrRequiredGone is CreateProtected's error when a node of
+// Protected.Requires does not exist.
 var ErrRequiredGone = errors.New("zkconn: the node the create requires is gone")
 
 // Created is a node CreateProtected made: its path and czxid, and its
-// parent's data version right after (-1 when not known).
+// parent's data version right after (-1 when not known), cversion right
+// after and czxid (0 when not known), which tells one incarnation of a
+// parent from the next.
 type Created struct {
-	Path     string
-	Czxid    int64
-	PVersion int32
+	Path      string
+	Czxid     int64
+	PVersion  int32
+	PCversion int32
+	PCzxid    int64
+}
+
+// ExtraWrites is the number of writes to a parent of stat st beyond the
+// one each create of a child makes (CreateProtected, CreateTouching): its
+// data version less its creates, which (cversion + children) / 2 counts,
+// as a create and a delete of a child each bump the cversion. It grows
+// only with the writes that are not a create's: Protected.Mark, or a
+// write of the parent's own.
+func ExtraWrites(st *gozk.Stat) int64 {
+	return int64(st.Version) - (int64(st.Cversion)+int64(st.NumChildren))/2
+}
+
+// CreateTouching creates the persistent node path under parent, with an
+// empty write to parent in the same transaction, as CreateProtected makes,
+// so that ExtraWrites stays the count of writes that are not a create's.
+func (c *Conn) CreateTouching(ctx context.Context, parent, path string, data []byte, acl []gozk.ACL) error {
+	ops := []any{
+		&gozk.CreateRequest{Path: path, Data: data, Acl: acl},
+		&gozk.SetDataRequest{Path: parent, Version: -1},
+	}
+	st, err := Do(ctx, c, func() (*gozk.Stat, error) {
+		res, err := c.client.Multi(ops...)
+		for _, r := range res {
+			if errors.Is(r.Error, gozk.ErrNodeExists) || errors.Is(r.Error, gozk.ErrNoNode) {
+				return nil, r.Error
+			}
+		}
+		if err == nil && (len(res) != len(ops) || res[1].Stat == nil) {
+			err = fmt.Errorf("unexpected reply to create: %+v", res)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return res[1].Stat, nil
+	})
+	if err == nil {
+		c.ParentWrote(parent, st.Version)
+	}
+	return err
 }
 
 // CreateProtected creates p's node, and its parent, as a container node,
@@ -120,6 +167,7 @@ type createTx struct {
 	create gozk.CreateRequest
 	touch  gozk.SetDataRequest
 	exists gozk.CheckVersionRequest
+	nreq   int // the checks of Requires, first in ops
 	buf    [3]any
 	ops    []any
 }
@@ -129,16 +177,27 @@ func newCreateTx(c *Conn, p Protected) *createTx {
 	t.create = gozk.CreateRequest{Path: p.Parent + "/" + ProtectedPrefix + p.GUID + p.Suffix, Data: p.Data, Acl: p.ACL, Flags: gozk.FlagEphemeral | gozk.FlagSequence}
 	t.touch = gozk.SetDataRequest{Path: p.Parent, Data: nil, Version: -1}
 	t.ops = t.buf[:0]
-	if p.Requires != "" {
-		t.exists = gozk.CheckVersionRequest{Path: p.Requires, Version: -1}
+	switch len(p.Requires) {
+	case 0:
+	case 1:
+		t.exists = gozk.CheckVersionRequest{Path: p.Requires[0], Version: -1}
 		t.ops = append(t.ops, &t.exists)
+	default:
+		t.ops = make([]any, 0, len(p.Requires)+2)
+		for _, r := range p.Requires {
+			t.ops = append(t.ops, &gozk.CheckVersionRequest{Path: r, Version: -1})
+		}
+	}
+	t.nreq = len(p.Requires)
+	if p.Mark {
+		t.ops = append(t.ops, &gozk.SetDataRequest{Path: p.Parent, Version: -1})
 	}
 	t.ops = append(t.ops, &t.create, &t.touch)
 	return t
 }
 
 // run runs the transaction once.
-func (t *createTx) run() (Created, error) { return t.c.multi(t.ops, t.check) }
+func (t *createTx) run() (Created, error) { return t.c.multi(t.ops, t.nreq, t.check) }
 
 // orphan undoes a create its caller abandoned.
 func (t *createTx) orphan(cr Created, err error) {
@@ -151,11 +210,10 @@ func (t *createTx) orphan(cr Created, err error) {
 }
 
 // multi runs the create transaction once; ops end with the create and the
-// parent's write, after an optional existence check.
-func (c *Conn) multi(ops []any, check func(string) error) (Created, error) {
+// parent's write, after nreq existence checks (and a mark).
+func (c *Conn) multi(ops []any, nreq int, check func(string) error) (Created, error) {
 	res, err := c.client.Multi(ops...)
-	checked := len(ops) == 3
-	if err != nil && checked && len(res) > 0 && errors.Is(res[0].Error, gozk.ErrNoNode) {
+	if err != nil && nreq > 0 && slices.ContainsFunc(res[:min(nreq, len(res))], func(r gozk.MultiResponse) bool { return errors.Is(r.Error, gozk.ErrNoNode) }) {
 		return Created{}, ErrRequiredGone
 	}
 	if err != nil {
@@ -165,7 +223,7 @@ func (c *Conn) multi(ops []any, check func(string) error) (Created, error) {
 		return Created{}, fmt.Errorf("unexpected reply to create: %+v", res)
 	}
 	last := res[len(ops)-1].Stat
-	cr := Created{Path: res[len(ops)-2].String, Czxid: last.Mzxid, PVersion: last.Version}
+	cr := Created{Path: res[len(ops)-2].String, Czxid: last.Mzxid, PVersion: last.Version, PCversion: last.Cversion, PCzxid: last.Czxid}
 	if check != nil {
 		if err := check(cr.Path); err != nil {
 			return Created{}, err

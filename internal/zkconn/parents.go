@@ -51,6 +51,18 @@ func (c *Conn) ParentUsed(parent string, version int32) {
 	p.version = max(p.version, version)
 }
 
+// ParentWrote records a write of the caller's to parent, which left it at
+// version, so that the sweeper's delete does not take the write for
+// someone else's use. A parent the caller has no node under is left
+// alone.
+func (c *Conn) ParentWrote(parent string, version int32) {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	if p := c.parents[parent]; p != nil {
+		p.version = max(p.version, version)
+	}
+}
+
 // ParentLeft counts a node of the caller's under parent gone, and queues
 // the parent for deletion when it was the last.
 func (c *Conn) ParentLeft(parent string) {
