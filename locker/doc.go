@@ -111,10 +111,11 @@
 // name the heaviest is granted first, FIFO within a weight (the default, 1
 // everywhere, is plain FIFO). A weight never takes a hold from its holder,
 // and TryLock, which never waits, is unaffected. Nothing ages a waiter, so
-// a steady stream of heavier waiters starves lighter ones. The in-memory
-// engine ranks waiters; the others refuse a weight above 1 at each
-// acquisition, with an error wrapping errors.ErrUnsupported, until they
-// do (driver.Weigher says which).
+// a steady stream of heavier waiters starves lighter ones. The in-memory,
+// PostgreSQL, etcd and ZooKeeper engines rank waiters, and Redis with
+// redis.WithFair; etcd and ZooKeeper semaphores, Redis without WithFair
+// and Redlock refuse a weight above 1 at each acquisition, with an error
+// wrapping errors.ErrUnsupported that says why (driver.Weigher).
 //
 // # Multi-lock
 //

@@ -129,9 +129,9 @@ func WithLockDelay(d time.Duration) Option {
 //
 // Weights trade fairness away: a steady stream of heavier waiters starves
 // lighter ones, whose weight does not grow with their wait (no aging).
-// Engines that do not rank waiters yet refuse a weight above 1 when a
-// hold is asked for, with an error wrapping errors.ErrUnsupported; the
-// in-memory engine ranks them.
+// Engines and kinds that do not rank waiters (see the package's
+// "Weights") refuse a weight above 1 when a hold is asked for, with an
+// error wrapping errors.ErrUnsupported.
 func WithWeight(w int) Option {
 	return func(s *Settings) error {
 		if w < 1 || w > maxWeight {
