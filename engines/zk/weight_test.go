@@ -14,6 +14,7 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/orthrus-go/orthrus/engines/zk"
+	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/locker/inspect"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
@@ -348,20 +349,42 @@ func plantHeavy(t *testing.T, c *gozk.Conn, parent string, valid bool) string {
 
 // TestWeightedAcrossSessions: 20 waiters of weights 1, 3, 2, 10, ... in
 // four processes, queued one after another behind a holder, are granted
-// weight by weight, in order of arrival within a weight. It logs how many
-// creates the heavy arrivals took.
+// weight by weight, in order of arrival within a weight, with tokens that
+// increase grant by grant. It logs how many creates the heavy arrivals
+// took.
 func TestWeightedAcrossSessions(t *testing.T) {
-	es := familyEngines(t, 4)
+	weightedAcrossSessions(t, familyEngines(t, 4))
+}
+
+// TestWeightedEnsemble is TestWeightedAcrossSessions on a 3-member
+// ensemble, each process on its own member: followers answer the looks,
+// and a heavy node's record is checked against their numbering.
+func TestWeightedEnsemble(t *testing.T) {
+	cl := testserver.ZooKeeperEnsemble(t, 3)
+	es := make([]*zk.Engine, 4)
+	for i := range es {
+		es[i] = newEngine(t, []string{cl.Addrs()[i%len(cl.Addrs())]}, zk.WithConnectTimeout(20*time.Second))
+		t.Cleanup(func() {
+			if err := es[i].Close(); err != nil {
+				t.Errorf("Close() = %v", err)
+			}
+		})
+	}
+	weightedAcrossSessions(t, es)
+}
+
+func weightedAcrossSessions(t *testing.T, es []*zk.Engine) {
 	name := "weighted-sessions"
 	holder := mutex(t, es[0], name)
 	lock(t, holder)
 	const n = 20
 	weights := []int{1, 3, 2, 10}
 	var (
-		mu   sync.Mutex
-		got  []int // the waiters in their order of grant
-		errs []error
-		wg   sync.WaitGroup
+		mu     sync.Mutex
+		got    []int    // the waiters in their order of grant
+		tokens []uint64 // their tokens, in that order
+		errs   []error
+		wg     sync.WaitGroup
 	)
 	heavies := 0
 	for i := range n {
@@ -376,7 +399,7 @@ func TestWeightedAcrossSessions(t *testing.T) {
 			err := l.LockCtx(t.Context())
 			mu.Lock()
 			if err == nil {
-				got = append(got, i)
+				got, tokens = append(got, i), append(tokens, l.Token())
 				err = l.Unlock()
 			}
 			errs = append(errs, err)
@@ -402,6 +425,11 @@ func TestWeightedAcrossSessions(t *testing.T) {
 	slices.SortStableFunc(byWeight, func(a, b int) int { return cmp.Compare(weights[b%4], weights[a%4]) })
 	if !slices.Equal(got, byWeight) {
 		t.Errorf("grant order %v; want %v (heaviest first, then by arrival)", got, byWeight)
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Errorf("grant %d's token %d is not above grant %d's, %d", i, tokens[i], i-1, tokens[i-1])
+		}
 	}
 	var tries int64
 	for _, e := range es {
