@@ -316,11 +316,12 @@ type lockWaiter struct {
 	// prefix of the key of a weight > 1; full: a heavy key was seen, the
 	// waiter decides from the whole queue.
 	// floor is the key a heavy arrival that may pass an older key
-	// rewrites; floorRev its mod revision as last read.
+	// writes; floored: it existed at a read (see granted). goneRev is
+	// the revision of the deletion a sole reader saw.
 	queue, heavy, floor string
 	weight              int
-	full                bool
-	floorRev            int64
+	full, floored       bool
+	goneRev             int64
 }
 
 // markDepth is the queue length from which waiters mark their keys: a
@@ -347,21 +348,30 @@ func (w *lockWaiter) enqueue(ctx context.Context, h *driver.Hold) (watchSpec, in
 		return w.enqueueHeavy(ctx, h)
 	}
 	w.full = false
-	ops := []clientv3.Op{clientv3.OpGet(w.rng, clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly())}
+	ops := w.alsoOps([]clientv3.Op{clientv3.OpGet(w.rng, clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly())})
+	reads := len(ops)
+	if w.counted {
+		// A sole reader may be granted by the deletion it watches, with
+		// no read: its token depends on the floor (see granted).
+		ops = append(ops, w.floorOp())
+	}
 	s, resp, err := w.e.create(ctx, h, w.st, func(t clientv3.Txn, put clientv3.Op) clientv3.Txn {
-		return t.Then(append([]clientv3.Op{put}, w.alsoOps(ops)...)...)
+		return t.Then(append([]clientv3.Op{put}, ops...)...)
 	})
 	if err != nil {
 		return watchSpec{}, 0, err
 	}
 	w.st.set(s, resp.Header.Revision)
 	w.gone = false
+	if w.counted {
+		w.sawFloor(resp.Responses[1+reads])
+	}
 	n := resp.Responses[1].GetResponseRange().Count
 	w.marks = w.mutex && n > markDepth
 	if n > 1 {
 		return watchSpec{}, 0, nil
 	}
-	return w.blocker(resp.Responses[1:]), resp.Header.Revision, nil
+	return w.blocker(resp.Responses[1 : 1+reads]), resp.Header.Revision, nil
 }
 
 func (w *lockWaiter) alsoOps(ops []clientv3.Op) []clientv3.Op {
@@ -403,7 +413,7 @@ func (w *lockWaiter) check(ctx context.Context, h *driver.Hold) (watchSpec, int6
 	case w.sole && w.gone && w.marks:
 		return w.confirm(rctx, h, clientv3.OpPut(w.st.key, w.st.value, clientv3.WithIgnoreLease()))
 	case w.sole && w.gone:
-		return w.granted(rctx, h) // no heavy writer came: see wakes
+		return w.granted(h, w.goneRev) // no heavy writer came: see wakes
 	}
 	w.gone = false
 	limit := int64(1)
@@ -428,7 +438,7 @@ func (w *lockWaiter) check(ctx context.Context, h *driver.Hold) (watchSpec, int6
 	if w.marks && h.Renew { // a fixed lease's key is moved, so marked, when held
 		w.e.markLater(w.st)
 	}
-	return w.granted(rctx, h)
+	return w.granted(h, resp.Header.Revision)
 }
 
 func (w *lockWaiter) wakes(resp clientv3.WatchResponse) bool {

@@ -160,26 +160,21 @@ func (w *lockWaiter) confirm(ctx context.Context, h *driver.Hold, ops ...clientv
 		return watchSpec{}, 0, err
 	case resp.Succeeded:
 		w.sawFloor(resp.Responses[len(ops)])
-		return w.granted(ctx, h)
+		return w.granted(h, resp.Header.Revision)
 	case resp.Responses[0].GetResponseRange().Count == 0:
 		return watchSpec{}, 0, errKeyGone
 	}
 	return w.checkFull(ctx, h)
 }
 
-// checkFull reads the whole queue with the waiter's key and decides by
-// lockrule.DecideHeld, from then on: a queue that held a heavy key. When
-// the floor is newer than the key, the same transaction rewrites it: its
-// revision is the token should the key be granted (see granted), with no
-// request more.
+// checkFull reads the whole queue with the waiter's key and the floor,
+// and decides by lockrule.DecideHeld, from then on: a queue that held a
+// heavy key. It writes nothing: a grant's token is the read's revision
+// (see granted).
 func (w *lockWaiter) checkFull(ctx context.Context, h *driver.Hold) (watchSpec, int64, error) {
 	w.full, w.marks, w.sole = true, false, false
 	all := clientv3.OpGet(w.queue, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
-	resp, err := w.e.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(w.st.key), "=", w.st.rev), clientv3.Compare(clientv3.ModRevision(w.floor), ">", w.st.rev)).
-		Then(all, clientv3.OpPut(w.floor, "")).
-		Else(all, w.floorOp()).
-		Commit()
+	resp, err := w.e.client.Txn(ctx).Then(all, w.floorOp()).Commit()
 	if err != nil {
 		return watchSpec{}, 0, err
 	}
@@ -187,13 +182,8 @@ func (w *lockWaiter) checkFull(ctx context.Context, h *driver.Hold) (watchSpec, 
 	if err != nil || spec.key != "" {
 		return spec, resp.Header.Revision, err
 	}
-	if resp.Succeeded {
-		h.Token = uint64(resp.Header.Revision)
-		w.floorRev = resp.Header.Revision
-		return watchSpec{}, 0, nil
-	}
 	w.sawFloor(resp.Responses[1])
-	return w.granted(ctx, h)
+	return w.granted(h, resp.Header.Revision)
 }
 
 // floorKey is the floor of the queue range rng: outside every queue (an
@@ -202,31 +192,30 @@ func (e *Engine) floorKey(rng string) string {
 	return e.prefix + "/%floor/" + strings.TrimPrefix(rng, e.prefix+"/")
 }
 
-func (w *lockWaiter) floorOp() clientv3.Op { return clientv3.OpGet(w.floor, clientv3.WithKeysOnly()) }
-
-// sawFloor notes the floor's mod revision from a read of floorOp.
-func (w *lockWaiter) sawFloor(r *etcdserverpb.ResponseOp) {
-	if kvs := r.GetResponseRange().Kvs; len(kvs) > 0 {
-		w.floorRev = kvs[0].ModRevision
-	}
+func (w *lockWaiter) floorOp() clientv3.Op {
+	return clientv3.OpGet(w.floor, clientv3.WithKeysOnly(), clientv3.WithCountOnly())
 }
 
-// granted ends a wait. Fencing tokens must grow with every grant, and a
-// key's create revision may not: a heavy key that came after it may have
-// held already. Every heavy arrival that may pass an older key rewrites
-// the floor, so a key older than the floor takes a new token, the revision
-// of a rewrite of the floor (so that an older key granted later takes a
-// newer one still): one request more, for such keys only.
-func (w *lockWaiter) granted(ctx context.Context, h *driver.Hold) (watchSpec, int64, error) {
-	if w.floorRev <= w.st.rev {
-		return watchSpec{}, 0, nil
+// sawFloor notes, from a read of floorOp, whether the floor exists; it is
+// never deleted.
+func (w *lockWaiter) sawFloor(r *etcdserverpb.ResponseOp) {
+	w.floored = w.floored || r.GetResponseRange().Count > 0
+}
+
+// granted ends a wait that the state of etcd at revision rev decided:
+// the header of the read that found nothing blocking the key, or the
+// deletion that a sole reader saw. Fencing tokens must grow with every
+// grant, and create revisions stop doing so once a heavy key has passed
+// an older one: such an arrival creates the floor. So where the floor
+// exists, a waited grant's token is rev. The holder before it had a token
+// no newer than its own grant, and was deleted at or before rev (the read
+// no longer shows it), so rev exceeds that token, with no write. Before
+// the floor, grants go in create order and the token stays the create
+// revision (acquireWait set it), as in a name with no weights.
+func (w *lockWaiter) granted(h *driver.Hold, rev int64) (watchSpec, int64, error) {
+	if w.floored {
+		h.Token = uint64(rev)
 	}
-	resp, err := w.e.ifCreated(ctx, w.st.key, w.st.rev, clientv3.OpPut(w.floor, ""))
-	if err != nil {
-		return watchSpec{}, 0, err
-	}
-	w.floorRev = resp.Header.Revision
-	h.Token = uint64(resp.Header.Revision)
 	return watchSpec{}, 0, nil
 }
 
@@ -238,7 +227,7 @@ func (w *lockWaiter) soleWakes(resp clientv3.WatchResponse) bool {
 		k := string(ev.Kv.Key)
 		switch {
 		case ev.Type == mvccpb.DELETE && k == w.blocked:
-			w.gone = true
+			w.gone, w.goneRev = true, ev.Kv.ModRevision
 		case ev.Type == mvccpb.PUT && ev.Kv.CreateRevision > w.st.rev && strings.HasPrefix(k, w.rng+heavySub):
 			w.sole, w.gone = false, true
 		}
@@ -269,7 +258,7 @@ func (w *lockWaiter) decide(kvs []*mvccpb.KeyValue) (watchSpec, error) {
 func (w *lockWaiter) enqueueHeavy(ctx context.Context, h *driver.Hold) (watchSpec, int64, error) {
 	w.st.prefix, w.marks, w.sole, w.full = w.heavy, false, false, true
 	for {
-		look, floorRev, err := w.look(ctx)
+		look, floored, err := w.look(ctx)
 		if err != nil {
 			return watchSpec{}, 0, err
 		}
@@ -303,30 +292,26 @@ func (w *lockWaiter) enqueueHeavy(ctx context.Context, h *driver.Hold) (watchSpe
 		w.e.heavyArrivals.Add(1)
 		rev := resp.Header.Revision
 		w.st.set(s, rev)
-		w.floorRev = floorRev // below rev: it holds at once with its own
+		w.floored = floored || passes
 		kvs := append(look.Kvs, &mvccpb.KeyValue{Key: []byte(s.key), Value: []byte(w.st.value), CreateRevision: rev, ModRevision: rev})
 		spec, err := w.decide(kvs)
 		return spec, rev, err
 	}
 }
 
-// look reads the whole queue, oldest first, and the floor's mod
-// revision, at one revision.
-func (w *lockWaiter) look(ctx context.Context) (*etcdserverpb.RangeResponse, int64, error) {
+// look reads the whole queue, oldest first, and whether the floor
+// exists, at one revision.
+func (w *lockWaiter) look(ctx context.Context) (*etcdserverpb.RangeResponse, bool, error) {
 	rctx, cancel := w.e.bound(ctx)
 	defer cancel()
 	resp, err := w.e.client.Txn(rctx).Then(clientv3.OpGet(w.queue, clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)), w.floorOp()).Commit()
 	if err != nil {
-		return nil, 0, err
+		return nil, false, err
 	}
 	look := resp.Responses[0].GetResponseRange()
 	look.Header = resp.Header
-	var floorRev int64
-	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
-		floorRev = kvs[0].ModRevision
-	}
-	return look, floorRev, nil
+	return look, resp.Responses[1].GetResponseRange().Count > 0, nil
 }
 
 // grantedRevs is the create revisions of the keys of a queue that the

@@ -1,0 +1,129 @@
+package etcd_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/orthrus-go/orthrus/locker"
+	"github.com/orthrus-go/orthrus/locker/inspect"
+	"github.com/orthrus-go/orthrus/locker/lockertest"
+)
+
+// floorOf returns the mod revision of the floor of the queue range rng
+// (0: there is none), as the package doc names it under the default
+// prefix.
+func floorOf(t *testing.T, c *clientv3.Client, rng string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	key := "orthrus/%floor/" + strings.TrimPrefix(rng, "orthrus/")
+	resp, err := c.Get(ctx, key)
+	noErr(t, err)
+	if len(resp.Kvs) == 0 {
+		return 0
+	}
+	return resp.Kvs[0].ModRevision
+}
+
+// wantAbove checks that the token of a hold granted after another's
+// exceeds it.
+func wantAbove(t *testing.T, what string, token, before uint64) {
+	t.Helper()
+	if token <= before {
+		t.Errorf("%s: token %d; want above %d", what, token, before)
+	}
+}
+
+// TestWeightedTokens: a heavy waiter passes an older one, so the older
+// one, granted after it, holds with a token above the heavy one's though
+// its create revision is below; and no grant writes: the floor the heavy
+// arrival created keeps its revision.
+func TestWeightedTokens(t *testing.T) {
+	e, name, holder, light, heavy, lightDone := lightBehindHolder(t)
+	c := newClient(t, endpoint)
+	heavyDone := queued(t, e, inspect.KindMutex, name, heavy, 2)
+	floor := floorOf(t, c, e.LockPrefix(name))
+	if floor == 0 {
+		t.Fatal("no floor once a heavy arrival passed a waiter")
+	}
+	noErr(t, holder.Unlock())
+	lockertest.WantGranted(t, heavyDone, "the weight-5 waiter")
+	h := heavy.Token()
+	noErr(t, heavy.Unlock())
+	lockertest.WantGranted(t, lightDone, "the older weight-1 waiter")
+	wantAbove(t, "the older waiter, granted after the heavy one", light.Token(), h)
+	if got := floorOf(t, c, e.LockPrefix(name)); got != floor {
+		t.Errorf("the floor's mod revision %d after the grants; want %d, its create: a grant wrote", got, floor)
+	}
+	noErr(t, light.Unlock())
+}
+
+// TestWeightOneTokens: in a name where no heavy waiter passed (all of
+// weight 1), tokens are the keys' create revisions, as before weights,
+// and there is no floor.
+func TestWeightOneTokens(t *testing.T) {
+	c := newClient(t, endpoint)
+	e := newEngine(t, c)
+	name := t.Name()
+	ls := []locker.Handle{mutex(t, e, name, "first", 1), mutex(t, e, name, "second", 1), mutex(t, e, name, "third", 1)}
+	noErr(t, ls[0].Lock())
+	done := []<-chan error{nil, queued(t, e, inspect.KindMutex, name, ls[1], 1), queued(t, e, inspect.KindMutex, name, ls[2], 2)}
+	ks := keys(t, c, e, name)
+	for i, l := range ls {
+		if i > 0 {
+			lockertest.WantGranted(t, done[i], "a weight-1 waiter")
+		}
+		if got := l.Token(); got != uint64(ks[i].rev) {
+			t.Errorf("holder %d: token %d; want its key's create revision %d", i, got, ks[i].rev)
+		}
+		noErr(t, l.Unlock())
+	}
+	if f := floorOf(t, c, e.LockPrefix(name)); f != 0 {
+		t.Errorf("a floor (mod revision %d) in a name with weight 1 only", f)
+	}
+}
+
+// TestFlooredSoleReaderToken: see testSoleReaderToken.
+func TestFlooredSoleReaderToken(t *testing.T) {
+	testSoleReaderToken(t, true)
+}
+
+// testSoleReaderToken: a reader holds, a writer waits, and a reader whose
+// only older key is that writer waits behind it; a heavy reader comes,
+// before that reader or after it (heavyFirst), passes the writer and
+// shares the hold: it creates the floor. When both holders go, the writer
+// is granted by a read after the reader's create, whose revision is its
+// token. When it goes, the reader is granted with no read, and holds with
+// a token above the writer's although its create revision is below.
+func testSoleReaderToken(t *testing.T, heavyFirst bool) {
+	c := newClient(t, endpoint)
+	e := newEngine(t, c)
+	name := t.Name()
+	first, heavy := rwLock(t, e, name, "first reader", 1), rwLock(t, e, name, "heavy reader", 3)
+	writer, reader := rwLock(t, e, name, "writer", 1), rwLock(t, e, name, "reader", 1)
+	noErr(t, first.ReadLock().Lock())
+	writeDone := queued(t, e, inspect.KindWrite, name, writer.WriteLock(), 1)
+	var readDone <-chan error
+	if !heavyFirst {
+		readDone = queued(t, e, inspect.KindRead, name, reader.ReadLock(), 2)
+	}
+	noErr(t, heavy.ReadLock().LockCtx(t.Context()))
+	if heavyFirst {
+		readDone = queued(t, e, inspect.KindRead, name, reader.ReadLock(), 2)
+	}
+	if floorOf(t, c, e.FamilyRange(inspect.KindWrite, name)) == 0 {
+		t.Fatal("no floor once a heavy reader passed a waiting writer")
+	}
+	noErr(t, first.ReadLock().Unlock())
+	noErr(t, heavy.ReadLock().Unlock())
+	lockertest.WantGranted(t, writeDone, "the writer")
+	w := writer.WriteLock().Token()
+	noErr(t, writer.WriteLock().Unlock())
+	lockertest.WantGranted(t, readDone, "the reader behind the writer")
+	wantAbove(t, "the reader, granted after the writer", reader.ReadLock().Token(), w)
+	noErr(t, reader.ReadLock().Unlock())
+}
