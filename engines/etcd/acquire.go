@@ -58,9 +58,10 @@ type waiter interface {
 // puts matter besides deletions. A zero watchSpec means nothing blocks it.
 type watchSpec struct {
 	key    string
-	prefix bool // key is a range
-	puts   bool // PUT events are delivered too
-	prev   bool // deletions carry the deleted key as it was
+	prefix bool   // key is a range
+	end    string // the end of the range from key, if not a prefix
+	puts   bool   // PUT events are delivered too
+	prev   bool   // deletions carry the deleted key as it was
 }
 
 // Acquire implements driver.Backend: each acquisition puts a key of its
@@ -389,7 +390,7 @@ func (w *lockWaiter) blocker(rs []*etcdserverpb.ResponseOp) watchSpec {
 			w.sole = w.counted && i == len(kvs)-1 && len(kvs) < 2
 			if w.sole {
 				w.blocked = string(kv.Key)
-				return watchSpec{key: w.rng, prefix: true, puts: true}
+				return w.soleSpec()
 			}
 			return watchSpec{key: string(kv.Key), prev: w.marks}
 		}
@@ -668,8 +669,11 @@ func (e *Engine) watch(spec watchSpec) *watch {
 	if spec.prev {
 		opts = append(opts, clientv3.WithPrevKV())
 	}
-	if spec.prefix {
+	switch {
+	case spec.prefix:
 		opts = append(opts, clientv3.WithPrefix())
+	case spec.end != "":
+		opts = append(opts, clientv3.WithRange(spec.end))
 	}
 	if !spec.puts {
 		opts = append(opts, clientv3.WithFilterPut())

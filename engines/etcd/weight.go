@@ -219,20 +219,36 @@ func (w *lockWaiter) granted(h *driver.Hold, rev int64) (watchSpec, int64, error
 	return watchSpec{}, 0, nil
 }
 
+// soleSpec is what a sole reader (rng: the writers' range) watches: the
+// writer it waits for, and heavy keys. A heavy writer may rank ahead of
+// it; a heavy reader may pass that writer and create the floor, which
+// changes the reader's token (see granted). The range runs from the heavy
+// readers' (r/h/, after every weight-1 reader's key, whose lease in hex
+// sorts below 'h') to the end of the writers': no event of a weight-1
+// reader reaches it.
+func (w *lockWaiter) soleSpec() watchSpec {
+	return watchSpec{key: w.queue + rwReaders + heavySub, end: clientv3.GetPrefixRangeEnd(w.rng), puts: true}
+}
+
 // soleWakes: a sole reader checks when the writer it waits for is deleted
-// (no request if nothing else came), and reads its place when a heavy
-// writer came after it.
+// (no request if nothing else came), and reads its place when a heavy key
+// came after it.
 func (w *lockWaiter) soleWakes(resp clientv3.WatchResponse) bool {
 	for _, ev := range resp.Events {
 		k := string(ev.Kv.Key)
 		switch {
 		case ev.Type == mvccpb.DELETE && k == w.blocked:
 			w.gone, w.goneRev = true, ev.Kv.ModRevision
-		case ev.Type == mvccpb.PUT && ev.Kv.CreateRevision > w.st.rev && strings.HasPrefix(k, w.rng+heavySub):
+		case ev.Type == mvccpb.PUT && ev.Kv.CreateRevision > w.st.rev && w.isHeavy(k):
 			w.sole, w.gone = false, true
 		}
 	}
 	return w.gone
+}
+
+// isHeavy tells whether key is a heavy key of the queue.
+func (w *lockWaiter) isHeavy(key string) bool {
+	return slices.ContainsFunc(w.heavyRanges(), func(r string) bool { return strings.HasPrefix(key, r) })
 }
 
 // decide applies the rule to the waiter's key in the queue kvs: nothing

@@ -2,11 +2,14 @@ package etcd_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/locker/inspect"
@@ -92,6 +95,12 @@ func TestFlooredSoleReaderToken(t *testing.T) {
 	testSoleReaderToken(t, true)
 }
 
+// TestSoleReaderSeesFloor: see testSoleReaderToken; the reader, waiting
+// alone behind the writer, must see the heavy reader come.
+func TestSoleReaderSeesFloor(t *testing.T) {
+	testSoleReaderToken(t, false)
+}
+
 // testSoleReaderToken: a reader holds, a writer waits, and a reader whose
 // only older key is that writer waits behind it; a heavy reader comes,
 // before that reader or after it (heavyFirst), passes the writer and
@@ -102,18 +111,28 @@ func TestFlooredSoleReaderToken(t *testing.T) {
 func testSoleReaderToken(t *testing.T, heavyFirst bool) {
 	c := newClient(t, endpoint)
 	e := newEngine(t, c)
-	name := t.Name()
+	name := fmt.Sprintf("%s/%d", t.Name(), time.Now().UnixNano()) // no floor yet, with -count too
 	first, heavy := rwLock(t, e, name, "first reader", 1), rwLock(t, e, name, "heavy reader", 3)
-	writer, reader := rwLock(t, e, name, "writer", 1), rwLock(t, e, name, "reader", 1)
+	// The reader on an engine of its own, whose first watch is its wait's.
+	rc, watching := watchedClient(t)
+	writer, reader := rwLock(t, e, name, "writer", 1), rwLock(t, newEngine(t, rc), name, "reader", 1)
 	noErr(t, first.ReadLock().Lock())
 	writeDone := queued(t, e, inspect.KindWrite, name, writer.WriteLock(), 1)
 	var readDone <-chan error
-	if !heavyFirst {
+	queueReader := func() {
 		readDone = queued(t, e, inspect.KindRead, name, reader.ReadLock(), 2)
+		select {
+		case <-watching:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the reader's watch not confirmed within 20s")
+		}
+	}
+	if !heavyFirst {
+		queueReader() // a heavy key that came before the watch would be read
 	}
 	noErr(t, heavy.ReadLock().LockCtx(t.Context()))
 	if heavyFirst {
-		readDone = queued(t, e, inspect.KindRead, name, reader.ReadLock(), 2)
+		queueReader()
 	}
 	if floorOf(t, c, e.FamilyRange(inspect.KindWrite, name)) == 0 {
 		t.Fatal("no floor once a heavy reader passed a waiting writer")
@@ -126,4 +145,38 @@ func testSoleReaderToken(t *testing.T, heavyFirst bool) {
 	lockertest.WantGranted(t, readDone, "the reader behind the writer")
 	wantAbove(t, "the reader, granted after the writer", reader.ReadLock().Token(), w)
 	noErr(t, reader.ReadLock().Unlock())
+}
+
+// watchedClient is newClient to endpoint whose watches, once etcd
+// confirms them, each send on the channel returned (up to 16 unread).
+func watchedClient(t *testing.T) (*clientv3.Client, <-chan struct{}) {
+	t.Helper()
+	created := make(chan struct{}, 16)
+	cfg := clientConfig(endpoint)
+	cfg.DialOptions = append(cfg.DialOptions, grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc,
+		cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		s, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return createdStream{s, created}, nil
+	}))
+	return newClientOf(t, cfg), created
+}
+
+// createdStream signals each watch response that confirms a watch.
+type createdStream struct {
+	grpc.ClientStream
+	created chan<- struct{}
+}
+
+func (s createdStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if r, ok := m.(*pb.WatchResponse); ok && err == nil && r.Created {
+		select {
+		case s.created <- struct{}{}:
+		default:
+		}
+	}
+	return err
 }
