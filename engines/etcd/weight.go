@@ -269,15 +269,14 @@ func (w *lockWaiter) decide(kvs []*mvccpb.KeyValue) (watchSpec, error) {
 // enqueueHeavy queues a key of weight > 1, which may rank ahead of keys
 // older than it, so it records in its value the keys granted when it
 // arrives: it reads the queue at a revision R and creates its key only if
-// no key of the queue was created or deleted since R (else it reads
-// again, until ctx ends). Its place follows from that read.
+// no key of the queue was created or deleted since R; else that
+// transaction reads the queue again, for the next try, until ctx ends.
+// Its place follows from the read it created on.
 func (w *lockWaiter) enqueueHeavy(ctx context.Context, h *driver.Hold) (watchSpec, int64, error) {
 	w.st.prefix, w.marks, w.sole, w.full = w.heavy, false, false, true
-	for {
-		look, floored, err := w.look(ctx)
-		if err != nil {
-			return watchSpec{}, 0, err
-		}
+	read, err := w.look(ctx)
+	for err == nil {
+		look, floored := lookOf(read)
 		if w.e.afterLook != nil {
 			w.e.afterLook()
 		}
@@ -292,10 +291,12 @@ func (w *lockWaiter) enqueueHeavy(ctx context.Context, h *driver.Hold) (watchSpe
 		grants, passes := grantedRevs(w.queue, look.Kvs, w.mutex, h.Weight)
 		w.st.value = heavyValue(h.Weight, grants, h.Owner)
 		s, resp, err := w.e.create(ctx, h, w.st, func(t clientv3.Txn, put clientv3.Op) clientv3.Txn {
+			then := []clientv3.Op{put}
 			if passes {
-				return t.If(cmps...).Then(put, clientv3.OpPut(w.floor, ""))
+				then = append(then, clientv3.OpPut(w.floor, ""))
 			}
-			return t.If(cmps...).Then(put)
+			// Failed, it reads the queue for the next try: no request more.
+			return t.If(cmps...).Then(then...).Else(w.lookOps()...)
 		})
 		if err != nil {
 			return watchSpec{}, 0, err
@@ -303,6 +304,7 @@ func (w *lockWaiter) enqueueHeavy(ctx context.Context, h *driver.Hold) (watchSpe
 		w.e.heavyTries.Add(1)
 		if !resp.Succeeded {
 			w.e.free(s)
+			read = resp
 			continue
 		}
 		w.e.heavyArrivals.Add(1)
@@ -313,21 +315,29 @@ func (w *lockWaiter) enqueueHeavy(ctx context.Context, h *driver.Hold) (watchSpe
 		spec, err := w.decide(kvs)
 		return spec, rev, err
 	}
+	return watchSpec{}, 0, err
 }
 
-// look reads the whole queue, oldest first, and whether the floor
-// exists, at one revision.
-func (w *lockWaiter) look(ctx context.Context) (*etcdserverpb.RangeResponse, bool, error) {
+// lookOps read the whole queue, oldest first, and whether the floor
+// exists.
+func (w *lockWaiter) lookOps() []clientv3.Op {
+	return []clientv3.Op{clientv3.OpGet(w.queue, clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)), w.floorOp()}
+}
+
+// look reads lookOps at one revision.
+func (w *lockWaiter) look(ctx context.Context) (*clientv3.TxnResponse, error) {
 	rctx, cancel := w.e.bound(ctx)
 	defer cancel()
-	resp, err := w.e.client.Txn(rctx).Then(clientv3.OpGet(w.queue, clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)), w.floorOp()).Commit()
-	if err != nil {
-		return nil, false, err
-	}
+	return w.e.client.Txn(rctx).Then(w.lookOps()...).Commit()
+}
+
+// lookOf is the queue, with the revision it was read at, and whether the
+// floor exists, from the answers to lookOps.
+func lookOf(resp *clientv3.TxnResponse) (*etcdserverpb.RangeResponse, bool) {
 	look := resp.Responses[0].GetResponseRange()
 	look.Header = resp.Header
-	return look, resp.Responses[1].GetResponseRange().Count > 0, nil
+	return look, resp.Responses[1].GetResponseRange().Count > 0
 }
 
 // grantedRevs is the create revisions of the keys of a queue that the
