@@ -306,7 +306,8 @@ type lockWaiter struct {
 	// counted (readers): when the key blocking it was the only older one
 	// (sole), its deletion (gone) lets it hold with no other read. A sole
 	// reader watches the writers' range for that deletion (blocked) and
-	// for a heavy writer's arrival, which may rank ahead of it.
+	// for a heavy writer's arrival, which may rank ahead of it. A mutex's
+	// waiter that decides from the whole queue (full) may be sole too.
 	counted, sole, gone bool
 	blocked             string
 	// marks (a mutex in a queue longer than markDepth): a granted key is
@@ -409,12 +410,12 @@ func (w *lockWaiter) check(ctx context.Context, h *driver.Hold) (watchSpec, int6
 	rctx, cancel := w.e.attemptBound(ctx)
 	defer cancel()
 	switch {
-	case w.full:
-		return w.checkFull(rctx, h)
 	case w.sole && w.gone && w.marks:
 		return w.confirm(rctx, h, clientv3.OpPut(w.st.key, w.st.value, clientv3.WithIgnoreLease()))
 	case w.sole && w.gone:
-		return w.granted(h, w.goneRev) // no heavy writer came: see wakes
+		return w.granted(h, w.goneRev) // nothing that may rank ahead came: see soleWakes
+	case w.full:
+		return w.checkFull(rctx, h)
 	}
 	w.gone = false
 	limit := int64(1)
@@ -443,7 +444,7 @@ func (w *lockWaiter) check(ctx context.Context, h *driver.Hold) (watchSpec, int6
 }
 
 func (w *lockWaiter) wakes(resp clientv3.WatchResponse) bool {
-	if w.sole && w.counted {
+	if w.sole && (w.counted || w.full) {
 		return w.soleWakes(resp)
 	}
 	w.gone = hasDelete(resp)

@@ -172,7 +172,7 @@ func (w *lockWaiter) confirm(ctx context.Context, h *driver.Hold, ops ...clientv
 // heavy key. It writes nothing: a grant's token is the read's revision
 // (see granted).
 func (w *lockWaiter) checkFull(ctx context.Context, h *driver.Hold) (watchSpec, int64, error) {
-	w.full, w.marks, w.sole = true, false, false
+	w.full, w.marks, w.sole, w.gone = true, false, false, false
 	all := clientv3.OpGet(w.queue, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	resp, err := w.e.client.Txn(ctx).Then(all, w.floorOp()).Commit()
 	if err != nil {
@@ -230,25 +230,36 @@ func (w *lockWaiter) soleSpec() watchSpec {
 	return watchSpec{key: w.queue + rwReaders + heavySub, end: clientv3.GetPrefixRangeEnd(w.rng), puts: true}
 }
 
-// soleWakes: a sole reader checks when the writer it waits for is deleted
-// (no request if nothing else came), and reads its place when a heavy key
-// came after it.
+// soleWakes: a sole waiter (a reader, or a mutex's waiter deciding from
+// the whole queue) checks when the key it waits for is deleted (no
+// request if nothing else came), and reads its place when a key that may
+// pass it came after it.
 func (w *lockWaiter) soleWakes(resp clientv3.WatchResponse) bool {
 	for _, ev := range resp.Events {
 		k := string(ev.Kv.Key)
 		switch {
 		case ev.Type == mvccpb.DELETE && k == w.blocked:
 			w.gone, w.goneRev = true, ev.Kv.ModRevision
-		case ev.Type == mvccpb.PUT && ev.Kv.CreateRevision > w.st.rev && w.isHeavy(k):
+		case ev.Type == mvccpb.PUT && ev.Kv.CreateRevision > w.st.rev && w.mayPass(ev.Kv):
 			w.sole, w.gone = false, true
 		}
 	}
 	return w.gone
 }
 
-// isHeavy tells whether key is a heavy key of the queue.
-func (w *lockWaiter) isHeavy(key string) bool {
-	return slices.ContainsFunc(w.heavyRanges(), func(r string) bool { return strings.HasPrefix(key, r) })
+// mayPass tells whether a sole waiter must read its place again for a key
+// put after it: a heavy key, which may rank ahead of it or create the
+// floor (which changes its token); in a mutex whose floor it has seen,
+// only one heavier than itself.
+func (w *lockWaiter) mayPass(kv *mvccpb.KeyValue) bool {
+	key := string(kv.Key)
+	if !slices.ContainsFunc(w.heavyRanges(), func(r string) bool { return strings.HasPrefix(key, r) }) {
+		return false
+	}
+	if weight, _, _ := parseHeavy(kv.Value); w.mutex && w.floored {
+		return weight > w.weight
+	}
+	return true
 }
 
 // decide applies the rule to the waiter's key in the queue kvs: nothing
@@ -263,7 +274,24 @@ func (w *lockWaiter) decide(kvs []*mvccpb.KeyValue) (watchSpec, error) {
 	if v.Granted {
 		return watchSpec{}, nil
 	}
-	return watchSpec{key: string(keys[v.Blockers[0]].kv.Key)}, nil
+	b := v.Blockers[0]
+	if w.mutex && aloneBehind(q, held, own, b) {
+		// Its going grants this one, unless a key that may rank ahead
+		// came meanwhile: watched in the same range (soleWakes), so that
+		// the grant needs no read, as a sole reader's.
+		w.sole, w.gone, w.blocked = true, false, string(keys[b].kv.Key)
+		return watchSpec{key: w.queue, prefix: true, puts: true}, nil
+	}
+	return watchSpec{key: string(keys[b].kv.Key)}, nil
+}
+
+// aloneBehind tells whether q[own] is granted once q[b] goes.
+func aloneBehind(q []lockrule.Entry, held []bool, own, b int) bool {
+	q, held = slices.Delete(slices.Clone(q), b, b+1), slices.Delete(slices.Clone(held), b, b+1)
+	if own > b {
+		own--
+	}
+	return lockrule.DecideHeld(q, held, own, 0).Granted
 }
 
 // enqueueHeavy queues a key of weight > 1, which may rank ahead of keys
@@ -273,7 +301,7 @@ func (w *lockWaiter) decide(kvs []*mvccpb.KeyValue) (watchSpec, error) {
 // transaction reads the queue again, for the next try, until ctx ends.
 // Its place follows from the read it created on.
 func (w *lockWaiter) enqueueHeavy(ctx context.Context, h *driver.Hold) (watchSpec, int64, error) {
-	w.st.prefix, w.marks, w.sole, w.full = w.heavy, false, false, true
+	w.st.prefix, w.marks, w.sole, w.full, w.gone = w.heavy, false, false, true, false
 	read, err := w.look(ctx)
 	for err == nil {
 		look, floored := lookOf(read)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
+	"github.com/orthrus-go/orthrus/engines/etcd"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/locker/inspect"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
@@ -114,7 +116,7 @@ func testSoleReaderToken(t *testing.T, heavyFirst bool) {
 	name := fmt.Sprintf("%s/%d", t.Name(), time.Now().UnixNano()) // no floor yet, with -count too
 	first, heavy := rwLock(t, e, name, "first reader", 1), rwLock(t, e, name, "heavy reader", 3)
 	// The reader on an engine of its own, whose first watch is its wait's.
-	rc, watching := watchedClient(t)
+	rc, watching := watchedClient(t, nil)
 	writer, reader := rwLock(t, e, name, "writer", 1), rwLock(t, newEngine(t, rc), name, "reader", 1)
 	noErr(t, first.ReadLock().Lock())
 	writeDone := queued(t, e, inspect.KindWrite, name, writer.WriteLock(), 1)
@@ -148,11 +150,15 @@ func testSoleReaderToken(t *testing.T, heavyFirst bool) {
 }
 
 // watchedClient is newClient to endpoint whose watches, once etcd
-// confirms them, each send on the channel returned (up to 16 unread).
-func watchedClient(t *testing.T) (*clientv3.Client, <-chan struct{}) {
+// confirms them, each send on the channel returned (up to 16 unread);
+// unary, if not nil, intercepts its other calls.
+func watchedClient(t *testing.T, unary grpc.UnaryClientInterceptor) (*clientv3.Client, <-chan struct{}) {
 	t.Helper()
 	created := make(chan struct{}, 16)
 	cfg := clientConfig(endpoint)
+	if unary != nil {
+		cfg.DialOptions = append(cfg.DialOptions, grpc.WithUnaryInterceptor(unary))
+	}
 	cfg.DialOptions = append(cfg.DialOptions, grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc,
 		cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		s, err := streamer(ctx, desc, cc, method, opts...)
@@ -179,4 +185,56 @@ func (s createdStream) RecvMsg(m any) error {
 		}
 	}
 	return err
+}
+
+// soleWaiter queues l, of weight w, on name on an engine of its own, and
+// waits until etcd confirmed its watch; reads counts the engine's reads
+// and transactions.
+func soleWaiter(t *testing.T, e *etcd.Engine, name, owner string, w, n int) (l locker.Handle, done <-chan error, reads *atomic.Int64) {
+	t.Helper()
+	reads = new(atomic.Int64)
+	c, watching := watchedClient(t, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		switch req.(type) {
+		case *pb.TxnRequest, *pb.RangeRequest:
+			reads.Add(1)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+	l = mutex(t, newEngine(t, c), name, owner, w)
+	done = queued(t, e, inspect.KindMutex, name, l, n)
+	select {
+	case <-watching:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s: its watch not confirmed within 20s", owner)
+	}
+	return l, done, reads
+}
+
+// TestWeightedSoleGrant: a heavy waiter that only the holder stands
+// before is granted when the holder goes, with no read; one that a
+// heavier arrival passes after it decided so is not.
+func TestWeightedSoleGrant(t *testing.T) {
+	e := newEngine(t, newClient(t, endpoint))
+	name := fmt.Sprintf("%s/%d", t.Name(), time.Now().UnixNano())
+	holder := mutex(t, e, name, "holder", 1)
+	noErr(t, holder.Lock())
+	mid, midDone, reads := soleWaiter(t, e, name, "mid", 3, 1)
+	before := reads.Load()
+	noErr(t, holder.Unlock())
+	lockertest.WantGranted(t, midDone, "the weight-3 waiter")
+	if n := reads.Load() - before; n != 0 {
+		t.Errorf("the weight-3 waiter read etcd %d times between the holder's release and its grant; want 0", n)
+	}
+
+	low, lowDone, _ := soleWaiter(t, e, name, "low", 2, 1)
+	top := mutex(t, e, name, "top", 5)
+	topDone := queued(t, e, inspect.KindMutex, name, top, 2)
+	noErr(t, mid.Unlock())
+	lockertest.WantGranted(t, topDone, "the weight-5 waiter, which came after the weight-2 one")
+	lockertest.WantPending(t, lowDone, "the weight-2 waiter while the weight-5 one holds")
+	_, waiters := waitersOf(t, e, inspect.KindMutex, name)
+	wantOwners(t, "waiters", waiters, []string{"low"})
+	noErr(t, top.Unlock())
+	lockertest.WantGranted(t, lowDone, "the weight-2 waiter last")
+	noErr(t, low.Unlock())
 }
