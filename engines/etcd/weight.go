@@ -238,6 +238,8 @@ func (w *lockWaiter) soleWakes(resp clientv3.WatchResponse) bool {
 	for _, ev := range resp.Events {
 		k := string(ev.Kv.Key)
 		switch {
+		case ev.Type == mvccpb.DELETE && k == w.st.key: // a mutex's waiter sees its own
+			w.sole, w.gone = false, true
 		case ev.Type == mvccpb.DELETE && k == w.blocked:
 			w.gone, w.goneRev = true, ev.Kv.ModRevision
 		case ev.Type == mvccpb.PUT && ev.Kv.CreateRevision > w.st.rev && w.mayPass(ev.Kv):

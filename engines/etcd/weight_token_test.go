@@ -238,3 +238,25 @@ func TestWeightedSoleGrant(t *testing.T) {
 	lockertest.WantGranted(t, lowDone, "the weight-2 waiter last")
 	noErr(t, low.Unlock())
 }
+
+// TestWeightedSoleKeyDeleted: a heavy waiter that only the holder stands
+// before, whose key is deleted by hand, queues again when the holder
+// goes, rather than hold with no key.
+func TestWeightedSoleKeyDeleted(t *testing.T) {
+	c := newClient(t, endpoint)
+	e := newEngine(t, c)
+	name := fmt.Sprintf("%s/%d", t.Name(), time.Now().UnixNano())
+	holder := mutex(t, e, name, "holder", 1)
+	noErr(t, holder.Lock())
+	waiter, done, _ := soleWaiter(t, e, name, "waiter", 3, 1)
+	ks := keys(t, c, e, name)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := c.Delete(ctx, ks[len(ks)-1].key)
+	noErr(t, err)
+	noErr(t, holder.Unlock())
+	lockertest.WantGranted(t, done, "the waiter whose key was deleted")
+	holders, _ := waitersOf(t, e, inspect.KindMutex, name)
+	wantOwners(t, "holder", holders, []string{"waiter"})
+	noErr(t, waiter.Unlock())
+}
