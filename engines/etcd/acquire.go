@@ -58,9 +58,10 @@ type waiter interface {
 // puts matter besides deletions. A zero watchSpec means nothing blocks it.
 type watchSpec struct {
 	key    string
-	prefix bool // key is a range
-	puts   bool // PUT events are delivered too
-	prev   bool // deletions carry the deleted key as it was
+	prefix bool   // key is a range
+	end    string // the end of the range from key, if not a prefix
+	puts   bool   // PUT events are delivered too
+	prev   bool   // deletions carry the deleted key as it was
 }
 
 // Acquire implements driver.Backend: each acquisition puts a key of its
@@ -305,7 +306,8 @@ type lockWaiter struct {
 	// counted (readers): when the key blocking it was the only older one
 	// (sole), its deletion (gone) lets it hold with no other read. A sole
 	// reader watches the writers' range for that deletion (blocked) and
-	// for a heavy writer's arrival, which may rank ahead of it.
+	// for a heavy writer's arrival, which may rank ahead of it. A mutex's
+	// waiter that decides from the whole queue (full) may be sole too.
 	counted, sole, gone bool
 	blocked             string
 	// marks (a mutex in a queue longer than markDepth): a granted key is
@@ -316,11 +318,12 @@ type lockWaiter struct {
 	// prefix of the key of a weight > 1; full: a heavy key was seen, the
 	// waiter decides from the whole queue.
 	// floor is the key a heavy arrival that may pass an older key
-	// rewrites; floorRev its mod revision as last read.
+	// writes; floored: it existed at a read (see granted). goneRev is
+	// the revision of the deletion a sole reader saw.
 	queue, heavy, floor string
 	weight              int
-	full                bool
-	floorRev            int64
+	full, floored       bool
+	goneRev             int64
 }
 
 // markDepth is the queue length from which waiters mark their keys: a
@@ -347,21 +350,30 @@ func (w *lockWaiter) enqueue(ctx context.Context, h *driver.Hold) (watchSpec, in
 		return w.enqueueHeavy(ctx, h)
 	}
 	w.full = false
-	ops := []clientv3.Op{clientv3.OpGet(w.rng, clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly())}
+	ops := w.alsoOps([]clientv3.Op{clientv3.OpGet(w.rng, clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly())})
+	reads := len(ops)
+	if w.counted {
+		// A sole reader may be granted by the deletion it watches, with
+		// no read: its token depends on the floor (see granted).
+		ops = append(ops, w.floorOp())
+	}
 	s, resp, err := w.e.create(ctx, h, w.st, func(t clientv3.Txn, put clientv3.Op) clientv3.Txn {
-		return t.Then(append([]clientv3.Op{put}, w.alsoOps(ops)...)...)
+		return t.Then(append([]clientv3.Op{put}, ops...)...)
 	})
 	if err != nil {
 		return watchSpec{}, 0, err
 	}
 	w.st.set(s, resp.Header.Revision)
 	w.gone = false
+	if w.counted {
+		w.sawFloor(resp.Responses[1+reads])
+	}
 	n := resp.Responses[1].GetResponseRange().Count
 	w.marks = w.mutex && n > markDepth
 	if n > 1 {
 		return watchSpec{}, 0, nil
 	}
-	return w.blocker(resp.Responses[1:]), resp.Header.Revision, nil
+	return w.blocker(resp.Responses[1 : 1+reads]), resp.Header.Revision, nil
 }
 
 func (w *lockWaiter) alsoOps(ops []clientv3.Op) []clientv3.Op {
@@ -379,7 +391,7 @@ func (w *lockWaiter) blocker(rs []*etcdserverpb.ResponseOp) watchSpec {
 			w.sole = w.counted && i == len(kvs)-1 && len(kvs) < 2
 			if w.sole {
 				w.blocked = string(kv.Key)
-				return watchSpec{key: w.rng, prefix: true, puts: true}
+				return w.soleSpec()
 			}
 			return watchSpec{key: string(kv.Key), prev: w.marks}
 		}
@@ -398,12 +410,12 @@ func (w *lockWaiter) check(ctx context.Context, h *driver.Hold) (watchSpec, int6
 	rctx, cancel := w.e.attemptBound(ctx)
 	defer cancel()
 	switch {
-	case w.full:
-		return w.checkFull(rctx, h)
 	case w.sole && w.gone && w.marks:
 		return w.confirm(rctx, h, clientv3.OpPut(w.st.key, w.st.value, clientv3.WithIgnoreLease()))
 	case w.sole && w.gone:
-		return w.granted(rctx, h) // no heavy writer came: see wakes
+		return w.granted(h, w.goneRev) // nothing that may rank ahead came: see soleWakes
+	case w.full:
+		return w.checkFull(rctx, h)
 	}
 	w.gone = false
 	limit := int64(1)
@@ -428,11 +440,11 @@ func (w *lockWaiter) check(ctx context.Context, h *driver.Hold) (watchSpec, int6
 	if w.marks && h.Renew { // a fixed lease's key is moved, so marked, when held
 		w.e.markLater(w.st)
 	}
-	return w.granted(rctx, h)
+	return w.granted(h, resp.Header.Revision)
 }
 
 func (w *lockWaiter) wakes(resp clientv3.WatchResponse) bool {
-	if w.sole && w.counted {
+	if w.sole && (w.counted || w.full) {
 		return w.soleWakes(resp)
 	}
 	w.gone = hasDelete(resp)
@@ -658,8 +670,11 @@ func (e *Engine) watch(spec watchSpec) *watch {
 	if spec.prev {
 		opts = append(opts, clientv3.WithPrevKV())
 	}
-	if spec.prefix {
+	switch {
+	case spec.prefix:
 		opts = append(opts, clientv3.WithPrefix())
+	case spec.end != "":
+		opts = append(opts, clientv3.WithRange(spec.end))
 	}
 	if !spec.puts {
 		opts = append(opts, clientv3.WithFilterPut())

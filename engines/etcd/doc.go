@@ -77,15 +77,16 @@
 // older or not; within a weight the order is FIFO, a holder keeps its
 // hold, TryLock ranks as without a weight, and nothing ages a weight, so
 // a steady stream of heavy waiters starves light ones. The grant order is
-// still derived from the queue: only a heavy arrival can rank ahead of an older key, so it records, in its
-// key's value, the create revisions of the keys granted when it came
-// (grants). It reads the queue at revision R and creates its key in a
-// transaction that compares the create revision of every key read and
-// that no key of the queue is newer than R: any key created or deleted in
-// between fails it, and it reads again (as often as it takes, within the
-// caller's context). Every decision over a queue holding a heavy key is
-// lockrule.DecideHeld, with the keys some heavy key recorded (and
-// downgrades, and keys rewritten once granted) as granted.
+// still derived from the queue: only a heavy arrival can rank ahead of an
+// older key, so it records, in its key's value, the create revisions of
+// the keys granted when it came (grants). It reads the queue at revision
+// R and creates its key in a transaction that compares the create
+// revision of every key read and that no key of the queue is newer than
+// R: any key created or deleted in between fails it, and that
+// transaction reads the queue again for the next try (as often as it
+// takes, within the caller's context). Every decision over a queue
+// holding a heavy key is lockrule.DecideHeld, with the keys some heavy key
+// recorded (and downgrades, and keys rewritten once granted) as granted.
 //
 // Why that is safe: a key E that concluded it holds did so on a read at or
 // before the heavy key W's (a later one shows W and its grants). Between
@@ -96,34 +97,47 @@
 //
 // Tokens still grow with every grant: a key granted after a heavier, newer
 // one held would hold with a lower create revision. So a heavy arrival
-// that may pass an older key rewrites "<prefix>/%floor/<queue>" in its
-// create (a key on no lease, one per name that ever had such a waiter),
-// and a key older than the floor's mod revision, when granted, takes as
-// its token the revision of a rewrite of the floor: in the transaction of
-// its check when the queue holds a heavy key, in one request more when
-// not. Inspect shows a key's create revision, which for such a hold is not
-// its token.
+// that may pass an older key writes "<prefix>/%floor/<queue>" in its
+// create (a key on no lease, one per name that ever had such a waiter,
+// never deleted). Once the floor exists, a key granted after waiting takes
+// as its token the revision of the read that granted it (one granted with
+// no read, by the deletion of the key it waited for: that deletion's), and
+// nothing is written: the holder before it had a token no newer than its
+// own grant, and was deleted at or before that revision. Readers
+// granted by one read or one deletion share a token (readers are not
+// fenced against each other); a writer's is above every earlier reader's.
+// A key granted at its create, and any key in a name with no floor, keeps
+// its create revision, as without weights. Inspect shows a key's create
+// revision, which for a hold granted by a read is not its token.
 //
 // The cost: a weight-1 waiter's check counts the heavy keys (h/) and reads
 // the floor in the same transaction, and decides as without weights when
 // there are none; once it has seen one, each check reads the whole queue.
-// A reader whose only older writer blocks it watches the writers' range
-// (not that key) to see a heavy writer come, and still holds with no
-// request when that writer goes. A heavy arrival is two requests (a read,
-// then the create) instead of one, and retries on a queue that changes
-// faster than a round trip. Measured on one local etcd: a hand-off among
-// owners of weights 1, 3, 2 and 10 takes 1.23x the time of one among four
-// of weight 1 (p50, 7 runs; mostly the new token's write), 2.3-2.5
-// creates per heavy arrival; unweighted Lock+Unlock and hand-offs are
-// unchanged. A heavy arrival behind 128 keys or more is refused with
-// errors.ErrUnsupported: etcd's default max-txn-ops bounds the compares
-// of one transaction.
+// A waiter that only one key stands before (a mutex's, deciding from the
+// whole queue, or a reader whose only older writer blocks it) holds with
+// no request when that key goes: it watches a range (a mutex's queue; for
+// a reader, from the heavy readers' keys to the end of the writers') and
+// reads its place again when a key comes that may pass it or create the
+// floor (a mutex's waiter, also when its own key is deleted). A reader
+// reads the floor in its create. A heavy arrival is two requests (a
+// read, then the create) instead of one; when the queue changed in
+// between, the failed create's transaction reads it again for the next
+// try. Measured on one local etcd: a hand-off among owners of weights 1,
+// 3, 2 and 10 takes 1.06x the time of one among four of weight 1 (p50,
+// median of 7 rounds; 1.25x in the same rounds for the version whose
+// grant out of arrival order wrote the floor again, after a read), about
+// 2.5 creates per heavy arrival; unweighted Lock+Unlock and hand-offs are
+// unchanged. A heavy arrival
+// behind 128 keys or more is refused with errors.ErrUnsupported: etcd's
+// default max-txn-ops bounds the compares of one transaction.
 //
-// Rolling upgrade: while every waiter has weight 1, this version writes
-// and reads the keys the version before wrote and read (a writer's token
-// is its create revision, which names its downgrade), so a fleet can mix
-// them. Upgrade every process before any uses a weight: an older one
-// ignores the heavy keys' records and the floor.
+// Rolling upgrade: while every waiter has weight 1 there is no floor, and
+// this version writes and reads the keys the version before wrote and
+// read, with the same tokens (a writer's is its create revision, which
+// names its downgrade), so a fleet can mix them. Upgrade every process
+// before any uses a weight: an older one ignores the heavy keys' records
+// and the floor, and one that rewrote the floor at such a grant expects
+// every other process to do so.
 //
 // # Options
 //

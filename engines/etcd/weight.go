@@ -160,26 +160,21 @@ func (w *lockWaiter) confirm(ctx context.Context, h *driver.Hold, ops ...clientv
 		return watchSpec{}, 0, err
 	case resp.Succeeded:
 		w.sawFloor(resp.Responses[len(ops)])
-		return w.granted(ctx, h)
+		return w.granted(h, resp.Header.Revision)
 	case resp.Responses[0].GetResponseRange().Count == 0:
 		return watchSpec{}, 0, errKeyGone
 	}
 	return w.checkFull(ctx, h)
 }
 
-// checkFull reads the whole queue with the waiter's key and decides by
-// lockrule.DecideHeld, from then on: a queue that held a heavy key. When
-// the floor is newer than the key, the same transaction rewrites it: its
-// revision is the token should the key be granted (see granted), with no
-// request more.
+// checkFull reads the whole queue with the waiter's key and the floor,
+// and decides by lockrule.DecideHeld, from then on: a queue that held a
+// heavy key. It writes nothing: a grant's token is the read's revision
+// (see granted).
 func (w *lockWaiter) checkFull(ctx context.Context, h *driver.Hold) (watchSpec, int64, error) {
-	w.full, w.marks, w.sole = true, false, false
+	w.full, w.marks, w.sole, w.gone = true, false, false, false
 	all := clientv3.OpGet(w.queue, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
-	resp, err := w.e.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(w.st.key), "=", w.st.rev), clientv3.Compare(clientv3.ModRevision(w.floor), ">", w.st.rev)).
-		Then(all, clientv3.OpPut(w.floor, "")).
-		Else(all, w.floorOp()).
-		Commit()
+	resp, err := w.e.client.Txn(ctx).Then(all, w.floorOp()).Commit()
 	if err != nil {
 		return watchSpec{}, 0, err
 	}
@@ -187,13 +182,8 @@ func (w *lockWaiter) checkFull(ctx context.Context, h *driver.Hold) (watchSpec, 
 	if err != nil || spec.key != "" {
 		return spec, resp.Header.Revision, err
 	}
-	if resp.Succeeded {
-		h.Token = uint64(resp.Header.Revision)
-		w.floorRev = resp.Header.Revision
-		return watchSpec{}, 0, nil
-	}
 	w.sawFloor(resp.Responses[1])
-	return w.granted(ctx, h)
+	return w.granted(h, resp.Header.Revision)
 }
 
 // floorKey is the floor of the queue range rng: outside every queue (an
@@ -202,48 +192,76 @@ func (e *Engine) floorKey(rng string) string {
 	return e.prefix + "/%floor/" + strings.TrimPrefix(rng, e.prefix+"/")
 }
 
-func (w *lockWaiter) floorOp() clientv3.Op { return clientv3.OpGet(w.floor, clientv3.WithKeysOnly()) }
-
-// sawFloor notes the floor's mod revision from a read of floorOp.
-func (w *lockWaiter) sawFloor(r *etcdserverpb.ResponseOp) {
-	if kvs := r.GetResponseRange().Kvs; len(kvs) > 0 {
-		w.floorRev = kvs[0].ModRevision
-	}
+func (w *lockWaiter) floorOp() clientv3.Op {
+	return clientv3.OpGet(w.floor, clientv3.WithKeysOnly(), clientv3.WithCountOnly())
 }
 
-// granted ends a wait. Fencing tokens must grow with every grant, and a
-// key's create revision may not: a heavy key that came after it may have
-// held already. Every heavy arrival that may pass an older key rewrites
-// the floor, so a key older than the floor takes a new token, the revision
-// of a rewrite of the floor (so that an older key granted later takes a
-// newer one still): one request more, for such keys only.
-func (w *lockWaiter) granted(ctx context.Context, h *driver.Hold) (watchSpec, int64, error) {
-	if w.floorRev <= w.st.rev {
-		return watchSpec{}, 0, nil
+// sawFloor notes, from a read of floorOp, whether the floor exists; it is
+// never deleted.
+func (w *lockWaiter) sawFloor(r *etcdserverpb.ResponseOp) {
+	w.floored = w.floored || r.GetResponseRange().Count > 0
+}
+
+// granted ends a wait that the state of etcd at revision rev decided:
+// the header of the read that found nothing blocking the key, or the
+// deletion that a sole reader saw. Fencing tokens must grow with every
+// grant, and create revisions stop doing so once a heavy key has passed
+// an older one: such an arrival creates the floor. So where the floor
+// exists, a waited grant's token is rev. The holder before it had a token
+// no newer than its own grant, and was deleted at or before rev (the read
+// no longer shows it), so rev exceeds that token, with no write. Before
+// the floor, grants go in create order and the token stays the create
+// revision (acquireWait set it), as in a name with no weights.
+func (w *lockWaiter) granted(h *driver.Hold, rev int64) (watchSpec, int64, error) {
+	if w.floored {
+		h.Token = uint64(rev)
 	}
-	resp, err := w.e.ifCreated(ctx, w.st.key, w.st.rev, clientv3.OpPut(w.floor, ""))
-	if err != nil {
-		return watchSpec{}, 0, err
-	}
-	w.floorRev = resp.Header.Revision
-	h.Token = uint64(resp.Header.Revision)
 	return watchSpec{}, 0, nil
 }
 
-// soleWakes: a sole reader checks when the writer it waits for is deleted
-// (no request if nothing else came), and reads its place when a heavy
-// writer came after it.
+// soleSpec is what a sole reader (rng: the writers' range) watches: the
+// writer it waits for, and heavy keys. A heavy writer may rank ahead of
+// it; a heavy reader may pass that writer and create the floor, which
+// changes the reader's token (see granted). The range runs from the heavy
+// readers' (r/h/, after every weight-1 reader's key, whose lease in hex
+// sorts below 'h') to the end of the writers': no event of a weight-1
+// reader reaches it.
+func (w *lockWaiter) soleSpec() watchSpec {
+	return watchSpec{key: w.queue + rwReaders + heavySub, end: clientv3.GetPrefixRangeEnd(w.rng), puts: true}
+}
+
+// soleWakes: a sole waiter (a reader, or a mutex's waiter deciding from
+// the whole queue) checks when the key it waits for is deleted (no
+// request if nothing else came), and reads its place when a key that may
+// pass it came after it.
 func (w *lockWaiter) soleWakes(resp clientv3.WatchResponse) bool {
 	for _, ev := range resp.Events {
 		k := string(ev.Kv.Key)
 		switch {
+		case ev.Type == mvccpb.DELETE && k == w.st.key: // a mutex's waiter sees its own
+			w.sole, w.gone = false, true
 		case ev.Type == mvccpb.DELETE && k == w.blocked:
-			w.gone = true
-		case ev.Type == mvccpb.PUT && ev.Kv.CreateRevision > w.st.rev && strings.HasPrefix(k, w.rng+heavySub):
+			w.gone, w.goneRev = true, ev.Kv.ModRevision
+		case ev.Type == mvccpb.PUT && ev.Kv.CreateRevision > w.st.rev && w.mayPass(ev.Kv):
 			w.sole, w.gone = false, true
 		}
 	}
 	return w.gone
+}
+
+// mayPass tells whether a sole waiter must read its place again for a key
+// put after it: a heavy key, which may rank ahead of it or create the
+// floor (which changes its token); in a mutex whose floor it has seen,
+// only one heavier than itself.
+func (w *lockWaiter) mayPass(kv *mvccpb.KeyValue) bool {
+	key := string(kv.Key)
+	if !slices.ContainsFunc(w.heavyRanges(), func(r string) bool { return strings.HasPrefix(key, r) }) {
+		return false
+	}
+	if weight, _, _ := parseHeavy(kv.Value); w.mutex && w.floored {
+		return weight > w.weight
+	}
+	return true
 }
 
 // decide applies the rule to the waiter's key in the queue kvs: nothing
@@ -258,21 +276,37 @@ func (w *lockWaiter) decide(kvs []*mvccpb.KeyValue) (watchSpec, error) {
 	if v.Granted {
 		return watchSpec{}, nil
 	}
-	return watchSpec{key: string(keys[v.Blockers[0]].kv.Key)}, nil
+	b := v.Blockers[0]
+	if w.mutex && aloneBehind(q, held, own, b) {
+		// Its going grants this one, unless a key that may rank ahead
+		// came meanwhile: watched in the same range (soleWakes), so that
+		// the grant needs no read, as a sole reader's.
+		w.sole, w.gone, w.blocked = true, false, string(keys[b].kv.Key)
+		return watchSpec{key: w.queue, prefix: true, puts: true}, nil
+	}
+	return watchSpec{key: string(keys[b].kv.Key)}, nil
+}
+
+// aloneBehind tells whether q[own] is granted once q[b] goes.
+func aloneBehind(q []lockrule.Entry, held []bool, own, b int) bool {
+	q, held = slices.Delete(slices.Clone(q), b, b+1), slices.Delete(slices.Clone(held), b, b+1)
+	if own > b {
+		own--
+	}
+	return lockrule.DecideHeld(q, held, own, 0).Granted
 }
 
 // enqueueHeavy queues a key of weight > 1, which may rank ahead of keys
 // older than it, so it records in its value the keys granted when it
 // arrives: it reads the queue at a revision R and creates its key only if
-// no key of the queue was created or deleted since R (else it reads
-// again, until ctx ends). Its place follows from that read.
+// no key of the queue was created or deleted since R; else that
+// transaction reads the queue again, for the next try, until ctx ends.
+// Its place follows from the read it created on.
 func (w *lockWaiter) enqueueHeavy(ctx context.Context, h *driver.Hold) (watchSpec, int64, error) {
-	w.st.prefix, w.marks, w.sole, w.full = w.heavy, false, false, true
-	for {
-		look, floorRev, err := w.look(ctx)
-		if err != nil {
-			return watchSpec{}, 0, err
-		}
+	w.st.prefix, w.marks, w.sole, w.full, w.gone = w.heavy, false, false, true, false
+	read, err := w.look(ctx)
+	for err == nil {
+		look, floored := lookOf(read)
 		if w.e.afterLook != nil {
 			w.e.afterLook()
 		}
@@ -287,10 +321,12 @@ func (w *lockWaiter) enqueueHeavy(ctx context.Context, h *driver.Hold) (watchSpe
 		grants, passes := grantedRevs(w.queue, look.Kvs, w.mutex, h.Weight)
 		w.st.value = heavyValue(h.Weight, grants, h.Owner)
 		s, resp, err := w.e.create(ctx, h, w.st, func(t clientv3.Txn, put clientv3.Op) clientv3.Txn {
+			then := []clientv3.Op{put}
 			if passes {
-				return t.If(cmps...).Then(put, clientv3.OpPut(w.floor, ""))
+				then = append(then, clientv3.OpPut(w.floor, ""))
 			}
-			return t.If(cmps...).Then(put)
+			// Failed, it reads the queue for the next try: no request more.
+			return t.If(cmps...).Then(then...).Else(w.lookOps()...)
 		})
 		if err != nil {
 			return watchSpec{}, 0, err
@@ -298,35 +334,40 @@ func (w *lockWaiter) enqueueHeavy(ctx context.Context, h *driver.Hold) (watchSpe
 		w.e.heavyTries.Add(1)
 		if !resp.Succeeded {
 			w.e.free(s)
+			read = resp
 			continue
 		}
 		w.e.heavyArrivals.Add(1)
 		rev := resp.Header.Revision
 		w.st.set(s, rev)
-		w.floorRev = floorRev // below rev: it holds at once with its own
+		w.floored = floored || passes
 		kvs := append(look.Kvs, &mvccpb.KeyValue{Key: []byte(s.key), Value: []byte(w.st.value), CreateRevision: rev, ModRevision: rev})
 		spec, err := w.decide(kvs)
 		return spec, rev, err
 	}
+	return watchSpec{}, 0, err
 }
 
-// look reads the whole queue, oldest first, and the floor's mod
-// revision, at one revision.
-func (w *lockWaiter) look(ctx context.Context) (*etcdserverpb.RangeResponse, int64, error) {
+// lookOps read the whole queue, oldest first, and whether the floor
+// exists.
+func (w *lockWaiter) lookOps() []clientv3.Op {
+	return []clientv3.Op{clientv3.OpGet(w.queue, clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)), w.floorOp()}
+}
+
+// look reads lookOps at one revision.
+func (w *lockWaiter) look(ctx context.Context) (*clientv3.TxnResponse, error) {
 	rctx, cancel := w.e.bound(ctx)
 	defer cancel()
-	resp, err := w.e.client.Txn(rctx).Then(clientv3.OpGet(w.queue, clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)), w.floorOp()).Commit()
-	if err != nil {
-		return nil, 0, err
-	}
+	return w.e.client.Txn(rctx).Then(w.lookOps()...).Commit()
+}
+
+// lookOf is the queue, with the revision it was read at, and whether the
+// floor exists, from the answers to lookOps.
+func lookOf(resp *clientv3.TxnResponse) (*etcdserverpb.RangeResponse, bool) {
 	look := resp.Responses[0].GetResponseRange()
 	look.Header = resp.Header
-	var floorRev int64
-	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
-		floorRev = kvs[0].ModRevision
-	}
-	return look, floorRev, nil
+	return look, resp.Responses[1].GetResponseRange().Count > 0
 }
 
 // grantedRevs is the create revisions of the keys of a queue that the
