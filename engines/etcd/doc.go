@@ -37,9 +37,11 @@
 //
 //   - Exclusion with etcd's strong consistency: the key with the lowest
 //     create revision in a mutex's range holds it (with heavy keys, the
-//     one the rule grants). The token is that create revision: it grows
-//     with every grant in the cluster, survives leader changes and
-//     restarts, and compares only within one cluster.
+//     one the rule grants). The token is that create revision, or, in a
+//     name where a heavy key passed an older one, a waited grant's is the
+//     revision that granted it (see "Weights"): it grows with every grant
+//     in the cluster, survives leader changes and restarts, and compares
+//     only within one cluster.
 //   - FIFO within a weight: waiters are granted in the order their keys
 //     were created, each watching only the key that blocks it (no herd);
 //     in queues longer than
