@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/engines/etcd"
+	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/locker/inspect"
 	"github.com/orthrus-go/orthrus/locker/lockertest"
@@ -219,4 +220,16 @@ func TestHeavyArrivalRace(t *testing.T) {
 	noErr(t, light.Unlock())
 	lockertest.WantGranted(t, heavyDone, "the heavy waiter once the light one left")
 	noErr(t, heavy.Unlock())
+}
+
+// TestWeightedCluster: lockertest.WeightOrder on a 3-member cluster, the
+// waiters in four processes, each with a client of its own member: the
+// weights and tokens hold whichever member a process reads from.
+func TestWeightedCluster(t *testing.T) {
+	cl := testserver.EtcdCluster(t, 3)
+	es := make([]locker.Engine, 4)
+	for i := range es {
+		es[i] = newEngine(t, newClient(t, cl.Addrs()[i%len(cl.Addrs())]))
+	}
+	lockertest.WeightOrder(t, es)
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -347,13 +346,10 @@ func plantHeavy(t *testing.T, c *gozk.Conn, parent string, valid bool) string {
 	return path
 }
 
-// TestWeightedAcrossSessions: 20 waiters of weights 1, 3, 2, 10, ... in
-// four processes, queued one after another behind a holder, are granted
-// weight by weight, in order of arrival within a weight, with tokens that
-// increase grant by grant. It logs how many creates the heavy arrivals
-// took.
+// TestWeightedAcrossSessions: lockertest.WeightOrder with the waiters in
+// four processes, each with a session of its own.
 func TestWeightedAcrossSessions(t *testing.T) {
-	weightedAcrossSessions(t, familyEngines(t, 4))
+	lockertest.WeightOrder(t, asEngines(familyEngines(t, 4)))
 }
 
 // TestWeightedEnsemble is TestWeightedAcrossSessions on a 3-member
@@ -370,72 +366,15 @@ func TestWeightedEnsemble(t *testing.T) {
 			}
 		})
 	}
-	weightedAcrossSessions(t, es)
+	lockertest.WeightOrder(t, asEngines(es))
 }
 
-func weightedAcrossSessions(t *testing.T, es []*zk.Engine) {
-	name := "weighted-sessions"
-	holder := mutex(t, es[0], name)
-	lock(t, holder)
-	const n = 20
-	weights := []int{1, 3, 2, 10}
-	var (
-		mu     sync.Mutex
-		got    []int    // the waiters in their order of grant
-		tokens []uint64 // their tokens, in that order
-		errs   []error
-		wg     sync.WaitGroup
-	)
-	heavies := 0
-	for i := range n {
-		w := weights[i%len(weights)]
-		if w > 1 {
-			heavies++
-		}
-		l := mutex(t, es[i%len(es)], name, locker.WithWeight(w))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := l.LockCtx(t.Context())
-			mu.Lock()
-			if err == nil {
-				got, tokens = append(got, i), append(tokens, l.Token())
-				err = l.Unlock()
-			}
-			errs = append(errs, err)
-			mu.Unlock()
-		}()
-		waitFor(t, 10*time.Second, fmt.Sprintf("%d waiters", i+1), func() bool { return waitersOf(es[0], name) == i+1 })
+func asEngines(es []*zk.Engine) []locker.Engine {
+	out := make([]locker.Engine, len(es))
+	for i, e := range es {
+		out[i] = e
 	}
-	unlock(t, holder)
-	all := make(chan struct{})
-	go func() { wg.Wait(); close(all) }()
-	select {
-	case <-all:
-	case <-time.After(30 * time.Second):
-		t.Fatal("not every waiter was granted within 30s")
-	}
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	byWeight := make([]int, n)
-	for i := range byWeight {
-		byWeight[i] = i
-	}
-	slices.SortStableFunc(byWeight, func(a, b int) int { return cmp.Compare(weights[b%4], weights[a%4]) })
-	if !slices.Equal(got, byWeight) {
-		t.Errorf("grant order %v; want %v (heaviest first, then by arrival)", got, byWeight)
-	}
-	for i := 1; i < len(tokens); i++ {
-		if tokens[i] <= tokens[i-1] {
-			t.Errorf("grant %d's token %d is not above grant %d's, %d", i, tokens[i], i-1, tokens[i-1])
-		}
-	}
-	var tries int64
-	for _, e := range es {
-		tries += e.HeavyTries()
-	}
-	t.Logf("%d heavy arrivals took %d creates", heavies, tries)
+	return out
 }
 
 func mutex(t *testing.T, e *zk.Engine, name string, opts ...locker.Option) locker.Handle {

@@ -37,7 +37,7 @@ func testWeighted(t *testing.T, f Factory) {
 		t.Fatalf("TryLock() with WithWeight(3) on a free name = %v, %v; want true, nil (or ErrUnsupported)", ok, err)
 	}
 	mustUnlock(t, probe)
-	t.Run("Order", func(t *testing.T) { testWeightOrder(t, e) })
+	t.Run("Order", func(t *testing.T) { WeightOrder(t, []locker.Engine{e}) })
 	t.Run("HolderKeeps", func(t *testing.T) { testWeightHolderKeeps(t, e) })
 	t.Run("TryLock", func(t *testing.T) { testWeightTryLock(t, e) })
 }
@@ -55,10 +55,15 @@ func wantWeightRefused(t *testing.T, l locker.Locker, err error) {
 	}
 }
 
-// testWeightOrder: 20 waiters of mixed weights queued one after another
-// behind a holder are granted weight by weight, heaviest first, and in
-// their order of arrival within a weight.
-func testWeightOrder(t *testing.T, e locker.Engine) {
+// WeightOrder: 20 waiters of mixed weights, the i-th an owner on
+// engines[i%len(engines)] (processes of a fleet, sessions on different
+// members of a cluster), queued one after another behind a holder, are
+// granted weight by weight, heaviest first, and in their order of arrival
+// within a weight; each holds with a token above the one before it. The
+// engines must rank waiters by weight, and the first must show a name's
+// waiters (Inspect or InspectFamily).
+func WeightOrder(t *testing.T, engines []locker.Engine) {
+	e := engines[0]
 	name := lockName(t, "wo")
 	holder := newLocker(t, e, name)
 	mustLock(t, holder)
@@ -69,7 +74,7 @@ func testWeightOrder(t *testing.T, e locker.Engine) {
 	granted := make(chan int, n)
 	for i := range n {
 		weights[i] = weightCycle[i%len(weightCycle)]
-		waiters[i] = newLocker(t, e, name, locker.WithWeight(weights[i]))
+		waiters[i] = newLocker(t, engines[i%len(engines)], name, locker.WithWeight(weights[i]))
 		go func() {
 			if waiters[i].LockCtx(ctx) == nil {
 				granted <- i
@@ -82,12 +87,17 @@ func testWeightOrder(t *testing.T, e locker.Engine) {
 		want[i] = i
 	}
 	slices.SortStableFunc(want, func(a, b int) int { return cmp.Compare(weights[b], weights[a]) })
+	last := holder.Token()
 	mustUnlock(t, holder)
 	var got []int
 	for range n {
 		select {
 		case i := <-granted:
 			got = append(got, i)
+			if tok := waiters[i].Token(); tok <= last {
+				t.Errorf("waiter %d (weight %d) holds with token %d, not above the previous grant's %d", i, weights[i], tok, last)
+			}
+			last = waiters[i].Token()
 			mustUnlock(t, waiters[i])
 		case <-time.After(20 * time.Second):
 			t.Fatalf("grants %v, then none within 20s; want %v", got, want)
