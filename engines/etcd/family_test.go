@@ -49,17 +49,30 @@ func (k *countingKV) Txn(ctx context.Context) clientv3.Txn {
 }
 
 // process is one engine on a client of its own whose transactions are
-// counted, as one process of a fleet.
+// counted, as one process of a fleet; watching gets a value each time
+// etcd confirms one of its watches.
 type process struct {
 	*etcd.Engine
-	kv *countingKV
+	kv       *countingKV
+	watching <-chan struct{}
 }
 
 func newProcess(t *testing.T) process {
-	c := newClient(t, endpoint)
+	c, watching := watchedClient(t, nil)
 	kv := &countingKV{KV: c.KV}
 	c.KV = kv
-	return process{Engine: newEngine(t, c), kv: kv}
+	return process{Engine: newEngine(t, c), kv: kv, watching: watching}
+}
+
+// awaitWatch waits until etcd confirmed a watch of p's: a waiter's, once
+// it has made the requests of its arrival.
+func awaitWatch(t *testing.T, p process, what string) {
+	t.Helper()
+	select {
+	case <-p.watching:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s: no watch confirmed within 20s", what)
+	}
 }
 
 func familyName(t *testing.T) string { return fmt.Sprintf("%s/%d", t.Name(), time.Now().UnixNano()) }
@@ -131,6 +144,9 @@ func TestRWNoHerd(t *testing.T) {
 	done := make([]<-chan error, len(ps))
 	for i := 1; i < len(ps); i++ {
 		done[i] = lockAsync(sides[i], 30*time.Second)
+		// Its watch comes after the requests of its arrival, which the
+		// counts below must not see.
+		awaitWatch(t, ps[i], fmt.Sprintf("process %d queued", i))
 		awaitFamily(t, ps[0].Engine, inspect.KindRead, name, "queued", waiters(i))
 	}
 	before := txns(ps)
@@ -205,6 +221,7 @@ func TestSemaphoreNoHerd(t *testing.T) {
 			t.Fatal(err)
 		}
 		permits[i], done[i] = p, lockAsync(p, 30*time.Second)
+		awaitWatch(t, ps[i], fmt.Sprintf("process %d queued", i))
 		awaitFamily(t, ps[0].Engine, inspect.KindPermit, name, "queued", waiters(i))
 	}
 
