@@ -140,34 +140,68 @@ func BenchmarkHandoffQueue(b *testing.B) {
 	}
 }
 
-// BenchmarkLockUnlockParallel is 4×GOMAXPROCS owners of one engine, each
-// locking and unlocking a name of its own: the engine's shared state
-// (leases, slots, the Core) under concurrent use.
+// BenchmarkLockUnlockParallel is 4×GOMAXPROCS owners, each locking and
+// unlocking a name of its own: orthrus's owners share one engine (its
+// leases, slots and Core under concurrent use), concurrency's one session,
+// each over one client.
 func BenchmarkLockUnlockParallel(b *testing.B) {
-	e := newEngine(b, newClient(b, endpoint))
-	name := benchName(b)
-	var ids atomic.Int64
-	b.SetParallelism(4)
-	b.RunParallel(func(pb *testing.PB) {
-		l, err := e.NewLocker(fmt.Sprintf("%s/%d", name, ids.Add(1)))
-		if err != nil {
-			b.Error(err)
-			return
-		}
-		for pb.Next() {
-			if err := lockUnlock(l); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
+	for _, impl := range parallelImplementations() {
+		b.Run(impl.name, func(b *testing.B) {
+			owner := impl.owners(b)
+			var ids atomic.Int64
+			b.SetParallelism(4)
+			b.RunParallel(func(pb *testing.PB) {
+				lock, unlock := owner(ids.Add(1))
+				for pb.Next() {
+					if err := lock(); err != nil {
+						b.Error(err)
+						return
+					}
+					if err := unlock(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
 }
 
-func lockUnlock(l locker.Handle) error {
-	if err := l.Lock(); err != nil {
-		return err
-	}
-	return l.Unlock()
+// parallelImplementation makes, for one sub-benchmark, the Lock and Unlock
+// of owner i's own name.
+type parallelImplementation struct {
+	name   string
+	owners func(b *testing.B) func(i int64) (lock, unlock func() error)
+}
+
+func parallelImplementations() []parallelImplementation {
+	return benchround.Rotate([]parallelImplementation{
+		{"orthrus", func(b *testing.B) func(int64) (func() error, func() error) {
+			e := newEngine(b, newClient(b, endpoint))
+			name := benchName(b)
+			return func(i int64) (func() error, func() error) {
+				l, err := e.NewLocker(fmt.Sprintf("%s/%d", name, i))
+				if err != nil {
+					fail := func() error { return err }
+					return fail, fail
+				}
+				return l.Lock, l.Unlock
+			}
+		}},
+		{"concurrency", func(b *testing.B) func(int64) (func() error, func() error) {
+			s, err := concurrency.NewSession(newClient(b, endpoint), concurrency.WithTTL(int(driver.DefaultTTL/time.Second)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = s.Close() })
+			pfx := benchName(b)
+			ctx := context.Background()
+			return func(i int64) (func() error, func() error) {
+				m := concurrency.NewMutex(s, fmt.Sprintf("%s/%d", pfx, i))
+				return func() error { return m.Lock(ctx) }, func() error { return m.Unlock(ctx) }
+			}
+		}},
+	})
 }
 
 // BenchmarkHandoffWeighted is BenchmarkHandoff with 4 owners of weights
