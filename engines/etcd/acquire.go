@@ -23,6 +23,7 @@ type holdState struct {
 	key    string           // slot.key
 	rev    int64            // the key's create revision: the token, but for a downgraded read
 	fixed  clientv3.LeaseID // the own lease of a WithLease hold, once granted
+	epoch  int64            // goneWatch.epoch at the grant, when no watch ran
 }
 
 func (st *holdState) set(s *slot, rev int64) {

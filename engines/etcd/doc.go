@@ -68,7 +68,13 @@
 //   - A held key deleted by hand (ForceUnlock, etcdctl del) is noticed at
 //     once by one deletion watch on the namespace, with a check of every
 //     held key after a compaction and a check per lease every TTL as a
-//     fallback; the hold is lost with cause observe.LostGone.
+//     fallback; the hold is lost with cause observe.LostGone. The watch
+//     runs only while a hold has lived 10 to 20 ms, as ZooKeeper's watch on
+//     a held node, and stops 20 ms after no hold has: it receives every deletion in the namespace, other
+//     processes' too, which holds released sooner do not need (their
+//     Unlock finds the key gone and returns ErrLockLost). It starts from
+//     the oldest held key's creation, so a key deleted before is noticed
+//     then.
 //   - Cancellation: a cancelled wait returns at once, even when etcd does
 //     not answer; its key is deleted in the background, or before its
 //     lease is refreshed again, or expires with it.

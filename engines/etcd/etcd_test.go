@@ -464,10 +464,10 @@ func TestStaleOwnerCannotTouchNewHold(t *testing.T) {
 	}
 }
 
-// A held key deleted by hand is noticed at once by the engine's deletion
-// watch, with the default TTL (the keeper checks a lease's keys only once
-// per TTL), for a renewed hold and a fixed lease's alike, and the hold ends
-// as gone, not as a lease lost.
+// A held key deleted by hand is noticed by the engine's deletion watch,
+// within 20ms of the grant (two periods of 10ms), with the default TTL (the keeper
+// checks a lease's keys only once per TTL), for a renewed hold and a fixed
+// lease's alike, and the hold ends as gone, not as a lease lost.
 func TestDeletedKeyReportsGone(t *testing.T) {
 	c := newClient(t, endpoint)
 	causes := &lockertest.Causes{}
@@ -527,6 +527,7 @@ func TestDeletedWhileWatchDownReportsGone(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		awaitGoneWatch(t, e, true, "holds that live")
 		resume := e.InterruptGoneWatch()
 		if _, err := c.Delete(ctx, keys(t, c, e, base+"deleted")[0].key); err != nil {
 			t.Fatal(err)
@@ -557,6 +558,78 @@ func TestDeletedWhileWatchDownReportsGone(t *testing.T) {
 		if err := kept.Unlock(); err != nil {
 			t.Errorf("compact=%v: Unlock() of the kept hold = %v; want nil", compact, err)
 		}
+	}
+}
+
+// The deletion watch runs only while a hold has lived a period
+// (SetGoneAfter, long here so that a loaded machine keeps short holds
+// short): holds released sooner start none (each would cost an event per
+// deletion in the namespace); a longer one starts it, it stops once
+// nothing is held, and a key deleted by hand before the watch started
+// is still found.
+func TestDeletionWatchFollowsHolds(t *testing.T) {
+	const period = 300 * time.Millisecond
+	c := newClient(t, endpoint)
+	e := newEngine(t, c)
+	e.SetGoneAfter(period)
+	base := fmt.Sprintf("%s/%d/", t.Name(), time.Now().UnixNano())
+	short := newLocker(t, e, base+"short")
+	for range 30 {
+		if err := lockUnlock(short); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Nothing held: a watch would start within two periods, if ever.
+	time.Sleep(3 * period)
+	if opened, _ := e.GoneWatch(); opened != 0 {
+		t.Fatalf("%d deletion watches started by holds of less than %v; want 0", opened, period)
+	}
+
+	long := newLocker(t, e, base+"long")
+	if err := long.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	awaitGoneWatch(t, e, true, "a hold that lives")
+	if err := long.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	awaitGoneWatch(t, e, false, "nothing held")
+
+	if err := long.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Delete(context.Background(), keys(t, c, e, base+"long")[0].key); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lease(long).Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lost() not closed 5s after the key of a hold younger than the watch was deleted")
+	}
+	if opened, _ := e.GoneWatch(); opened != 2 {
+		t.Errorf("%d deletion watches started; want 2 (one per hold that lived)", opened)
+	}
+}
+
+func lockUnlock(l locker.Locker) error {
+	if err := l.Lock(); err != nil {
+		return err
+	}
+	return l.Unlock()
+}
+
+// awaitGoneWatch waits until the deletion watch runs (or not).
+func awaitGoneWatch(t *testing.T, e *etcd.Engine, want bool, why string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, watching := e.GoneWatch(); watching == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: deletion watch running = %v 5s on; want %v", why, !want, want)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -1,6 +1,10 @@
 package etcd
 
-import "github.com/orthrus-go/orthrus/locker/inspect"
+import (
+	"time"
+
+	"github.com/orthrus-go/orthrus/locker/inspect"
+)
 
 // LockPrefix exposes the key range of a lock name to the tests.
 func (e *Engine) LockPrefix(name string) string { return e.lockPrefix(name) }
@@ -28,6 +32,18 @@ func (e *Engine) InterruptGoneWatch() (resume func()) {
 		close(gate)
 	}
 }
+
+// GoneWatch tells how many deletion watches the engine opened, and
+// whether one runs now.
+func (e *Engine) GoneWatch() (opened int, watching bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.gone.opened, e.gone.watching
+}
+
+// SetGoneAfter sets how long a hold lives before the deletion watch runs
+// (default 10ms); before the engine's first hold.
+func (e *Engine) SetGoneAfter(d time.Duration) { e.gone.after = d }
 
 // RWWait exposes, by kind, the sub-ranges a read-write lock key waits on,
 // as derived from lockrule.

@@ -12,34 +12,51 @@ import (
 )
 
 // goneWatch is the deletion watch: one watch per engine on its namespace,
-// deletions only, from its first hold on, which loses a hold whose key was
-// deleted under it at once (a release unregisters first). It resumes after
-// the revision it delivered; after a compaction, and for a hold whose
-// key's creation no watch covered, keys are checked by create revision.
+// deletions only, which loses a hold whose key was deleted under it at
+// once (a release unregisters first). It runs only while a hold has lived
+// goneAfter, as ZooKeeper's watch on a held node does: every deletion in
+// the namespace, the engine's own releases and other processes' included,
+// is an event to send and decode, which a hold released sooner does not
+// need, since its Unlock finds its key gone.
+// It starts right after the oldest held key's creation, so that it
+// delivers every deletion a hold missed, and resumes after the revision
+// it delivered; after a compaction, and for a
+// hold whose key's creation no watch covered, keys are checked by create
+// revision. It stops when no hold has lived goneAfter for two periods.
 type goneWatch struct {
 	ctx    context.Context
 	cancel context.CancelFunc // ends the watch, at Close
 	done   chan struct{}      // closed when the watch's goroutine has ended
 	wake   chan struct{}      // holds to check are queued
-	start  chan struct{}      // closed at the first hold: the watch starts
+	held   chan struct{}      // a hold was registered while no watch runs
 
 	// Guarded by Engine.mu.
-	started bool           // start is closed
-	since   int64          // the watch delivers every deletion after it
-	check   []*driver.Hold // registered while their creation was not covered
+	watching bool           // a watch runs or is starting
+	epoch    int64          // goneAfter periods counted while a hold is held
+	since    int64          // the watch delivers every deletion after it
+	check    []*driver.Hold // registered while their creation was not covered
 
 	// Tests only (export_test.go): interrupt ends the current watch; while
-	// gate is set (under Engine.mu), no watch starts before it closes.
+	// gate is set (under Engine.mu), no watch starts before it closes;
+	// opened counts the watches started (under Engine.mu); after is
+	// goneAfter, which they may set before the first hold.
 	interrupt chan struct{}
 	gate      chan struct{}
+	opened    int
+	after     time.Duration
 }
+
+// goneAfter is how long a hold lives, one to two times it, before the
+// deletion watch runs for it; a key deleted under it earlier is delivered
+// when the watch starts.
+const goneAfter = 10 * time.Millisecond
 
 // notCovered is goneWatch.since while no watch covers any revision.
 const notCovered = math.MaxInt64
 
 func newGoneWatch() *goneWatch {
-	g := &goneWatch{done: make(chan struct{}), wake: make(chan struct{}, 1), start: make(chan struct{}),
-		since: notCovered, interrupt: make(chan struct{})}
+	g := &goneWatch{done: make(chan struct{}), wake: make(chan struct{}, 1), held: make(chan struct{}, 1),
+		since: notCovered, interrupt: make(chan struct{}), after: goneAfter}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	return g
 }
@@ -51,13 +68,13 @@ func (e *Engine) unkey(s *slot) {
 	}
 }
 
-// watchGone queues h for a check when no watch covers its key's
-// creation, and starts the watch at the first hold. Called with e.mu held.
+// watchGone stamps h with the period it came in, and queues it for a
+// check when a watch runs that does not cover its key's creation. Called
+// with e.mu held.
 func (e *Engine) watchGone(h *driver.Hold, st *holdState) {
-	if !e.gone.started {
-		// From this key's creation: it covers this hold and later ones.
-		e.gone.started, e.gone.since = true, st.rev
-		close(e.gone.start)
+	st.epoch = e.gone.epoch
+	if !e.gone.watching {
+		poke(e.gone.held)
 		return
 	}
 	if st.rev < e.gone.since {
@@ -72,27 +89,31 @@ func (e *Engine) stopGone() {
 	<-e.gone.done
 }
 
-// followGone runs the deletion watch until Close, from the first hold on,
-// resuming after a growing delay each time it ends.
+// followGone runs the deletion watch until Close, while a hold has lived
+// goneAfter, resuming after a growing delay each time it ends.
 func (e *Engine) followGone() {
 	g := e.gone
 	defer close(g.done)
 	var (
 		retry time.Duration
+		next  int64
 		timer = time.NewTimer(time.Hour)
 	)
 	defer timer.Stop()
-	select {
-	case <-g.start:
-	case <-g.ctx.Done():
-		return
-	}
-	e.mu.Lock()
-	next := g.since + 1
-	e.mu.Unlock()
 	for {
-		var delivered bool
-		next, delivered = e.watchDeletes(next)
+		if next == 0 {
+			from, ok := e.awaitOldHold(timer)
+			if !ok {
+				return
+			}
+			next = from
+		}
+		var delivered, idle bool
+		next, delivered, idle = e.watchDeletes(next)
+		if idle {
+			retry = 0
+			continue
+		}
 		if delivered {
 			retry = 0
 		}
@@ -106,36 +127,95 @@ func (e *Engine) followGone() {
 	}
 }
 
-// watchDeletes is one watch of the namespace's deletions from revision
-// next (0: from now), until it ends. It returns the revision to resume
-// from, and whether it delivered anything.
-func (e *Engine) watchDeletes(next int64) (int64, bool) {
+// awaitOldHold returns, once a hold has lived goneAfter, the revision the
+// watch is to start from: right after the oldest held key's creation, so
+// that it delivers every deletion of a held key (0, from now, when a
+// watch is wanted already: it restarts after a compaction with every
+// hold queued for a check); false at Close.
+func (e *Engine) awaitOldHold(timer *time.Timer) (int64, bool) {
 	g := e.gone
-	e.mu.Lock()
-	gate := g.gate
-	e.mu.Unlock()
-	if gate != nil {
+	for {
+		e.mu.Lock()
+		if g.watching {
+			e.mu.Unlock()
+			return 0, true
+		}
+		old, live := e.tick()
+		if old {
+			g.watching, g.since = true, e.oldestHeld()
+			e.mu.Unlock()
+			return g.since + 1, true
+		}
+		e.mu.Unlock()
+		if !live {
+			select {
+			case <-g.held:
+			case <-g.ctx.Done():
+				return 0, false
+			}
+		}
+		timer.Reset(g.after)
 		select {
-		case <-gate:
+		case <-timer.C:
 		case <-g.ctx.Done():
-			return next, false
+			return 0, false
 		}
 	}
-	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(g.ctx))
-	defer cancel()
-	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify(), clientv3.WithProgressNotify()}
-	if next > 0 {
-		opts = append(opts, clientv3.WithRev(next))
+}
+
+// tick starts a period and tells whether a hold stamped before the one
+// that just ended is held (it has lived goneAfter), and whether any is.
+// Called with e.mu held.
+func (e *Engine) tick() (old, live bool) {
+	e.gone.epoch++
+	for _, s := range e.byKey {
+		if h := s.holder(); h != nil {
+			if h.State.(*holdState).epoch < e.gone.epoch-1 {
+				return true, true
+			}
+			live = true
+		}
 	}
-	events := e.watcher.Watch(ctx, e.prefix+"/", opts...)
-	poke(g.wake) // checks a previous watch left queued
+	return false, live
+}
+
+// oldestHeld is the smallest create revision of a held key. Called with
+// e.mu held, while one is.
+func (e *Engine) oldestHeld() int64 {
+	oldest := int64(math.MaxInt64)
+	for _, s := range e.byKey {
+		if h := s.holder(); h != nil {
+			oldest = min(oldest, h.State.(*holdState).rev)
+		}
+	}
+	return oldest
+}
+
+// watchDeletes is one watch of the namespace's deletions from revision
+// next (0: from now), until it ends. It returns the revision to resume
+// from, whether it delivered anything, and whether it ended because no
+// hold was left (idle): then it is not to resume.
+func (e *Engine) watchDeletes(next int64) (_ int64, delivered, idle bool) {
+	g := e.gone
+	ctx, cancel, events := e.openDeletes(next)
+	if events == nil {
+		return next, false, false
+	}
+	defer cancel()
 	var (
-		delivered bool
-		again     <-chan time.Time // a failed check is tried again
-		retry     time.Duration
+		again <-chan time.Time // a failed check is tried again
+		retry time.Duration
+		young int // periods in a row in which no hold had lived goneAfter
 	)
+	ticks := time.NewTicker(g.after)
+	defer ticks.Stop()
 	for {
 		select {
+		case <-ticks.C:
+			if young = e.countYoung(young); young == 2 {
+				return 0, delivered, true
+			}
+			continue
 		case <-g.wake:
 			if err := e.checkGone(ctx); err != nil {
 				retry = backoff(retry)
@@ -148,23 +228,25 @@ func (e *Engine) watchDeletes(next int64) (int64, bool) {
 			poke(g.wake)
 			continue
 		case <-g.interrupt:
-			return next, delivered
+			return next, delivered, false
 		case resp, ok := <-events:
 			if !ok {
-				return next, delivered
+				return next, delivered, false
 			}
 			delivered = true
 			switch {
 			case resp.CompactRevision != 0:
 				// Deletions since next may be lost: check every hold.
 				e.log.Debug("etcd: deletion watch compacted, checking every held key", "from", next, "compacted", resp.CompactRevision)
+				e.mu.Lock()
 				e.uncover()
-				return 0, true
+				e.mu.Unlock()
+				return 0, true, false
 			case resp.Canceled || resp.Err() != nil:
 				if g.ctx.Err() == nil {
 					e.log.Debug("etcd: deletion watch ended, resuming", "from", next, "err", resp.Err())
 				}
-				return next, delivered
+				return next, delivered, false
 			case resp.Created && next == 0:
 				// A new watch delivers what follows its creation.
 				e.cover(resp.Header.Revision)
@@ -177,6 +259,46 @@ func (e *Engine) watchDeletes(next int64) (int64, bool) {
 	}
 }
 
+// openDeletes starts a watch of the namespace's deletions from revision
+// next (0: from now), with the context that ends it; nil events at Close.
+func (e *Engine) openDeletes(next int64) (context.Context, context.CancelFunc, clientv3.WatchChan) {
+	g := e.gone
+	e.mu.Lock()
+	gate := g.gate
+	g.opened++
+	e.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-g.ctx.Done():
+			return nil, nil, nil
+		}
+	}
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(g.ctx))
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify(), clientv3.WithProgressNotify()}
+	if next > 0 {
+		opts = append(opts, clientv3.WithRev(next))
+	}
+	events := e.watcher.Watch(ctx, e.prefix+"/", opts...)
+	poke(g.wake) // checks a previous watch left queued
+	return ctx, cancel, events
+}
+
+// countYoung returns young+1 when no hold has lived goneAfter, 0 else; at
+// 2 the watch is no longer wanted: the next one starts from the oldest
+// held key's creation. Called at each goneAfter while the watch runs.
+func (e *Engine) countYoung(young int) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if old, _ := e.tick(); old {
+		return 0
+	}
+	if young++; young == 2 {
+		e.gone.watching, e.gone.since, e.gone.check = false, notCovered, nil
+	}
+	return young
+}
+
 // cover records that the watch delivers every deletion after rev.
 func (e *Engine) cover(rev int64) {
 	e.mu.Lock()
@@ -186,10 +308,8 @@ func (e *Engine) cover(rev int64) {
 }
 
 // uncover records that no watch covers anything, queueing every hold for
-// a check once one does.
+// a check once one does. Called with e.mu held.
 func (e *Engine) uncover() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.gone.since = notCovered
 	for _, s := range e.byKey {
 		if h := s.holder(); h != nil {
