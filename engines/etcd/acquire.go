@@ -517,9 +517,7 @@ func (e *Engine) acquireWait(ctx context.Context, h *driver.Hold, st *holdState,
 // lives. It returns errRequeue when its key or its lease went.
 func (e *Engine) queue(ctx context.Context, h *driver.Hold, st *holdState, wt waiter, spec watchSpec, rev int64) error {
 	q := &queued{e: e, h: h, st: st, wt: wt, spec: spec, rev: rev, check: rev == 0, recheck: time.Now().Add(st.slot.l.ttl)}
-	defer q.stopWatch() // also when await ends the wait
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	defer q.stop() // also when await ends the wait
 	for {
 		if q.check {
 			if err := q.checkPlace(ctx); err != nil {
@@ -538,7 +536,7 @@ func (e *Engine) queue(ctx context.Context, h *driver.Hold, st *holdState, wt wa
 			q.stopWatch()
 			q.w = e.watch(q.spec)
 		}
-		if err := q.await(ctx, timer); err != nil {
+		if err := q.await(ctx); err != nil {
 			return err
 		}
 	}
@@ -558,11 +556,20 @@ type queued struct {
 	retry   time.Duration // > 0 after a failure: the delay before trying again
 	recheck time.Time     // when to check should the watch miss a deletion
 	failed  error         // of the latest request, nil once etcd answered
+	timer   *time.Timer   // await's, made by the first: most keys never wait
 }
 
 func (q *queued) stopWatch() {
 	q.e.stopWatch(q.w)
 	q.w = nil
+}
+
+// stop ends the watch and the timer.
+func (q *queued) stop() {
+	q.stopWatch()
+	if q.timer != nil {
+		q.timer.Stop()
+	}
 }
 
 // checkPlace asks etcd what the waiter waits for now; errRequeue when its
@@ -592,7 +599,7 @@ func (q *queued) checkPlace(ctx context.Context) error {
 
 // await waits for the watch, a timer or the end of the wait, which it
 // returns as Acquire's error.
-func (q *queued) await(ctx context.Context, timer *time.Timer) error {
+func (q *queued) await(ctx context.Context) error {
 	var (
 		events  clientv3.WatchChan
 		pending <-chan struct{} // the watch is being set
@@ -614,7 +621,12 @@ func (q *queued) await(ctx context.Context, timer *time.Timer) error {
 	if q.check {
 		wait = q.retry
 	}
-	timer.Reset(max(wait, time.Millisecond))
+	wait = max(wait, time.Millisecond)
+	if q.timer == nil {
+		q.timer = time.NewTimer(wait)
+	} else {
+		q.timer.Reset(wait)
+	}
 
 	select {
 	case <-ctx.Done():
@@ -644,7 +656,7 @@ func (q *queued) await(ctx context.Context, timer *time.Timer) error {
 			q.stopWatch()
 			q.check = true
 		}
-	case <-timer.C:
+	case <-q.timer.C:
 		q.check = true
 	}
 	return nil
