@@ -18,12 +18,14 @@ import (
 	"github.com/orthrus-go/orthrus/locker/inspect"
 )
 
-// holdState is a hold's or waiter's row: its place in line and the nonce
-// that finds a row whose insert got no answer.
+// holdState is a hold's or waiter's row: its place in line, the nonce
+// that finds a row whose insert got no answer, and the backend that may
+// still run that insert (see insert).
 type holdState struct {
-	fam   int16
-	seq   int64
-	nonce int64
+	fam    int16
+	seq    int64
+	nonce  int64
+	orphan uint32 // its PID; 0: none
 }
 
 // entry is one live row of a name, as the rule needs it.
@@ -228,7 +230,25 @@ func (e *Engine) enqueue(ctx context.Context, h *driver.Hold, st *holdState, wei
 	b := &pgx.Batch{}
 	e.queueLock(b, h, st)
 	e.queueInsert(b, h, st, weight)
-	q, err := readBatch(e.pool.SendBatch(rctx, b), b.Len()-1, 0, h.Limit)
+	return e.insert(rctx, h, st, b)
+}
+
+// insert sends b, which inserts the caller's row and reads its queue. A
+// connection dropped under it (its context ended, the server did not
+// answer) may leave its backend running the insert, which the cancel
+// request pgx sends does not stop if the backend has not read the batch
+// yet or is committing: it may commit the row after the caller's
+// withdrawal ran. st notes that backend; withdrawRow ends it first.
+func (e *Engine) insert(ctx context.Context, h *driver.Hold, st *holdState, b *pgx.Batch) (queue, error) {
+	conn, err := e.pool.Acquire(ctx)
+	if err != nil {
+		return queue{}, err
+	}
+	defer conn.Release()
+	q, err := readBatch(conn.SendBatch(ctx, b), b.Len()-1, 0, h.Limit)
+	if pc := conn.Conn().PgConn(); pc.IsClosed() {
+		st.orphan = pc.PID()
+	}
 	return placed(q, st, err)
 }
 
@@ -243,8 +263,8 @@ func (e *Engine) enqueueHeavy(ctx context.Context, h *driver.Hold, st *holdState
 	b := &pgx.Batch{}
 	e.queueLock(b, h, st)
 	e.queueInsert(b, h, st, -weight)
-	q, err := readBatch(e.pool.SendBatch(ctx, b), b.Len()-1, 0, h.Limit)
-	if _, err := placed(q, st, err); err != nil {
+	q, err := e.insert(ctx, h, st, b)
+	if err != nil {
 		return queue{}, err
 	}
 	err = retryAborted(ctx, func() error {
@@ -422,15 +442,45 @@ func (e *Engine) await(ctx context.Context, w *waiter, q queue, v lockrule.Verdi
 // the database's clock has passed it too.
 const expirySlack = 5 * time.Millisecond
 
-// withdraw deletes the row of an acquisition that is not granted, and
-// tells those behind it; on failure, a worker goes on trying.
+// withdraw deletes the row of an acquisition that is not granted; on
+// failure, a worker goes on trying.
 func (e *Engine) withdraw(ctx context.Context, h *driver.Hold, st *holdState) {
 	rctx, cancel := e.cleanupContext(ctx)
 	defer cancel()
-	if _, err := e.pool.Exec(rctx, e.sql.withdraw, st.fam, h.Name, st.nonce); err != nil {
+	if err := e.withdrawRow(rctx, h, st); err != nil {
 		e.withdrawLater(h, st)
 	}
 }
+
+// withdrawRow deletes the row an acquisition may have left, found by its
+// nonce, and tells those behind it. The backend that may still run its
+// insert (st.orphan) is ended first and waited for, up to half the
+// request timeout: a DELETE before that backend's commit would find
+// nothing, and the row would stand in line until its TTL. Once the
+// backend is gone, its row is committed or never will be.
+func (e *Engine) withdrawRow(ctx context.Context, h *driver.Hold, st *holdState) error {
+	if st.orphan != 0 {
+		var gone bool
+		wait := max(e.timeout/2, time.Millisecond).Milliseconds()
+		err := e.pool.QueryRow(ctx, e.sql.endBackend, int32(st.orphan), wait).Scan(&gone)
+		var pgErr *pgconn.PgError
+		switch {
+		case errors.As(err, &pgErr):
+			// Refused (before PostgreSQL 14, or a role that may not end
+			// it): the DELETE alone still removes a row committed by now.
+			e.log.Debug("postgres: could not end the backend of a dropped insert", "name", h.Name, "err", err)
+		case err != nil:
+			return err
+		case !gone:
+			return errOrphanRuns
+		}
+	}
+	_, err := e.pool.Exec(ctx, e.sql.withdraw, st.fam, h.Name, st.nonce)
+	return err
+}
+
+// errOrphanRuns: the backend of a dropped insert did not end in time.
+var errOrphanRuns = errors.New("the backend of a dropped insert still runs")
 
 // withdrawLater deletes, on a worker, the row an acquisition may have left
 // (found by its nonce: its insert may have gone unanswered), trying again
@@ -442,7 +492,7 @@ func (e *Engine) withdrawLater(h *driver.Hold, st *holdState) {
 		defer cancel()
 		for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
 			rctx, rcancel := e.bound(ctx)
-			_, err := e.pool.Exec(rctx, e.sql.withdraw, st.fam, h.Name, st.nonce)
+			err := e.withdrawRow(rctx, h, st)
 			rcancel()
 			if err == nil {
 				return

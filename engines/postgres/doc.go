@@ -97,7 +97,12 @@
 //     delay.
 //   - Cancellation: a cancelled wait returns at once, and its row is
 //     deleted on the engine's worker (retried while the database does not
-//     answer, within the release timeout) or expires by its TTL.
+//     answer, within the release timeout) or expires by its TTL. A wait
+//     cancelled while its insert may still run on the server (its
+//     connection dropped) first ends that insert's backend and waits for
+//     it to exit (pg_terminate_backend, PostgreSQL 14 and later; a role
+//     may end its own backends), so that the row cannot be committed
+//     after the delete.
 //   - Not guaranteed across a failover to a replica: asynchronous
 //     replication may lose recent rows, and with them holds.
 //

@@ -52,8 +52,8 @@ const (
 // statements are the engine's SQL with its schema filled in.
 type statements struct {
 	queueSQL
-	channel, exists, release, withdraw, renew, notify, reap, countInit, countGet string
-	inspect, force, setPermits, epochGet, epochInit, epochSwap, missing          string
+	channel, exists, release, withdraw, endBackend, renew, notify, reap, countInit, countGet string
+	inspect, force, setPermits, epochGet, epochInit, epochSwap, missing                      string
 }
 
 // queueSQL are the statements that join a name's queue and read it.
@@ -86,6 +86,13 @@ func newStatements(schema string) statements {
 SELECT pg_notify('CHAN', $1 || ':' || $3 || ':' || $2), expires > clock_timestamp() FROM d`),
 		withdraw: q(`WITH d AS (DELETE FROM S.holds WHERE fam = $1 AND name = $2 AND nonce = $3 RETURNING seq)
 SELECT pg_notify('CHAN', $1 || ':' || seq || ':' || $2) FROM d`),
+		// Ends backend $1 and waits up to $2 ms for it to exit (PostgreSQL
+		// 14 and later): true once it is gone. Only a client backend whose
+		// role's rights the engine's role has (its own backends), never the
+		// asking one: should the system have reused the PID by then, only
+		// a session of the same role could be ended by mistake.
+		endBackend: `SELECT coalesce(bool_and(pg_terminate_backend(pid, $2)), true) FROM pg_stat_activity
+WHERE pid = $1 AND pid <> pg_backend_pid() AND backend_type = 'client backend' AND pg_has_role(usesysid, 'USAGE')`,
 		// By seq alone (unique, indexed by holds_seq), at one life, and
 		// answering only the seqs it did not find: a renewal of 1024 rows
 		// sends no names and reads nothing back when all is well.
