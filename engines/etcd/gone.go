@@ -17,12 +17,12 @@ import (
 // goneAfter, as ZooKeeper's watch on a held node does: every deletion in
 // the namespace, the engine's own releases and other processes' included,
 // is an event to send and decode, which a hold released sooner does not
-// need, since its Unlock finds its key gone.
-// It starts right after the oldest held key's creation, so that it
-// delivers every deletion a hold missed, and resumes after the revision
-// it delivered; after a compaction, and for a
-// hold whose key's creation no watch covered, keys are checked by create
-// revision. It stops when no hold has lived goneAfter for two periods.
+// need, since its Unlock finds its key gone. It starts right after the
+// oldest held key's creation, so that it delivers every deletion a hold
+// missed, and resumes after the revision it delivered; after a
+// compaction, and for a hold whose key's creation no watch covered, keys
+// are checked by create revision. It stops when no hold has lived
+// goneAfter for two periods.
 type goneWatch struct {
 	ctx    context.Context
 	cancel context.CancelFunc // ends the watch, at Close
