@@ -74,7 +74,8 @@
 //     processes' too, which holds released sooner do not need (their
 //     Unlock finds the key gone and returns ErrLockLost). It starts from
 //     the oldest held key's creation, so a key deleted before is noticed
-//     then.
+//     then: etcd sends such a replay at its next catch-up of lagging
+//     watches, about 100 ms after the grant in all.
 //   - Cancellation: a cancelled wait returns at once, even when etcd does
 //     not answer; its key is deleted in the background, or before its
 //     lease is refreshed again, or expires with it.
