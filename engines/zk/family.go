@@ -134,10 +134,11 @@ type view struct {
 	next     int64
 	pczxid   int64
 	heavy    bool
-	// extra is the parent's zkconn.ExtraWrites at the look, and pzxid
-	// the zxid of its children's last change (weight.go's token).
-	extra int64
-	pzxid int64
+	// marked: the parent had writes beyond its creates' at the look
+	// (zkconn.ExtraWrites), a heavy node's mark; pzxid is the zxid of its
+	// children's last change (weight.go's token).
+	marked bool
+	pzxid  int64
 	// listed is the nodes as listed when weigh left records unread (then
 	// nodes is without the invalid ones); whole: every record is read.
 	listed []entry
@@ -153,7 +154,7 @@ type view struct {
 func newView(k inspect.Kind, children []string, st *gozk.Stat) *view {
 	v := &view{}
 	if st != nil {
-		v.cversion, v.next, v.pczxid, v.extra, v.pzxid = st.Cversion, nextSequence(st), st.Czxid, zkconn.ExtraWrites(st), st.Pzxid
+		v.cversion, v.next, v.pczxid, v.marked, v.pzxid = st.Cversion, nextSequence(st), st.Czxid, zkconn.ExtraWrites(st) > 0, st.Pzxid
 	}
 	v.nodes, v.rule = v.node1[:0], v.rule1[:]
 	if len(children) > len(v.node1) {

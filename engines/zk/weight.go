@@ -421,8 +421,8 @@ func (e *Engine) heavyRecord(ctx context.Context, h *driver.Hold, parent string)
 }
 
 // token is the fencing token of h's node n, granted on the look v: its
-// czxid, or, under a parent where a heavy node was ever created (a mark:
-// the parent's count of extra writes is above 0), the zxid of the
+// czxid, or, under a parent where a heavy node was ever created (v.marked),
+// the zxid of the
 // children's last change at v. There a node may be granted after a newer
 // one, whose token its czxid is below; the look's pzxid is above every
 // token granted before: the holder before n was granted on a look that
@@ -432,7 +432,7 @@ func (e *Engine) heavyRecord(ctx context.Context, h *driver.Hold, parent string)
 // heavy node keeps czxids, as every version does. Semaphores refuse
 // weights (and their parent's data is written by SetPermits).
 func (v *view) token(h *driver.Hold, n *node) int64 {
-	if h.Kind == inspect.KindPermit || v.extra <= 0 {
+	if h.Kind == inspect.KindPermit || !v.marked {
 		return n.czxid
 	}
 	return v.pzxid

@@ -84,10 +84,8 @@ func TestWeightedRW(t *testing.T) {
 	parent := es[0].FamilyPath(inspect.KindWrite, name)
 	holder, reader, writer := rwLock(t, es[0], name), rwLock(t, es[1], name), rwLock(t, es[2], name, locker.WithWeight(5))
 	lock(t, holder.WriteLock())
-	readDone := lockAsync(t.Context(), reader.ReadLock())
-	waitQueued(t, c, parent, 2)
-	writeDone := lockAsync(t.Context(), writer.WriteLock())
-	waitQueued(t, c, parent, 3)
+	queued := queueInOrder(t, c, parent, 1, reader.ReadLock(), writer.WriteLock())
+	readDone, writeDone := queued[0], queued[1]
 	// Each turn: one leaves, the next is granted, the rest still wait.
 	for _, turn := range []struct {
 		leaves  locker.Locker
@@ -147,10 +145,8 @@ func TestDowngradeAfterNewToken(t *testing.T) {
 	parent := es[0].FamilyPath(inspect.KindWrite, name)
 	holder, light, heavy := rwLock(t, es[0], name), rwLock(t, es[1], name), rwLock(t, es[2], name, locker.WithWeight(5))
 	lock(t, holder.WriteLock())
-	lightDone := lockAsync(t.Context(), light.WriteLock())
-	waitQueued(t, c, parent, 2)
-	heavyDone := lockAsync(t.Context(), heavy.WriteLock())
-	waitQueued(t, c, parent, 3)
+	queued := queueInOrder(t, c, parent, 1, light.WriteLock(), heavy.WriteLock())
+	lightDone, heavyDone := queued[0], queued[1]
 	unlock(t, holder.WriteLock())
 	lockertest.WantGranted(t, heavyDone, "the weight-5 writer, before the older one")
 	heavyToken := heavy.WriteLock().Token()
@@ -237,26 +233,27 @@ func TestHeavyArrivalRetried(t *testing.T) {
 // both readers.
 func TestHeavyArrivalBehindHolder(t *testing.T) {
 	t.Run("a waiter came behind a mutex's holder", func(t *testing.T) {
-		es := familyEngines(t, 3)
+		c, es := admin(t), familyEngines(t, 3)
 		name := "heavy-behind-holder"
+		parent := es[0].LockPath(name)
 		holder, light := mutex(t, es[0], name), mutex(t, es[1], name)
 		lock(t, holder)
-		var lightDone <-chan error
-		queued := make(chan struct{})
+		// Between the heavy arrival's look and its create, the weight-1
+		// waiter queues: the hook holds the create until the test saw it.
+		looked, lightQueued := make(chan struct{}), make(chan struct{})
 		es[2].SetBeforeHeavyCreate(sync.OnceFunc(func() {
-			defer close(queued)
-			lightDone = lockAsync(t.Context(), light)
-			for deadline := time.Now().Add(10 * time.Second); waitersOf(es[0], name) < 1 && time.Now().Before(deadline); {
-				time.Sleep(time.Millisecond) // polls the engine's view; the test checks the count after
+			close(looked)
+			select {
+			case <-lightQueued:
+			case <-t.Context().Done():
 			}
 		}))
 		heavy := mutex(t, es[2], name, locker.WithWeight(10))
 		heavyDone := lockAsync(t.Context(), heavy)
-		<-queued
-		if waitersOf(es[0], name) < 1 {
-			t.Fatal("the weight-1 waiter did not queue within 10s")
-		}
-		waitFor(t, 10*time.Second, "the weight-10 waiter queued", func() bool { return waitersOf(es[0], name) == 2 })
+		<-looked
+		lightDone := queueInOrder(t, c, parent, 1, light)[0]
+		close(lightQueued)
+		waitQueued(t, c, parent, 3)
 		if got := es[2].HeavyTries(); got != 1 {
 			t.Errorf("heavy creates tried: %d; want 1", got)
 		}
@@ -388,6 +385,19 @@ func mutex(t *testing.T, e *zk.Engine, name string, opts ...locker.Option) locke
 
 // waitersOf is how many waiters Inspect shows for the mutex name; -1 on an
 // error.
+// queueInOrder queues ls one after the other under parent, which has
+// before children already, each once the one before has its node: their
+// arrival order is the order given.
+func queueInOrder(t *testing.T, c *gozk.Conn, parent string, before int, ls ...locker.Locker) []<-chan error {
+	t.Helper()
+	done := make([]<-chan error, len(ls))
+	for i, l := range ls {
+		done[i] = lockAsync(t.Context(), l)
+		waitQueued(t, c, parent, before+i+1)
+	}
+	return done
+}
+
 func waitersOf(e *zk.Engine, name string) int {
 	in, err := e.Inspect(context.Background(), name)
 	if err != nil {
@@ -406,10 +416,8 @@ func TestWeightedTokensIncrease(t *testing.T) {
 	parent := es[0].LockPath(name)
 	holder, light, heavy, later := mutex(t, es[0], name), mutex(t, es[1], name), mutex(t, es[2], name, locker.WithWeight(5)), mutex(t, es[3], name)
 	lock(t, holder)
-	lightDone := lockAsync(t.Context(), light)
-	waitQueued(t, c, parent, 2)
-	heavyDone := lockAsync(t.Context(), heavy)
-	waitQueued(t, c, parent, 3)
+	queued := queueInOrder(t, c, parent, 1, light, heavy)
+	lightDone, heavyDone := queued[0], queued[1]
 	unlock(t, holder)
 	lockertest.WantGranted(t, heavyDone, "the weight-5 waiter, before the older one")
 	laterDone := lockAsync(t.Context(), later)
@@ -446,10 +454,8 @@ func TestUnweightedKeepsTokens(t *testing.T) {
 	holder, first, second := mutex(t, es[0], name, opt), mutex(t, es[1], name, opt), mutex(t, es[2], name, opt)
 	lock(t, holder)
 	// The holder's delay marker is a child too.
-	firstDone := lockAsync(t.Context(), first)
-	waitQueued(t, c, parent, 3)
-	secondDone := lockAsync(t.Context(), second)
-	waitQueued(t, c, parent, 4)
+	queued := queueInOrder(t, c, parent, 2, first, second)
+	firstDone, secondDone := queued[0], queued[1]
 	for _, turn := range []struct {
 		leaves locker.Handle
 		done   <-chan error
