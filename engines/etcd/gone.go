@@ -14,15 +14,17 @@ import (
 // goneWatch is the deletion watch: one watch per engine on its namespace,
 // deletions only, which loses a hold whose key was deleted under it at
 // once (a release unregisters first). It runs only while a hold has lived
-// goneAfter, as ZooKeeper's watch on a held node does: every deletion in
+// driver.WatchHeldAfter, as ZooKeeper's watch on a held node does: every deletion in
 // the namespace, the engine's own releases and other processes' included,
 // is an event to send and decode, which a hold released sooner does not
 // need, since its Unlock finds its key gone. It starts right after the
 // oldest held key's creation, so that it delivers every deletion a hold
-// missed, and resumes after the revision it delivered; after a
+// missed (etcd serves such a watch at its catch-up of lagging watches,
+// every 100 ms, which costs no request where a check of the held keys
+// would), and resumes after the revision it delivered; after a
 // compaction, and for a hold whose key's creation no watch covered, keys
 // are checked by create revision. It stops when no hold has lived
-// goneAfter for two periods.
+// WatchHeldAfter for two periods.
 type goneWatch struct {
 	ctx    context.Context
 	cancel context.CancelFunc // ends the watch, at Close
@@ -32,32 +34,26 @@ type goneWatch struct {
 
 	// Guarded by Engine.mu.
 	watching bool           // a watch runs or is starting
-	epoch    int64          // goneAfter periods counted while a hold is held
+	epoch    int64          // WatchHeldAfter periods counted while a hold is held
 	since    int64          // the watch delivers every deletion after it
 	check    []*driver.Hold // registered while their creation was not covered
 
 	// Tests only (export_test.go): interrupt ends the current watch; while
 	// gate is set (under Engine.mu), no watch starts before it closes;
 	// opened counts the watches started (under Engine.mu); after is
-	// goneAfter, which they may set before the first hold.
+	// WatchHeldAfter, which they may set before the first hold.
 	interrupt chan struct{}
 	gate      chan struct{}
 	opened    int
 	after     time.Duration
 }
 
-// goneAfter is how long a hold lives, one to two times it, before the
-// deletion watch runs for it; a key deleted under it earlier is delivered
-// when the watch starts, by etcd's catch-up of lagging watches (every
-// 100 ms), which costs no request where a check of the held keys would.
-const goneAfter = 10 * time.Millisecond
-
 // notCovered is goneWatch.since while no watch covers any revision.
 const notCovered = math.MaxInt64
 
 func newGoneWatch() *goneWatch {
 	g := &goneWatch{done: make(chan struct{}), wake: make(chan struct{}, 1), held: make(chan struct{}, 1),
-		since: notCovered, interrupt: make(chan struct{}), after: goneAfter}
+		since: notCovered, interrupt: make(chan struct{}), after: driver.WatchHeldAfter}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	return g
 }
@@ -91,7 +87,7 @@ func (e *Engine) stopGone() {
 }
 
 // followGone runs the deletion watch until Close, while a hold has lived
-// goneAfter, resuming after a growing delay each time it ends.
+// WatchHeldAfter, resuming after a growing delay each time it ends.
 func (e *Engine) followGone() {
 	g := e.gone
 	defer close(g.done)
@@ -128,7 +124,7 @@ func (e *Engine) followGone() {
 	}
 }
 
-// awaitOldHold returns, once a hold has lived goneAfter, the revision the
+// awaitOldHold returns, once a hold has lived WatchHeldAfter, the revision the
 // watch is to start from: right after the oldest held key's creation, so
 // that it delivers every deletion of a held key (0, from now, when a
 // watch is wanted already: it restarts after a compaction with every
@@ -165,7 +161,7 @@ func (e *Engine) awaitOldHold(timer *time.Timer) (int64, bool) {
 }
 
 // tick starts a period and tells whether a hold stamped before the one
-// that just ended is held (it has lived goneAfter), and whether any is.
+// that just ended is held (it has lived WatchHeldAfter), and whether any is.
 // Called with e.mu held.
 func (e *Engine) tick() (old, live bool) {
 	e.gone.epoch++
@@ -206,7 +202,7 @@ func (e *Engine) watchDeletes(next int64) (_ int64, delivered, idle bool) {
 	var (
 		again <-chan time.Time // a failed check is tried again
 		retry time.Duration
-		young int // periods in a row in which no hold had lived goneAfter
+		young int // periods in a row in which no hold had lived WatchHeldAfter
 	)
 	ticks := time.NewTicker(g.after)
 	defer ticks.Stop()
@@ -285,9 +281,9 @@ func (e *Engine) openDeletes(next int64) (context.Context, context.CancelFunc, c
 	return ctx, cancel, events
 }
 
-// countYoung returns young+1 when no hold has lived goneAfter, 0 else; at
+// countYoung returns young+1 when no hold has lived WatchHeldAfter, 0 else; at
 // 2 the watch is no longer wanted: the next one starts from the oldest
-// held key's creation. Called at each goneAfter while the watch runs.
+// held key's creation. Called at each WatchHeldAfter while the watch runs.
 func (e *Engine) countYoung(young int) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()

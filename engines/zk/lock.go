@@ -335,7 +335,7 @@ func (e *Engine) awaitAny(ctx context.Context, h *driver.Hold, n *node, chans []
 // deletion by someone else is reported at once (nodeDeleted): first, when
 // not nil, runs before, on the same worker. A node deleted before the watch
 // is set is found by the watch's read. The grant does not wait for it; it
-// costs one read (grant calls it only for holds that outlive watchAfter,
+// costs one read (grant calls it only for holds that outlive driver.WatchHeldAfter,
 // or with first). Called with e.mu held.
 func (e *Engine) armSoon(n *node, first func()) {
 	e.zc.Go(func(ctx context.Context) {

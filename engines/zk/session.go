@@ -152,16 +152,9 @@ func (e *Engine) untrack(n *node) bool {
 	return e.forgetLocked(n)
 }
 
-// watchAfter is how long a hold goes without the watch on its node: one
-// released sooner, as most short holds are, never pays for the watch (a
-// read, and an event when the holder deletes its own node: a third of the
-// server's work in a Lock+Unlock), and a deletion by someone else within
-// it is reported when the watch's read finds the node gone.
-const watchAfter = 10 * time.Millisecond
-
 // grant makes n the node of hold h, with token, unless n is no longer
 // trustworthy: gone, or of an epoch that ended. A watch on n is set in the
-// background, unless it has one, watchAfter from now; or at once after
+// background, unless it has one, driver.WatchHeldAfter from now; or at once after
 // first, when not nil: a change of n's data that must not use the watch
 // up, and that a waiter waits for.
 func (e *Engine) grant(h *driver.Hold, n *node, czxid int64, first func()) bool {
@@ -178,7 +171,7 @@ func (e *Engine) grant(h *driver.Hold, n *node, czxid int64, first func()) bool 
 	case first != nil:
 		e.armSoon(n, first)
 	default:
-		n.arm = time.AfterFunc(watchAfter, func() { e.armHeld(n) })
+		n.arm = time.AfterFunc(driver.WatchHeldAfter, func() { e.armHeld(n) })
 	}
 	return true
 }

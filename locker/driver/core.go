@@ -141,6 +141,12 @@ func (h *Hold) Life() time.Duration { return h.TTL + h.Delay }
 // an engine to answer.
 const OutageAfter = 300 * time.Millisecond
 
+// WatchHeldAfter is how long a hold goes before its engine watches for its
+// key being deleted by someone else (an operator, a TTL lost on the
+// server): a hold released sooner, as most short holds are, never pays for
+// the watch, and a deletion within it is reported once the watch starts.
+const WatchHeldAfter = 10 * time.Millisecond
+
 // Asking tells the Core that the engine sends a request for h now. The
 // Core notes the first before Acquire; an engine calls Asking before each
 // request it sends after an answer (the next step of a wait, a try again
