@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
+	"github.com/orthrus-go/orthrus/internal/deadline"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/locker/driver"
 	"github.com/orthrus-go/orthrus/locker/observe"
@@ -49,6 +50,9 @@ type Engine struct {
 	client  *clientv3.Client
 	watcher clientv3.Watcher // owned: closed by Close
 	core    *driver.Core
+
+	// The bounds of requests: a Lock's share one timer per 64th of them.
+	requests, attempts deadline.Shared
 
 	done chan struct{} // closed by Close
 
@@ -209,6 +213,8 @@ func New(client *clientv3.Client, opts ...Option) (*Engine, error) {
 	s.attempt = min(s.attempt, s.timeout)
 	e := &Engine{
 		settings: s,
+		requests: deadline.Shared{Timeout: s.timeout},
+		attempts: deadline.Shared{Timeout: s.attempt},
 		client:   client,
 		watcher:  clientv3.NewWatcher(client),
 		done:     make(chan struct{}),
@@ -267,8 +273,9 @@ func (e *Engine) Ping(ctx context.Context) error {
 	if e.refused() {
 		return e.fail("ping", e.prefix, errNoConnection)
 	}
-	rctx, cancel := e.bound(ctx)
-	// clientv3 would retry until rctx ends, whatever the connection.
+	// A context of its own, not the shared bound: clientv3 would retry until
+	// rctx ends, whatever the connection, so a refusal cancels it.
+	rctx, cancel := context.WithTimeout(ctx, e.timeout)
 	stop := e.cancelOnRefused(rctx, cancel)
 	// A key a role limited to the prefix may read.
 	_, err := e.client.Get(rctx, e.prefix+"/", clientv3.WithCountOnly())
@@ -353,6 +360,8 @@ func (e *Engine) Close() error {
 			e.kill(l, nil)
 		}
 		err = errors.Join(err, e.watcher.Close())
+		e.requests.Stop()
+		e.attempts.Stop()
 	})
 	return err
 }
@@ -365,13 +374,13 @@ func (e *Engine) isClosed() bool {
 
 // bound limits one round trip to the request timeout.
 func (e *Engine) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, e.timeout)
+	return e.requests.Bound(ctx)
 }
 
 // attemptBound limits one attempt of a round trip that does no harm if
 // applied late (reads, refreshes, writes comparing a create revision).
 func (e *Engine) attemptBound(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, e.attempt)
+	return e.attempts.Bound(ctx)
 }
 
 // again tells whether a create begun at began may be sent again after

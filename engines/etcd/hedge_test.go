@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"github.com/orthrus-go/orthrus/internal/deadline"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ func answered(t *testing.T, cancel context.CancelFunc, f func() error) error {
 // less than backoff(0) for it (timeout-attempt < 50ms): createHedged must
 // then return the attempt's error, not wait with nothing in flight.
 func TestCreateHedgedNoAttemptLeft(t *testing.T) {
-	e := &Engine{settings: settings{attempt: time.Second, timeout: time.Second + backoff(0) - time.Nanosecond}}
+	e := bareEngine(time.Second, time.Second+backoff(0)-time.Nanosecond)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var attempts atomic.Int32
@@ -56,7 +57,7 @@ func TestCreateHedgedNoAttemptLeft(t *testing.T) {
 // may send (timeout/attempt+1 = 3) long before the request timeout ends;
 // hedge must then return the last error, not wait for the timeout.
 func TestHedgeNoAttemptLeft(t *testing.T) {
-	e := &Engine{settings: settings{attempt: time.Minute, timeout: 2 * time.Minute}}
+	e := bareEngine(time.Minute, 2*time.Minute)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var sent int
@@ -68,4 +69,11 @@ func TestHedgeNoAttemptLeft(t *testing.T) {
 	if err != errDown || sent != 3 {
 		t.Errorf("hedge() = %v after %d attempts; want %v after 3", err, sent, errDown)
 	}
+}
+
+// bareEngine is an Engine with only its attempt and request timeouts, for
+// the hedging rules, which send nothing to etcd themselves.
+func bareEngine(attempt, timeout time.Duration) *Engine {
+	return &Engine{settings: settings{attempt: attempt, timeout: timeout},
+		attempts: deadline.Shared{Timeout: attempt}, requests: deadline.Shared{Timeout: timeout}}
 }

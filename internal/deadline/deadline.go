@@ -36,6 +36,23 @@ func (s *Shared) Context() context.Context {
 	return ctx
 }
 
+// Bound returns the context of a request that starts now on behalf of
+// ctx, which ends within Timeout, and the cancel to call when the request
+// is done: Context() when ctx is context.Background() (it has no values
+// to keep), ctx itself when its deadline comes sooner, and else ctx with a
+// deadline of Timeout.
+func (s *Shared) Bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx == context.Background() {
+		return s.Context(), noCancel
+	}
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.Timeout {
+		return ctx, noCancel
+	}
+	return context.WithTimeout(ctx, s.Timeout)
+}
+
+func noCancel() {}
+
 // Stop ends the latest context's timer; the earlier ones have ended, or
 // end at their deadline.
 func (s *Shared) Stop() {
