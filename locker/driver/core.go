@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/orthrus-go/orthrus/internal/async"
+	"github.com/orthrus-go/orthrus/internal/deadline"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/locker/inspect"
 	"github.com/orthrus-go/orthrus/locker/observe"
@@ -184,9 +185,11 @@ type Core struct {
 
 	obs observe.Observer // nil: nothing observes
 
-	releases    sync.Pool     // of *pendingRelease
-	deadlines   bool          // the backend's Release returns by its context's deadline
-	releaseWait time.Duration // how long Unlock waits for an answer
+	releases  sync.Pool // of *pendingRelease
+	deadlines bool      // the backend's Release returns by its context's deadline
+	// Timeout: how long Unlock waits for an answer. Never stopped: an Unlock
+	// racing Close must still be answered, and its timer ends by itself.
+	releaseWait deadline.Shared
 	minTTL      time.Duration // the backend's MinTTL, 0 without one
 	noWeights   error         // why the backend does not rank waiters by weight (Weigher); nil: it does
 	renewChunk  int           // the most holds of one Renew call
@@ -199,7 +202,7 @@ func NewCore(engine string, b Backend, logger *slog.Logger, opts ...CoreOption) 
 	if logger == nil {
 		logger = slog.Default()
 	}
-	c := &Core{engine: engine, backend: b, log: logger, holds: make(map[*Hold]struct{}), releaseWait: DefaultReleaseWait, renewChunk: renewChunk, noWeights: errNoWeights}
+	c := &Core{engine: engine, backend: b, log: logger, holds: make(map[*Hold]struct{}), releaseWait: deadline.Shared{Timeout: DefaultReleaseWait}, renewChunk: renewChunk, noWeights: errNoWeights}
 	for _, opt := range opts {
 		opt(c)
 	}
@@ -372,7 +375,13 @@ func (c *Core) releaseCtx(ctx context.Context, h *Hold, wait time.Duration) erro
 // answer (or parent ended first: the release must still happen).
 func (c *Core) releaseHere(parent context.Context, h *Hold, wait time.Duration) error {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(parent, wait)
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if wait == c.releaseWait.Timeout { // an Unlock: no timer of its own
+		ctx, cancel = c.releaseWait.Bound(parent)
+	} else {
+		ctx, cancel = context.WithTimeout(parent, wait)
+	}
 	err := c.endOnEngine(ctx, h)
 	cancel()
 	if err == nil || (!errors.Is(err, locker.ErrUnavailable) && parent.Err() == nil) {

@@ -151,7 +151,7 @@ func (g *grant) Engine() string { return g.m.core.engine }
 // Unlock ends the hold, waiting for the engine's answer at most the
 // Core's release wait.
 func (g *grant) Unlock() error {
-	return g.release(context.Background(), nil, min(g.m.core.releaseWait, g.m.settings.ReleaseTimeout))
+	return g.release(context.Background(), nil, min(g.m.core.releaseWait.Timeout, g.m.settings.ReleaseTimeout))
 }
 
 func (g *grant) ReleaseWithin(wait time.Duration, done <-chan struct{}) error {

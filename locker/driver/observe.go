@@ -22,7 +22,7 @@ func ObservedBy(o observe.Observer) CoreOption { return func(c *Core) { c.obs = 
 // new leader. Default: DefaultReleaseWait (1s); shorter values are raised
 // to it.
 func ReleaseWait(d time.Duration) CoreOption {
-	return func(c *Core) { c.releaseWait = max(d, DefaultReleaseWait) }
+	return func(c *Core) { c.releaseWait.Timeout = max(d, DefaultReleaseWait) }
 }
 
 // RenewChunk sets how many holds one Renew call takes at most (eight times
