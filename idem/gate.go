@@ -427,7 +427,7 @@ func (g *Gate) seenName() string {
 // A failure there is not the caller's problem: it stops the checks for
 // prevRetry, or until a write there succeeds.
 func (g *Gate) checkPrevious(ctx context.Context, prev Store, key string, fp []byte) (*Duplicate, error) {
-	cctx, cancel := bound(ctx, g.set.previous)
+	cctx, cancel := deadline.Within(ctx, g.set.previous)
 	start := g.callStart()
 	e, ok, err := prev.Get(cctx, key)
 	cancel()
@@ -673,19 +673,7 @@ func (t *Ticket) postpone(ctx context.Context, op string, succeeded bool, result
 // timer per round trip. Any other context keeps its values (a trace span)
 // and gets its own bound.
 func (g *Gate) requestCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if ctx == context.Background() {
-		return g.timeouts.Context(), func() {}
-	}
-	return bound(ctx, g.set.timeout)
-}
-
-// bound returns ctx bounded by d: ctx itself when its deadline comes
-// first, which spares a timer.
-func bound(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, d)
+	return g.timeouts.Bound(ctx)
 }
 
 // callStart is when a round trip to a store starts, for the observer;

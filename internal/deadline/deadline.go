@@ -39,16 +39,21 @@ func (s *Shared) Context() context.Context {
 // Bound returns the context of a request that starts now on behalf of
 // ctx, which ends within Timeout, and the cancel to call when the request
 // is done: Context() when ctx is context.Background() (it has no values
-// to keep), ctx itself when its deadline comes sooner, and else ctx with a
-// deadline of Timeout.
+// to keep), else Within(ctx, Timeout).
 func (s *Shared) Bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	if ctx == context.Background() {
 		return s.Context(), noCancel
 	}
-	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.Timeout {
+	return Within(ctx, s.Timeout)
+}
+
+// Within returns ctx bounded by d: ctx itself when its deadline comes
+// first, which spares a timer, else ctx with a deadline d from now.
+func Within(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
 		return ctx, noCancel
 	}
-	return context.WithTimeout(ctx, s.Timeout)
+	return context.WithTimeout(ctx, d)
 }
 
 func noCancel() {}
