@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orthrus-go/orthrus/internal/benchround"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
@@ -31,17 +32,9 @@ func BenchmarkOverhead(b *testing.B) {
 	sw, _ := newSwitcher(b, [2]string{primaryAddr, secondaryAddr})
 	le, _ := bare.NewLocker("bench-bare")
 	ls, _ := sw.NewLocker("bench-switched")
-	var engine, switched time.Duration
 	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		t0 := time.Now()
-		cycle(b, le)
-		t1 := time.Now()
-		cycle(b, ls)
-		engine, switched = engine+t1.Sub(t0), switched+time.Since(t1)
-	}
-	b.ReportMetric(engine.Seconds()/switched.Seconds(), "x-engine")
+	spent := benchround.Alternate(b, []benchround.Mutex{le, ls})
+	b.ReportMetric(spent[0].Seconds()/spent[1].Seconds(), "x-engine")
 }
 
 // BenchmarkOverheadParallel is BenchmarkOverhead with 8 goroutines on

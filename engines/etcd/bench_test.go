@@ -109,6 +109,15 @@ func BenchmarkLockUnlock(b *testing.B) {
 	}
 }
 
+// BenchmarkAlternating runs the uncontended cycle of orthrus and of
+// concurrency.Mutex in turn, cycle by cycle, so that a busy machine slows
+// both alike, and reports orthrus's throughput relative to the peer's
+// (x-concurrency).
+func BenchmarkAlternating(b *testing.B) {
+	ms := []benchround.Mutex{orthrusOwners(b, 1)[0], concurrencyOwners(b, 1)[0]}
+	benchround.ReportRelative(b, []string{"orthrus", "concurrency"}, benchround.Alternate(b, ms))
+}
+
 // BenchmarkHandoff is 8 owners taking turns on one name. handoff-ms is the
 // median time from a holder's Unlock to the next holder's Lock returning.
 func BenchmarkHandoff(b *testing.B) {

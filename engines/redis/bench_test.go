@@ -210,30 +210,11 @@ func BenchmarkLockUnlock(b *testing.B) {
 // each (x-floor, x-redislock): the steadiest ratios this package measures.
 func BenchmarkAlternating(b *testing.B) {
 	names := []string{"orthrus", "floor", "redislock"}
-	ms := make([]lockertest.Mutex, len(names))
+	ms := make([]benchround.Mutex, len(names))
 	for i, name := range names {
 		ms[i] = implementation(b, name)(b, benchName(b))
-		cycle(b, ms[i])
 	}
-	spent := alternate(b, ms)
-	for j := 1; j < len(ms); j++ {
-		b.ReportMetric(spent[j].Seconds()/spent[0].Seconds(), "x-"+names[j])
-	}
-}
-
-// alternate runs b.N rounds of one cycle of each of ms in turn and returns
-// the time spent in each.
-func alternate(b *testing.B, ms []lockertest.Mutex) []time.Duration {
-	spent := make([]time.Duration, len(ms))
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		for j, m := range ms {
-			t0 := time.Now()
-			cycle(b, m)
-			spent[j] += time.Since(t0)
-		}
-	}
-	return spent
+	benchround.ReportRelative(b, names, benchround.Alternate(b, ms))
 }
 
 func cycle(b *testing.B, m lockertest.Mutex) {

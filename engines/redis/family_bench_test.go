@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orthrus-go/orthrus/internal/benchround"
 	"github.com/orthrus-go/orthrus/locker"
-	"github.com/orthrus-go/orthrus/locker/lockertest"
 )
 
 // familyKinds are the holds the family benchmarks compare, the mutex first:
@@ -53,12 +53,11 @@ func BenchmarkFamilyCycle(b *testing.B) {
 	e := newEngine(b, benchClient(b, true))
 	b.Cleanup(func() { _ = e.Close() })
 	name := benchName(b)
-	hs := make([]lockertest.Mutex, len(familyKinds))
+	hs := make([]benchround.Mutex, len(familyKinds))
 	for i, kind := range familyKinds {
 		hs[i] = familyHandle(b, e, kind, name, 1)
-		cycle(b, hs[i]) // scripts loaded, connection warm
 	}
-	spent := alternate(b, hs)
+	spent := benchround.Alternate(b, hs)
 	for j, kind := range familyKinds {
 		b.ReportMetric(float64(spent[j].Microseconds())/float64(b.N), kind+"-us")
 		if j > 0 {

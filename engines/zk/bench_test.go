@@ -40,6 +40,22 @@ func BenchmarkLockUnlockParallel(b *testing.B) {
 	}
 }
 
+// BenchmarkAlternating runs the uncontended cycle of orthrus and of
+// go-zookeeper's recipe in turn, cycle by cycle, so that a busy machine
+// (and the JVM's pauses) slow both alike, and reports orthrus's throughput
+// relative to the peer's (x-gozk).
+func BenchmarkAlternating(b *testing.B) {
+	var ms [2]benchround.Mutex
+	for _, im := range implementations(b) {
+		i := 0
+		if im.name == "gozk" {
+			i = 1
+		}
+		ms[i] = im.mutex(b)("alternating")
+	}
+	benchround.ReportRelative(b, []string{"orthrus", "gozk"}, benchround.Alternate(b, ms[:]))
+}
+
 // implementation makes, for one sub-benchmark, the mutexes of one name each
 // over one session.
 type implementation struct {
