@@ -221,15 +221,14 @@ func (e *Engine) try(ctx context.Context, h *driver.Hold, st state) (bool, time.
 // failures in doc.go).
 func (e *Engine) do(ctx context.Context, st state) (int64, error) {
 	if _, ok := ctx.Deadline(); !ok {
-		if ctx.Done() == nil {
-			ctx = e.bound.Context()
-			if e.deadlines {
-				return e.request(ctx, st)
-			}
-		} else {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, e.bound.Timeout)
-			defer cancel()
+		// When only the bound can end ctx, go-redis ends the request at
+		// its deadline, here: no worker.
+		direct := ctx.Done() == nil && e.deadlines
+		var cancel context.CancelFunc
+		ctx, cancel = e.bound.Bound(ctx)
+		defer cancel()
+		if direct {
+			return e.request(ctx, st)
 		}
 	}
 	c := e.calls.Get().(*call)

@@ -375,13 +375,7 @@ func (c *Core) releaseCtx(ctx context.Context, h *Hold, wait time.Duration) erro
 // answer (or parent ended first: the release must still happen).
 func (c *Core) releaseHere(parent context.Context, h *Hold, wait time.Duration) error {
 	start := time.Now()
-	var ctx context.Context
-	var cancel context.CancelFunc
-	if wait == c.releaseWait.Timeout { // an Unlock: no timer of its own
-		ctx, cancel = c.releaseWait.Bound(parent)
-	} else {
-		ctx, cancel = context.WithTimeout(parent, wait)
-	}
+	ctx, cancel := c.releaseBound(parent, wait)
 	err := c.endOnEngine(ctx, h)
 	cancel()
 	if err == nil || (!errors.Is(err, locker.ErrUnavailable) && parent.Err() == nil) {
@@ -392,6 +386,15 @@ func (c *Core) releaseHere(parent context.Context, h *Hold, wait time.Duration) 
 		return err
 	}
 	return fmt.Errorf("%w (%w)", errReleaseGoesOn(h), err)
+}
+
+// releaseBound bounds a release's first try by wait: an Unlock's (its wait
+// is the release wait) shares the Core's context, with no timer of its own.
+func (c *Core) releaseBound(parent context.Context, wait time.Duration) (context.Context, context.CancelFunc) {
+	if wait == c.releaseWait.Timeout {
+		return c.releaseWait.Bound(parent)
+	}
+	return deadline.Within(parent, wait)
 }
 
 func errReleaseGoesOn(h *Hold) error {
