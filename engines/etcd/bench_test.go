@@ -3,6 +3,7 @@ package etcd_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -174,6 +175,30 @@ func BenchmarkLockUnlockParallel(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkAlternatingParallel is BenchmarkAlternating by as many owners
+// as BenchmarkLockUnlockParallel, each on names of its own, over one engine
+// and one session as there: orthrus's throughput in parallel relative to
+// concurrency.Mutex's (x-concurrency), both under the same load at once.
+func BenchmarkAlternatingParallel(b *testing.B) {
+	var mks [2]func(int64) (func() error, func() error)
+	for _, impl := range parallelImplementations() {
+		i := 0
+		if impl.name == "concurrency" {
+			i = 1
+		}
+		mks[i] = impl.owners(b)
+	}
+	spent := benchround.AlternateParallel(b, 4*runtime.GOMAXPROCS(0), func(i int) []benchround.Mutex {
+		ms := make([]benchround.Mutex, len(mks))
+		for j, mk := range mks {
+			lock, unlock := mk(int64(i))
+			ms[j] = owner{lock: lock, unlock: unlock}
+		}
+		return ms
+	})
+	benchround.ReportRelative(b, []string{"orthrus", "concurrency"}, spent)
 }
 
 // parallelImplementation makes, for one sub-benchmark, the Lock and Unlock

@@ -217,6 +217,28 @@ func BenchmarkAlternating(b *testing.B) {
 	benchround.ReportRelative(b, names, benchround.Alternate(b, ms))
 }
 
+// BenchmarkAlternatingParallel is BenchmarkAlternating by eight owners at
+// once, each on names of its own, with rueidislock beside the floor and
+// redislock: orthrus's throughput in parallel relative to each (x-floor,
+// x-redislock, x-rueidislock), all under the same load at the same time.
+func BenchmarkAlternatingParallel(b *testing.B) {
+	const owners = 8
+	names := []string{"orthrus", "floor", "redislock", "rueidislock"}
+	mks := make([]func(*testing.B, string) lockertest.Mutex, len(names))
+	for i, name := range names {
+		mks[i] = implementation(b, name)
+	}
+	base := benchName(b)
+	spent := benchround.AlternateParallel(b, owners, func(i int) []benchround.Mutex {
+		ms := make([]benchround.Mutex, len(mks))
+		for j, mk := range mks {
+			ms[j] = mk(b, fmt.Sprintf("%s/%d", base, i))
+		}
+		return ms
+	})
+	benchround.ReportRelative(b, names, spent)
+}
+
 func cycle(b *testing.B, m lockertest.Mutex) {
 	if err := m.Lock(); err != nil {
 		b.Fatal(err)

@@ -45,15 +45,36 @@ func BenchmarkLockUnlockParallel(b *testing.B) {
 // (and the JVM's pauses) slow both alike, and reports orthrus's throughput
 // relative to the peer's (x-gozk).
 func BenchmarkAlternating(b *testing.B) {
-	var ms [2]benchround.Mutex
+	mk := alternated(b)
+	benchround.ReportRelative(b, []string{"orthrus", "gozk"}, benchround.Alternate(b, mk("alternating")))
+}
+
+// BenchmarkAlternatingParallel is BenchmarkAlternating by eight owners at
+// once, each on names of its own, over one session per implementation, as
+// BenchmarkLockUnlockParallel: orthrus's throughput in parallel relative
+// to the peer's (x-gozk), both under the same load at the same time.
+func BenchmarkAlternatingParallel(b *testing.B) {
+	mk := alternated(b)
+	spent := benchround.AlternateParallel(b, goroutines, func(i int) []benchround.Mutex {
+		return mk(fmt.Sprintf("alternating-parallel-%d", i))
+	})
+	benchround.ReportRelative(b, []string{"orthrus", "gozk"}, spent)
+}
+
+// alternated returns the maker of orthrus's and the peer's mutex of a
+// name, in that order, each implementation over one session.
+func alternated(b *testing.B) func(name string) []benchround.Mutex {
+	var mks [2]func(string) lockertest.Mutex
 	for _, im := range implementations(b) {
 		i := 0
 		if im.name == "gozk" {
 			i = 1
 		}
-		ms[i] = im.mutex(b)("alternating")
+		mks[i] = im.mutex(b)
 	}
-	benchround.ReportRelative(b, []string{"orthrus", "gozk"}, benchround.Alternate(b, ms[:]))
+	return func(name string) []benchround.Mutex {
+		return []benchround.Mutex{mks[0](name), mks[1](name)}
+	}
 }
 
 // implementation makes, for one sub-benchmark, the mutexes of one name each

@@ -6,7 +6,10 @@ package benchround
 
 import (
 	"os"
+	"runtime"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -35,19 +38,68 @@ type Mutex interface {
 // (connections made, scripts loaded).
 func Alternate(b *testing.B, ms []Mutex) []time.Duration {
 	for _, m := range ms {
-		cycle(b, m)
+		if err := cycle(m); err != nil {
+			b.Fatal(err)
+		}
 	}
 	spent := make([]time.Duration, len(ms))
 	b.ResetTimer()
 	for range b.N {
-		for j, m := range ms {
-			t0 := time.Now()
-			cycle(b, m)
-			spent[j] += time.Since(t0)
+		if err := round(ms, spent); err != nil {
+			b.Fatal(err)
 		}
 	}
 	b.StopTimer()
 	return spent
+}
+
+// AlternateParallel is Alternate run by owners goroutines at once
+// (rounded up to a multiple of GOMAXPROCS), each over mutexes of its own
+// (mutexes(i) for the i-th, from 0, on names no other uses), b.N rounds in
+// all: under parallel load the implementations also share the server's
+// queue, at any moment each taking its turn in about as many owners. It returns the time spent in each implementation, summed over
+// the owners.
+func AlternateParallel(b *testing.B, owners int, mutexes func(i int) []Mutex) []time.Duration {
+	var (
+		mu    sync.Mutex
+		spent []time.Duration
+		next  atomic.Int64
+	)
+	b.SetParallelism((owners + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ms := mutexes(int(next.Add(1) - 1))
+		mine := make([]time.Duration, len(ms))
+		err := round(ms, make([]time.Duration, len(ms))) // warm, untimed
+		for err == nil && pb.Next() {
+			err = round(ms, mine)
+		}
+		if err != nil {
+			b.Error(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if spent == nil {
+			spent = make([]time.Duration, len(ms))
+		}
+		for j, d := range mine {
+			spent[j] += d
+		}
+	})
+	b.StopTimer()
+	return spent
+}
+
+// round makes one cycle of each of ms in turn, adding its time to spent.
+func round(ms []Mutex, spent []time.Duration) error {
+	for j, m := range ms {
+		t0 := time.Now()
+		if err := cycle(m); err != nil {
+			return err
+		}
+		spent[j] += time.Since(t0)
+	}
+	return nil
 }
 
 // ReportRelative reports the throughput of the first of spent (from
@@ -59,11 +111,9 @@ func ReportRelative(b *testing.B, names []string, spent []time.Duration) {
 	}
 }
 
-func cycle(b *testing.B, m Mutex) {
+func cycle(m Mutex) error {
 	if err := m.Lock(); err != nil {
-		b.Fatal(err)
+		return err
 	}
-	if err := m.Unlock(); err != nil {
-		b.Fatal(err)
-	}
+	return m.Unlock()
 }
