@@ -2,23 +2,10 @@ package switcher_test
 
 import (
 	"fmt"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/orthrus-go/orthrus/internal/benchround"
-	"github.com/orthrus-go/orthrus/locker"
 )
-
-// cycle is one Lock+Unlock.
-func cycle(b *testing.B, l locker.Locker) {
-	if err := l.Lock(); err != nil {
-		b.Fatal(err)
-	}
-	if err := l.Unlock(); err != nil {
-		b.Fatal(err)
-	}
-}
 
 // BenchmarkOverhead measures the switcher against the bare engine it
 // routes to, on the same Redis, cycle by cycle so that a busy machine slows
@@ -33,44 +20,19 @@ func BenchmarkOverhead(b *testing.B) {
 	le, _ := bare.NewLocker("bench-bare")
 	ls, _ := sw.NewLocker("bench-switched")
 	b.ReportAllocs()
-	spent := benchround.Alternate(b, []benchround.Mutex{le, ls})
-	b.ReportMetric(spent[0].Seconds()/spent[1].Seconds(), "x-engine")
+	benchround.ReportRelative(b, []string{"switcher", "engine"}, benchround.Alternate(b, []benchround.Mutex{ls, le}))
 }
 
-// BenchmarkOverheadParallel is BenchmarkOverhead with 8 goroutines on
-// names of their own.
+// BenchmarkOverheadParallel is BenchmarkOverhead by 8 goroutines at once,
+// on names of their own, each alternating the switcher and the engine.
 func BenchmarkOverheadParallel(b *testing.B) {
 	bare, _ := redisEngine(b, "bare", primaryAddr)
 	defer bare.Close()
 	sw, _ := newSwitcher(b, [2]string{primaryAddr, secondaryAddr})
-	const workers = 8
-	var engine, switched time.Duration
-	b.ResetTimer()
-	// Rounds alternate: all workers on the engine, then all on the
-	// switcher, each round b.N/8/rounds cycles per worker.
-	const rounds = 10
-	per := max(b.N/workers/rounds, 1)
-	for r := range rounds {
-		for _, e := range []locker.Engine{bare, sw} {
-			var wg sync.WaitGroup
-			t0 := time.Now()
-			for w := range workers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					l, _ := e.NewLocker(fmt.Sprintf("bench-par-%d-%d", r, w))
-					for range per {
-						cycle(b, l)
-					}
-				}()
-			}
-			wg.Wait()
-			if e == locker.Engine(bare) {
-				engine += time.Since(t0)
-			} else {
-				switched += time.Since(t0)
-			}
-		}
-	}
-	b.ReportMetric(engine.Seconds()/switched.Seconds(), "x-engine")
+	spent := benchround.AlternateParallel(b, 8, func(i int) []benchround.Mutex {
+		ls, _ := sw.NewLocker(fmt.Sprintf("bench-par-%d", i))
+		le, _ := bare.NewLocker(fmt.Sprintf("bench-par-%d", i))
+		return []benchround.Mutex{ls, le}
+	})
+	benchround.ReportRelative(b, []string{"switcher", "engine"}, spent)
 }
