@@ -54,23 +54,33 @@ func Alternate(b *testing.B, ms []Mutex) []time.Duration {
 }
 
 // AlternateParallel is Alternate run by owners goroutines at once
-// (rounded up to a multiple of GOMAXPROCS), each over mutexes of its own
-// (mutexes(i) for the i-th, from 0, on names no other uses), b.N rounds in
-// all: under parallel load the implementations also share the server's
-// queue, at any moment each taking its turn in about as many owners. It returns the time spent in each implementation, summed over
-// the owners.
+// (rounded up to a multiple of GOMAXPROCS), each over mutexes of its own:
+// mutexes(i) for the i-th, from 0, on names no other uses. The rounds, b.N
+// in all, share the server's queue too: at any moment each implementation
+// has its turn in about as many goroutines. It returns the time spent in
+// each implementation, summed over the goroutines. The mutexes are made
+// and warmed on the benchmark's goroutine, before the timer starts, so
+// that a failure there may end the benchmark.
 func AlternateParallel(b *testing.B, owners int, mutexes func(i int) []Mutex) []time.Duration {
+	parallelism := (owners + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0)
+	sets := make([][]Mutex, parallelism*runtime.GOMAXPROCS(0)) // RunParallel's goroutines
+	for i := range sets {
+		sets[i] = mutexes(i)
+		if err := round(sets[i], make([]time.Duration, len(sets[i]))); err != nil {
+			b.Fatal(err)
+		}
+	}
 	var (
 		mu    sync.Mutex
-		spent []time.Duration
+		spent = make([]time.Duration, len(sets[0]))
 		next  atomic.Int64
 	)
-	b.SetParallelism((owners + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	b.SetParallelism(parallelism)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		ms := mutexes(int(next.Add(1) - 1))
+		ms := sets[next.Add(1)-1]
 		mine := make([]time.Duration, len(ms))
-		err := round(ms, make([]time.Duration, len(ms))) // warm, untimed
+		var err error
 		for err == nil && pb.Next() {
 			err = round(ms, mine)
 		}
@@ -79,9 +89,6 @@ func AlternateParallel(b *testing.B, owners int, mutexes func(i int) []Mutex) []
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if spent == nil {
-			spent = make([]time.Duration, len(ms))
-		}
 		for j, d := range mine {
 			spent[j] += d
 		}
