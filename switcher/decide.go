@@ -103,6 +103,17 @@ func (s *Switcher) reconcile(ctx context.Context) bool {
 	}
 	s.rejoined(cur)
 	switch {
+	case alone && want == cur:
+		// The source came to name this engine while this process was
+		// alone (another process's proposal won, or this one's was
+		// applied after the process gave up on the answer): the fleet
+		// agrees, and proposing it again, from the source's epoch, would
+		// raise every process's epoch for no switch.
+		s.mu.Lock()
+		if s.current == cur && s.desired == cur {
+			s.alone = false
+		}
+		s.mu.Unlock()
 	case alone:
 		// Switched without the source: ask it again, so that the fleet
 		// and the epoch converge on one decision.

@@ -6,3 +6,11 @@ func Waiting(s *Switcher) int {
 	defer s.mu.Unlock()
 	return len(s.waits)
 }
+
+// Alone reports whether s switched without its shared source's agreement
+// and will propose the switch again.
+func Alone(s *Switcher) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.alone
+}

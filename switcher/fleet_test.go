@@ -3,6 +3,8 @@ package switcher_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -255,6 +257,115 @@ func TestSourceDownSwitchAloneThenConverge(t *testing.T) {
 			t.Errorf("process %d: Epoch(), Current() = %d, %q; want 2, secondary", i, got, cur)
 		}
 	}
+}
+
+// A process that switched alone proposes its switch again once the
+// source answers. When that proposal gets no answer in time, while the
+// watch delivers the fleet's decision for the very engine the process is
+// on (another process's proposal won), the process has nothing left to
+// propose: it stays at the fleet's epoch. Proposing again from that epoch
+// would raise every process's epoch for no switch, the race behind a
+// flaky AloneOnUnwrittenKeyThenCreate whose fleet ended at epoch 2.
+func TestFailedProposalAgreedByWatch(t *testing.T) {
+	es, primary := testserver.Etcd(t), testserver.Redis(t)
+	const key = "/switcher-test/agreed/active"
+	src, err := etcdsource.New(etcdClient(t, es.Addr()), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gated := &gatedProposer{src: src, entered: make(chan uint64, 8), release: make(chan struct{}), failed: make(chan struct{})}
+	// A name of its own: the epoch record on the shared secondary outlives
+	// a run (-count).
+	sw, _ := newSwitcher(t, [2]string{primary.Addr(), secondaryAddr}, switcher.WithSource(gated),
+		switcher.WithHealthCheck(20*time.Millisecond, 200*time.Millisecond),
+		switcher.WithName(fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano())))
+	t.Cleanup(gated.open) // before Close, should the test end early
+	lockOnce(t, sw, "agreed-ready")
+	if err := primary.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 { // the switch alone, then its retry, held
+		select {
+		case from := <-gated.entered:
+			if from != 0 {
+				t.Fatalf("proposal %d from epoch %d; want 0, the key was never written", i+1, from)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no proposal %d within 5s", i+1)
+		}
+	}
+	if got := sw.Current(); got != "secondary" || !switcher.Alone(sw) {
+		t.Fatalf("Current(), Alone() = %q, %v; want secondary, alone", got, switcher.Alone(sw))
+	}
+	// Another process's proposal wins while the retry is out.
+	other, err := etcdsource.New(etcdClient(t, es.Addr()), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, won, err := other.Propose(context.Background(), 0, "secondary"); !won || err != nil {
+		t.Fatalf("the other process's Propose(0, secondary) = %+v, %v, %v; want it to win", d, won, err)
+	}
+	waitFor(t, "the watch to deliver the fleet's decision", func() bool { return sw.States()[1].Desired })
+	gated.open() // the retry gets no answer
+	<-gated.failed
+	// Absence cannot be awaited: give the decider several rounds.
+	select {
+	case from := <-gated.entered:
+		t.Errorf("a proposal from epoch %d after the fleet agreed on this process's engine; want none", from)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if switcher.Alone(sw) {
+		t.Error("Alone() = true; want the process back with the fleet's decision")
+	}
+	d, ok, err := src.Read(context.Background())
+	if err != nil || !ok || d != (switcher.Desired{Engine: "secondary", Epoch: 1}) {
+		t.Errorf("key = %+v, %v, %v; want secondary at epoch 1, as the fleet decided", d, ok, err)
+	}
+	if got := sw.Epoch(); got != 1 {
+		t.Errorf("Epoch() = %d; want the fleet's, 1", got)
+	}
+}
+
+// gatedProposer passes a shared source through, but fails its first
+// proposal at once and its second once release closes: a source that does
+// not answer, then one that answers too late. entered receives the epoch
+// each proposal is from; failed closes as the second returns.
+type gatedProposer struct {
+	src     *etcdsource.Source
+	entered chan uint64
+	release chan struct{}
+	failed  chan struct{}
+	opened  sync.Once
+
+	mu    sync.Mutex
+	calls int
+}
+
+func (g *gatedProposer) open() { g.opened.Do(func() { close(g.release) }) }
+
+func (g *gatedProposer) Watch(ctx context.Context, apply func(switcher.Desired)) error {
+	return g.src.Watch(ctx, apply)
+}
+
+func (g *gatedProposer) Read(ctx context.Context) (switcher.Desired, bool, error) {
+	return g.src.Read(ctx)
+}
+
+func (g *gatedProposer) Propose(ctx context.Context, from uint64, engine string) (switcher.Desired, bool, error) {
+	g.entered <- from
+	g.mu.Lock()
+	g.calls++
+	n := g.calls
+	g.mu.Unlock()
+	switch n {
+	case 1:
+	case 2:
+		defer close(g.failed)
+		<-g.release
+	default:
+		return g.src.Propose(ctx, from, engine)
+	}
+	return switcher.Desired{}, false, context.DeadlineExceeded
 }
 
 // A breaker switch away from the engine a non-shared source names holds
