@@ -1,7 +1,6 @@
 package config_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 
 	"github.com/orthrus-go/orthrus/config"
 	"github.com/orthrus-go/orthrus/engines/redis"
+	"github.com/orthrus-go/orthrus/internal/logtest"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
 	"github.com/orthrus-go/orthrus/switcher"
@@ -112,24 +111,6 @@ func TestPasswordFileErrors(t *testing.T) {
 	}
 }
 
-// syncBuffer is an io.Writer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // Every engine over mutual TLS with its application's credentials, given
 // through the environment and secret files: the engines work; the logs of
 // the run (at debug level, refusals included) and the errors never show a
@@ -168,7 +149,7 @@ engines:
 		t.Fatalf("Load() = %v", err)
 	}
 
-	var logs syncBuffer
+	var logs logtest.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	sw := open(t, c, config.WithLogger(logger))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/backoff"
 
 	"github.com/orthrus-go/orthrus/engines/etcd"
+	"github.com/orthrus-go/orthrus/internal/logtest"
 	"github.com/orthrus-go/orthrus/internal/testmain"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
@@ -832,7 +833,7 @@ func TestKeyNamesReused(t *testing.T) {
 // greet every switch to an engine that had been idle.
 func TestIdleLeaseLostIsDebug(t *testing.T) {
 	c := newClient(t, endpoint)
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	e := newEngine(t, c, etcd.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	name := fmt.Sprintf("%s/%d", t.Name(), time.Now().UnixNano())
 	l := newLocker(t, e, name, locker.WithTTL(3*time.Second))
@@ -859,22 +860,4 @@ func TestIdleLeaseLostIsDebug(t *testing.T) {
 	if strings.Contains(out, "level=WARN") {
 		t.Errorf("logs:\n%s\nwant no WARN for a lease with no hold", out)
 	}
-}
-
-// logBuffer collects log output from several goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -1,12 +1,10 @@
 package redis_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,32 +12,15 @@ import (
 	"github.com/redis/go-redis/v9/logging"
 
 	"github.com/orthrus-go/orthrus/engines/redis"
+	"github.com/orthrus-go/orthrus/internal/logtest"
 	"github.com/orthrus-go/orthrus/internal/testserver"
 	"github.com/orthrus-go/orthrus/locker"
 )
 
-// syncBuffer is a bytes.Buffer that goroutines may write and read at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // go-redis's own line for a dial that failed goes to the slog logger given
 // to SlogLogger, as a WARN.
 func TestSlogLogger(t *testing.T) {
-	var out syncBuffer
+	var out logtest.Buffer
 	goredis.SetLogger(redis.SlogLogger(slog.New(slog.NewTextHandler(&out, nil))))
 	defer logging.Enable() // go-redis's own logger again
 	s := testserver.Redis(t)
