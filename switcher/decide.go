@@ -103,17 +103,6 @@ func (s *Switcher) reconcile(ctx context.Context) bool {
 	}
 	s.rejoined(cur)
 	switch {
-	case alone && want == cur:
-		// The source came to name this engine while this process was
-		// alone (another process's proposal won, or this one's was
-		// applied after the process gave up on the answer): the fleet
-		// agrees, and proposing it again, from the source's epoch, would
-		// raise every process's epoch for no switch.
-		s.mu.Lock()
-		if s.current == cur && s.desired == cur {
-			s.alone = false
-		}
-		s.mu.Unlock()
 	case alone:
 		// Switched without the source: ask it again, so that the fleet
 		// and the epoch converge on one decision.
@@ -191,13 +180,18 @@ func (s *Switcher) propose(ctx context.Context, i int, from uint64, reason Reaso
 	if err != nil {
 		s.mu.Lock()
 		wasAlone := s.alone
-		s.alone = true
+		// Not alone when the source names i already (its watch delivered
+		// another process's winning proposal, or this one's, applied
+		// after the answer was given up on): proposing i again, from the
+		// source's epoch, would raise every process's epoch for no switch.
+		alone := s.desired != i
+		s.alone = alone
 		s.mu.Unlock()
-		if !wasAlone {
+		if alone && !wasAlone {
 			s.log.Warn("switcher: the shared source did not answer; switching alone until it does", "to", to, "err", err)
 		}
 		_, _ = s.switchTo(i, reason, from+1)
-		return true
+		return alone
 	}
 	switch {
 	case won:
